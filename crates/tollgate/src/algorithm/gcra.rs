@@ -1,0 +1,263 @@
+//! The token bucket as GCRA (the generic cell rate algorithm), in integer nanoseconds.
+//!
+//! The whole state of a bucket is one number, the theoretical arrival time `tat`: the time at
+//! which the bucket would be full again. With the emission interval `t` (time per token) and
+//! the tolerance `tau = capacity × t`, the bucket holds `(now + tau - max(tat, now)) / t`
+//! tokens at `now`. Taking `cost` tokens moves `tat` forward by `cost × t`; it is allowed iff
+//! the new `tat` is at most `now + tau`. A new key has `tat = 0` (any time in the past means
+//! "full"). A clock that steps back makes `now` smaller, which can only shrink the bucket.
+//!
+//! `t` is rounded up to a whole nanosecond, so rounding can only under-grant, by less than one
+//! nanosecond per token. Every store (memory, Redis Lua, PostgreSQL SQL) is a port of this file.
+
+use std::time::Duration;
+
+use crate::{CheckError, Decision, Nanos, Policy};
+
+/// The constants of one token-bucket policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra {
+    /// Time per token (`t`).
+    emission_interval: Nanos,
+    /// Time to fill an empty bucket (`tau`).
+    tolerance: Nanos,
+    capacity: u64,
+}
+
+/// The result of evaluating one check against one bucket, before anyone writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcraOutcome {
+    gcra: Gcra,
+    now: Nanos,
+    /// `max(tat, now)`: the state as it stands.
+    tat: Nanos,
+    /// `tat + cost × t`: the state if the cost is taken.
+    new_tat: Nanos,
+    allowed: bool,
+}
+
+impl Gcra {
+    /// The constants of `policy` (whatever its algorithm, read as a token bucket).
+    pub fn new(policy: &Policy) -> Gcra {
+        Gcra {
+            emission_interval: policy.emission_interval(),
+            tolerance: policy.tolerance(),
+            capacity: policy.capacity(),
+        }
+    }
+
+    /// Evaluates taking `cost` tokens at `now` from the bucket whose state is `tat`
+    /// (`Nanos::ZERO` for a key never seen).
+    pub fn decide(&self, tat: Nanos, now: Nanos, cost: u64) -> Result<GcraOutcome, CheckError> {
+        if cost > self.capacity {
+            return Err(CheckError::CostExceedsCapacity {
+                cost,
+                capacity: self.capacity,
+            });
+        }
+        let tat = tat.max(now);
+        let new_tat = tat + self.emission_interval.saturating_mul(cost);
+        // cost 0 is a peek: allowed even when a clock that stepped back leaves the bucket
+        // "below empty".
+        let allowed = cost == 0 || new_tat - now <= self.tolerance;
+        Ok(GcraOutcome {
+            gcra: *self,
+            now,
+            tat,
+            new_tat,
+            allowed,
+        })
+    }
+
+    /// Whether a bucket with state `tat` is full at `now` (and so can be forgotten: a missing key
+    /// is a full bucket).
+    pub fn is_full(tat: Nanos, now: Nanos) -> bool {
+        tat <= now
+    }
+}
+
+impl GcraOutcome {
+    /// Whether the bucket holds the cost.
+    pub fn allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The state to store when the cost is taken.
+    pub fn new_tat(&self) -> Nanos {
+        self.new_tat
+    }
+
+    /// The decision, with the cost `taken` (only possible when allowed) or not.
+    pub fn decision(&self, taken: bool) -> Decision {
+        let Gcra {
+            emission_interval: t,
+            tolerance: tau,
+            capacity,
+        } = self.gcra;
+        let tat = if taken && self.allowed {
+            self.new_tat
+        } else {
+            self.tat
+        };
+        let backlog = tat - self.now;
+        let remaining = (tau - backlog).as_u64() / t.as_u64();
+        let retry_after = if self.allowed {
+            Nanos::ZERO
+        } else {
+            self.new_tat - tau - self.now
+        };
+        Decision {
+            allowed: self.allowed,
+            limit: capacity,
+            remaining: remaining.min(capacity),
+            retry_after: Duration::from(retry_after),
+            reset_after: Duration::from(backlog),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn policy(capacity: u64, refill: u64, period_ms: u64) -> Gcra {
+        Gcra::new(
+            &Policy::token_bucket(capacity, refill, Duration::from_millis(period_ms)).unwrap(),
+        )
+    }
+
+    /// Runs `(at_ms, cost, allowed, remaining, retry_after_ms, reset_after_ms)` steps in order.
+    fn run(gcra: Gcra, steps: &[(u64, u64, bool, u64, u64, u64)]) {
+        let mut tat = Nanos::ZERO;
+        for (i, &(at, cost, allowed, remaining, retry, reset)) in steps.iter().enumerate() {
+            let outcome = gcra.decide(tat, Nanos::new(at * MS), cost).unwrap();
+            let d = outcome.decision(true);
+            if outcome.allowed() && cost > 0 {
+                tat = outcome.new_tat();
+            }
+            let got = (
+                d.allowed,
+                d.remaining,
+                d.retry_after.as_nanos() as u64,
+                d.reset_after.as_nanos() as u64,
+            );
+            assert_eq!(
+                got,
+                (allowed, remaining, retry * MS, reset * MS),
+                "step {i}: at {at} ms, cost {cost}"
+            );
+        }
+    }
+
+    #[test]
+    fn burst_then_refill() {
+        // 5 tokens, one every 100 ms.
+        run(
+            policy(5, 10, 1000),
+            &[
+                (1000, 1, true, 4, 0, 100),
+                (1000, 1, true, 3, 0, 200),
+                (1000, 3, true, 0, 0, 500),
+                (1000, 1, false, 0, 100, 500),
+                (1050, 1, false, 0, 50, 450),
+                (1100, 1, true, 0, 0, 500),
+                (1400, 2, true, 1, 0, 400),
+                (2000, 0, true, 5, 0, 0),
+            ],
+        );
+    }
+
+    #[test]
+    fn peek_takes_nothing_and_is_always_allowed() {
+        run(
+            policy(2, 2, 1000),
+            &[
+                (0, 0, true, 2, 0, 0),
+                (0, 2, true, 0, 0, 1000),
+                (0, 0, true, 0, 0, 1000),
+                (0, 1, false, 0, 500, 1000),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_denial_changes_nothing() {
+        let g = policy(3, 1, 1000);
+        let full = g.decide(Nanos::ZERO, Nanos::new(0), 3).unwrap();
+        let tat = full.new_tat();
+        let denied = g.decide(tat, Nanos::new(500 * MS), 1).unwrap();
+        assert!(!denied.allowed());
+        assert_eq!(denied.decision(true), denied.decision(false));
+        assert_eq!(
+            denied.decision(false).retry_after,
+            Duration::from_millis(500)
+        );
+    }
+
+    #[test]
+    fn retry_after_is_exact_waiting_it_is_enough() {
+        let g = policy(10, 3, 1000); // t = 333_333_334 ns
+        let mut tat = g.decide(Nanos::ZERO, Nanos::ZERO, 10).unwrap().new_tat();
+        let mut now = Nanos::ZERO;
+        for _ in 0..20 {
+            let denied = g.decide(tat, now, 2).unwrap();
+            assert!(!denied.allowed());
+            let wait = Nanos::from(denied.decision(false).retry_after);
+            // One nanosecond sooner is still denied; exactly then, allowed.
+            assert!(
+                !g.decide(tat, now + wait - Nanos::new(1), 2)
+                    .unwrap()
+                    .allowed()
+            );
+            now = now + wait;
+            let ok = g.decide(tat, now, 2).unwrap();
+            assert!(ok.allowed());
+            tat = ok.new_tat();
+        }
+    }
+
+    #[test]
+    fn cost_over_capacity_is_an_error_not_a_denial() {
+        let err = policy(3, 1, 1000)
+            .decide(Nanos::ZERO, Nanos::ZERO, 4)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            CheckError::CostExceedsCapacity {
+                cost: 4,
+                capacity: 3
+            }
+        );
+    }
+
+    #[test]
+    fn a_clock_stepping_back_never_creates_tokens() {
+        let g = policy(4, 4, 1000); // 250 ms per token
+        let at_10s = Nanos::new(10_000 * MS);
+        let tat = g.decide(Nanos::ZERO, at_10s, 4).unwrap().new_tat();
+        // The clock steps back by 5 s: the bucket is not refilled, it looks emptier.
+        let back = g.decide(tat, Nanos::new(5_000 * MS), 1).unwrap();
+        assert!(!back.allowed());
+        assert_eq!(back.decision(false).remaining, 0);
+        assert!(g.decide(tat, Nanos::new(5_000 * MS), 0).unwrap().allowed());
+        // And forward again, tokens arrive on the original schedule.
+        assert!(
+            !g.decide(tat, at_10s + Nanos::new(249 * MS), 1)
+                .unwrap()
+                .allowed()
+        );
+        assert!(
+            g.decide(tat, at_10s + Nanos::new(250 * MS), 1)
+                .unwrap()
+                .allowed()
+        );
+    }
+
+    #[test]
+    fn full_bucket_detection() {
+        assert!(Gcra::is_full(Nanos::new(5), Nanos::new(5)));
+        assert!(!Gcra::is_full(Nanos::new(6), Nanos::new(5)));
+    }
+}

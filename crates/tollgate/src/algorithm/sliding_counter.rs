@@ -1,0 +1,221 @@
+//! The sliding-window counter: the weighted two-window approximation.
+//!
+//! Windows are aligned to the UNIX epoch. At `elapsed` into the current window the estimate is
+//! `previous × (window - elapsed) / window + current`, compared in integers
+//! (`previous × (window - elapsed) + current × window <= limit × window`). It assumes the
+//! previous window's requests were spread evenly: when they were bunched at its end, up to
+//! nearly twice the limit can pass in one sliding window; when at its start, fewer than the limit.
+//! Use [`sliding_log`](super::sliding_log) when that matters.
+
+use std::time::Duration;
+
+use crate::{CheckError, Decision, Nanos, Policy};
+
+/// The counts of one key. `Default` is a key never seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlidingCounterState {
+    /// `now / window` of the current window.
+    pub window: u64,
+    /// Cost taken in the window before it.
+    pub previous: u64,
+    /// Cost taken in it.
+    pub current: u64,
+}
+
+/// The result of evaluating one check, before anyone writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingCounterOutcome {
+    limit: u64,
+    width: u64,
+    elapsed: u64,
+    state: SlidingCounterState,
+    cost: u64,
+    allowed: bool,
+}
+
+/// Evaluates taking `cost` at `now`.
+pub fn decide(
+    policy: &Policy,
+    state: SlidingCounterState,
+    now: Nanos,
+    cost: u64,
+) -> Result<SlidingCounterOutcome, CheckError> {
+    let limit = policy.capacity();
+    if cost > limit {
+        return Err(CheckError::CostExceedsCapacity {
+            cost,
+            capacity: limit,
+        });
+    }
+    let width = policy.period().as_u64();
+    let index = now.as_u64() / width;
+    let (state, elapsed) = if index < state.window {
+        // The clock stepped back: weigh the previous window fully (the most conservative view).
+        (state, 0)
+    } else {
+        let rolled = match index - state.window {
+            0 => state,
+            1 => SlidingCounterState {
+                window: index,
+                previous: state.current,
+                current: 0,
+            },
+            _ => SlidingCounterState {
+                window: index,
+                previous: 0,
+                current: 0,
+            },
+        };
+        (rolled, now.as_u64() - index * width)
+    };
+    let outcome = SlidingCounterOutcome {
+        limit,
+        width,
+        elapsed,
+        state,
+        cost,
+        allowed: true,
+    };
+    Ok(SlidingCounterOutcome {
+        allowed: cost == 0 || outcome.weighted(state.current + cost) <= wide(limit) * wide(width),
+        ..outcome
+    })
+}
+
+fn wide(n: u64) -> u128 {
+    u128::from(n)
+}
+
+fn narrow(n: u128) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+impl SlidingCounterOutcome {
+    /// `previous × (window - elapsed) + current × window`: the estimate scaled by `window`.
+    fn weighted(&self, current: u64) -> u128 {
+        wide(self.state.previous) * wide(self.width - self.elapsed)
+            + wide(current) * wide(self.width)
+    }
+
+    /// Whether the estimate has room for the cost.
+    pub fn allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The state to store when the cost is taken.
+    pub fn new_state(&self) -> SlidingCounterState {
+        SlidingCounterState {
+            current: self.state.current + self.cost,
+            ..self.state
+        }
+    }
+
+    /// The shortest wait until the estimate has room for the cost.
+    fn retry_after(&self) -> u64 {
+        let (limit, w, e) = (wide(self.limit), wide(self.width), wide(self.elapsed));
+        let (p, c, cost) = (
+            wide(self.state.previous),
+            wide(self.state.current),
+            wide(self.cost),
+        );
+        if c + cost <= limit {
+            // Within this window, once enough of `previous` has slid out:
+            // p × (w - e') <= (limit - c - cost) × w.
+            let at = w - ((limit - c - cost) * w / p).min(w);
+            narrow(at - e)
+        } else {
+            // In the next window, where `current` becomes `previous` (non-zero here).
+            let at = w - ((limit - cost) * w / c).min(w);
+            narrow(w - e + at)
+        }
+    }
+
+    /// The decision, with the cost `taken` or not.
+    pub fn decision(&self, taken: bool) -> Decision {
+        let current = if taken && self.allowed {
+            self.new_state().current
+        } else {
+            self.state.current
+        };
+        let room = (wide(self.limit) * wide(self.width)).saturating_sub(self.weighted(current));
+        let reset_after = if current > 0 {
+            2 * self.width - self.elapsed
+        } else if self.state.previous > 0 {
+            self.width - self.elapsed
+        } else {
+            0
+        };
+        Decision {
+            allowed: self.allowed,
+            limit: self.limit,
+            remaining: narrow(room / wide(self.width)),
+            retry_after: Duration::from_nanos(if self.allowed { 0 } else { self.retry_after() }),
+            reset_after: Duration::from_nanos(reset_after),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn weighs_the_previous_window() {
+        let p = Policy::sliding_window_counter(10, Duration::from_secs(1)).unwrap();
+        let mut state = SlidingCounterState::default();
+        // (at ms, cost, allowed, remaining, retry ms, reset ms)
+        let steps = [
+            (5_000, 10, true, 0, 0, 2000),
+            // Next window, 25% in: estimate 10 × 0.75 = 7.5, room for 2.
+            (6_250, 2, true, 0, 0, 1750),
+            // 9.5 used; one more needs previous weight <= 7: at 300 ms.
+            (6_250, 1, false, 0, 50, 1750),
+            (6_300, 1, true, 0, 0, 1700),
+        ];
+        for (at, cost, allowed, remaining, retry, reset) in steps {
+            let o = decide(&p, state, Nanos::new(at * MS), cost).unwrap();
+            let d = o.decision(true);
+            assert_eq!(
+                (d.allowed, d.remaining, d.retry_after, d.reset_after),
+                (
+                    allowed,
+                    remaining,
+                    Duration::from_millis(retry),
+                    Duration::from_millis(reset)
+                ),
+                "at {at}"
+            );
+            if o.allowed() {
+                state = o.new_state();
+            }
+        }
+        // Over the current window's own room (3 + 8 > 10): wait into the next window, where
+        // 3 × (1 s - e) <= 2 × 1 s once e >= 333_333_334 ns.
+        let o = decide(&p, state, Nanos::new(6_300 * MS), 8).unwrap();
+        assert_eq!(
+            o.decision(false).retry_after,
+            Duration::from_nanos(700 * MS + 333_333_334)
+        );
+    }
+
+    #[test]
+    fn retry_after_is_enough_and_not_too_much() {
+        let p = Policy::sliding_window_counter(7, Duration::from_millis(300)).unwrap();
+        let mut state = SlidingCounterState::default();
+        let mut now = Nanos::new(1_000 * MS + 17);
+        for cost in [3, 5, 7, 1, 2, 6, 4, 7, 7, 1] {
+            let o = decide(&p, state, now, cost).unwrap();
+            if !o.allowed() {
+                let wait = Nanos::from(o.decision(false).retry_after);
+                let before = decide(&p, state, now + wait - Nanos::new(1), cost).unwrap();
+                assert!(!before.allowed(), "allowed 1 ns before retry_after");
+                now = now + wait;
+            }
+            let o = decide(&p, state, now, cost).unwrap();
+            assert!(o.allowed(), "denied after retry_after");
+            state = o.new_state();
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The exact sliding window: a log of allowed requests. At most `limit` in any window of
+//! length `window`: a request at `ts` counts while `now < ts + window`.
+//!
+//! Memory is one entry per allowed request still in the window, so the limit is bounded by
+//! [`MAX_LOG_LIMIT`](crate::policy::MAX_LOG_LIMIT).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::{CheckError, Decision, Nanos, Policy};
+
+/// The log of one key: `(time, cost)` of allowed requests, oldest first. `Default` is a key never
+/// seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlidingLogState {
+    entries: VecDeque<(Nanos, u64)>,
+}
+
+impl SlidingLogState {
+    /// Whether nothing in the log still counts at `now` (the key can be forgotten).
+    pub fn is_idle(&self, window: Nanos, now: Nanos) -> bool {
+        self.entries
+            .back()
+            .is_none_or(|&(ts, _)| ts + window <= now)
+    }
+}
+
+/// The result of evaluating one check, before anyone writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingLogOutcome {
+    limit: u64,
+    window: Nanos,
+    now: Nanos,
+    cost: u64,
+    allowed: bool,
+    /// Cost of the entries still in the window.
+    used: u64,
+    retry_after: Nanos,
+    /// When the newest counted entry leaves the window.
+    last_expiry: Nanos,
+}
+
+/// Evaluates taking `cost` at `now`.
+pub fn decide(
+    policy: &Policy,
+    state: &SlidingLogState,
+    now: Nanos,
+    cost: u64,
+) -> Result<SlidingLogOutcome, CheckError> {
+    let limit = policy.capacity();
+    if cost > limit {
+        return Err(CheckError::CostExceedsCapacity {
+            cost,
+            capacity: limit,
+        });
+    }
+    let window = policy.period();
+    let live = || state.entries.iter().filter(|&&(ts, _)| ts + window > now);
+    let used: u64 = live().map(|&(_, c)| c).sum();
+    let allowed = cost == 0 || used + cost <= limit;
+    let mut retry_after = Nanos::ZERO;
+    if !allowed {
+        // Wait until enough of the oldest entries have left the window.
+        let mut need = used + cost - limit;
+        for &(ts, c) in live() {
+            retry_after = ts + window - now;
+            need = need.saturating_sub(c);
+            if need == 0 {
+                break;
+            }
+        }
+    }
+    let last_expiry = live().last().map_or(Nanos::ZERO, |&(ts, _)| ts + window);
+    Ok(SlidingLogOutcome {
+        limit,
+        window,
+        now,
+        cost,
+        allowed,
+        used,
+        retry_after,
+        last_expiry,
+    })
+}
+
+impl SlidingLogOutcome {
+    /// Whether the window has room for the cost.
+    pub fn allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// Drops what left the window and logs the cost.
+    pub fn apply(&self, state: &mut SlidingLogState) {
+        while state
+            .entries
+            .front()
+            .is_some_and(|&(ts, _)| ts + self.window <= self.now)
+        {
+            state.entries.pop_front();
+        }
+        if self.cost > 0 {
+            // After a clock step back, log at the newest time so the log stays sorted; the entry
+            // then counts a little longer, never shorter.
+            let at = state
+                .entries
+                .back()
+                .map_or(self.now, |&(ts, _)| ts.max(self.now));
+            state.entries.push_back((at, self.cost));
+        }
+    }
+
+    /// The decision, with the cost `taken` or not.
+    pub fn decision(&self, taken: bool) -> Decision {
+        let taken = taken && self.allowed && self.cost > 0;
+        let used = self.used + if taken { self.cost } else { 0 };
+        let reset_at = if taken {
+            self.last_expiry.max(self.now + self.window)
+        } else {
+            self.last_expiry
+        };
+        Decision {
+            allowed: self.allowed,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(used),
+            retry_after: Duration::from(self.retry_after),
+            reset_after: Duration::from(reset_at - self.now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn exact_over_any_window() {
+        let p = Policy::sliding_window_log(3, Duration::from_secs(1)).unwrap();
+        let mut state = SlidingLogState::default();
+        // (at ms, cost, allowed, remaining, retry ms, reset ms)
+        let steps = [
+            (0, 1, true, 2, 0, 1000),
+            (400, 2, true, 0, 0, 1000),
+            (999, 1, false, 0, 1, 401),
+            (1000, 2, false, 1, 400, 400),
+            (1000, 1, true, 0, 0, 1000),
+            (1400, 2, true, 0, 0, 1000),
+            (2400, 0, true, 3, 0, 0),
+        ];
+        for (at, cost, allowed, remaining, retry, reset) in steps {
+            let o = decide(&p, &state, Nanos::new(at * MS), cost).unwrap();
+            let d = o.decision(true);
+            assert_eq!(
+                (d.allowed, d.remaining, d.retry_after, d.reset_after),
+                (
+                    allowed,
+                    remaining,
+                    Duration::from_millis(retry),
+                    Duration::from_millis(reset)
+                ),
+                "at {at}"
+            );
+            if o.allowed() {
+                o.apply(&mut state);
+            }
+        }
+        assert!(state.is_idle(p.period(), Nanos::new(2400 * MS)));
+    }
+
+    #[test]
+    fn pruning_keeps_memory_bounded() {
+        let p = Policy::sliding_window_log(2, Duration::from_millis(10)).unwrap();
+        let mut state = SlidingLogState::default();
+        for i in 0..1000 {
+            let o = decide(&p, &state, Nanos::new(i * 5 * MS), 1).unwrap();
+            assert!(o.allowed());
+            o.apply(&mut state);
+            assert!(state.entries.len() <= 2);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! [`Decision`] and [`Verdict`]: what a check answers. Being limited is data, not an error.
+
+use std::time::Duration;
+
+/// The answer for one bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the cost was (or, for a policy checked beside others, could be) taken.
+    pub allowed: bool,
+    /// The policy's capacity.
+    pub limit: u64,
+    /// Whole tokens left after this decision.
+    pub remaining: u64,
+    /// Zero when allowed; otherwise the shortest wait after which the same cost is allowed,
+    /// if nobody else takes tokens meanwhile. Never rounded down.
+    pub retry_after: Duration,
+    /// The wait until the bucket is full again.
+    pub reset_after: Duration,
+}
+
+impl Decision {
+    /// `retry_after` in whole milliseconds, rounded up.
+    pub fn retry_after_ms(&self) -> u64 {
+        ceil_div(self.retry_after, 1_000_000)
+    }
+
+    /// `retry_after` in whole seconds, rounded up; a denial never says 0
+    /// (HTTP `Retry-After`, `CL.THROTTLE`).
+    pub fn retry_after_secs(&self) -> u64 {
+        let secs = ceil_div(self.retry_after, 1_000_000_000);
+        if self.allowed { secs } else { secs.max(1) }
+    }
+
+    /// `reset_after` in whole milliseconds, rounded up.
+    pub fn reset_after_ms(&self) -> u64 {
+        ceil_div(self.reset_after, 1_000_000)
+    }
+
+    /// `reset_after` in whole seconds, rounded up.
+    pub fn reset_after_secs(&self) -> u64 {
+        ceil_div(self.reset_after, 1_000_000_000)
+    }
+}
+
+fn ceil_div(d: Duration, unit: u128) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(unit)).unwrap_or(u64::MAX)
+}
+
+/// The answer for a set of checks decided together: allowed only if every one allows, and then
+/// every bucket paid; if any denies, none paid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// One decision per check, in the order the checks were given.
+    pub decisions: Vec<Decision>,
+}
+
+impl Verdict {
+    /// Whether every check allowed (and so every bucket paid).
+    pub fn allowed(&self) -> bool {
+        self.decisions.iter().all(|d| d.allowed)
+    }
+
+    /// The decision to show a client in a single set of headers: the first denying one when
+    /// denied (with the longest `retry_after`), else the one with the fewest tokens left.
+    pub fn most_restrictive(&self) -> Option<&Decision> {
+        if self.allowed() {
+            self.decisions.iter().min_by_key(|d| d.remaining)
+        } else {
+            self.decisions
+                .iter()
+                .filter(|d| !d.allowed)
+                .max_by_key(|d| d.retry_after)
+        }
+    }
+
+    /// The shortest wait after which every check could pass: the longest `retry_after`.
+    pub fn retry_after(&self) -> Duration {
+        self.decisions
+            .iter()
+            .map(|d| d.retry_after)
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied(retry_after: Duration) -> Decision {
+        Decision {
+            allowed: false,
+            limit: 1,
+            remaining: 0,
+            retry_after,
+            reset_after: retry_after,
+        }
+    }
+
+    #[test]
+    fn whole_units_round_up_and_a_denial_never_says_zero_seconds() {
+        let d = denied(Duration::from_nanos(1));
+        assert_eq!(d.retry_after_ms(), 1);
+        assert_eq!(d.retry_after_secs(), 1);
+        let d = denied(Duration::from_millis(1001));
+        assert_eq!(d.retry_after_secs(), 2);
+        assert_eq!(d.reset_after_ms(), 1001);
+    }
+
+    #[test]
+    fn verdict_reports_the_longest_wait() {
+        let v = Verdict {
+            decisions: vec![
+                denied(Duration::from_secs(1)),
+                denied(Duration::from_secs(5)),
+            ],
+        };
+        assert!(!v.allowed());
+        assert_eq!(v.retry_after(), Duration::from_secs(5));
+        assert_eq!(
+            v.most_restrictive().unwrap().retry_after,
+            Duration::from_secs(5)
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! [`Policy`]: how many tokens a bucket holds and how fast it refills.
+//!
+//! A policy that exists is a valid policy: every constructor checks its inputs and returns a
+//! [`PolicyError`] naming the field that is wrong.
+
+use std::time::Duration;
+
+use crate::Nanos;
+
+/// The longest a bucket may take to refill from empty to full (about 146 years).
+///
+/// Bounding it keeps `now + tolerance` far from `u64` overflow for any clock reading this
+/// century, so the decision functions never need to reason about saturation.
+pub const MAX_TOLERANCE: Nanos = Nanos::new(1 << 62);
+
+/// The largest limit of a [`Algorithm::SlidingWindowLog`] policy: its state keeps one entry
+/// per allowed request, so the limit bounds its memory.
+pub const MAX_LOG_LIMIT: u64 = 1 << 16;
+
+/// Which algorithm a policy's buckets follow. All of them answer with the same [`Decision`](crate::Decision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// The token bucket, as GCRA: `capacity` tokens, `refill` tokens every `period`.
+    TokenBucket,
+    /// At most `capacity` per window of `period`, windows aligned to the UNIX epoch (as Envoy's
+    /// rate-limit service counts). A burst of up to twice the limit can straddle a boundary.
+    FixedWindow,
+    /// At most `capacity` over any sliding `period`, exactly: keeps a log of allowed requests.
+    SlidingWindowLog,
+    /// The weighted two-window approximation of a sliding window: constant memory, but it
+    /// assumes the previous window's requests were spread evenly. When they were bunched at its
+    /// end it admits more than `capacity` in a sliding `period` (at worst nearly twice); when
+    /// they were bunched at its start it admits fewer.
+    SlidingWindowCounter,
+}
+
+/// A valid rate-limit policy. Build it with [`Policy::token_bucket`] or one of the window
+/// constructors.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Policy;
+///
+/// // A burst of 10, refilled at 10 tokens per second.
+/// let policy = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
+/// assert_eq!(policy.capacity(), 10);
+/// assert!(Policy::token_bucket(0, 10, Duration::from_secs(1)).is_err());
+/// # Ok::<(), tollgate::PolicyError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Policy {
+    algorithm: Algorithm,
+    capacity: u64,
+    refill: u64,
+    period: Nanos,
+    /// Time per token, rounded up so that rounding can only under-grant.
+    emission_interval: Nanos,
+}
+
+/// Why a policy could not be built. [`PolicyError::field`] names the offending input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// `capacity` must be at least 1.
+    #[error("capacity must be at least 1")]
+    ZeroCapacity,
+    /// `refill` must be at least 1.
+    #[error("refill must be at least 1")]
+    ZeroRefill,
+    /// `period` must be longer than zero.
+    #[error("period must be longer than zero")]
+    ZeroPeriod,
+    /// More than one token per nanosecond cannot be represented.
+    #[error("refill {refill} per {period:?} is more than one token per nanosecond")]
+    RateTooHigh {
+        /// The refill asked for.
+        refill: u64,
+        /// The period asked for.
+        period: Nanos,
+    },
+    /// Refilling from empty would take longer than [`MAX_TOLERANCE`].
+    #[error("capacity {capacity} takes longer than 146 years to refill")]
+    RefillTooSlow {
+        /// The capacity asked for.
+        capacity: u64,
+    },
+    /// A sliding-window log over [`MAX_LOG_LIMIT`].
+    #[error("a sliding window log holds at most {MAX_LOG_LIMIT} requests, not {capacity}")]
+    LogTooLarge {
+        /// The limit asked for.
+        capacity: u64,
+    },
+}
+
+impl PolicyError {
+    /// The name of the input that is wrong: `capacity`, `refill` or `period`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            PolicyError::ZeroCapacity
+            | PolicyError::RefillTooSlow { .. }
+            | PolicyError::LogTooLarge { .. } => "capacity",
+            PolicyError::ZeroRefill | PolicyError::RateTooHigh { .. } => "refill",
+            PolicyError::ZeroPeriod => "period",
+        }
+    }
+}
+
+impl Policy {
+    /// A token bucket holding at most `capacity` tokens, refilled with `refill` tokens every
+    /// `period`. A new bucket starts full.
+    pub fn token_bucket(
+        capacity: u64,
+        refill: u64,
+        period: Duration,
+    ) -> Result<Policy, PolicyError> {
+        Policy::build(Algorithm::TokenBucket, capacity, refill, period)
+    }
+
+    /// At most `limit` per epoch-aligned window of length `window`.
+    pub fn fixed_window(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+        Policy::build(Algorithm::FixedWindow, limit, limit, window)
+    }
+
+    /// At most `limit` in any sliding `window`, exactly (a log of up to [`MAX_LOG_LIMIT`] entries).
+    pub fn sliding_window_log(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+        Policy::build(Algorithm::SlidingWindowLog, limit, limit, window)
+    }
+
+    /// About `limit` in a sliding `window`, by the weighted two-window approximation
+    /// (see [`Algorithm::SlidingWindowCounter`] for its error).
+    pub fn sliding_window_counter(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+        Policy::build(Algorithm::SlidingWindowCounter, limit, limit, window)
+    }
+
+    fn build(
+        algorithm: Algorithm,
+        capacity: u64,
+        refill: u64,
+        period: Duration,
+    ) -> Result<Policy, PolicyError> {
+        if capacity == 0 {
+            return Err(PolicyError::ZeroCapacity);
+        }
+        if refill == 0 {
+            return Err(PolicyError::ZeroRefill);
+        }
+        let period = Nanos::from(period);
+        if period == Nanos::ZERO {
+            return Err(PolicyError::ZeroPeriod);
+        }
+        if refill > period.as_u64() {
+            return Err(PolicyError::RateTooHigh { refill, period });
+        }
+        if algorithm == Algorithm::SlidingWindowLog && capacity > MAX_LOG_LIMIT {
+            return Err(PolicyError::LogTooLarge { capacity });
+        }
+        let emission_interval = Nanos::new(period.as_u64().div_ceil(refill));
+        let tolerance = emission_interval
+            .as_u64()
+            .checked_mul(capacity)
+            .filter(|t| *t <= MAX_TOLERANCE.as_u64());
+        if tolerance.is_none() || period > MAX_TOLERANCE {
+            return Err(PolicyError::RefillTooSlow { capacity });
+        }
+        Ok(Policy {
+            algorithm,
+            capacity,
+            refill,
+            period,
+            emission_interval,
+        })
+    }
+
+    /// The algorithm of this policy.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The most tokens a bucket holds (the burst), or the limit per window.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Tokens added every [`period`](Policy::period) (equal to the capacity for windows).
+    pub fn refill(&self) -> u64 {
+        self.refill
+    }
+
+    /// The refill period, or the window length.
+    pub fn period(&self) -> Nanos {
+        self.period
+    }
+
+    /// The time one token takes to refill, rounded up to a whole nanosecond.
+    pub fn emission_interval(&self) -> Nanos {
+        self.emission_interval
+    }
+
+    /// The time an empty token bucket takes to fill (`capacity × emission_interval`).
+    pub fn tolerance(&self) -> Nanos {
+        self.emission_interval.saturating_mul(self.capacity)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_policies_name_their_field() {
+        let s = Duration::from_secs(1);
+        let cases = [
+            (Policy::token_bucket(0, 1, s), "capacity"),
+            (Policy::token_bucket(1, 0, s), "refill"),
+            (Policy::token_bucket(1, 1, Duration::ZERO), "period"),
+            (
+                Policy::token_bucket(1, 2, Duration::from_nanos(1)),
+                "refill",
+            ),
+            (
+                Policy::token_bucket(u64::MAX, 1, Duration::from_secs(3600)),
+                "capacity",
+            ),
+            (Policy::sliding_window_log(MAX_LOG_LIMIT + 1, s), "capacity"),
+            (Policy::fixed_window(0, s), "capacity"),
+        ];
+        for (result, field) in cases {
+            assert_eq!(result.unwrap_err().field(), field);
+        }
+    }
+
+    #[test]
+    fn emission_interval_rounds_up() {
+        let p = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
+        assert_eq!(p.emission_interval(), Nanos::new(333_333_334));
+        assert_eq!(p.tolerance(), Nanos::new(1_000_000_002));
+    }
+}

@@ -1,0 +1,92 @@
+//! The cells a [`Table`](super::table::Table) keeps per key.
+//!
+//! A token bucket is one `AtomicU64` holding its `tat`. Its top bit is a lock taken only by
+//! checks that span several buckets (all or nothing): a single check works by compare-and-swap
+//! and waits only while a multi-bucket check holds that bucket, for a few nanoseconds.
+//! Window algorithms keep their richer state behind a mutex.
+
+use std::hint;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::table::Cell;
+use crate::algorithm::BucketState;
+use crate::algorithm::gcra::Gcra;
+use crate::{Nanos, Policy};
+
+/// The lock bit of a token-bucket cell. A stored `tat` is at most `now + MAX_TOLERANCE`, below
+/// 2^63 until the year 2116, so it never sets this bit by itself.
+pub(crate) const LOCKED: u64 = 1 << 63;
+
+impl Cell for AtomicU64 {
+    fn fresh() -> AtomicU64 {
+        AtomicU64::new(0)
+    }
+
+    fn is_idle(&self, _: &Policy, now: Nanos) -> bool {
+        Gcra::is_full(Nanos::new(self.load(Ordering::Acquire)), now)
+    }
+}
+
+impl Cell for Mutex<BucketState> {
+    fn fresh() -> Self {
+        // Any state of another algorithm reads as a fresh one (see `algorithm::evaluate`).
+        Mutex::new(BucketState::TokenBucket(Nanos::ZERO))
+    }
+
+    fn is_idle(&self, policy: &Policy, now: Nanos) -> bool {
+        self.lock().is_idle(policy, now)
+    }
+}
+
+/// A cell held by a multi-bucket check. Dropping it releases the cell with `state` written back.
+pub(crate) enum Held<'a> {
+    Tat { cell: &'a AtomicU64, tat: u64 },
+    Window(MutexGuard<'a, BucketState>),
+}
+
+impl<'a> Held<'a> {
+    pub(crate) fn lock_tat(cell: &'a AtomicU64) -> Held<'a> {
+        loop {
+            let tat = cell.load(Ordering::Relaxed);
+            if tat & LOCKED == 0
+                && cell
+                    .compare_exchange_weak(tat, tat | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Held::Tat { cell, tat };
+            }
+            hint::spin_loop();
+        }
+    }
+
+    pub(crate) fn lock_window(cell: &'a Mutex<BucketState>) -> Held<'a> {
+        Held::Window(cell.lock())
+    }
+
+    pub(crate) fn state(&self) -> BucketState {
+        match self {
+            Held::Tat { tat, .. } => BucketState::TokenBucket(Nanos::new(*tat)),
+            Held::Window(guard) => (**guard).clone(),
+        }
+    }
+
+    pub(crate) fn set(&mut self, state: BucketState) {
+        match (self, state) {
+            (Held::Tat { tat, .. }, BucketState::TokenBucket(new)) => *tat = new.as_u64(),
+            (Held::Window(guard), state) => **guard = state,
+            // A token-bucket cell only ever gets a token-bucket state: its table's policy is one.
+            (Held::Tat { .. }, _) => {}
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Held::Tat { cell, tat } = self {
+            debug_assert_eq!(*tat & LOCKED, 0);
+            cell.store(*tat, Ordering::Release);
+        }
+    }
+}

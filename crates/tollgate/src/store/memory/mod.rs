@@ -1,0 +1,313 @@
+//! The in-memory store: one process, exact, lock-free on the common path.
+//!
+//! Buckets live in one [`Table`] per policy, sharded by a seeded hash of the key (keys come from
+//! clients; a seeded hasher keeps them from aiming at one shard). A token-bucket check on a known
+//! key reads its cell and updates it with one compare-and-swap under a shared shard lock; a
+//! denial writes nothing. A new key takes its shard's write lock once, to insert.
+//!
+//! **Memory is bounded.** Idle keys, whose bucket is full again (or whose window has passed),
+//! are indistinguishable from keys never seen and are dropped, one shard at a time, as new keys
+//! arrive. At most [`MemoryStoreBuilder::max_keys`] keys are held: when a new key finds the
+//! store at its cap and sweeping frees nothing, its check fails with [`StoreError::Full`], which
+//! is transient, so the caller's fail policy decides (allow, deny, ...). Keys already held keep
+//! working. Dropping a live key instead would hand its client a full bucket: an over-grant.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{MemoryStore, Policy};
+//!
+//! let store = MemoryStore::new();
+//! let policy = Policy::token_bucket(2, 1, Duration::from_secs(1))?;
+//! assert!(store.check(b"alice", &policy, 1)?.allowed);
+//! assert!(store.check(b"alice", &policy, 1)?.allowed);
+//! let third = store.check(b"alice", &policy, 1)?;
+//! assert!(!third.allowed);
+//! assert!(third.retry_after <= Duration::from_secs(1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod cell;
+mod key;
+mod multi;
+mod table;
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::algorithm::gcra::Gcra;
+use crate::algorithm::{self, BucketState};
+use crate::store::{Check, Store};
+use crate::{Algorithm, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict};
+use cell::LOCKED;
+use table::{KeyCount, Table};
+
+/// The default cap on keys held: about 100 MB for short keys.
+pub const DEFAULT_MAX_KEYS: usize = 1 << 21;
+
+/// The table of one policy.
+#[derive(Clone)]
+enum AnyTable {
+    TokenBucket(Arc<Table<AtomicU64>>),
+    Window(Arc<Table<Mutex<BucketState>>>),
+}
+
+struct Inner<C> {
+    clock: C,
+    count: KeyCount,
+    shards: usize,
+    hasher: foldhash::quality::FixedState,
+    tables: papaya::HashMap<Policy, AnyTable, foldhash::fast::RandomState>,
+}
+
+/// The in-memory store. Cheap to clone: clones share the buckets.
+pub struct MemoryStore<C: Clock = MonotonicClock> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Clock> Clone for MemoryStore<C> {
+    fn clone(&self) -> Self {
+        MemoryStore {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+/// Configures a [`MemoryStore`].
+#[derive(Debug, Clone)]
+pub struct MemoryStoreBuilder<C> {
+    clock: C,
+    max_keys: usize,
+    shards: usize,
+}
+
+impl MemoryStore {
+    /// A store with the monotonic clock and the default cap.
+    pub fn new() -> MemoryStore {
+        MemoryStore::builder().build()
+    }
+
+    /// Configures a store.
+    pub fn builder() -> MemoryStoreBuilder<MonotonicClock> {
+        MemoryStoreBuilder {
+            clock: MonotonicClock::new(),
+            max_keys: DEFAULT_MAX_KEYS,
+            shards: default_shards(),
+        }
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+fn default_shards() -> usize {
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    (cores * 16).next_power_of_two()
+}
+
+impl<C: Clock> MemoryStoreBuilder<C> {
+    /// The clock (a [`ManualClock`](crate::ManualClock) in tests).
+    pub fn clock<D: Clock>(self, clock: D) -> MemoryStoreBuilder<D> {
+        MemoryStoreBuilder {
+            clock,
+            max_keys: self.max_keys,
+            shards: self.shards,
+        }
+    }
+
+    /// The most keys held at once, across all policies (default [`DEFAULT_MAX_KEYS`]).
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Shards per policy, rounded up to a power of two (default: 16 per core).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards.max(1);
+        self
+    }
+
+    /// Builds the store, with a hasher seeded at random.
+    pub fn build(self) -> MemoryStore<C> {
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0x7011_6a7e_u64);
+        MemoryStore {
+            inner: Arc::new(Inner {
+                clock: self.clock,
+                count: KeyCount {
+                    keys: AtomicUsize::new(0),
+                    max_keys: self.max_keys,
+                },
+                shards: self.shards,
+                hasher: foldhash::quality::FixedState::with_seed(seed),
+                tables: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
+            }),
+        }
+    }
+}
+
+impl<C: Clock> MemoryStore<C> {
+    /// Decides one check, synchronously: the fast path for in-process callers.
+    pub fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, StoreError> {
+        let tables = self.inner.tables.pin();
+        let table = match tables.get(policy) {
+            Some(table) => table,
+            None => tables.get_or_insert_with(*policy, || self.new_table(policy)),
+        };
+        self.check_in(table, key, cost)
+    }
+
+    /// A handle bound to one policy, which skips the policy lookup of [`MemoryStore::check`].
+    pub fn limiter(&self, policy: &Policy) -> MemoryLimiter<C> {
+        MemoryLimiter {
+            store: self.clone(),
+            table: self.table(policy),
+        }
+    }
+
+    /// Decides several checks together, synchronously: all allowed and charged, or none charged.
+    pub fn decide_sync(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        match checks {
+            [] => Ok(Verdict { decisions: vec![] }),
+            [one] => Ok(Verdict {
+                decisions: vec![self.check(one.key, &one.policy, one.cost)?],
+            }),
+            _ => multi::decide(self, checks),
+        }
+    }
+
+    /// Keys held now, across all policies.
+    pub fn len(&self) -> usize {
+        self.inner.count.keys.load(Ordering::Relaxed)
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn now(&self) -> Nanos {
+        self.inner.clock.now()
+    }
+
+    fn table(&self, policy: &Policy) -> AnyTable {
+        self.inner
+            .tables
+            .pin()
+            .get_or_insert_with(*policy, || self.new_table(policy))
+            .clone()
+    }
+
+    fn new_table(&self, policy: &Policy) -> AnyTable {
+        let (hasher, shards) = (self.inner.hasher.clone(), self.inner.shards);
+        match policy.algorithm() {
+            Algorithm::TokenBucket => {
+                AnyTable::TokenBucket(Arc::new(Table::new(*policy, hasher, shards)))
+            }
+            _ => AnyTable::Window(Arc::new(Table::new(*policy, hasher, shards))),
+        }
+    }
+
+    fn check_in(&self, table: &AnyTable, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
+        let now = self.now();
+        match self.check_at(table, key, cost, now) {
+            Err(StoreError::Full { .. }) => {
+                // At the cap: sweep every policy's idle keys, shard by shard, and try once more.
+                for table in self.inner.tables.pin().values() {
+                    match table {
+                        AnyTable::TokenBucket(t) => t.sweep_all(now, &self.inner.count),
+                        AnyTable::Window(t) => t.sweep_all(now, &self.inner.count),
+                    }
+                }
+                self.check_at(table, key, cost, now)
+            }
+            other => other,
+        }
+    }
+
+    fn check_at(
+        &self,
+        table: &AnyTable,
+        key: &[u8],
+        cost: u64,
+        now: Nanos,
+    ) -> Result<Decision, StoreError> {
+        let count = &self.inner.count;
+        match table {
+            AnyTable::TokenBucket(t) => t.with_cell(key, now, count, |cell| {
+                check_tat(&Gcra::new(&t.policy), cell, now, cost)
+            })?,
+            AnyTable::Window(t) => t.with_cell(key, now, count, |cell| {
+                let mut state = cell.lock();
+                let outcome = algorithm::evaluate(&t.policy, &state, now, cost)?;
+                if outcome.allowed() {
+                    outcome.apply(&mut state);
+                }
+                Ok(outcome.decision(true))
+            })?,
+        }
+    }
+}
+
+/// One token-bucket check on its cell: a load, and a compare-and-swap when allowed.
+fn check_tat(gcra: &Gcra, cell: &AtomicU64, now: Nanos, cost: u64) -> Result<Decision, StoreError> {
+    let mut current = cell.load(Ordering::Acquire);
+    loop {
+        if current & LOCKED != 0 {
+            // A multi-bucket check holds this bucket for a few nanoseconds.
+            std::hint::spin_loop();
+            current = cell.load(Ordering::Acquire);
+            continue;
+        }
+        let outcome = gcra.decide(Nanos::new(current), now, cost)?;
+        if !outcome.allowed() || cost == 0 {
+            return Ok(outcome.decision(false));
+        }
+        let new = outcome.new_tat().as_u64();
+        debug_assert_eq!(new & LOCKED, 0, "clock beyond 2^63 ns");
+        match cell.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Ok(outcome.decision(true)),
+            Err(seen) => current = seen,
+        }
+    }
+}
+
+impl<C: Clock> Store for MemoryStore<C> {
+    async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        self.decide_sync(checks)
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+}
+
+/// A [`MemoryStore`] bound to one policy: `check(key, cost)` with no policy lookup.
+pub struct MemoryLimiter<C: Clock = MonotonicClock> {
+    store: MemoryStore<C>,
+    table: AnyTable,
+}
+
+impl<C: Clock> Clone for MemoryLimiter<C> {
+    fn clone(&self) -> Self {
+        MemoryLimiter {
+            store: self.store.clone(),
+            table: self.table.clone(),
+        }
+    }
+}
+
+impl<C: Clock> MemoryLimiter<C> {
+    /// Takes `cost` tokens from the bucket of `key`.
+    pub fn check(&self, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
+        self.store.check_in(&self.table, key, cost)
+    }
+}

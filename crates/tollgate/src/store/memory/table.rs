@@ -1,0 +1,188 @@
+//! [`Table`]: the buckets of one policy, in shards.
+//!
+//! Each shard is a `hashbrown` table behind a reader-writer lock. A check on a known key takes
+//! the shard's read lock (shared: checks never wait for each other) and then works on the key's
+//! cell alone: for a token bucket one `AtomicU64` updated by compare-and-swap. The write lock is
+//! taken only to insert a new key or to sweep the shard; cells never move while a read lock is
+//! held, so a cell's update can never land on an entry that has been dropped.
+//!
+//! Idle keys (whose state equals a new key's: a full bucket) are swept one shard at a time,
+//! when that shard has doubled since its last sweep or the store is at its key cap. No sweep
+//! ever locks more than one shard.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hashbrown::HashTable;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::key::Key;
+use crate::{Nanos, Policy, StoreError};
+
+/// What a table stores per key.
+pub(crate) trait Cell: Send + Sync + 'static {
+    /// The state of a key never seen.
+    fn fresh() -> Self;
+    /// Whether the cell equals a fresh one at `now` (checked under the shard's write lock).
+    fn is_idle(&self, policy: &Policy, now: Nanos) -> bool;
+}
+
+pub(crate) struct Slot<V> {
+    pub(crate) key: Key,
+    pub(crate) cell: V,
+}
+
+pub(crate) struct Shard<V> {
+    slots: HashTable<Slot<V>>,
+    /// Entries left by the last sweep: the next sweep waits until the shard doubles.
+    after_sweep: usize,
+}
+
+impl<V> Shard<V> {
+    pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<&Slot<V>> {
+        self.slots.find(hash, |s| s.key.as_bytes() == key)
+    }
+}
+
+/// Keeps shard locks on separate cache lines, so two threads on two shards never share one.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// The count of keys across every table of a store, against its cap.
+#[derive(Debug)]
+pub(crate) struct KeyCount {
+    pub(crate) keys: AtomicUsize,
+    pub(crate) max_keys: usize,
+}
+
+/// The shards of one policy.
+pub(crate) struct Table<V> {
+    pub(crate) policy: Policy,
+    hasher: foldhash::quality::FixedState,
+    shards: Box<[Padded<RwLock<Shard<V>>>]>,
+}
+
+/// A shard smaller than this is never swept just for having doubled.
+const MIN_SWEEP: usize = 64;
+
+impl<V: Cell> Table<V> {
+    pub(crate) fn new(
+        policy: Policy,
+        hasher: foldhash::quality::FixedState,
+        shards: usize,
+    ) -> Self {
+        let shards = (0..shards.next_power_of_two())
+            .map(|_| {
+                Padded(RwLock::new(Shard {
+                    slots: HashTable::new(),
+                    after_sweep: 0,
+                }))
+            })
+            .collect();
+        Table {
+            policy,
+            hasher,
+            shards,
+        }
+    }
+
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The shard of `hash`. hashbrown probes with the low bits and tags with the top seven,
+    /// so shards take bits from the middle.
+    pub(crate) fn shard_index(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & (self.shards.len() - 1)
+    }
+
+    pub(crate) fn read(&self, shard: usize) -> RwLockReadGuard<'_, Shard<V>> {
+        self.shards[shard].0.read()
+    }
+
+    /// Runs `f` on the cell of `key`, inserting a fresh cell first if the key is new.
+    pub(crate) fn with_cell<R>(
+        &self,
+        key: &[u8],
+        now: Nanos,
+        count: &KeyCount,
+        f: impl FnOnce(&V) -> R,
+    ) -> Result<R, StoreError> {
+        let hash = self.hash(key);
+        let shard = &self.shards[self.shard_index(hash)].0;
+        {
+            let guard = shard.read();
+            if let Some(slot) = guard.find(hash, key) {
+                return Ok(f(&slot.cell));
+            }
+        }
+        let mut guard = shard.write();
+        if guard.find(hash, key).is_none() {
+            self.insert(&mut guard, hash, key, now, count)?;
+        }
+        let slot = guard
+            .find(hash, key)
+            .expect("inserted under this write lock");
+        Ok(f(&slot.cell))
+    }
+
+    /// Makes sure `key` has a cell (for callers that then lock several shards themselves).
+    pub(crate) fn ensure(
+        &self,
+        key: &[u8],
+        now: Nanos,
+        count: &KeyCount,
+    ) -> Result<(), StoreError> {
+        self.with_cell(key, now, count, |_| ())
+    }
+
+    fn insert(
+        &self,
+        shard: &mut RwLockWriteGuard<'_, Shard<V>>,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        count: &KeyCount,
+    ) -> Result<(), StoreError> {
+        if shard.slots.len() >= (2 * shard.after_sweep).max(MIN_SWEEP) {
+            self.sweep(shard, now, count);
+        }
+        if count.keys.load(Ordering::Relaxed) >= count.max_keys {
+            self.sweep(shard, now, count);
+            if count.keys.load(Ordering::Relaxed) >= count.max_keys {
+                return Err(StoreError::Full {
+                    max_keys: count.max_keys,
+                });
+            }
+        }
+        count.keys.fetch_add(1, Ordering::Relaxed);
+        shard.slots.insert_unique(
+            hash,
+            Slot {
+                key: Key::new(key),
+                cell: V::fresh(),
+            },
+            |s| self.hash(s.key.as_bytes()),
+        );
+        Ok(())
+    }
+
+    fn sweep(&self, shard: &mut Shard<V>, now: Nanos, count: &KeyCount) {
+        let before = shard.slots.len();
+        shard.slots.retain(|s| !s.cell.is_idle(&self.policy, now));
+        shard.slots.shrink_to(0, |s| self.hash(s.key.as_bytes()));
+        shard.after_sweep = shard.slots.len();
+        count
+            .keys
+            .fetch_sub(before - shard.after_sweep, Ordering::Relaxed);
+    }
+
+    /// Sweeps every shard that is not busy, one at a time. Used when the store is at its cap.
+    pub(crate) fn sweep_all(&self, now: Nanos, count: &KeyCount) {
+        for shard in self.shards.iter() {
+            if let Some(mut guard) = shard.0.try_write() {
+                self.sweep(&mut guard, now, count);
+            }
+        }
+    }
+}
