@@ -1,0 +1,145 @@
+//! Many threads and tasks on one key: the count of allowed decisions against the exact bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use tollgate::{Check, Clock, ManualClock, MemoryStore, MonotonicClock, Nanos, Policy, Store};
+
+fn ten_per_second() -> Policy {
+    Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap()
+}
+
+/// Threads hammer one key while a driver moves a manual clock through 3 s in 1 ms steps; a last
+/// round at exactly 3 s drains what is left. A full bucket plus 3 s of refill is exactly 40.
+#[test]
+fn threads_on_one_key_get_exactly_the_bound_in_simulated_time() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder().clock(clock.clone()).build();
+    let policy = ten_per_second();
+    // The bucket is first used at the start of the 3 s, not whenever the first thread runs.
+    assert!(store.check(b"hot", &policy, 1).unwrap().allowed);
+    let allowed = AtomicU64::new(1);
+    let done = AtomicBool::new(false);
+    thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    if store.check(b"hot", &policy, 1).unwrap().allowed {
+                        allowed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        for _ in 0..3000 {
+            clock.advance(Duration::from_millis(1));
+            thread::yield_now();
+        }
+        done.store(true, Ordering::Release);
+    });
+    while store.check(b"hot", &policy, 1).unwrap().allowed {
+        allowed.fetch_add(1, Ordering::Relaxed);
+    }
+    assert_eq!(allowed.load(Ordering::Relaxed), 40);
+}
+
+/// Multi-bucket checks (per second and per hour, all or nothing) race with single checks on
+/// the per-second bucket: neither bucket ever pays more than it holds.
+#[test]
+fn multi_bucket_checks_racing_single_checks_stay_exact() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder().clock(clock.clone()).build();
+    let second = ten_per_second();
+    let hour = Policy::token_bucket(25, 25, Duration::from_secs(3600)).unwrap();
+    assert!(store.check(b"k", &second, 0).unwrap().allowed);
+    let (multi, single) = (AtomicU64::new(0), AtomicU64::new(0));
+    let done = AtomicBool::new(false);
+    thread::scope(|s| {
+        for worker in 0..4 {
+            let (store, multi, single, done) = (&store, &multi, &single, &done);
+            s.spawn(move || {
+                while !done.load(Ordering::Acquire) {
+                    if worker % 2 == 0 {
+                        let checks = [Check::new(second, b"k", 1), Check::new(hour, b"k", 1)];
+                        if store.decide_sync(&checks).unwrap().allowed() {
+                            multi.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else if store.check(b"k", &second, 1).unwrap().allowed {
+                        single.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        for _ in 0..3000 {
+            clock.advance(Duration::from_millis(1));
+            thread::yield_now();
+        }
+        done.store(true, Ordering::Release);
+    });
+    let (multi, single) = (
+        multi.load(Ordering::Relaxed),
+        single.load(Ordering::Relaxed),
+    );
+    assert!(multi <= 25, "hourly bucket paid {multi}");
+    assert!(
+        multi + single <= 40,
+        "per-second bucket paid {multi} + {single}"
+    );
+    // Both kinds made progress and the per-second budget was spent.
+    assert!(multi > 0 && single > 0, "{multi} {single}");
+    assert!(multi + single >= 39, "{multi} + {single}");
+}
+
+/// Real time: 64 tokio tasks on a 2-thread runtime and 2 plain threads for 3 s.
+#[test]
+fn tasks_and_threads_on_one_key_over_real_time() {
+    let clock = MonotonicClock::new();
+    let store = MemoryStore::builder().clock(clock).build();
+    let policy = ten_per_second();
+    let allowed = Arc::new(AtomicU64::new(0));
+    let start = clock.now();
+    let deadline = start + Nanos::new(3_000_000_000);
+    // The first decision starts the interval: a full bucket then, plus 3 s of refill.
+    assert!(store.check(b"real", &policy, 1).unwrap().allowed);
+    allowed.fetch_add(1, Ordering::Relaxed);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    thread::scope(|s| {
+        for _ in 0..2 {
+            let (store, allowed) = (&store, &allowed);
+            s.spawn(move || {
+                while clock.now() < deadline {
+                    if store.check(b"real", &policy, 1).unwrap().allowed {
+                        allowed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        runtime.block_on(async {
+            let tasks: Vec<_> = (0..64)
+                .map(|_| {
+                    let (store, allowed) = (store.clone(), Arc::clone(&allowed));
+                    tokio::spawn(async move {
+                        let check = [tollgate::Check::new(policy, b"real", 1)];
+                        while clock.now() < deadline {
+                            if store.decide(&check).await.unwrap().allowed() {
+                                allowed.fetch_add(1, Ordering::Relaxed);
+                            }
+                            tokio::task::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+    });
+    let allowed = allowed.load(Ordering::Relaxed);
+    assert!((38..=40).contains(&allowed), "allowed {allowed} in 3 s");
+}

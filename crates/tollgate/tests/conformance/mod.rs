@@ -1,0 +1,262 @@
+//! The store conformance suite: every store must decide exactly as the pure model does.
+//!
+//! A store under test comes with a manual clock ([`Harness::advance`]). Each case drives the
+//! store and a [`Model`] (the pure `decide_all` over local states) with the same checks at the
+//! same times and compares every decision. Cases use their own keys, so one store can run them
+//! all. `conformance_tests!(harness_expr)` expands one `#[tokio::test]` per case.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tollgate::algorithm::{BucketState, decide_all};
+use tollgate::{Check, CheckError, Nanos, Policy, Store, StoreError, Verdict};
+
+/// A store with a clock the test moves.
+pub trait Harness {
+    type S: Store;
+    fn store(&self) -> &Self::S;
+    /// Moves the store's clock forward.
+    fn advance(&self, by: Duration);
+    /// The store's clock now.
+    fn now(&self) -> Nanos;
+}
+
+/// The pure model: the algorithms over a map of states.
+#[derive(Default)]
+pub struct Model {
+    states: HashMap<(Policy, Vec<u8>), BucketState>,
+}
+
+impl Model {
+    pub fn decide(&mut self, checks: &[Check<'_>], now: Nanos) -> Result<Verdict, CheckError> {
+        for (index, c) in checks.iter().enumerate() {
+            if checks[..index]
+                .iter()
+                .any(|d| d.policy == c.policy && d.key == c.key)
+            {
+                return Err(CheckError::DuplicateBucket { index });
+            }
+        }
+        let mut states: Vec<BucketState> = checks
+            .iter()
+            .map(|c| {
+                self.states
+                    .get(&(c.policy, c.key.to_vec()))
+                    .cloned()
+                    .unwrap_or_else(|| BucketState::new(&c.policy))
+            })
+            .collect();
+        let pairs: Vec<_> = checks.iter().map(|c| (&c.policy, c.cost)).collect();
+        let verdict = decide_all(&pairs, &mut states, now)?;
+        for (c, s) in checks.iter().zip(states) {
+            self.states.insert((c.policy, c.key.to_vec()), s);
+        }
+        Ok(verdict)
+    }
+}
+
+/// Drives a store and the model side by side.
+pub struct Driver<'h, H: Harness> {
+    pub h: &'h H,
+    pub model: Model,
+}
+
+impl<'h, H: Harness> Driver<'h, H> {
+    pub fn new(h: &'h H) -> Self {
+        Driver {
+            h,
+            model: Model::default(),
+        }
+    }
+
+    /// Decides on both and asserts they agree; returns the store's verdict.
+    pub async fn decide(&mut self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        let expected = self.model.decide(checks, self.h.now());
+        let got = self.h.store().decide(checks).await;
+        match (&got, &expected) {
+            (Ok(g), Ok(e)) => assert_eq!(g, e, "store and model disagree on {checks:?}"),
+            (Err(StoreError::Check(g)), Err(e)) => assert_eq!(g, e),
+            _ => panic!("store answered {got:?}, model {expected:?} for {checks:?}"),
+        }
+        got
+    }
+
+    /// One check; asserts agreement and returns whether it was allowed.
+    pub async fn check(&mut self, policy: Policy, key: &[u8], cost: u64) -> bool {
+        let v = self
+            .decide(&[Check::new(policy, key, cost)])
+            .await
+            .expect("store failed");
+        v.allowed()
+    }
+}
+
+pub fn per_second(capacity: u64, refill: u64) -> Policy {
+    Policy::token_bucket(capacity, refill, Duration::from_secs(1)).unwrap()
+}
+
+pub async fn burst_then_deny<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(10, 10);
+    for _ in 0..10 {
+        assert!(d.check(p, b"conf:burst", 1).await);
+    }
+    assert!(!d.check(p, b"conf:burst", 1).await);
+}
+
+pub async fn refill_after_retry_after<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(3, 3);
+    for _ in 0..3 {
+        assert!(d.check(p, b"conf:refill", 1).await);
+    }
+    let v = d.decide(&[Check::new(p, b"conf:refill", 2)]).await.unwrap();
+    assert!(!v.allowed());
+    let wait = v.retry_after();
+    h.advance(wait - Duration::from_nanos(1));
+    assert!(!d.check(p, b"conf:refill", 2).await);
+    h.advance(Duration::from_nanos(1));
+    assert!(d.check(p, b"conf:refill", 2).await);
+    h.advance(Duration::from_secs(5));
+    assert!(d.check(p, b"conf:refill", 3).await);
+}
+
+pub async fn peek_and_denial_take_nothing<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(5, 1);
+    assert!(d.check(p, b"conf:peek", 0).await);
+    assert!(d.check(p, b"conf:peek", 3).await);
+    assert!(d.check(p, b"conf:peek", 0).await);
+    assert!(!d.check(p, b"conf:peek", 3).await);
+    assert!(d.check(p, b"conf:peek", 2).await);
+    assert!(d.check(p, b"conf:peek", 0).await);
+}
+
+pub async fn cost_over_capacity_is_an_error<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(5, 5);
+    let err = d
+        .decide(&[Check::new(p, b"conf:over", 6)])
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient());
+    assert!(d.check(p, b"conf:over", 5).await, "the error took nothing");
+}
+
+pub async fn keys_and_policies_are_separate_buckets<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let (a, b) = (per_second(2, 1), per_second(3, 1));
+    assert!(d.check(a, b"conf:sep", 2).await);
+    assert!(!d.check(a, b"conf:sep", 1).await);
+    assert!(d.check(b, b"conf:sep", 3).await, "same key, other policy");
+    assert!(d.check(a, b"conf:sep2", 2).await, "same policy, other key");
+}
+
+pub async fn awkward_keys_never_collide<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(1, 1);
+    let long = vec![b'x'; 1024];
+    let keys: [&[u8]; 9] = [
+        b"conf:k",
+        b"conf:k ",
+        b"conf:{k}",
+        b"conf:k:1",
+        b"conf:k\n1",
+        b"conf:\x00\xff",
+        b"",
+        b"conf:\xe2\x82\xac",
+        &long,
+    ];
+    for key in keys {
+        assert!(d.check(p, key, 1).await, "first use of {key:?}");
+    }
+    for key in keys {
+        assert!(!d.check(p, key, 1).await, "second use of {key:?}");
+    }
+}
+
+pub async fn several_policies_all_or_nothing<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let second = per_second(3, 3);
+    let hour = Policy::token_bucket(4, 4, Duration::from_secs(3600)).unwrap();
+    let checks = |cost| {
+        [
+            Check::new(second, b"conf:multi", cost),
+            Check::new(hour, b"conf:multi", cost),
+        ]
+    };
+    assert!(d.decide(&checks(2)).await.unwrap().allowed());
+    // 1 left per second, 2 per hour: the per-second bucket denies, the hourly one is not charged.
+    assert!(!d.decide(&checks(2)).await.unwrap().allowed());
+    h.advance(Duration::from_secs(1));
+    assert!(d.decide(&checks(2)).await.unwrap().allowed());
+    h.advance(Duration::from_secs(1));
+    let v = d.decide(&checks(1)).await.unwrap();
+    assert!(!v.allowed(), "the hourly budget is spent");
+    assert_eq!(v.decisions[0].remaining, 3, "per-second bucket untouched");
+    // Per-user and global: different keys decided together.
+    let user = [
+        Check::new(second, b"conf:user", 1),
+        Check::new(second, b"conf:global", 3),
+    ];
+    assert!(d.decide(&user).await.unwrap().allowed());
+    assert!(!d.decide(&user).await.unwrap().allowed());
+    assert!(
+        d.check(second, b"conf:user", 2).await,
+        "the user was not charged"
+    );
+}
+
+pub async fn duplicate_bucket_is_an_error<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(3, 3);
+    let checks = [Check::new(p, b"conf:dup", 1), Check::new(p, b"conf:dup", 1)];
+    assert!(d.decide(&checks).await.is_err());
+}
+
+pub async fn windows_decide_like_the_model<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let w = Duration::from_millis(700);
+    let policies = [
+        Policy::fixed_window(4, w).unwrap(),
+        Policy::sliding_window_log(4, w).unwrap(),
+        Policy::sliding_window_counter(4, w).unwrap(),
+    ];
+    for p in policies {
+        for step in 0..40u64 {
+            d.check(p, b"conf:window", step % 3).await;
+            h.advance(Duration::from_millis(37 * (step % 5)));
+        }
+    }
+}
+
+pub async fn idle_keys_behave_as_new<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(2, 2);
+    assert!(d.check(p, b"conf:idle", 2).await);
+    h.advance(Duration::from_secs(3600));
+    assert!(d.check(p, b"conf:idle", 2).await);
+    assert!(!d.check(p, b"conf:idle", 1).await);
+}
+
+#[macro_export]
+macro_rules! conformance_tests {
+    ($harness:expr) => {
+        $crate::conformance_tests!(@cases $harness;
+            burst_then_deny, refill_after_retry_after, peek_and_denial_take_nothing,
+            cost_over_capacity_is_an_error, keys_and_policies_are_separate_buckets,
+            awkward_keys_never_collide, several_policies_all_or_nothing,
+            duplicate_bucket_is_an_error, windows_decide_like_the_model, idle_keys_behave_as_new);
+    };
+    (@cases $harness:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let harness = $harness;
+                conformance::$case(&harness).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,84 @@
+//! The memory store's key cap under a flood of distinct keys, and idle keys being dropped.
+
+use std::time::Duration;
+
+use tollgate::{ManualClock, MemoryStore, Nanos, Policy, StoreError};
+
+fn key(i: u64) -> Vec<u8> {
+    format!("flood:{i}").into_bytes()
+}
+
+#[test]
+fn the_cap_holds_and_live_keys_keep_working() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder()
+        .clock(clock.clone())
+        .max_keys(10_000)
+        .shards(16)
+        .build();
+    let policy = Policy::token_bucket(5, 1, Duration::from_secs(1)).unwrap();
+    let mut full = 0;
+    for i in 0..50_000 {
+        match store.check(&key(i), &policy, 1) {
+            Ok(d) => assert!(d.allowed),
+            Err(StoreError::Full { max_keys }) => {
+                assert_eq!(max_keys, 10_000);
+                full += 1;
+            }
+            Err(other) => panic!("{other}"),
+        }
+        assert!(store.len() <= 10_000);
+    }
+    assert_eq!(
+        full, 40_000,
+        "every key past the cap is refused, none evicted live"
+    );
+    assert!(StoreError::Full { max_keys: 1 }.is_transient());
+    // A held key still has its own bucket: 4 left of 5.
+    assert_eq!(store.check(&key(0), &policy, 1).unwrap().remaining, 3);
+
+    // Five seconds on, every bucket is full again: idle, so new keys take their places.
+    clock.advance(Duration::from_secs(5));
+    for i in 50_000..60_000 {
+        assert!(store.check(&key(i), &policy, 1).unwrap().allowed);
+        assert!(store.len() <= 10_000);
+    }
+}
+
+#[test]
+fn idle_keys_are_dropped_as_new_keys_arrive() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder()
+        .clock(clock.clone())
+        .shards(16)
+        .build();
+    let policy = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
+    for i in 0..100_000 {
+        store.check(&key(i), &policy, 1).unwrap();
+    }
+    assert_eq!(store.len(), 100_000);
+    clock.advance(Duration::from_secs(1));
+    for i in 100_000..200_000 {
+        store.check(&key(i), &policy, 1).unwrap();
+    }
+    // Each shard is swept when it doubles; the first generation is gone, not kept beside the second.
+    assert!(store.len() < 150_000, "{} keys held", store.len());
+    // A dropped key is a new key: a full bucket.
+    assert_eq!(store.check(&key(7), &policy, 0).unwrap().remaining, 5);
+}
+
+#[test]
+fn a_peek_on_a_new_key_leaves_nothing_to_keep() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder()
+        .clock(clock)
+        .max_keys(100)
+        .shards(1)
+        .build();
+    let policy = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
+    // Peeks insert full buckets, which are idle at once: a flood of them never fills the store.
+    for i in 0..10_000 {
+        assert!(store.check(&key(i), &policy, 0).unwrap().allowed);
+    }
+    assert!(store.len() <= 100);
+}
