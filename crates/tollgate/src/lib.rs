@@ -45,3 +45,8 @@ pub use nanos::Nanos;
 pub use policy::{Algorithm, MAX_LOG_LIMIT, MAX_TOLERANCE, Policy, PolicyError};
 pub use store::memory::{MemoryLimiter, MemoryStore, MemoryStoreBuilder};
 pub use store::{Check, DynStore, Store};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
