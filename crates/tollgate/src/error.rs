@@ -20,6 +20,9 @@ pub enum CheckError {
         /// The position of the repeated check.
         index: usize,
     },
+    /// The store cannot decide this check as asked (see the message).
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 /// Why a store could not decide. [`StoreError::is_transient`] tells a caller whether to apply

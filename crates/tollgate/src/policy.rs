@@ -170,6 +170,19 @@ impl Policy {
         })
     }
 
+    /// The policy as a store whose clock counts in `unit` sees it: the emission interval
+    /// rounded up to whole units (so, again, rounding can only under-grant). Redis counts in
+    /// microseconds.
+    pub fn at_resolution(&self, unit: Nanos) -> Policy {
+        let unit = u128::from(unit.as_u64().max(1));
+        let per_token = u128::from(self.refill) * unit;
+        let units = u128::from(self.period.as_u64()).div_ceil(per_token);
+        Policy {
+            emission_interval: Nanos::new(u64::try_from(units * unit).unwrap_or(u64::MAX)),
+            ..*self
+        }
+    }
+
     /// The algorithm of this policy.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
@@ -226,6 +239,15 @@ mod tests {
         for (result, field) in cases {
             assert_eq!(result.unwrap_err().field(), field);
         }
+    }
+
+    #[test]
+    fn coarser_resolution_rounds_up_to_whole_units() {
+        let p = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
+        let us = p.at_resolution(Nanos::new(1000));
+        assert_eq!(us.emission_interval(), Nanos::new(333_334_000));
+        assert_eq!(us.capacity(), 3);
+        assert_eq!(p.at_resolution(Nanos::new(1)), p);
     }
 
     #[test]

@@ -70,7 +70,9 @@ pub fn decide(
             }
         }
     }
-    let last_expiry = live().last().map_or(Nanos::ZERO, |&(ts, _)| ts + window);
+    let last_expiry = live()
+        .next_back()
+        .map_or(Nanos::ZERO, |&(ts, _)| ts + window);
     Ok(SlidingLogOutcome {
         limit,
         window,

@@ -5,7 +5,15 @@
 //! check of a call together. [`DynStore`] is its object-safe twin, for choosing a store at run
 //! time.
 
+#[cfg(feature = "tokio")]
+mod coalesce;
+#[cfg(feature = "tokio")]
+mod deny_cache;
+#[cfg(feature = "tokio")]
+pub mod guarded;
 pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -119,9 +119,9 @@ fn decide_held<C: Clock>(
 ) -> Result<Option<Verdict>, StoreError> {
     let mut shards: Vec<(usize, usize, ShardRead<'_>)> = Vec::with_capacity(places.len());
     for place in places {
-        if !shards
+        if shards
             .last()
-            .is_some_and(|(t, s, _)| (*t, *s) == (place.table, place.shard))
+            .is_none_or(|(t, s, _)| (*t, *s) != (place.table, place.shard))
         {
             let read = tables[place.check].read(place.shard);
             shards.push((place.table, place.shard, read));

@@ -1,0 +1,68 @@
+//! # tollgate-testkit
+//!
+//! Throwaway `redis-server`, Redis Cluster and PostgreSQL processes for tollgate's tests, so that
+//! every test that needs a store gets its own, empty one, and can kill it to test faults.
+//!
+//! Each handle starts a real server on a free 127.0.0.1 port, with its files and log in a
+//! temporary directory, and returns once the server answers. Dropping the handle kills the
+//! server, reaps it and removes the directory. If an environment variable names an existing
+//! server, that one is used instead and nothing is started:
+//!
+//! | handle               | variable                      |
+//! |----------------------|-------------------------------|
+//! | [`TestRedis`]        | `TOLLGATE_REDIS_URL`          |
+//! | [`TestRedisCluster`] | `TOLLGATE_REDIS_CLUSTER_URLS` |
+//! | [`TestPostgres`]     | `TOLLGATE_DATABASE_URL`       |
+//!
+//! A missing binary is an error naming the package to install, never a skipped test.
+//!
+//! ```no_run
+//! use tollgate_testkit::{Reply, TestPostgres, TestRedis};
+//!
+//! let mut redis = TestRedis::start()?;
+//! assert_eq!(redis.cmd(&[b"SET", b"k", b"v"])?, Reply::Status("OK".into()));
+//!
+//! redis.stop()?; // Redis dies: the store under test should now fail (open or closed).
+//! redis.restart()?; // Back on the same port, empty.
+//!
+//! let postgres = TestPostgres::start()?;
+//! println!("connect to {}", postgres.url()); // postgres://postgres@127.0.0.1:PORT/postgres
+//! # Ok::<(), tollgate_testkit::TestkitError>(())
+//! ```
+//!
+//! ## Process lifetime
+//!
+//! The kit is meant for `cargo nextest` (a process per test) with the handle kept alive for the
+//! whole test. Servers are spawned with `PR_SET_PDEATHSIG`, so they die with the test process
+//! even if it is killed; they are forked from one kit-owned thread that lives as long as the
+//! process, so a handle may be created on any thread. Under `cargo test` (one process, many
+//! tests) the servers of all tests die together if the process dies.
+//!
+//! ## Files
+//!
+//! Redis directories go in `$TMPDIR` (`/tmp`). PostgreSQL data directories go in `/dev/shm`
+//! when `TMPDIR` is unset and that tmpfs has 1 GiB free, since copying the template and running
+//! on RAM makes a start several times faster on slow CI disks; set `TMPDIR` to keep them on
+//! disk. The initdb'ed template is cached in `$TMPDIR/tollgate-testkit-<uid>/`. A test process
+//! killed outright leaves its directories behind; the next server started sweeps them.
+
+// The readiness deadlines need the real clock; the testkit is not on the decision path that
+// `.clippy.toml` protects from ambient time.
+#![allow(clippy::disallowed_methods)]
+#![deny(unsafe_code)]
+#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
+
+mod cluster;
+mod error;
+mod postgres;
+mod process;
+mod redis;
+mod resp;
+mod scratch;
+mod url;
+
+pub use cluster::TestRedisCluster;
+pub use error::TestkitError;
+pub use postgres::TestPostgres;
+pub use redis::TestRedis;
+pub use resp::{RedisTarget, Reply, redis_cmd};

@@ -1,0 +1,152 @@
+//! [`Guarded`]: what a caller does when its store cannot answer.
+//!
+//! A shared store can be down, slow or restarting. Rate limiting must not take the API down with
+//! it, nor hang it: every call is bounded by a timeout, and a *transient* failure (see
+//! [`StoreError::is_transient`]) is handled by the [`FailPolicy`] the caller chose. A check that
+//! is wrong in itself (`cost > capacity`) is reported as such whatever the policy. Recovery needs
+//! nothing: the next call goes to the store again.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::store::guarded::{FailPolicy, Guarded};
+//! use tollgate::{Check, MemoryStore, Policy, Store};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Any store; here the memory store stands in for Redis or PostgreSQL.
+//! let store = Guarded::new(MemoryStore::new(), FailPolicy::Deny).timeout(Duration::from_millis(50));
+//! let policy = Policy::token_bucket(5, 5, Duration::from_secs(1))?;
+//! assert!(store.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
+//! # Ok(())
+//! # }
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::{Check, Store};
+use crate::{Decision, MemoryStore, StoreError, Verdict};
+
+/// What to answer when the store fails transiently (down, slow, timed out, full).
+#[derive(Clone)]
+pub enum FailPolicy {
+    /// Fail open: allow, as if every bucket were full. Availability over protection.
+    Allow,
+    /// Fail closed: return the store's error, which a front end reports as unavailable
+    /// (HTTP 503, gRPC `UNAVAILABLE`). Protection over availability.
+    Deny,
+    /// Decide with a local in-memory limiter meanwhile: each process then enforces the limit on
+    /// its own (so N processes allow up to N times the limit) until the store is back.
+    Local(MemoryStore),
+}
+
+impl std::fmt::Debug for FailPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailPolicy::Allow => "Allow",
+            FailPolicy::Deny => "Deny",
+            FailPolicy::Local(_) => "Local",
+        })
+    }
+}
+
+/// Counts of how calls were answered, for metrics.
+#[derive(Debug, Default)]
+pub struct GuardStats {
+    /// Calls the store failed (transiently).
+    pub store_errors: AtomicU64,
+    /// Of those, calls answered "allowed" by [`FailPolicy::Allow`].
+    pub failed_open: AtomicU64,
+    /// Of those, calls answered by the local fallback.
+    pub local_fallbacks: AtomicU64,
+}
+
+/// A store with a timeout and a fail policy.
+pub struct Guarded<S> {
+    store: S,
+    on_error: FailPolicy,
+    timeout: Option<Duration>,
+    stats: GuardStats,
+}
+
+impl<S: Store> Guarded<S> {
+    /// Wraps `store`; failures are handled by `on_error`.
+    pub fn new(store: S, on_error: FailPolicy) -> Guarded<S> {
+        Guarded {
+            store,
+            on_error,
+            timeout: None,
+            stats: GuardStats::default(),
+        }
+    }
+
+    /// Bounds every call, on top of the store's own timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How calls were answered so far.
+    pub fn stats(&self) -> &GuardStats {
+        &self.stats
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.store
+    }
+
+    async fn bounded(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        match self.timeout {
+            Some(limit) => tokio::time::timeout(limit, self.store.decide(checks))
+                .await
+                .unwrap_or(Err(StoreError::Timeout(limit))),
+            None => self.store.decide(checks).await,
+        }
+    }
+}
+
+impl<S: Store> Store for Guarded<S> {
+    async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        let error = match self.bounded(checks).await {
+            Err(e) if e.is_transient() => e,
+            answered => return answered,
+        };
+        self.stats.store_errors.fetch_add(1, Ordering::Relaxed);
+        match &self.on_error {
+            FailPolicy::Deny => Err(error),
+            FailPolicy::Allow => {
+                self.stats.failed_open.fetch_add(1, Ordering::Relaxed);
+                Ok(allow_all(checks))
+            }
+            FailPolicy::Local(local) => {
+                self.stats.local_fallbacks.fetch_add(1, Ordering::Relaxed);
+                local.decide_sync(checks)
+            }
+        }
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.store.ready().await
+    }
+
+    fn name(&self) -> &'static str {
+        self.store.name()
+    }
+}
+
+/// The fail-open answer: allowed, as from full buckets.
+fn allow_all(checks: &[Check<'_>]) -> Verdict {
+    Verdict {
+        decisions: checks
+            .iter()
+            .map(|c| Decision {
+                allowed: true,
+                limit: c.policy.capacity(),
+                remaining: c.policy.capacity().saturating_sub(c.cost),
+                retry_after: Duration::ZERO,
+                reset_after: Duration::ZERO,
+            })
+            .collect(),
+    }
+}

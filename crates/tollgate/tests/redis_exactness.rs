@@ -1,0 +1,129 @@
+//! Exactness against a real Redis at Redis's own clock: many tasks in one process, and three
+//! OS processes sharing one Redis; plus what a bucket costs in Redis and that it expires.
+#![cfg(feature = "redis")]
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tollgate::{Check, Clock, MonotonicClock, Nanos, Policy, RedisStore, Store};
+use tollgate_testkit::{TestRedis, redis_cmd};
+
+fn ten_per_second() -> Policy {
+    Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap()
+}
+
+/// Hammers `key` with `tasks` tasks from `start` until `start + 3 s` (epoch nanoseconds of
+/// each process's own monotonic clock); returns the count allowed.
+async fn hammer(url: &str, key: &'static [u8], tasks: usize, start: Nanos) -> u64 {
+    let store = RedisStore::builder(url)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let clock = MonotonicClock::new();
+    let end = start + Nanos::new(3_000_000_000);
+    while clock.now() < start {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let allowed = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (store, allowed) = (store.clone(), Arc::clone(&allowed));
+            tokio::spawn(async move {
+                let check = [Check::new(ten_per_second(), key, 1)];
+                while clock.now() < end {
+                    if store.decide(&check).await.unwrap().allowed() {
+                        allowed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.unwrap();
+    }
+    allowed.load(Ordering::Relaxed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_tasks_on_one_key_get_at_most_the_bound() {
+    let redis = TestRedis::start().unwrap();
+    let start = MonotonicClock::new().now() + Nanos::new(100_000_000);
+    let allowed = hammer(redis.url(), b"tasks", 64, start).await;
+    assert!((38..=40).contains(&allowed), "allowed {allowed}");
+}
+
+/// The worker half of `three_processes_share_one_bound`: run by the test binary itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a worker process of three_processes_share_one_bound"]
+async fn worker_process() {
+    let (Ok(url), Ok(start)) = (
+        std::env::var("TOLLGATE_WORKER_REDIS"),
+        std::env::var("TOLLGATE_WORKER_START"),
+    ) else {
+        return;
+    };
+    let allowed = hammer(&url, b"processes", 22, Nanos::new(start.parse().unwrap())).await;
+    println!("tollgate-worker-allowed={allowed}");
+}
+
+#[test]
+fn three_processes_share_one_bound() {
+    let redis = TestRedis::start().unwrap();
+    let start = MonotonicClock::new().now() + Nanos::new(1_500_000_000);
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "worker_process", "--ignored", "--nocapture"])
+                .env("TOLLGATE_WORKER_REDIS", redis.url())
+                .env("TOLLGATE_WORKER_START", start.as_u64().to_string())
+                .output()
+                .unwrap()
+        })
+        .collect();
+    let mut total = 0;
+    for child in children {
+        assert!(
+            child.status.success(),
+            "{}",
+            String::from_utf8_lossy(&child.stderr)
+        );
+        let out = String::from_utf8_lossy(&child.stdout);
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix("tollgate-worker-allowed="))
+            .unwrap_or_else(|| panic!("no count in {out}"));
+        total += line.parse::<u64>().unwrap();
+    }
+    assert!(
+        (38..=40).contains(&total),
+        "allowed {total} across 3 processes"
+    );
+}
+
+#[tokio::test]
+async fn a_bucket_is_one_small_key_that_expires_when_full_again() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::connect(redis.url()).await.unwrap();
+    let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+    assert!(
+        store
+            .decide(&[Check::new(policy, b"alice", 3)])
+            .await
+            .unwrap()
+            .allowed()
+    );
+    let key: &[u8] = b"tollgate:v1:{alice}:tb:10:10:1000000000";
+    let bytes = redis_cmd(redis.port(), &[b"MEMORY", b"USAGE", key]).unwrap();
+    let bytes = bytes.as_int().expect("an integer");
+    println!("MEMORY USAGE of one bucket: {bytes} bytes");
+    assert!(bytes <= 120, "{bytes} bytes for one bucket");
+    let ttl = redis_cmd(redis.port(), &[b"PTTL", key]).unwrap();
+    let ttl = ttl.as_int().expect("an integer");
+    assert!(
+        (1..=300).contains(&ttl),
+        "PTTL {ttl} ms: the time to refill 3 tokens"
+    );
+}

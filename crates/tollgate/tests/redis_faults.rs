@@ -1,0 +1,164 @@
+//! The Redis store when Redis fails: killed, frozen (`DEBUG SLEEP`), flushed, restarted. Every
+//! call must come back within its timeout with the configured outcome, and decisions must
+//! recover by themselves once Redis is back.
+#![cfg(feature = "redis")]
+
+use std::time::Duration;
+
+use tollgate::store::guarded::{FailPolicy, Guarded};
+use tollgate::{Check, Clock, MemoryStore, MonotonicClock, Nanos, Policy, RedisStore, Store};
+use tollgate_testkit::{TestRedis, redis_cmd};
+
+const TIMEOUT: Duration = Duration::from_millis(50);
+/// What a bounded call may take beyond its timeout on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_millis(250);
+
+fn policy() -> Policy {
+    Policy::token_bucket(1_000_000, 1_000_000, Duration::from_secs(1)).unwrap()
+}
+
+async fn store(redis: &TestRedis) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .timeout(TIMEOUT)
+        .build()
+        .await
+        .expect("connect")
+}
+
+/// Decides one check and measures how long it took.
+async fn timed<S: Store>(store: &S, key: &[u8]) -> (Result<bool, tollgate::StoreError>, Duration) {
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    let result = store
+        .decide(&[Check::new(policy(), key, 1)])
+        .await
+        .map(|v| v.allowed());
+    (result, Duration::from(clock.now() - start))
+}
+
+/// Polls until a call succeeds; returns how long recovery took.
+async fn recovery<S: Store>(store: &S) -> Duration {
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    while timed(store, b"recover").await.0.is_err() {
+        assert!(
+            clock.now() - start < Nanos::new(5_000_000_000),
+            "no recovery within 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Duration::from(clock.now() - start)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_fails_within_the_timeout_and_recovers_on_restart() {
+    let mut redis = TestRedis::start().unwrap();
+    let raw = store(&redis).await;
+    assert!(timed(&raw, b"k").await.0.unwrap());
+    let open = Guarded::new(raw.clone(), FailPolicy::Allow);
+    let closed = Guarded::new(raw.clone(), FailPolicy::Deny);
+    let local = Guarded::new(raw.clone(), FailPolicy::Local(MemoryStore::new()));
+
+    redis.stop().unwrap();
+    for _ in 0..20 {
+        let (result, took) = timed(&raw, b"k").await;
+        assert!(result.unwrap_err().is_transient());
+        assert!(took <= TIMEOUT + SLACK, "took {took:?}");
+        let (result, took) = timed(&open, b"k").await;
+        assert!(result.unwrap(), "fail open allows");
+        assert!(took <= TIMEOUT + SLACK, "took {took:?}");
+        assert!(timed(&closed, b"k").await.0.is_err(), "fail closed reports");
+        assert!(
+            timed(&local, b"k").await.0.unwrap(),
+            "local fallback decides"
+        );
+    }
+    assert!(
+        open.stats()
+            .failed_open
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 20
+    );
+
+    redis.restart().unwrap();
+    let took = recovery(&raw).await;
+    assert!(took <= Duration::from_secs(1), "recovered after {took:?}");
+    assert!(timed(&closed, b"k").await.0.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_times_out_instead_of_hanging() {
+    let redis = TestRedis::start().unwrap();
+    let store = store(&redis).await;
+    assert!(timed(&store, b"k").await.0.unwrap());
+    let port = redis.port();
+    let sleeper = std::thread::spawn(move || redis_cmd(port, &[b"DEBUG", b"SLEEP", b"1"]));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..5 {
+        let (result, took) = timed(&store, b"k").await;
+        assert!(
+            matches!(result, Err(tollgate::StoreError::Timeout(_))),
+            "{result:?}"
+        );
+        assert!(took <= TIMEOUT + SLACK, "took {took:?}");
+    }
+    sleeper.join().unwrap().unwrap();
+    let took = recovery(&store).await;
+    assert!(took <= Duration::from_secs(1), "recovered after {took:?}");
+}
+
+#[tokio::test]
+async fn script_flush_and_restart_reload_the_script() {
+    let mut redis = TestRedis::start().unwrap();
+    let store = RedisStore::builder(redis.url())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let p = Policy::token_bucket(3, 1, Duration::from_secs(60)).unwrap();
+    let check = [Check::new(p, b"flush", 1)];
+    assert!(store.decide(&check).await.unwrap().allowed());
+    redis_cmd(redis.port(), &[b"SCRIPT", b"FLUSH"]).unwrap();
+    let v = store.decide(&check).await.unwrap();
+    assert!(v.allowed());
+    assert_eq!(v.decisions[0].remaining, 1, "state kept across the reload");
+
+    // A restart loses the data (no persistence) and the script cache: both come back.
+    redis.restart().unwrap();
+    let took = recovery(&store).await;
+    assert!(took <= Duration::from_secs(1), "recovered after {took:?}");
+    assert_eq!(
+        store.decide(&check).await.unwrap().decisions[0].remaining,
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_leak_no_connections() {
+    let mut redis = TestRedis::start().unwrap();
+    let store = store(&redis).await;
+    for _ in 0..3 {
+        assert!(timed(&store, b"k").await.0.is_ok());
+        redis.stop().unwrap();
+        for _ in 0..10 {
+            assert!(timed(&store, b"k").await.0.is_err());
+        }
+        redis.restart().unwrap();
+        recovery(&store).await;
+    }
+    // Concurrent calls after recovery still share the one multiplexed connection.
+    let calls: Vec<_> = (0..64u32)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { timed(&store, &i.to_be_bytes()).await.0.is_ok() })
+        })
+        .collect();
+    for call in calls {
+        assert!(call.await.unwrap());
+    }
+    let clients = redis_cmd(redis.port(), &[b"CLIENT", b"LIST"]).unwrap();
+    let count = String::from_utf8_lossy(&clients.into_bytes())
+        .lines()
+        .count();
+    assert!(count <= 3, "{count} client connections");
+}
