@@ -34,6 +34,7 @@ pub mod algorithm;
 mod clock;
 mod decision;
 mod error;
+pub mod headers;
 mod nanos;
 mod policy;
 pub mod store;

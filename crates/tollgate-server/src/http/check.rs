@@ -1,0 +1,92 @@
+//! `POST /v1/check`: one check of an inline token-bucket policy.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::json;
+use tollgate::{Check, Decision, Policy, StoreError, headers};
+
+use super::AppState;
+use super::problem::Problem;
+use super::request::CheckRequest;
+
+/// The longest body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The name an inline policy goes by in the `RateLimit` headers.
+const INLINE: &str = "inline";
+
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Response {
+    let request = match read_body(body).await.and_then(|b| CheckRequest::parse(&b)) {
+        Ok(request) => request,
+        Err(problem) => return problem.into_response(),
+    };
+    let checks = [Check::new(
+        request.policy,
+        request.key.as_bytes(),
+        request.cost,
+    )];
+    match state.store.decide_dyn(&checks).await {
+        Ok(verdict) => match verdict.decisions.first() {
+            Some(decision) => answer(&request.policy, decision),
+            None => Problem::store_unavailable("the store answered no decision").into_response(),
+        },
+        Err(StoreError::Check(e)) => Problem::invalid_field("cost", e.to_string()).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "store failed; the fail policy is to deny");
+            Problem::store_unavailable(e.to_string()).into_response()
+        }
+    }
+}
+
+async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> {
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(MAX_BODY_BYTES)),
+        Err(e) => Err(Problem::malformed_body(format!(
+            "the body could not be read: {e}"
+        ))),
+    }
+}
+
+fn answer(policy: &Policy, decision: &Decision) -> Response {
+    let status = if decision.allowed {
+        StatusCode::OK
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
+    let body = json!({
+        "allowed": decision.allowed,
+        "limit": decision.limit,
+        "remaining": decision.remaining,
+        "retry_after_ms": decision.retry_after_ms(),
+        "reset_after_ms": decision.reset_after_ms(),
+    });
+    let mut response = (status, body.to_string()).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    // Both values are built from numbers and a fixed name: always valid header text.
+    if let Ok(v) = HeaderValue::try_from(headers::rate_limit_policy(INLINE, policy)) {
+        h.insert(RATELIMIT_POLICY.clone(), v);
+    }
+    if let Ok(v) = HeaderValue::try_from(headers::rate_limit(INLINE, decision)) {
+        h.insert(RATELIMIT.clone(), v);
+    }
+    if !decision.allowed {
+        h.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(decision.retry_after_secs()),
+        );
+    }
+    response
+}

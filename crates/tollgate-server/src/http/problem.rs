@@ -1,0 +1,126 @@
+//! Error answers as `application/problem+json` (RFC 9457): a machine-readable `type`, the HTTP
+//! `status`, a human `detail`, and, for bad input, the `field` at fault. Every error the server
+//! returns goes through here, so none of them is a bare status or a trace.
+
+use std::borrow::Cow;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    status: StatusCode,
+    kind: &'static str,
+    title: &'static str,
+    detail: String,
+    field: Option<Cow<'static, str>>,
+    retry_after_secs: Option<u64>,
+}
+
+impl Problem {
+    /// 400: `field` of the request is missing, mistyped or out of range.
+    pub fn invalid_field(
+        field: impl Into<Cow<'static, str>>,
+        detail: impl Into<String>,
+    ) -> Problem {
+        Problem {
+            status: StatusCode::BAD_REQUEST,
+            kind: "invalid-field",
+            title: "A field of the request is invalid",
+            detail: detail.into(),
+            field: Some(field.into()),
+            retry_after_secs: None,
+        }
+    }
+
+    /// 400: the body is not JSON, or not a JSON object, or cannot be read.
+    pub fn malformed_body(detail: impl Into<String>) -> Problem {
+        Problem {
+            status: StatusCode::BAD_REQUEST,
+            kind: "malformed-body",
+            title: "The request body is not a JSON object",
+            detail: detail.into(),
+            field: Some(Cow::Borrowed("body")),
+            retry_after_secs: None,
+        }
+    }
+
+    /// 400: the body is longer than `limit` bytes.
+    pub fn body_too_large(limit: usize) -> Problem {
+        Problem {
+            status: StatusCode::BAD_REQUEST,
+            kind: "body-too-large",
+            title: "The request body is too large",
+            detail: format!("the body is longer than {limit} bytes"),
+            field: Some(Cow::Borrowed("body")),
+            retry_after_secs: None,
+        }
+    }
+
+    /// 503: the store failed and the fail policy is to deny.
+    pub fn store_unavailable(detail: impl Into<String>) -> Problem {
+        Problem {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "store-unavailable",
+            title: "The rate-limit store is unavailable",
+            detail: detail.into(),
+            field: None,
+            retry_after_secs: Some(1),
+        }
+    }
+
+    /// 404 for a path the server does not serve.
+    pub fn not_found(path: &str) -> Problem {
+        Problem {
+            status: StatusCode::NOT_FOUND,
+            kind: "not-found",
+            title: "No such resource",
+            detail: format!("nothing is served at {path}"),
+            field: None,
+            retry_after_secs: None,
+        }
+    }
+
+    /// 405 for a known path asked with the wrong method.
+    pub fn method_not_allowed(method: &str, path: &str) -> Problem {
+        Problem {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            kind: "method-not-allowed",
+            title: "Method not allowed",
+            detail: format!("{path} does not answer {method}"),
+            field: None,
+            retry_after_secs: None,
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut body = json!({
+            "type": format!("urn:tollgate:problem:{}", self.kind),
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        if let Some(field) = self.field {
+            body["field"] = field.as_ref().into();
+        }
+        let mut response = (self.status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

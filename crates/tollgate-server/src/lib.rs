@@ -1,0 +1,72 @@
+//! The tollgate server: a standalone rate-limit service over tollgate's stores.
+//!
+//! [`serve`] runs the whole server until a shutdown token is cancelled; `main.rs` only parses
+//! the command line and turns signals into that cancellation. Embedders can mount
+//! [`http::router`] in their own axum application instead.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
+
+pub mod cli;
+pub mod http;
+pub mod store;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use cli::ServeArgs;
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The store could not be opened.
+    #[error("cannot open the store ({store}): {source}")]
+    Store {
+        /// The store asked for.
+        store: String,
+        /// Why.
+        source: tollgate::StoreError,
+    },
+    /// Serving failed.
+    #[error("the HTTP server failed: {0}")]
+    Http(#[source] io::Error),
+}
+
+/// Opens the store, binds the listener, announces both on stdout, and serves until `shutdown`
+/// is cancelled and the requests in flight are answered.
+pub async fn serve(args: ServeArgs, shutdown: CancellationToken) -> Result<(), ServeError> {
+    let store = store::open(&args)
+        .await
+        .map_err(|source| ServeError::Store {
+            store: args.store.to_string(),
+            source,
+        })?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: args.listen,
+            source,
+        })?;
+    let local = listener.local_addr().map_err(ServeError::Http)?;
+    // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
+    println!(
+        "tollgate listening on http://{local} (store: {}, on store error: {}, timeout {:?})",
+        args.store, args.on_store_error, args.store_timeout
+    );
+    let state = Arc::new(http::AppState::new(store, args.store_timeout));
+    http::serve(listener, state, shutdown)
+        .await
+        .map_err(ServeError::Http)
+}

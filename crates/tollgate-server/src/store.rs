@@ -1,0 +1,146 @@
+//! Which store the server decides on, from `--store`, wrapped in the fail policy.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tollgate::store::guarded::{FailPolicy, Guarded};
+use tollgate::{DynStore, MemoryStore, RedisStore, Store, StoreError};
+
+use crate::cli::{OnStoreError, ServeArgs};
+
+/// A parsed `--store` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// This process's memory.
+    Memory,
+    /// One Redis (`redis://` or `rediss://`).
+    Redis(String),
+    /// The seed nodes of a Redis Cluster.
+    RedisCluster(Vec<String>),
+}
+
+impl StoreSpec {
+    /// Parses `memory`, a Redis URL, or comma-separated Redis URLs (a cluster).
+    pub fn parse(s: &str) -> Result<StoreSpec, String> {
+        let s = s.trim();
+        if s == "memory" {
+            return Ok(StoreSpec::Memory);
+        }
+        let urls: Vec<String> = s.split(',').map(|u| u.trim().to_owned()).collect();
+        for url in &urls {
+            let Some((scheme, rest)) = url.split_once("://") else {
+                return Err(format!(
+                    "{url:?} is not a store: expected `memory`, `redis://HOST:PORT`, \
+                     `rediss://HOST:PORT` or a comma-separated list of redis:// URLs"
+                ));
+            };
+            if !matches!(scheme, "redis" | "rediss") {
+                return Err(format!(
+                    "{url:?}: unknown store scheme {scheme:?}; expected redis or rediss"
+                ));
+            }
+            if rest.is_empty() {
+                return Err(format!("{url:?} names no host"));
+            }
+        }
+        Ok(match <[String; 1]>::try_from(urls) {
+            Ok([url]) => StoreSpec::Redis(url),
+            Err(urls) => StoreSpec::RedisCluster(urls),
+        })
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("memory"),
+            StoreSpec::Redis(url) => write!(f, "redis at {}", redact(url)),
+            StoreSpec::RedisCluster(urls) => {
+                let urls: Vec<String> = urls.iter().map(|u| redact(u)).collect();
+                write!(f, "redis cluster at {}", urls.join(","))
+            }
+        }
+    }
+}
+
+/// A URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+/// Opens the store `args` name, bounded by its timeout and wrapped in its fail policy.
+pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynStore>, StoreError> {
+    let memory = || MemoryStore::builder().max_keys(args.max_keys).build();
+    let on_error = match args.on_store_error {
+        OnStoreError::Allow => FailPolicy::Allow,
+        OnStoreError::Deny => FailPolicy::Deny,
+        OnStoreError::Local => FailPolicy::Local(memory()),
+    };
+    match &args.store {
+        StoreSpec::Memory => Ok(guard(memory(), on_error, args)),
+        StoreSpec::Redis(url) => {
+            let store = RedisStore::builder(url.as_str())
+                .timeout(args.store_timeout)
+                .build()
+                .await?;
+            Ok(guard(store, on_error, args))
+        }
+        StoreSpec::RedisCluster(urls) => {
+            let store = RedisStore::builder(urls[0].as_str())
+                .cluster(urls.iter().cloned())
+                .timeout(args.store_timeout)
+                .build()
+                .await?;
+            Ok(guard(store, on_error, args))
+        }
+    }
+}
+
+fn guard(store: impl Store, on_error: FailPolicy, args: &ServeArgs) -> Arc<dyn DynStore> {
+    Arc::new(Guarded::new(store, on_error).timeout(args.store_timeout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_kind_of_store() {
+        assert_eq!(StoreSpec::parse("memory"), Ok(StoreSpec::Memory));
+        assert_eq!(
+            StoreSpec::parse("redis://127.0.0.1:6379/2"),
+            Ok(StoreSpec::Redis("redis://127.0.0.1:6379/2".into()))
+        );
+        assert_eq!(
+            StoreSpec::parse("redis://a:1, redis://b:2"),
+            Ok(StoreSpec::RedisCluster(vec![
+                "redis://a:1".into(),
+                "redis://b:2".into()
+            ]))
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_open_and_says_why() {
+        assert!(
+            StoreSpec::parse("postgres://x")
+                .unwrap_err()
+                .contains("postgres")
+        );
+        assert!(
+            StoreSpec::parse("redis://")
+                .unwrap_err()
+                .contains("no host")
+        );
+        assert!(StoreSpec::parse("memroy").unwrap_err().contains("memroy"));
+    }
+
+    #[test]
+    fn passwords_stay_out_of_logs() {
+        let spec = StoreSpec::parse("redis://user:secret@host:6379").unwrap();
+        assert_eq!(spec.to_string(), "redis at redis://***@host:6379");
+    }
+}

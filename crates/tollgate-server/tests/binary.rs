@@ -1,0 +1,107 @@
+//! The `tollgate` binary as a user runs it: it announces where it listens and on which store,
+//! serves, finishes a request in flight when told to stop, and refuses bad arguments clearly.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+use support::Tollgate;
+
+const BODY: &str = r#"{"key": "alice", "capacity": 10, "refill": 10, "period_ms": 1000}"#;
+
+fn request(body: &str) -> String {
+    format!(
+        "POST /v1/check HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn exchange(stream: &mut TcpStream, bytes: &[u8]) -> String {
+    stream.write_all(bytes).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn serves_on_the_memory_store_and_says_so() {
+    let server = Tollgate::start(&[]);
+    assert!(server.banner.contains("store: memory"), "{}", server.banner);
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let response = exchange(&mut stream, request(BODY).as_bytes());
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("\"remaining\":9"), "{response}");
+}
+
+#[test]
+fn sigterm_finishes_the_request_in_flight_then_exits_cleanly() {
+    let mut server = Tollgate::start(&[]);
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let whole = request(BODY);
+    let (head, tail) = whole.split_at(whole.len() - 10);
+    stream.write_all(head.as_bytes()).unwrap();
+    // Let the server read the head, so the request is in flight when the signal lands.
+    std::thread::sleep(Duration::from_millis(200));
+    server.terminate();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        server.wait(Duration::ZERO).is_none(),
+        "exited with a request in flight"
+    );
+    let response = exchange(&mut stream, tail.as_bytes());
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let status = server
+        .wait(Duration::from_secs(5))
+        .expect("exits once the request is answered");
+    assert!(status.success(), "{status}");
+    // And it no longer accepts.
+    assert!(TcpStream::connect(server.addr).is_err());
+}
+
+fn run(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_arguments_are_refused_naming_the_option() {
+    let (code, stderr) = run(&["--listen", "localhost"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--listen"), "{stderr}");
+
+    let (code, stderr) = run(&["serve", "--store", "postgres://db"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--store") && stderr.contains("postgres"),
+        "{stderr}"
+    );
+
+    let (code, stderr) = run(&["--on-store-error", "maybe"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--on-store-error"), "{stderr}");
+}
+
+#[test]
+fn a_taken_port_is_a_clear_error() {
+    let server = Tollgate::start(&[]);
+    let addr = server.addr.to_string();
+    let (code, stderr) = run(&["serve", "--listen", &addr]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+}

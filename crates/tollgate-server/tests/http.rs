@@ -1,0 +1,291 @@
+//! `POST /v1/check` over a real TCP socket, on the memory store under a manual clock: the burst,
+//! the 429 and its headers, an honest `Retry-After`, and a 400 naming the field for every kind
+//! of bad input, after which the server still answers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tollgate::{DynStore, ManualClock, MemoryStore, Nanos};
+use tollgate_server::http::{self, AppState};
+
+struct Server {
+    addr: SocketAddr,
+    clock: ManualClock,
+    client: Client,
+    shutdown: CancellationToken,
+}
+
+impl Server {
+    async fn start() -> Server {
+        let clock = ManualClock::new(Nanos::new(1_000_000_000));
+        let store: Arc<dyn DynStore> =
+            Arc::new(MemoryStore::builder().clock(clock.clone()).build());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let state = Arc::new(AppState::new(store, Duration::from_secs(1)));
+        tokio::spawn(http::serve(listener, state, shutdown.clone()));
+        Server {
+            addr,
+            clock,
+            client: Client::new(),
+            shutdown,
+        }
+    }
+
+    async fn post(&self, body: impl Into<reqwest::Body>) -> Response {
+        self.client
+            .post(format!("http://{}/v1/check", self.addr))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn check(&self, body: &Value) -> Response {
+        self.post(body.to_string()).await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+fn header<'r>(response: &'r Response, name: &str) -> Option<&'r str> {
+    response.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+async fn json_of(response: Response) -> Value {
+    serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
+}
+
+fn alice(cost: Option<u64>) -> Value {
+    let mut body = json!({"key": "alice", "capacity": 10, "refill": 10, "period_ms": 1000});
+    if let Some(cost) = cost {
+        body["cost"] = cost.into();
+    }
+    body
+}
+
+#[tokio::test]
+async fn ten_allowed_then_429_with_headers_then_allowed_after_retry_after() {
+    let server = Server::start().await;
+    for i in 0..10u64 {
+        let response = server.check(&alice(None)).await;
+        assert_eq!(response.status(), StatusCode::OK, "request {i}");
+        assert_eq!(header(&response, "content-type"), Some("application/json"));
+        assert_eq!(
+            header(&response, "ratelimit-policy"),
+            Some(r#""inline";q=10;w=1"#)
+        );
+        assert_eq!(
+            header(&response, "ratelimit"),
+            Some(format!(r#""inline";r={};t=1"#, 9 - i).as_str())
+        );
+        assert_eq!(header(&response, "retry-after"), None);
+        let body = json_of(response).await;
+        assert_eq!(
+            body,
+            json!({
+                "allowed": true, "limit": 10, "remaining": 9 - i,
+                "retry_after_ms": 0, "reset_after_ms": (i + 1) * 100,
+            })
+        );
+    }
+
+    let denied = server.check(&alice(None)).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&denied, "retry-after"), Some("1"));
+    assert_eq!(
+        header(&denied, "ratelimit-policy"),
+        Some(r#""inline";q=10;w=1"#)
+    );
+    assert_eq!(header(&denied, "ratelimit"), Some(r#""inline";r=0;t=1"#));
+    let body = json_of(denied).await;
+    assert_eq!(
+        body,
+        json!({
+            "allowed": false, "limit": 10, "remaining": 0,
+            "retry_after_ms": 100, "reset_after_ms": 1000,
+        })
+    );
+
+    // One millisecond short of the advertised wait is still too early; the wait itself is enough.
+    server.clock.advance(Duration::from_millis(99));
+    assert_eq!(
+        server.check(&alice(None)).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    server.clock.advance(Duration::from_millis(1));
+    assert_eq!(server.check(&alice(None)).await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn cost_is_optional_and_zero_peeks() {
+    let server = Server::start().await;
+    let body = json_of(server.check(&alice(Some(4))).await).await;
+    assert_eq!(body["remaining"], 6);
+    let peek = server.check(&alice(Some(0))).await;
+    assert_eq!(peek.status(), StatusCode::OK);
+    assert_eq!(json_of(peek).await["remaining"], 6);
+    let body = json_of(server.check(&alice(None)).await).await;
+    assert_eq!(body["remaining"], 5);
+    // A key is its own bucket.
+    let mut bob = alice(None);
+    bob["key"] = "bob".into();
+    assert_eq!(json_of(server.check(&bob).await).await["remaining"], 9);
+}
+
+/// Each bad body, and the field its 400 must name.
+fn bad_inputs() -> Vec<(&'static str, String, &'static str)> {
+    let with = |field: &str, value: Value| {
+        let mut body = alice(None);
+        body[field] = value;
+        body.to_string()
+    };
+    let without = |field: &str| {
+        let mut body = alice(None);
+        body.as_object_mut().unwrap().remove(field);
+        body.to_string()
+    };
+    vec![
+        (
+            "malformed JSON",
+            r#"{"key": "alice", "capacity": 10,"#.into(),
+            "body",
+        ),
+        ("not JSON at all", "key=alice".into(), "body"),
+        ("an array", "[1, 2]".into(), "body"),
+        ("empty body", String::new(), "body"),
+        ("missing key", without("key"), "key"),
+        ("missing capacity", without("capacity"), "capacity"),
+        ("missing refill", without("refill"), "refill"),
+        ("missing period_ms", without("period_ms"), "period_ms"),
+        ("key not a string", with("key", json!(7)), "key"),
+        (
+            "capacity a string",
+            with("capacity", json!("10")),
+            "capacity",
+        ),
+        ("refill a float", with("refill", json!(1.5)), "refill"),
+        (
+            "period_ms negative",
+            with("period_ms", json!(-1)),
+            "period_ms",
+        ),
+        ("cost null", with("cost", Value::Null), "cost"),
+        (
+            "capacity over u64",
+            r#"{"key":"a","capacity":18446744073709551616,"refill":1,"period_ms":1}"#.into(),
+            "capacity",
+        ),
+        ("zero capacity", with("capacity", json!(0)), "capacity"),
+        ("zero refill", with("refill", json!(0)), "refill"),
+        ("zero period", with("period_ms", json!(0)), "period_ms"),
+        ("cost over capacity", with("cost", json!(11)), "cost"),
+        ("empty key", with("key", json!("")), "key"),
+        (
+            "key over 1 KiB",
+            with("key", json!("k".repeat(1025))),
+            "key",
+        ),
+        ("unknown field", with("burst", json!(5)), "burst"),
+        (
+            "body over 64 KiB",
+            with("key", json!(" ".repeat(64 * 1024))),
+            "body",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_bad_input_gets_a_400_naming_its_field_and_the_server_stays_up() {
+    let server = Server::start().await;
+    for (case, body, field) in bad_inputs() {
+        let response = server.post(body).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{case}");
+        assert_eq!(
+            header(&response, "content-type"),
+            Some("application/problem+json"),
+            "{case}"
+        );
+        let problem = json_of(response).await;
+        assert_eq!(problem["field"], field, "{case}: {problem}");
+        assert_eq!(problem["status"], 400, "{case}");
+        assert!(
+            problem["type"]
+                .as_str()
+                .unwrap()
+                .starts_with("urn:tollgate:problem:"),
+            "{case}"
+        );
+        assert!(!problem["detail"].as_str().unwrap().is_empty(), "{case}");
+    }
+    // Nothing above took a token, and the server still answers.
+    let body = json_of(server.check(&alice(None)).await).await;
+    assert_eq!(body["remaining"], 9);
+}
+
+#[tokio::test]
+async fn a_key_of_exactly_1_kib_is_accepted() {
+    let server = Server::start().await;
+    let mut body = alice(None);
+    body["key"] = "k".repeat(1024).into();
+    assert_eq!(server.check(&body).await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_are_problems_too() {
+    let server = Server::start().await;
+    let base = format!("http://{}", server.addr);
+    let missing = server
+        .client
+        .get(format!("{base}/v2/check"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        header(&missing, "content-type"),
+        Some("application/problem+json")
+    );
+    let wrong = server
+        .client
+        .get(format!("{base}/v1/check"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(json_of(wrong).await["status"], 405);
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let server = Server::start().await;
+    let base = format!("http://{}", server.addr);
+    let health = server
+        .client
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    let ready = server
+        .client
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+    assert_eq!(
+        json_of(ready).await,
+        json!({"status": "ready", "store": "memory"})
+    );
+}

@@ -1,0 +1,74 @@
+//! Runs the `tollgate` binary as a black box: start it, read the address it announces, signal it.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+/// A running `tollgate serve`; killed when dropped.
+pub struct Tollgate {
+    child: Child,
+    pub addr: SocketAddr,
+    pub banner: String,
+}
+
+impl Tollgate {
+    /// Starts `tollgate --listen 127.0.0.1:0 <args>` and waits for its banner.
+    pub fn start(args: &[&str]) -> Tollgate {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the tollgate binary starts");
+        let mut banner = String::new();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        BufReader::new(stdout)
+            .read_line(&mut banner)
+            .expect("tollgate prints its banner");
+        let addr = banner
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in the banner {banner:?}"));
+        Tollgate {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    /// Sends SIGTERM, with kill(1): std can only send SIGKILL.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill(1) runs");
+        assert!(status.success(), "kill -TERM failed: {status}");
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let step = Duration::from_millis(20);
+        let mut waited = Duration::ZERO;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if waited >= limit {
+                return None;
+            }
+            std::thread::sleep(step);
+            waited += step;
+        }
+    }
+}
+
+impl Drop for Tollgate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,108 @@
+//! The IETF rate-limit headers (draft-ietf-httpapi-ratelimit-headers), as HTTP front ends send
+//! them: `RateLimit-Policy: "api";q=100;w=10` describes a policy, `RateLimit: "api";r=42;t=3`
+//! the state of the client's bucket under it. Both are structured-field lists (RFC 9651) whose
+//! items are the policy's name, a string.
+//!
+//! For a token bucket, the quota `q` is the capacity and the window `w` the time an empty bucket
+//! takes to fill again (whole seconds, rounded up, at least 1); `r` is the whole tokens left and
+//! `t` the seconds until the bucket is full again, rounded up.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{headers, MemoryStore, Policy};
+//!
+//! let policy = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
+//! let decision = MemoryStore::new().check(b"alice", &policy, 1)?;
+//! assert_eq!(headers::rate_limit_policy("api", &policy), r#""api";q=10;w=1"#);
+//! assert_eq!(headers::rate_limit("api", &decision), r#""api";r=9;t=1"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt::Write;
+
+use crate::{Decision, Policy};
+
+/// The `RateLimit-Policy` item for `policy`, named `name`.
+pub fn rate_limit_policy(name: &str, policy: &Policy) -> String {
+    let mut out = sf_string(name);
+    let _ = write!(out, ";q={};w={}", policy.capacity(), window_secs(policy));
+    out
+}
+
+/// The `RateLimit` item for `decision`, under the policy named `name`.
+pub fn rate_limit(name: &str, decision: &Decision) -> String {
+    let mut out = sf_string(name);
+    let _ = write!(
+        out,
+        ";r={};t={}",
+        decision.remaining,
+        decision.reset_after_secs()
+    );
+    out
+}
+
+/// The time for an empty bucket to fill: `capacity` emission intervals, in whole seconds rounded
+/// up; never 0, which the draft reserves for no window at all.
+pub fn window_secs(policy: &Policy) -> u64 {
+    let nanos = u128::from(policy.capacity()) * u128::from(policy.emission_interval().as_u64());
+    u64::try_from(nanos.div_ceil(1_000_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// `name` as a structured-field string: quoted, with `"` and `\` escaped. Strings may hold only
+/// printable ASCII, so anything else is replaced by `?` rather than producing an invalid header.
+fn sf_string(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 24);
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn window_is_the_time_to_fill_rounded_up() {
+        let slow = Policy::token_bucket(100, 1, Duration::from_secs(3)).unwrap();
+        assert_eq!(window_secs(&slow), 300);
+        // 10 tokens at 1000/s fill in 10 ms: the draft's window is whole seconds, at least 1.
+        let fast = Policy::token_bucket(10, 1000, Duration::from_secs(1)).unwrap();
+        assert_eq!(window_secs(&fast), 1);
+        // 3 tokens at 2 per second: 1.5 s, rounded up.
+        let odd = Policy::token_bucket(3, 2, Duration::from_secs(1)).unwrap();
+        assert_eq!(window_secs(&odd), 2);
+    }
+
+    #[test]
+    fn names_are_escaped_structured_field_strings() {
+        let p = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
+        assert_eq!(rate_limit_policy(r#"a"b\c"#, &p), r#""a\"b\\c";q=5;w=1"#);
+        assert_eq!(rate_limit_policy("é\n", &p), r#""??";q=5;w=1"#);
+    }
+
+    #[test]
+    fn a_denial_reports_the_time_until_full() {
+        let d = Decision {
+            allowed: false,
+            limit: 10,
+            remaining: 0,
+            retry_after: Duration::from_millis(100),
+            reset_after: Duration::from_millis(1_000_001),
+        };
+        assert_eq!(rate_limit("x", &d), r#""x";r=0;t=1001"#);
+    }
+}
