@@ -14,11 +14,16 @@ pub mod store;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use cli::ServeArgs;
+use tollgate::{DynStore, StoreError};
+
+/// How long the server waits at start for its store to answer.
+const WARM_UP: Duration = Duration::from_secs(3);
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +42,7 @@ pub enum ServeError {
         /// The store asked for.
         store: String,
         /// Why.
-        source: tollgate::StoreError,
+        source: StoreError,
     },
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
@@ -53,6 +58,13 @@ pub async fn serve(args: ServeArgs, shutdown: CancellationToken) -> Result<(), S
             store: args.store.to_string(),
             source,
         })?;
+    if let Err(e) = warm_up(store.as_ref(), WARM_UP).await {
+        eprintln!(
+            "tollgate: the store does not answer yet ({e}); serving anyway, with the fail \
+             policy `{}` until it does",
+            args.on_store_error
+        );
+    }
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -69,4 +81,23 @@ pub async fn serve(args: ServeArgs, shutdown: CancellationToken) -> Result<(), S
     http::serve(listener, state, shutdown)
         .await
         .map_err(ServeError::Http)
+}
+
+/// Asks the store until it answers (or `within` passes), so that a store connecting lazily has
+/// done its TCP and TLS handshakes before the first request, whose timeout is far shorter.
+async fn warm_up(store: &dyn DynStore, within: Duration) -> Result<(), StoreError> {
+    let mut last = StoreError::Timeout(within);
+    let attempts = async {
+        loop {
+            match store.ready_dyn().await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    match tokio::time::timeout(within, attempts).await {
+        Ok(result) => result,
+        Err(_) => Err(last),
+    }
 }

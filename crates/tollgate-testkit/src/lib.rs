@@ -59,6 +59,7 @@ mod process;
 mod redis;
 mod resp;
 mod scratch;
+mod tls;
 mod url;
 
 pub use cluster::TestRedisCluster;

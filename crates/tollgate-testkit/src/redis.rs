@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use crate::{
     Reply, TestkitError,
     process::{self, Deadline, LaunchError, PORT_ATTEMPTS, PORT_IN_USE, ServerProcess},
-    resp, scratch,
+    resp, scratch, tls,
     url::{self, Url},
 };
 
@@ -34,12 +34,20 @@ pub struct TestRedis {
     inner: Inner,
 }
 
+/// The TLS side of a server from [`TestRedis::start_tls`].
+#[derive(Debug)]
+struct Tls {
+    url: String,
+    ca: PathBuf,
+}
+
 #[derive(Debug)]
 enum Inner {
     Owned {
         // Declared before `dir`: the server dies before its directory is removed.
         server: RedisServer,
         url: String,
+        tls: Option<Tls>,
         dir: TempDir,
     },
     External {
@@ -77,9 +85,62 @@ impl TestRedis {
             inner: Inner::Owned {
                 url: server.url(),
                 server,
+                tls: None,
                 dir,
             },
         })
+    }
+
+    /// Starts a `redis-server` that also speaks TLS, always (`TOLLGATE_REDIS_URL` is not
+    /// consulted): [`tls_url`](Self::tls_url) is `rediss://localhost:PORT`, served with a
+    /// certificate signed by a throwaway CA whose certificate is [`ca_file`](Self::ca_file).
+    /// [`url`](Self::url) stays plain TCP, for the kit's probes and [`cmd`](Self::cmd).
+    pub fn start_tls() -> Result<Self, TestkitError> {
+        let dir = scratch::tempdir(&std::env::temp_dir(), "tollgate-redis-")?;
+        let files = tls::make_certificates(dir.path())?;
+        let tls_port = process::free_port()?;
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        let args = vec![
+            "--tls-port".to_owned(),
+            tls_port.to_string(),
+            "--tls-cert-file".to_owned(),
+            path(&files.cert),
+            "--tls-key-file".to_owned(),
+            path(&files.key),
+            "--tls-ca-cert-file".to_owned(),
+            path(&files.ca),
+            // Clients prove nothing: the test is of the client verifying the server.
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+        ];
+        let server = RedisServer::start(dir.path().to_owned(), args, process::free_port)?;
+        Ok(Self {
+            inner: Inner::Owned {
+                url: server.url(),
+                server,
+                tls: Some(Tls {
+                    url: format!("rediss://localhost:{tls_port}"),
+                    ca: files.ca,
+                }),
+                dir,
+            },
+        })
+    }
+
+    /// `rediss://localhost:PORT` for a server from [`start_tls`](Self::start_tls).
+    pub fn tls_url(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::Owned { tls: Some(tls), .. } => Some(&tls.url),
+            _ => None,
+        }
+    }
+
+    /// The CA certificate (PEM) a client must trust to reach [`tls_url`](Self::tls_url).
+    pub fn ca_file(&self) -> Option<&Path> {
+        match &self.inner {
+            Inner::Owned { tls: Some(tls), .. } => Some(&tls.ca),
+            _ => None,
+        }
     }
 
     /// `redis://127.0.0.1:PORT`, or the external URL as given.

@@ -1,5 +1,8 @@
 //! Runs the `tollgate` binary as a black box: start it, read the address it announces, signal it.
 
+// Each test file compiles this module on its own and uses part of it.
+#![allow(dead_code)]
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -15,9 +18,15 @@ pub struct Tollgate {
 impl Tollgate {
     /// Starts `tollgate --listen 127.0.0.1:0 <args>` and waits for its banner.
     pub fn start(args: &[&str]) -> Tollgate {
+        Tollgate::start_with_env(args, &[])
+    }
+
+    /// [`start`](Self::start) with environment variables set.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Tollgate {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

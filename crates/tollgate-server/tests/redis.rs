@@ -1,0 +1,201 @@
+//! `tollgate serve --store redis://...`: exact across server processes sharing one Redis, and
+//! the configured outcome, within the timeout, while Redis is down.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use clap::Parser;
+use reqwest::{Client, StatusCode};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tollgate::{Clock, MonotonicClock, Nanos};
+use tollgate_server::cli::{Cli, Command, ServeArgs};
+use tollgate_server::http::{self, AppState};
+use tollgate_testkit::TestRedis;
+
+use support::Tollgate;
+
+fn body(key: &str) -> String {
+    format!(r#"{{"key": "{key}", "capacity": 10, "refill": 10, "period_ms": 1000}}"#)
+}
+
+/// Burst 10, refilled at 10 per hour: no token comes back while the test runs, however slowly
+/// calls fail while Redis is down.
+fn slow_body(key: &str) -> String {
+    format!(r#"{{"key": "{key}", "capacity": 10, "refill": 10, "period_ms": 3600000}}"#)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_server_processes_sharing_one_redis_allow_38_to_40_in_3_seconds() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let servers: Vec<Tollgate> = (0..3)
+        .map(|_| Tollgate::start(&["--store", redis.url()]))
+        .collect();
+    for server in &servers {
+        assert!(server.banner.contains("store: redis"), "{}", server.banner);
+    }
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    // A fresh key per run, so an external TOLLGATE_REDIS_URL holds no earlier state.
+    let key = format!("exact-{}", std::process::id());
+
+    let clock = MonotonicClock::new();
+    let deadline = clock.now() + Nanos::new(3_000_000_000);
+    let allowed = Arc::new(AtomicU64::new(0));
+    let other = Arc::new(AtomicU64::new(0));
+    let client = Client::new();
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let url = format!("http://{}/v1/check", addrs[i % addrs.len()]);
+            let (client, body, allowed, other) =
+                (client.clone(), body(&key), allowed.clone(), other.clone());
+            tokio::spawn(async move {
+                while clock.now() < deadline {
+                    let response = client.post(&url).body(body.clone()).send().await;
+                    match response.map(|r| r.status()) {
+                        Ok(StatusCode::OK) => allowed.fetch_add(1, Ordering::Relaxed),
+                        Ok(StatusCode::TOO_MANY_REQUESTS) => 0,
+                        _ => other.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let allowed = allowed.load(Ordering::Relaxed);
+    assert_eq!(
+        other.load(Ordering::Relaxed),
+        0,
+        "answers other than 200/429"
+    );
+    assert!(
+        (38..=40).contains(&allowed),
+        "allowed {allowed}: burst 10 + 10/s × 3 s bounds it by 40"
+    );
+}
+
+/// An in-process server on `--store <redis> <extra args>`.
+async fn serve(redis: &TestRedis, extra: &[&str]) -> (SocketAddr, CancellationToken) {
+    let mut argv = vec![
+        "tollgate",
+        "serve",
+        "--store",
+        redis.url(),
+        "--store-timeout-ms",
+        "100",
+    ];
+    argv.extend_from_slice(extra);
+    let args: ServeArgs = match Cli::try_parse_from(argv).unwrap().command {
+        Some(Command::Serve(args)) => args,
+        None => unreachable!("the subcommand is given"),
+    };
+    let store = tollgate_server::store::open(&args).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let state = Arc::new(AppState::new(store, args.store_timeout));
+    tokio::spawn(http::serve(listener, state, shutdown.clone()));
+    (addr, shutdown)
+}
+
+/// Posts a check and returns its status and how long it took.
+async fn timed_check(client: &Client, addr: SocketAddr, key: &str) -> (StatusCode, Duration) {
+    timed_post(client, addr, slow_body(key)).await
+}
+
+async fn timed_post(client: &Client, addr: SocketAddr, body: String) -> (StatusCode, Duration) {
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    let response = client
+        .post(format!("http://{addr}/v1/check"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), Duration::from(clock.now() - start))
+}
+
+async fn ready(client: &Client, addr: SocketAddr) -> StatusCode {
+    let response = client.get(format!("http://{addr}/readyz")).send().await;
+    response.unwrap().status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_fail_policy_answers_within_the_timeout_while_redis_is_down_and_recovers() {
+    let mut redis = TestRedis::start().expect("start redis-server");
+    if !redis.is_owned() {
+        eprintln!("TOLLGATE_REDIS_URL names an external Redis, which this test cannot stop");
+        return;
+    }
+    let (open, _o) = serve(&redis, &["--on-store-error", "allow"]).await;
+    let (closed, _c) = serve(&redis, &["--on-store-error", "deny"]).await;
+    let (local, _l) = serve(&redis, &["--on-store-error", "local"]).await;
+    let client = Client::new();
+    for addr in [open, closed, local] {
+        assert_eq!(timed_check(&client, addr, "up").await.0, StatusCode::OK);
+        assert_eq!(ready(&client, addr).await, StatusCode::OK);
+    }
+
+    redis.stop().unwrap();
+    // A bound generous enough for a loaded 2-core machine, far below a hang.
+    let bound = Duration::from_millis(100 + 400);
+    let (status, took) = timed_check(&client, open, "down").await;
+    assert_eq!(status, StatusCode::OK, "fail open allows");
+    assert!(took < bound, "took {took:?}");
+
+    let (status, took) = timed_check(&client, closed, "down").await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "fail closed is a 503"
+    );
+    assert!(took < bound, "took {took:?}");
+    let response = client
+        .post(format!("http://{closed}/v1/check"))
+        .body(body("down"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert_eq!(response.headers()["retry-after"], "1");
+
+    // The local fallback enforces the limit in this process: 10, then 429.
+    for i in 0..10 {
+        let (status, took) = timed_check(&client, local, "down").await;
+        assert_eq!(status, StatusCode::OK, "local check {i}");
+        assert!(took < bound, "took {took:?}");
+    }
+    assert_eq!(
+        timed_check(&client, local, "down").await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    for addr in [open, closed, local] {
+        assert_eq!(ready(&client, addr).await, StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    redis.restart().unwrap();
+    // Each server reconnects on its own, when a call finds the old connection dead.
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    for addr in [open, closed, local] {
+        while ready(&client, addr).await != StatusCode::OK {
+            assert!(
+                clock.now() - start < Nanos::new(1_000_000_000),
+                "{addr} did not recover within 1 s of Redis coming back"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    // Decisions come from Redis again: the fail-closed server answers, and the key that the
+    // local fallback drained is full in Redis.
+    assert_eq!(timed_check(&client, closed, "back").await.0, StatusCode::OK);
+    assert_eq!(timed_check(&client, local, "down").await.0, StatusCode::OK);
+}
