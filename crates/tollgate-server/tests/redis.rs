@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tollgate::{Clock, MonotonicClock, Nanos};
 use tollgate_server::cli::{Cli, Command, ServeArgs};
 use tollgate_server::http::{self, AppState};
-use tollgate_testkit::TestRedis;
+use tollgate_testkit::{TestRedis, TestRedisCluster};
 
 use support::Tollgate;
 
@@ -198,4 +198,22 @@ async fn each_fail_policy_answers_within_the_timeout_while_redis_is_down_and_rec
     // local fallback drained is full in Redis.
     assert_eq!(timed_check(&client, closed, "back").await.0, StatusCode::OK);
     assert_eq!(timed_check(&client, local, "down").await.0, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comma_separated_store_is_a_redis_cluster() {
+    let cluster = TestRedisCluster::start(3).expect("start a 3-master cluster");
+    let seeds = cluster.urls().join(",");
+    let server = Tollgate::start(&["--store", &seeds, "--on-store-error", "deny"]);
+    assert!(server.banner.contains("redis cluster"), "{}", server.banner);
+    let client = Client::new();
+    // Whichever master holds a key's slot, its bucket counts exactly.
+    for key in ["alice", "bob", "carol", "dave"] {
+        for i in 0..10 {
+            let (status, _) = timed_check(&client, server.addr, key).await;
+            assert_eq!(status, StatusCode::OK, "{key} check {i}");
+        }
+        let (status, _) = timed_check(&client, server.addr, key).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{key}");
+    }
 }
