@@ -45,6 +45,8 @@ pub use error::{CheckError, StoreError};
 pub use nanos::Nanos;
 pub use policy::{Algorithm, MAX_LOG_LIMIT, MAX_TOLERANCE, Policy, PolicyError};
 pub use store::memory::{MemoryLimiter, MemoryStore, MemoryStoreBuilder};
+#[cfg(feature = "postgres")]
+pub use store::postgres::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "redis")]
 pub use store::redis::{RedisStore, RedisStoreBuilder};
 pub use store::{Check, DynStore, Store};

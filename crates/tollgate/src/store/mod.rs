@@ -12,6 +12,8 @@ mod deny_cache;
 #[cfg(feature = "tokio")]
 pub mod guarded;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 

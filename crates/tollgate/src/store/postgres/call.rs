@@ -1,0 +1,215 @@
+//! A call of the decide function: checks in, arguments out; and the replay of its answer
+//! through [`decide_all`], which turns the locked state into the same decisions the database
+//! made.
+
+use std::collections::BTreeMap;
+
+use crate::algorithm::{BucketState, decide_all};
+use crate::{Algorithm, Check, CheckError, Nanos, Policy, StoreError, Verdict};
+
+/// The database's clock unit, and so the resolution of every policy it decides.
+pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
+
+/// A token-bucket policy in the database's units.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Units {
+    /// The policy at microsecond resolution: what the replay decides with.
+    pub(crate) policy: Policy,
+    /// µs per token, rounded up.
+    pub(crate) t: i64,
+    /// capacity × t.
+    pub(crate) tau: i64,
+}
+
+impl Units {
+    pub(crate) fn of(policy: &Policy) -> Result<Units, CheckError> {
+        if policy.algorithm() != Algorithm::TokenBucket {
+            return Err(CheckError::Unsupported(
+                "the PostgreSQL store decides token buckets only",
+            ));
+        }
+        let policy = policy.at_resolution(MICROSECOND);
+        // tolerance <= 2^62 ns, so both fit in an i64 (as every tat does: now + tau < 2^63).
+        let micros = |n: Nanos| i64::try_from(n.as_u64() / 1000).unwrap_or(i64::MAX);
+        Ok(Units {
+            t: micros(policy.emission_interval()),
+            tau: micros(policy.tolerance()),
+            policy,
+        })
+    }
+}
+
+/// The row key of the bucket of `key` under `policy`: the versioned policy, then the user's key
+/// as raw bytes. The policy part has a fixed shape, so the two never run into each other.
+pub(crate) fn bucket_key(policy: &Policy, key: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "v1:tb:{}:{}:{}:",
+        policy.capacity(),
+        policy.refill(),
+        policy.period().as_u64()
+    )
+    .into_bytes();
+    out.extend_from_slice(key);
+    out
+}
+
+/// Refuses what can never be decided, before any I/O.
+pub(crate) fn validate(check: &Check<'_>) -> Result<Units, CheckError> {
+    let units = Units::of(&check.policy)?;
+    if check.cost > check.policy.capacity() {
+        return Err(CheckError::CostExceedsCapacity {
+            cost: check.cost,
+            capacity: check.policy.capacity(),
+        });
+    }
+    Ok(units)
+}
+
+/// The arguments of `<table>_decide` for a list of decisions.
+#[derive(Debug, Default)]
+pub(crate) struct Call {
+    pub(crate) keys: Vec<Vec<u8>>,
+    pub(crate) sizes: Vec<i32>,
+    pub(crate) idx: Vec<i32>,
+    pub(crate) t: Vec<i64>,
+    pub(crate) tau: Vec<i64>,
+    pub(crate) cost: Vec<i64>,
+    /// Per check: its policy at µs resolution and its cost, for the replay.
+    checks: Vec<(Policy, u64)>,
+}
+
+impl Call {
+    /// The call deciding `decisions` in order, each all-or-nothing.
+    pub(crate) fn new<'c>(
+        decisions: impl IntoIterator<Item = &'c [Check<'c>]>,
+    ) -> Result<Call, CheckError> {
+        let decisions: Vec<&[Check<'_>]> = decisions.into_iter().collect();
+        // Distinct buckets in sorted order: every caller locks rows in one global order.
+        let mut index: BTreeMap<Vec<u8>, i32> = BTreeMap::new();
+        for check in decisions.iter().flat_map(|d| d.iter()) {
+            index.insert(bucket_key(&check.policy, check.key), 0);
+        }
+        let mut call = Call::default();
+        for (i, (key, slot)) in index.iter_mut().enumerate() {
+            *slot = i32::try_from(i + 1).map_err(|_| CheckError::Unsupported("too many checks"))?;
+            call.keys.push(key.clone());
+        }
+        for checks in decisions {
+            call.sizes.push(
+                i32::try_from(checks.len())
+                    .map_err(|_| CheckError::Unsupported("too many checks"))?,
+            );
+            for check in checks {
+                let units = validate(check)?;
+                call.idx.push(index[&bucket_key(&check.policy, check.key)]);
+                call.t.push(units.t);
+                call.tau.push(units.tau);
+                call.cost
+                    .push(i64::try_from(check.cost).unwrap_or(i64::MAX));
+                call.checks.push((units.policy, check.cost));
+            }
+        }
+        Ok(call)
+    }
+
+    /// Replays the call on the state the function locked. `reply` is `{now, the tat of each
+    /// key before, then after}`; the replay must end in the state the function wrote.
+    pub(crate) fn replay(&self, reply: &[i64]) -> Result<Vec<Verdict>, StoreError> {
+        let malformed =
+            || StoreError::Unavailable("malformed reply from the decide function".into());
+        let (&now, tats) = reply.split_first().ok_or_else(malformed)?;
+        if tats.len() != 2 * self.keys.len() {
+            return Err(malformed());
+        }
+        let (old, written) = tats.split_at(self.keys.len());
+        let micros = |us: i64| Nanos::new(u64::try_from(us).unwrap_or(0).saturating_mul(1000));
+        let now = micros(now);
+        let mut states: Vec<BucketState> = old
+            .iter()
+            .map(|&tat| BucketState::TokenBucket(micros(tat)))
+            .collect();
+        let mut verdicts = Vec::with_capacity(self.sizes.len());
+        let mut first = 0;
+        for &size in &self.sizes {
+            let range = first..first + usize::try_from(size).unwrap_or(0);
+            first = range.end;
+            let checks: Vec<(&Policy, u64)> = self.checks[range.clone()]
+                .iter()
+                .map(|(p, c)| (p, *c))
+                .collect();
+            let slots: Vec<usize> = self.idx[range]
+                .iter()
+                .map(|&k| usize::try_from(k - 1).unwrap_or(0))
+                .collect();
+            let mut held: Vec<BucketState> = slots.iter().map(|&k| states[k].clone()).collect();
+            let verdict = decide_all(&checks, &mut held, now)?;
+            if verdict.allowed() {
+                for (&k, state) in slots.iter().zip(held) {
+                    states[k] = state;
+                }
+            }
+            verdicts.push(verdict);
+        }
+        let replayed = states.iter().map(|s| match s {
+            BucketState::TokenBucket(tat) => *tat,
+            _ => Nanos::ZERO,
+        });
+        if !replayed.eq(written.iter().map(|&tat| micros(tat))) {
+            return Err(StoreError::Unavailable(
+                "the decide function and tollgate's model disagree; is the function of another \
+                 tollgate version? (`tollgate migrate` replaces it)"
+                    .into(),
+            ));
+        }
+        Ok(verdicts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn keys_are_distinct_sorted_and_shared_between_decisions() {
+        let p = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
+        let a = [Check::new(p, b"zed", 1), Check::new(p, b"amy", 1)];
+        let b = [Check::new(p, b"amy", 2)];
+        let call = Call::new([&a[..], &b[..]]).unwrap();
+        assert_eq!(call.keys.len(), 2);
+        assert!(call.keys[0] < call.keys[1]);
+        assert_eq!(call.sizes, [2, 1]);
+        assert_eq!(call.idx, [2, 1, 1]);
+        assert_eq!(call.t, [200_000; 3]);
+        assert_eq!(call.tau, [1_000_000; 3]);
+    }
+
+    #[test]
+    fn replay_carries_state_from_one_decision_to_the_next() {
+        let p = Policy::token_bucket(2, 1, Duration::from_secs(1)).unwrap();
+        let one = [Check::new(p, b"k", 1)];
+        let call = Call::new([&one[..], &one[..], &one[..]]).unwrap();
+        let now = 1_000_000_000_i64;
+        let verdicts = call.replay(&[now, 0, now + 2_000_000]).unwrap();
+        let allowed: Vec<bool> = verdicts.iter().map(Verdict::allowed).collect();
+        assert_eq!(allowed, [true, true, false]);
+        assert_eq!(verdicts[2].decisions[0].retry_after, Duration::from_secs(1));
+        // A function that wrote anything else is caught.
+        assert!(call.replay(&[now, 0, now + 1_000_000]).is_err());
+    }
+
+    #[test]
+    fn windows_and_impossible_costs_are_refused_before_any_io() {
+        let w = Policy::fixed_window(5, Duration::from_secs(1)).unwrap();
+        assert!(matches!(
+            Call::new([&[Check::new(w, b"k", 1)][..]]),
+            Err(CheckError::Unsupported(_))
+        ));
+        let p = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
+        assert!(matches!(
+            Call::new([&[Check::new(p, b"k", 6)][..]]),
+            Err(CheckError::CostExceedsCapacity { .. })
+        ));
+    }
+}

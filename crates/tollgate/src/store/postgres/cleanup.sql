@@ -1,0 +1,13 @@
+-- Deletes up to $2 idle buckets: rows whose tat has passed are full, the same as no row.
+-- Rows locked by a decision in progress are skipped, never waited for; the outer condition is
+-- checked again on the row as it is when deleted.
+--
+--   $1 now in µs, or NULL for clock_timestamp()   $2 the most rows to delete
+DELETE FROM "@schema@"."@table@"
+WHERE key IN (
+    SELECT key FROM "@schema@"."@table@"
+    WHERE tat <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+AND tat <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)

@@ -1,0 +1,621 @@
+//! The PostgreSQL store: one atomic statement per decision, at the database's clock.
+//!
+//! A single check is one `INSERT ... ON CONFLICT (key) DO UPDATE ... WHERE ... RETURNING`
+//! (`decide_one.sql`), a port of [`gcra`](crate::algorithm::gcra) in integer microseconds of
+//! `clock_timestamp()`: the upsert locks the bucket's row, so at READ COMMITTED it is atomic
+//! without retries, and concurrent first calls on a new key cannot collide (one inserts, the
+//! others update). Several checks decided together, and batches of coalesced checks, are one
+//! call of a PL/pgSQL function (`schema.sql`) that locks their rows in a global order, decides
+//! in order, and returns the state it read and wrote; tollgate replays the decisions with the
+//! pure functions and checks it reaches the same state.
+//!
+//! Statements are prepared on a few shared connections and pipelined (see `pool.rs`). Under
+//! SERIALIZABLE (YugabyteDB, CockroachDB) conflicts (SQLSTATE 40001, 40P01) are retried with
+//! bounded, jittered backoff ([`Retry`]). As with Redis, a deny cache answers known denials
+//! locally and concurrent checks of one hot bucket are coalesced, so a hot row's lock is taken
+//! once per batch rather than once per caller. Idle rows (full buckets) are deleted in small
+//! batches in the background. Every call is bounded by a timeout (default 100 ms); failures
+//! are transient, so the caller's fail policy applies.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tollgate::{Check, Policy, PostgresStore, Store};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = PostgresStore::builder("postgres://postgres@127.0.0.1/postgres")
+//!     .unlogged(true)
+//!     .build()
+//!     .await?;
+//! let policy = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
+//! let verdict = store.decide(&[Check::new(policy, b"alice", 1)]).await?;
+//! assert!(verdict.allowed());
+//! # Ok(())
+//! # }
+//! ```
+
+mod call;
+mod pool;
+mod retry;
+mod schema;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio_postgres::types::ToSql;
+
+use super::coalesce::{Batcher, Coalescer};
+use super::deny_cache::DenyCache;
+use super::{BoxFuture, Check, Store};
+use crate::algorithm::gcra::Gcra;
+use crate::{CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict};
+use call::{Call, Units};
+pub use pool::Isolation;
+use pool::{Conn, Pool, Setup, unavailable};
+pub use retry::{GiveUp, Retry};
+use schema::Names;
+
+/// The default bound on one call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Configures a [`PostgresStore`].
+pub struct PostgresStoreBuilder {
+    url: String,
+    schema: String,
+    table: String,
+    unlogged: bool,
+    create_schema: bool,
+    connections: usize,
+    timeout: Duration,
+    isolation: Isolation,
+    retry: Retry,
+    deny_cache: bool,
+    coalesce: bool,
+    max_batch: usize,
+    cleanup_interval: Option<Duration>,
+    cleanup_batch: i64,
+    test_clock: Option<Arc<dyn Clock>>,
+}
+
+/// A store in PostgreSQL (or a database speaking its protocol). Cheap to clone: clones share
+/// the connections and caches.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+/// Counts of conflicts, for metrics and tests.
+#[derive(Debug, Default)]
+pub struct PostgresStats {
+    /// Attempts that failed to serialize and were run again.
+    pub retries: AtomicU64,
+    /// Calls that still conflicted after every attempt.
+    pub gave_up: AtomicU64,
+}
+
+struct Inner {
+    pool: Pool,
+    timeout: Duration,
+    retry: Retry,
+    clock: Arc<dyn Clock>,
+    inject_time: bool,
+    deny_cache: Option<DenyCache>,
+    coalescer: Option<Arc<Coalescer>>,
+    cleanup_batch: i64,
+    stats: PostgresStats,
+}
+
+impl PostgresStore {
+    /// A store on the database at `url` (`postgres://user:password@host:port/db`).
+    pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
+        PostgresStoreBuilder {
+            url: url.into(),
+            schema: "tollgate".into(),
+            table: "buckets".into(),
+            unlogged: false,
+            create_schema: true,
+            connections: 4,
+            timeout: DEFAULT_TIMEOUT,
+            isolation: Isolation::ReadCommitted,
+            retry: Retry::default(),
+            deny_cache: true,
+            coalesce: true,
+            max_batch: 256,
+            cleanup_interval: Some(Duration::from_secs(10)),
+            cleanup_batch: 1000,
+            test_clock: None,
+        }
+    }
+
+    /// Creates the schema, table and function if missing (what `tollgate migrate` runs).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        self.inner.pool.migrate().await
+    }
+
+    /// Deletes idle rows (full buckets) in batches until none is left; returns how many. The
+    /// store also does this in the background (see [`PostgresStoreBuilder::cleanup_interval`]).
+    pub async fn cleanup_idle(&self) -> Result<u64, StoreError> {
+        self.inner.cleanup_idle().await
+    }
+
+    /// Conflicts retried and given up so far.
+    pub fn stats(&self) -> &PostgresStats {
+        &self.inner.stats
+    }
+}
+
+impl PostgresStoreBuilder {
+    /// The schema holding the table (default `tollgate`).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The table of buckets (default `buckets`); the function is `<table>_decide`.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// Creates the table UNLOGGED (default off): faster writes, no WAL, but a crash empties it
+    /// (every bucket full again, so each key may get one extra burst) and replicas lack it.
+    pub fn unlogged(mut self, on: bool) -> Self {
+        self.unlogged = on;
+        self
+    }
+
+    /// Whether to create the schema on first use (default on); off when `tollgate migrate`
+    /// creates it ahead and the store's role may not run DDL.
+    pub fn create_schema(mut self, on: bool) -> Self {
+        self.create_schema = on;
+        self
+    }
+
+    /// How many connections to share (default 4).
+    pub fn connections(mut self, n: usize) -> Self {
+        self.connections = n;
+        self
+    }
+
+    /// The bound on one call, retries included (default 100 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The isolation level of the store's transactions (default READ COMMITTED).
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// How serialization failures are retried.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Whether to answer known denials locally (default on).
+    pub fn deny_cache(mut self, on: bool) -> Self {
+        self.deny_cache = on;
+        self
+    }
+
+    /// Whether to decide concurrent checks of one bucket in one call (default on).
+    pub fn coalesce(mut self, on: bool) -> Self {
+        self.coalesce = on;
+        self
+    }
+
+    /// The most checks one coalesced call decides (default 256).
+    pub fn max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch;
+        self
+    }
+
+    /// How often idle rows are deleted in the background (default every 10 s; `None`: never).
+    pub fn cleanup_interval(mut self, every: Option<Duration>) -> Self {
+        self.cleanup_interval = every;
+        self
+    }
+
+    /// The most rows one cleanup statement deletes (default 1000).
+    pub fn cleanup_batch(mut self, rows: u32) -> Self {
+        self.cleanup_batch = i64::from(rows.max(1));
+        self
+    }
+
+    /// Decides at `clock` instead of `clock_timestamp()`: for tests that move time by hand.
+    pub fn test_clock(mut self, clock: impl Clock) -> Self {
+        self.test_clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Checks the configuration. Connects lazily: a database that is down now makes calls
+    /// fail (transiently) until it is up.
+    pub async fn build(self) -> Result<PostgresStore, StoreError> {
+        let names = Names::new(&self.schema, &self.table, self.unlogged)?;
+        let config = pool::config(&self.url, self.timeout.max(Duration::from_millis(500)))?;
+        let setup = Setup {
+            config,
+            names,
+            isolation: self.isolation,
+            create_schema: self.create_schema,
+        };
+        let inject_time = self.test_clock.is_some();
+        let inner = Arc::new(Inner {
+            pool: Pool::new(setup, self.connections),
+            timeout: self.timeout,
+            retry: Retry {
+                max_attempts: self.retry.max_attempts.max(1),
+                ..self.retry
+            },
+            clock: self
+                .test_clock
+                .unwrap_or_else(|| Arc::new(MonotonicClock::new())),
+            inject_time,
+            deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
+            coalescer: self
+                .coalesce
+                .then(|| Arc::new(Coalescer::new(self.max_batch))),
+            cleanup_batch: self.cleanup_batch,
+            stats: PostgresStats::default(),
+        });
+        if let Some(every) = self.cleanup_interval {
+            tokio::spawn(cleanup_loop(Arc::downgrade(&inner), every));
+        }
+        Ok(PostgresStore { inner })
+    }
+}
+
+/// Deletes idle rows every `every`, until the store is dropped.
+async fn cleanup_loop(inner: Weak<Inner>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(inner) = inner.upgrade() else { return };
+        // A failure (the database is down) is retried at the next tick.
+        let _ = inner.cleanup_idle().await;
+    }
+}
+
+/// Why the retries of a call ended without an answer.
+enum Failure {
+    Store(StoreError),
+    /// Every attempt conflicted; the last conflict.
+    GaveUp(tokio_postgres::Error),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::Store(e)
+    }
+}
+
+impl Inner {
+    /// The local clock, in whole microseconds when it stands in for the database's.
+    fn local_now(&self) -> Nanos {
+        let now = self.clock.now();
+        if self.inject_time {
+            Nanos::new(now.as_u64() / 1000 * 1000)
+        } else {
+            now
+        }
+    }
+
+    /// The time to pass to the statements: `None` lets the database read its own clock.
+    fn now_param(&self) -> Option<i64> {
+        self.inject_time
+            .then(|| i64::try_from(self.local_now().as_u64() / 1000).unwrap_or(i64::MAX))
+    }
+
+    /// Runs `statement` on a connection, again after each serialization failure, up to the
+    /// retry limit, bounded as a whole by the timeout.
+    async fn run<T, F, Fut>(&self, statement: F) -> Result<T, Failure>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let attempts = async {
+            let mut attempt = 1;
+            loop {
+                let conn = self.pool.get().await?;
+                match statement(conn).await {
+                    Ok(answer) => return Ok(answer),
+                    Err(e) if retry::is_conflict(&e) && attempt < self.retry.max_attempts => {
+                        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(self.retry.backoff(attempt)).await;
+                        attempt += 1;
+                    }
+                    Err(e) if retry::is_conflict(&e) => {
+                        self.stats.gave_up.fetch_add(1, Ordering::Relaxed);
+                        return Err(Failure::GaveUp(e));
+                    }
+                    Err(e) => return Err(Failure::Store(unavailable(e))),
+                }
+            }
+        };
+        tokio::time::timeout(self.timeout, attempts)
+            .await
+            .unwrap_or(Err(Failure::Store(StoreError::Timeout(self.timeout))))
+    }
+
+    /// What a call whose retries ran out answers, per [`GiveUp`].
+    fn gave_up(
+        &self,
+        policies: &[(Policy, u64)],
+        error: tokio_postgres::Error,
+    ) -> Result<Vec<Decision>, StoreError> {
+        match self.retry.give_up {
+            GiveUp::Unavailable => Err(unavailable(error)),
+            GiveUp::Deny => Ok(policies
+                .iter()
+                .map(|(policy, _)| Decision {
+                    allowed: false,
+                    limit: policy.capacity(),
+                    remaining: 0,
+                    retry_after: self.retry.max_backoff,
+                    reset_after: Duration::from(policy.tolerance()),
+                })
+                .collect()),
+        }
+    }
+
+    async fn decide_one(self: &Arc<Self>, check: &Check<'_>) -> Result<Decision, StoreError> {
+        call::validate(check)?;
+        let bucket = call::bucket_key(&check.policy, check.key);
+        if let Some(cache) = &self.deny_cache {
+            if let Some(denied) = cache.get(&bucket, check.cost, self.local_now()) {
+                return Ok(denied);
+            }
+        }
+        let mut decisions = match &self.coalescer {
+            Some(coalescer) => {
+                let checked = coalescer.check(self, bucket, check.policy, check.key, check.cost);
+                return tokio::time::timeout(self.timeout, checked)
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout(self.timeout)));
+            }
+            None => {
+                Arc::clone(self)
+                    .batch(check.policy, check.key.into(), vec![check.cost])
+                    .await?
+            }
+        };
+        decisions
+            .pop()
+            .ok_or_else(|| StoreError::Unavailable("the store returned no decision".into()))
+    }
+
+    /// Decides `costs` on one bucket in order: one statement for one check, else one call of
+    /// the decide function. Records denials in the deny cache.
+    async fn batch(
+        self: Arc<Self>,
+        policy: Policy,
+        key: Arc<[u8]>,
+        costs: Vec<u64>,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let units = Units::of(&policy)?;
+        let bucket = call::bucket_key(&policy, &key);
+        let sent = self.local_now();
+        let decisions = match costs[..] {
+            [0] => vec![self.peek(&units, &bucket).await?],
+            [cost] => vec![self.take(&units, &bucket, cost).await?],
+            _ => {
+                let checks: Vec<[Check<'_>; 1]> = costs
+                    .iter()
+                    .map(|&cost| [Check::new(policy, &key, cost)])
+                    .collect();
+                let call = Call::new(checks.iter().map(|c| &c[..]))?;
+                let on_give_up: Vec<(Policy, u64)> = costs.iter().map(|&c| (policy, c)).collect();
+                match self.call(&call).await {
+                    Ok(verdicts) => verdicts
+                        .into_iter()
+                        .filter_map(|v| v.decisions.into_iter().next())
+                        .collect(),
+                    Err(Failure::Store(e)) => return Err(e),
+                    Err(Failure::GaveUp(e)) => self.gave_up(&on_give_up, e)?,
+                }
+            }
+        };
+        if let Some(cache) = &self.deny_cache {
+            for (decision, cost) in decisions.iter().zip(&costs) {
+                cache.record(
+                    &bucket,
+                    *cost,
+                    units.policy.emission_interval(),
+                    sent,
+                    decision,
+                );
+            }
+        }
+        Ok(decisions)
+    }
+
+    /// One check with cost >= 1 on the row `bucket`: the single upsert.
+    async fn take(&self, units: &Units, bucket: &[u8], cost: u64) -> Result<Decision, StoreError> {
+        let cost_param = i64::try_from(cost).unwrap_or(i64::MAX);
+        let now_param = self.now_param();
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&bucket, &cost_param, &units.t, &units.tau, &now_param];
+        let row = match self
+            .run(|conn| async move { conn.client.query_one(&conn.decide_one, &params).await })
+            .await
+        {
+            Ok(row) => row,
+            Err(Failure::Store(e)) => return Err(e),
+            Err(Failure::GaveUp(e)) => {
+                let mut denied = self.gave_up(&[(units.policy, cost)], e)?;
+                return denied
+                    .pop()
+                    .ok_or_else(|| StoreError::Unavailable("no decision".into()));
+            }
+        };
+        let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
+        let now = micros(read(0)?.unwrap_or(0));
+        let gcra = Gcra::new(&units.policy);
+        match read(1)? {
+            Some(taken) => {
+                // The upsert wrote max(tat, now) + cost × t: replaying from max(tat, now) gives
+                // the same decision.
+                let held = micros(taken.saturating_sub(cost_param.saturating_mul(units.t)));
+                let outcome = gcra.decide(held, now, cost)?;
+                if !outcome.allowed() || outcome.new_tat() != micros(taken) {
+                    return Err(StoreError::Unavailable(
+                        "the statement and tollgate's model disagree".into(),
+                    ));
+                }
+                Ok(outcome.decision(true))
+            }
+            None => {
+                let seen = micros(read(2)?.unwrap_or(0));
+                let outcome = gcra.decide(seen, now, cost)?;
+                if outcome.allowed() {
+                    // Another transaction took tokens after this statement's snapshot: the row
+                    // it locked denied, but the snapshot cannot say by how much. The next token
+                    // is at least one emission interval away.
+                    return Ok(Decision {
+                        allowed: false,
+                        remaining: 0,
+                        retry_after: Duration::from(units.policy.emission_interval()),
+                        ..outcome.decision(false)
+                    });
+                }
+                Ok(outcome.decision(false))
+            }
+        }
+    }
+
+    /// Cost 0: reads the row `bucket`, writes nothing.
+    async fn peek(&self, units: &Units, bucket: &[u8]) -> Result<Decision, StoreError> {
+        let now_param = self.now_param();
+        let params: [&(dyn ToSql + Sync); 2] = [&bucket, &now_param];
+        let row = self
+            .run(|conn| async move { conn.client.query_one(&conn.peek_one, &params).await })
+            .await
+            .map_err(|f| match f {
+                Failure::Store(e) => e,
+                Failure::GaveUp(e) => unavailable(e),
+            })?;
+        let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
+        let now = micros(read(0)?.unwrap_or(0));
+        let tat = micros(read(1)?.unwrap_or(0));
+        Ok(Gcra::new(&units.policy)
+            .decide(tat, now, 0)?
+            .decision(false))
+    }
+
+    /// One call of the decide function.
+    async fn call(&self, call: &Call) -> Result<Vec<Verdict>, Failure> {
+        let now_param = self.now_param();
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &call.keys,
+            &now_param,
+            &call.sizes,
+            &call.idx,
+            &call.t,
+            &call.tau,
+            &call.cost,
+        ];
+        let row = self
+            .run(|conn| async move { conn.client.query_one(&conn.decide_many, &params).await })
+            .await?;
+        let reply: Vec<i64> = row.try_get(0).map_err(unavailable)?;
+        Ok(call.replay(&reply)?)
+    }
+
+    async fn decide_many(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        for (index, check) in checks.iter().enumerate() {
+            if checks[..index]
+                .iter()
+                .any(|c| c.policy == check.policy && c.key == check.key)
+            {
+                return Err(CheckError::DuplicateBucket { index }.into());
+            }
+        }
+        let call = Call::new([checks])?;
+        let verdicts = match self.call(&call).await {
+            Ok(verdicts) => verdicts,
+            Err(Failure::Store(e)) => return Err(e),
+            Err(Failure::GaveUp(e)) => {
+                let policies: Vec<(Policy, u64)> =
+                    checks.iter().map(|c| (c.policy, c.cost)).collect();
+                return Ok(Verdict {
+                    decisions: self.gave_up(&policies, e)?,
+                });
+            }
+        };
+        verdicts
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::Unavailable("the store returned no verdict".into()))
+    }
+
+    async fn cleanup_idle(&self) -> Result<u64, StoreError> {
+        let now_param = self.now_param();
+        let mut deleted = 0;
+        loop {
+            let conn = self.pool.get().await?;
+            let params: [&(dyn ToSql + Sync); 2] = [&now_param, &self.cleanup_batch];
+            let n = conn
+                .client
+                .execute(&conn.cleanup, &params)
+                .await
+                .map_err(unavailable)?;
+            deleted += n;
+            if n < self.cleanup_batch.unsigned_abs() {
+                return Ok(deleted);
+            }
+        }
+    }
+}
+
+fn micros(us: i64) -> Nanos {
+    Nanos::new(u64::try_from(us).unwrap_or(0).saturating_mul(1000))
+}
+
+impl Batcher for Inner {
+    fn decide_batch(
+        self: Arc<Self>,
+        policy: Policy,
+        key: Arc<[u8]>,
+        costs: Vec<u64>,
+    ) -> BoxFuture<'static, Result<Vec<Decision>, StoreError>> {
+        Box::pin(self.batch(policy, key, costs))
+    }
+}
+
+impl Store for PostgresStore {
+    async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        match checks {
+            [] => Ok(Verdict { decisions: vec![] }),
+            [one] => Ok(Verdict {
+                decisions: vec![self.inner.decide_one(one).await?],
+            }),
+            _ => {
+                let decide = self.inner.decide_many(checks);
+                tokio::time::timeout(self.inner.timeout, decide)
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout(self.inner.timeout)))
+            }
+        }
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        let ping = async {
+            let conn = self.inner.pool.get().await?;
+            conn.client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        };
+        tokio::time::timeout(self.inner.timeout, ping)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(self.inner.timeout)))
+    }
+
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+}

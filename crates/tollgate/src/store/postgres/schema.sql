@@ -1,0 +1,81 @@
+-- tollgate's PostgreSQL schema: one table of token buckets and the function that decides
+-- several checks at once. `@schema@`, `@table@` and `@unlogged@` are filled in by schema.rs
+-- (identifiers are checked to be plain lowercase names first).
+--
+-- Table: one row per bucket.
+--   key  the bucket: `v1:tb:<capacity>:<refill>:<period_ns>:` followed by the user's key, raw
+--        bytes (bytea: nothing to escape, nothing to collide);
+--   tat  the theoretical arrival time (GCRA) in microseconds of the database's clock: the
+--        time at which the bucket is full again. A missing row, or one whose tat has passed,
+--        is a full bucket, so idle rows can be deleted at any time.
+--
+-- The table may be UNLOGGED: rate-limit state is ephemeral, and an unlogged table skips the
+-- write-ahead log. After a crash PostgreSQL empties it (every bucket is full again), and
+-- replicas do not have it.
+
+CREATE SCHEMA IF NOT EXISTS "@schema@";
+
+CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@" (
+    key bytea PRIMARY KEY,
+    tat bigint NOT NULL
+);
+
+-- Decides a list of decisions in order, each all-or-nothing over its checks, with the state of
+-- every bucket carried from one decision to the next: a port of algorithm/gcra.rs (through
+-- algorithm::decide_all), as token_bucket.lua is for Redis. One statement, one transaction:
+-- the rows are locked in the order of `keys` (sorted by the caller, so callers never
+-- deadlock), created as full buckets if missing.
+--
+--   keys    the distinct buckets, sorted;
+--   now_us  the time in microseconds, or NULL for clock_timestamp() (tests inject time);
+--   sizes   the number of checks of each decision;
+--   idx     per check (flattened over decisions): its bucket, a 1-based index into keys;
+--   t, tau  per check: µs per token (rounded up) and capacity × t;
+--   cost    per check: tokens to take (0 peeks).
+--
+-- Returns { now, the tat of each key before the call, then after it }: the caller replays
+-- the decisions with the pure functions to report them, and checks that it reaches the same
+-- state.
+CREATE OR REPLACE FUNCTION "@schema@"."@table@_decide"(
+    keys bytea[], now_us bigint, sizes int[], idx int[], t bigint[], tau bigint[], cost bigint[]
+) RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE
+    at_us bigint := coalesce(now_us, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+    old bigint[] := '{}';
+    cur bigint[];
+    held bigint;
+    first int := 1;
+    all_ok boolean;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
+        -- The no-op update locks an existing row; a missing one is inserted full (tat 0).
+        INSERT INTO "@schema@"."@table@" AS b (key, tat) VALUES (keys[i], 0)
+        ON CONFLICT (key) DO UPDATE SET tat = b.tat
+        RETURNING b.tat INTO held;
+        old := old || held;
+    END LOOP;
+    cur := old;
+    FOR d IN 1 .. coalesce(array_length(sizes, 1), 0) LOOP
+        all_ok := true;
+        FOR j IN first .. first + sizes[d] - 1 LOOP
+            IF cost[j] > 0 AND greatest(cur[idx[j]], at_us) + cost[j] * t[j] - at_us > tau[j] THEN
+                all_ok := false;
+            END IF;
+        END LOOP;
+        IF all_ok THEN
+            FOR j IN first .. first + sizes[d] - 1 LOOP
+                IF cost[j] > 0 THEN
+                    cur[idx[j]] := greatest(cur[idx[j]], at_us) + cost[j] * t[j];
+                END IF;
+            END LOOP;
+        END IF;
+        first := first + sizes[d];
+    END LOOP;
+    FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
+        IF cur[i] <> old[i] THEN
+            UPDATE "@schema@"."@table@" SET tat = cur[i] WHERE key = keys[i];
+        END IF;
+    END LOOP;
+    RETURN array_prepend(at_us, old || cur);
+END
+$$;
