@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Mutex, OnceCell};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use super::schema::Names;
@@ -112,25 +113,16 @@ impl Pool {
                 .get_or_try_init(|| self.setup.names.migrate(&mut client))
                 .await?;
         }
-        let names = &self.setup.names;
-        // Prepared one after the other: this runs once per connection, not per decision.
-        let mut statements = Vec::with_capacity(4);
-        for sql in [
-            include_str!("decide_one.sql"),
-            PEEK_ONE,
-            DECIDE_MANY,
-            include_str!("cleanup.sql"),
-        ] {
-            statements.push(
-                client
-                    .prepare(&names.render(sql))
-                    .await
-                    .map_err(unavailable)?,
-            );
-        }
-        let [decide_one, peek_one, decide_many, cleanup] =
-            <[Statement; 4]>::try_from(statements)
-                .map_err(|_| StoreError::Unavailable("preparing the statements".into()))?;
+        let statements = match self.prepare(&client).await {
+            // The schema vanished since this store made it (dropped, or lost with a crash
+            // before it reached the disk): make it again.
+            Err(e) if self.setup.create_schema && is_missing_schema(&e) => {
+                self.setup.names.migrate(&mut client).await?;
+                self.prepare(&client).await
+            }
+            prepared => prepared,
+        };
+        let [decide_one, peek_one, decide_many, cleanup] = statements.map_err(unavailable)?;
         Ok(Conn {
             client,
             decide_one,
@@ -139,6 +131,35 @@ impl Pool {
             cleanup,
         })
     }
+}
+
+impl Pool {
+    /// The store's statements, prepared one after the other: this runs once per connection,
+    /// not per decision.
+    async fn prepare(&self, client: &Client) -> Result<[Statement; 4], tokio_postgres::Error> {
+        let names = &self.setup.names;
+        Ok([
+            client
+                .prepare(&names.render(include_str!("decide_one.sql")))
+                .await?,
+            client.prepare(&names.render(PEEK_ONE)).await?,
+            client.prepare(&names.render(DECIDE_MANY)).await?,
+            client
+                .prepare(&names.render(include_str!("cleanup.sql")))
+                .await?,
+        ])
+    }
+}
+
+fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(
+            &SqlState::UNDEFINED_TABLE
+                | &SqlState::UNDEFINED_FUNCTION
+                | &SqlState::INVALID_SCHEMA_NAME
+        )
+    )
 }
 
 pub(crate) fn unavailable(e: tokio_postgres::Error) -> StoreError {

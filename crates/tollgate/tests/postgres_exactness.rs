@@ -1,0 +1,198 @@
+//! The PostgreSQL store under real concurrency: exact bounds on one hot key at READ COMMITTED
+//! (row lock, and coalesced) and at SERIALIZABLE (conflicts retried), no errors when first
+//! calls race on an empty table, and the configured outcome when retries run out.
+#![cfg(feature = "postgres")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tollgate::store::postgres::{GiveUp, Isolation, Retry};
+use tollgate::{Check, Clock, MonotonicClock, Nanos, Policy, PostgresStore, Store};
+use tollgate_testkit::TestPostgres;
+
+fn ten_per_second() -> Policy {
+    Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap()
+}
+
+async fn store(
+    pg: &TestPostgres,
+    table: &str,
+    coalesce: bool,
+    isolation: Isolation,
+) -> PostgresStore {
+    PostgresStore::builder(pg.url())
+        .table(table)
+        .coalesce(coalesce)
+        .deny_cache(coalesce)
+        .isolation(isolation)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("configure the store")
+}
+
+/// 64 tasks hammer one key for 3 s of real time; returns (allowed, errors).
+async fn hammer(store: &PostgresStore, key: &[u8]) -> (u64, u64) {
+    let clock = MonotonicClock::new();
+    let deadline = clock.now() + Nanos::new(3_000_000_000);
+    let allowed = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (store, key) = (store.clone(), key.to_vec());
+            let (allowed, errors) = (allowed.clone(), errors.clone());
+            tokio::spawn(async move {
+                while clock.now() < deadline {
+                    match store.decide(&[Check::new(ten_per_second(), &key, 1)]).await {
+                        Ok(v) if v.allowed() => allowed.fetch_add(1, Ordering::Relaxed),
+                        Ok(_) => 0,
+                        Err(_) => errors.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    (
+        allowed.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_hot_key_at_read_committed_allows_38_to_40_in_3_seconds() {
+    let pg = TestPostgres::start().unwrap();
+    for coalesce in [false, true] {
+        let store = store(
+            &pg,
+            &format!("exact_rc_{coalesce}"),
+            coalesce,
+            Isolation::ReadCommitted,
+        )
+        .await;
+        let (allowed, errors) = hammer(&store, b"hot").await;
+        assert_eq!(
+            errors, 0,
+            "coalesce {coalesce}: READ COMMITTED needs no retries"
+        );
+        assert!(
+            (38..=40).contains(&allowed),
+            "coalesce {coalesce}: allowed {allowed}"
+        );
+        assert_eq!(store.stats().retries.load(Ordering::Relaxed), 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_hot_key_at_serializable_retries_conflicts_and_stays_exact() {
+    let pg = TestPostgres::start().unwrap();
+    let store = store(&pg, "exact_ser", false, Isolation::Serializable).await;
+    let (allowed, errors) = hammer(&store, b"hot").await;
+    assert!(
+        store.stats().retries.load(Ordering::Relaxed) > 0,
+        "64 callers on one row at SERIALIZABLE must conflict"
+    );
+    assert!(allowed <= 40, "allowed {allowed}");
+    assert!(allowed >= 38, "allowed {allowed} ({errors} errors)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_that_run_out_answer_as_configured() {
+    let pg = TestPostgres::start().unwrap();
+    for give_up in [GiveUp::Unavailable, GiveUp::Deny] {
+        let store = PostgresStore::builder(pg.url())
+            .table(format!("give_up_{}", give_up == GiveUp::Deny))
+            .coalesce(false)
+            .deny_cache(false)
+            .isolation(Isolation::Serializable)
+            .retry(Retry {
+                max_attempts: 1,
+                give_up,
+                ..Retry::default()
+            })
+            .timeout(Duration::from_secs(2))
+            .build()
+            .await
+            .unwrap();
+        let policy = Policy::token_bucket(1_000_000, 1_000_000, Duration::from_secs(1)).unwrap();
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let mut outcomes = Vec::new();
+                    for _ in 0..20 {
+                        let check = [Check::new(policy, b"contended", 1)];
+                        outcomes.push(store.decide(&check).await.map(|v| v.allowed()));
+                    }
+                    outcomes
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.extend(task.await.unwrap());
+        }
+        let gave_up = store.stats().gave_up.load(Ordering::Relaxed);
+        assert!(
+            gave_up > 0,
+            "{give_up:?}: no conflict in 640 contended calls"
+        );
+        let (errors, denials) = (
+            outcomes.iter().filter(|o| o.is_err()).count() as u64,
+            outcomes.iter().filter(|o| matches!(o, Ok(false))).count() as u64,
+        );
+        match give_up {
+            GiveUp::Unavailable => {
+                assert_eq!((errors, denials), (gave_up, 0));
+                assert!(outcomes.iter().flatten().count() > 0);
+                let error = outcomes.into_iter().find_map(Result::err).unwrap();
+                assert!(error.is_transient(), "{error}");
+            }
+            // The bucket never runs dry: every denial is a give-up.
+            GiveUp::Deny => assert_eq!((errors, denials), (0, gave_up)),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_first_calls_on_an_empty_table_never_fail() {
+    let pg = TestPostgres::start().unwrap();
+    let store = store(&pg, "first_calls", false, Isolation::ReadCommitted).await;
+    // 64 first calls on one new key, and 64 on 64 new keys, all at once.
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    let calls: Vec<_> = (0..128u32)
+        .map(|i| {
+            let store = store.clone();
+            let key = if i < 64 {
+                b"new".to_vec()
+            } else {
+                i.to_be_bytes().to_vec()
+            };
+            tokio::spawn(
+                async move { store.decide(&[Check::new(ten_per_second(), &key, 1)]).await },
+            )
+        })
+        .collect();
+    let mut allowed_on_one_key = 0;
+    for (i, call) in calls.into_iter().enumerate() {
+        let verdict = call
+            .await
+            .unwrap()
+            .expect("no duplicate-key or other error");
+        if i < 64 && verdict.allowed() {
+            allowed_on_one_key += 1;
+        } else if i >= 64 {
+            assert!(verdict.allowed());
+        }
+    }
+    // The burst, plus at most what refilled (10/s) while they ran.
+    let refilled = (clock.now() - start).as_u64().div_ceil(100_000_000);
+    assert!(
+        (10..=10 + refilled).contains(&allowed_on_one_key),
+        "{allowed_on_one_key} allowed, {refilled} refilled"
+    );
+}
