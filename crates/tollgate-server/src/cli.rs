@@ -29,6 +29,54 @@ pub struct Cli {
 pub enum Command {
     /// Serve the rate-limit API (the default).
     Serve(ServeArgs),
+    /// Create the PostgreSQL schema, table and function (also done on first use).
+    Migrate(MigrateArgs),
+}
+
+/// `tollgate migrate`.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// The database: `postgres://USER@HOST:PORT/DB`.
+    #[arg(long)]
+    pub store: String,
+
+    /// The PostgreSQL store's options.
+    #[command(flatten)]
+    pub postgres: PostgresArgs,
+}
+
+/// Options of the PostgreSQL store.
+#[derive(Debug, Clone, Args)]
+pub struct PostgresArgs {
+    /// The schema holding the buckets table.
+    #[arg(long, default_value = "tollgate")]
+    pub postgres_schema: String,
+
+    /// The buckets table.
+    #[arg(long, default_value = "buckets")]
+    pub postgres_table: String,
+
+    /// Create the table UNLOGGED: faster, but a crash empties it (every bucket full again).
+    #[arg(long)]
+    pub postgres_unlogged: bool,
+
+    /// The isolation level: `read-committed` (atomic without retries) or `serializable`
+    /// (as distributed SQL runs; conflicts are retried).
+    #[arg(long, value_enum, default_value_t = IsolationArg::ReadCommitted)]
+    pub postgres_isolation: IsolationArg,
+
+    /// Connections shared by all requests (statements are pipelined on them).
+    #[arg(long, default_value_t = 4)]
+    pub postgres_connections: usize,
+}
+
+/// `--postgres-isolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IsolationArg {
+    /// READ COMMITTED.
+    ReadCommitted,
+    /// SERIALIZABLE.
+    Serializable,
 }
 
 /// `tollgate serve`.
@@ -38,8 +86,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
-    /// The store: `memory`, `redis://HOST:PORT[/DB]`, `rediss://...` (TLS), or several
-    /// comma-separated redis:// URLs: the seed nodes of a Redis Cluster.
+    /// The store: `memory`, `redis://HOST:PORT[/DB]`, `rediss://...` (TLS), several
+    /// comma-separated redis:// URLs (the seed nodes of a Redis Cluster), or
+    /// `postgres://USER@HOST:PORT/DB`.
     #[arg(long, default_value = "memory", value_parser = StoreSpec::parse)]
     pub store: StoreSpec,
 
@@ -48,13 +97,28 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = OnStoreError::Allow)]
     pub on_store_error: OnStoreError,
 
-    /// The bound on one store call, in milliseconds.
-    #[arg(long = "store-timeout-ms", default_value = "50", value_parser = parse_millis)]
-    pub store_timeout: Duration,
+    /// The bound on one store call, in milliseconds (default: 50 for Redis and memory, 100
+    /// for PostgreSQL).
+    #[arg(long = "store-timeout-ms", value_parser = parse_millis)]
+    pub store_timeout: Option<Duration>,
 
     /// The most keys held in memory (the memory store, and the `local` fallback).
     #[arg(long, default_value_t = tollgate::store::memory::DEFAULT_MAX_KEYS)]
     pub max_keys: usize,
+
+    /// The PostgreSQL store's options.
+    #[command(flatten)]
+    pub postgres: PostgresArgs,
+}
+
+impl ServeArgs {
+    /// `--store-timeout-ms`, or the store's default.
+    pub fn store_timeout(&self) -> Duration {
+        self.store_timeout.unwrap_or(match self.store {
+            StoreSpec::Postgres(_) => tollgate::store::postgres::DEFAULT_TIMEOUT,
+            _ => tollgate::store::redis::DEFAULT_TIMEOUT,
+        })
+    }
 }
 
 /// The fail policy, as the command line names it.

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use cli::ServeArgs;
+use cli::{MigrateArgs, ServeArgs};
 use tollgate::{DynStore, StoreError};
 
 /// How long the server waits at start for its store to answer.
@@ -44,6 +44,11 @@ pub enum ServeError {
         /// Why.
         source: StoreError,
     },
+    /// `migrate` was given a store that has no schema.
+    #[error(
+        "`migrate` creates the PostgreSQL schema: --store must be a postgres:// URL, not {0:?}"
+    )]
+    NothingToMigrate(String),
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Http(#[source] io::Error),
@@ -75,12 +80,39 @@ pub async fn serve(args: ServeArgs, shutdown: CancellationToken) -> Result<(), S
     // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
     println!(
         "tollgate listening on http://{local} (store: {}, on store error: {}, timeout {:?})",
-        args.store, args.on_store_error, args.store_timeout
+        args.store,
+        args.on_store_error,
+        args.store_timeout()
     );
-    let state = Arc::new(http::AppState::new(store, args.store_timeout));
+    let state = Arc::new(http::AppState::new(store, args.store_timeout()));
     http::serve(listener, state, shutdown)
         .await
         .map_err(ServeError::Http)
+}
+
+/// Creates the PostgreSQL schema, table and function that `args` name.
+pub async fn migrate(args: MigrateArgs) -> Result<(), ServeError> {
+    let url = match store::StoreSpec::parse(&args.store) {
+        Ok(store::StoreSpec::Postgres(url)) => url,
+        _ => return Err(ServeError::NothingToMigrate(args.store)),
+    };
+    let failed = |source| ServeError::Store {
+        store: store::StoreSpec::Postgres(url.clone()).to_string(),
+        source,
+    };
+    let timeout = Duration::from_secs(30);
+    let store = store::postgres(&url, &args.postgres, timeout)
+        .await
+        .map_err(failed)?;
+    store.migrate().await.map_err(failed)?;
+    println!(
+        "tollgate: {}.{} and {}.{}_decide are ready",
+        args.postgres.postgres_schema,
+        args.postgres.postgres_table,
+        args.postgres.postgres_schema,
+        args.postgres.postgres_table
+    );
+    Ok(())
 }
 
 /// Asks the store until it answers (or `within` passes), so that a store connecting lazily has

@@ -21,6 +21,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
+        Some(Command::Migrate(args)) => return report(tollgate_server::migrate(args).await),
         None => cli.serve,
     };
 
@@ -34,6 +35,10 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    report(outcome)
+}
+
+fn report(outcome: Result<(), tollgate_server::ServeError>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -3,10 +3,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use std::time::Duration;
 use tollgate::store::guarded::{FailPolicy, Guarded};
-use tollgate::{DynStore, MemoryStore, RedisStore, Store, StoreError};
 
-use crate::cli::{OnStoreError, ServeArgs};
+use tollgate::store::postgres::Isolation;
+use tollgate::{DynStore, MemoryStore, PostgresStore, RedisStore, Store, StoreError};
+
+use crate::cli::{IsolationArg, OnStoreError, PostgresArgs, ServeArgs};
 
 /// A parsed `--store` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +20,8 @@ pub enum StoreSpec {
     Redis(String),
     /// The seed nodes of a Redis Cluster.
     RedisCluster(Vec<String>),
+    /// PostgreSQL (`postgres://` or `postgresql://`).
+    Postgres(String),
 }
 
 impl StoreSpec {
@@ -26,17 +31,21 @@ impl StoreSpec {
         if s == "memory" {
             return Ok(StoreSpec::Memory);
         }
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(StoreSpec::Postgres(s.to_owned()));
+        }
         let urls: Vec<String> = s.split(',').map(|u| u.trim().to_owned()).collect();
         for url in &urls {
             let Some((scheme, rest)) = url.split_once("://") else {
                 return Err(format!(
                     "{url:?} is not a store: expected `memory`, `redis://HOST:PORT`, \
-                     `rediss://HOST:PORT` or a comma-separated list of redis:// URLs"
+                     `rediss://HOST:PORT`, a comma-separated list of redis:// URLs, or \
+                     `postgres://USER@HOST:PORT/DB`"
                 ));
             };
             if !matches!(scheme, "redis" | "rediss") {
                 return Err(format!(
-                    "{url:?}: unknown store scheme {scheme:?}; expected redis or rediss"
+                    "{url:?}: unknown store scheme {scheme:?}; expected redis, rediss or postgres"
                 ));
             }
             if rest.is_empty() {
@@ -59,6 +68,7 @@ impl fmt::Display for StoreSpec {
                 let urls: Vec<String> = urls.iter().map(|u| redact(u)).collect();
                 write!(f, "redis cluster at {}", urls.join(","))
             }
+            StoreSpec::Postgres(url) => write!(f, "postgres at {}", redact(url)),
         }
     }
 }
@@ -83,7 +93,7 @@ pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynStore>, StoreError> {
         StoreSpec::Memory => Ok(guard(memory(), on_error, args)),
         StoreSpec::Redis(url) => {
             let store = RedisStore::builder(url.as_str())
-                .timeout(args.store_timeout)
+                .timeout(args.store_timeout())
                 .build()
                 .await?;
             Ok(guard(store, on_error, args))
@@ -91,16 +101,40 @@ pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynStore>, StoreError> {
         StoreSpec::RedisCluster(urls) => {
             let store = RedisStore::builder(urls[0].as_str())
                 .cluster(urls.iter().cloned())
-                .timeout(args.store_timeout)
+                .timeout(args.store_timeout())
                 .build()
                 .await?;
+            Ok(guard(store, on_error, args))
+        }
+        StoreSpec::Postgres(url) => {
+            let store = postgres(url, &args.postgres, args.store_timeout()).await?;
             Ok(guard(store, on_error, args))
         }
     }
 }
 
 fn guard(store: impl Store, on_error: FailPolicy, args: &ServeArgs) -> Arc<dyn DynStore> {
-    Arc::new(Guarded::new(store, on_error).timeout(args.store_timeout))
+    Arc::new(Guarded::new(store, on_error).timeout(args.store_timeout()))
+}
+
+/// The PostgreSQL store that `url` and `args` describe (it connects lazily).
+pub async fn postgres(
+    url: &str,
+    args: &PostgresArgs,
+    timeout: Duration,
+) -> Result<PostgresStore, StoreError> {
+    PostgresStore::builder(url)
+        .schema(args.postgres_schema.as_str())
+        .table(args.postgres_table.as_str())
+        .unlogged(args.postgres_unlogged)
+        .isolation(match args.postgres_isolation {
+            IsolationArg::ReadCommitted => Isolation::ReadCommitted,
+            IsolationArg::Serializable => Isolation::Serializable,
+        })
+        .connections(args.postgres_connections)
+        .timeout(timeout)
+        .build()
+        .await
 }
 
 #[cfg(test)]

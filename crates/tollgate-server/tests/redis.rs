@@ -5,7 +5,6 @@ mod support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
@@ -13,7 +12,7 @@ use reqwest::{Client, StatusCode};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tollgate::{Clock, MonotonicClock, Nanos};
-use tollgate_server::cli::{Cli, Command, ServeArgs};
+use tollgate_server::cli::{Cli, ServeArgs};
 use tollgate_server::http::{self, AppState};
 use tollgate_testkit::{TestRedis, TestRedisCluster};
 
@@ -41,38 +40,8 @@ async fn three_server_processes_sharing_one_redis_allow_38_to_40_in_3_seconds() 
     let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
     // A fresh key per run, so an external TOLLGATE_REDIS_URL holds no earlier state.
     let key = format!("exact-{}", std::process::id());
-
-    let clock = MonotonicClock::new();
-    let deadline = clock.now() + Nanos::new(3_000_000_000);
-    let allowed = Arc::new(AtomicU64::new(0));
-    let other = Arc::new(AtomicU64::new(0));
-    let client = Client::new();
-    let tasks: Vec<_> = (0..64)
-        .map(|i| {
-            let url = format!("http://{}/v1/check", addrs[i % addrs.len()]);
-            let (client, body, allowed, other) =
-                (client.clone(), body(&key), allowed.clone(), other.clone());
-            tokio::spawn(async move {
-                while clock.now() < deadline {
-                    let response = client.post(&url).body(body.clone()).send().await;
-                    match response.map(|r| r.status()) {
-                        Ok(StatusCode::OK) => allowed.fetch_add(1, Ordering::Relaxed),
-                        Ok(StatusCode::TOO_MANY_REQUESTS) => 0,
-                        _ => other.fetch_add(1, Ordering::Relaxed),
-                    };
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let allowed = allowed.load(Ordering::Relaxed);
-    assert_eq!(
-        other.load(Ordering::Relaxed),
-        0,
-        "answers other than 200/429"
-    );
+    let (allowed, other) = support::hammer(&addrs, &body(&key)).await;
+    assert_eq!(other, 0, "answers other than 200/429");
     assert!(
         (38..=40).contains(&allowed),
         "allowed {allowed}: burst 10 + 10/s × 3 s bounds it by 40"
@@ -83,22 +52,19 @@ async fn three_server_processes_sharing_one_redis_allow_38_to_40_in_3_seconds() 
 async fn serve(redis: &TestRedis, extra: &[&str]) -> (SocketAddr, CancellationToken) {
     let mut argv = vec![
         "tollgate",
-        "serve",
         "--store",
         redis.url(),
         "--store-timeout-ms",
         "100",
     ];
     argv.extend_from_slice(extra);
-    let args: ServeArgs = match Cli::try_parse_from(argv).unwrap().command {
-        Some(Command::Serve(args)) => args,
-        None => unreachable!("the subcommand is given"),
-    };
+    // Without a subcommand, the options are `serve`'s.
+    let args: ServeArgs = Cli::try_parse_from(argv).unwrap().serve;
     let store = tollgate_server::store::open(&args).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let state = Arc::new(AppState::new(store, args.store_timeout));
+    let state = Arc::new(AppState::new(store, args.store_timeout()));
     tokio::spawn(http::serve(listener, state, shutdown.clone()));
     (addr, shutdown)
 }

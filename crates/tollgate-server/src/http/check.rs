@@ -35,12 +35,15 @@ pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Res
     )];
     match state.store.decide_dyn(&checks).await {
         Ok(verdict) => match verdict.decisions.first() {
-            Some(decision) => answer(&request.policy, decision),
+            Some(decision) => {
+                state.store_answered();
+                answer(&request.policy, decision)
+            }
             None => Problem::store_unavailable("the store answered no decision").into_response(),
         },
         Err(StoreError::Check(e)) => Problem::invalid_field("cost", e.to_string()).into_response(),
         Err(e) => {
-            tracing::warn!(error = %e, "store failed; the fail policy is to deny");
+            state.store_failed(&e);
             Problem::store_unavailable(e.to_string()).into_response()
         }
     }

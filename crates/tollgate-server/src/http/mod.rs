@@ -11,6 +11,7 @@ pub mod request;
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -19,7 +20,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tollgate::DynStore;
+use tollgate::{DynStore, StoreError};
 
 use problem::Problem;
 
@@ -27,6 +28,9 @@ use problem::Problem;
 pub struct AppState {
     store: Arc<dyn DynStore>,
     ready_timeout: Duration,
+    /// Whether the last decision failed: failures are logged when they start and end, not
+    /// once per request.
+    failing: AtomicBool,
 }
 
 impl AppState {
@@ -35,6 +39,21 @@ impl AppState {
         AppState {
             store,
             ready_timeout,
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    /// Notes that a decision failed with `error`.
+    fn store_failed(&self, error: &StoreError) {
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            tracing::warn!(%error, "the store fails; answering 503 until it recovers");
+        }
+    }
+
+    /// Notes that a decision succeeded.
+    fn store_answered(&self) {
+        if self.failing.load(Ordering::Relaxed) && self.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!("the store answers again");
         }
     }
 }

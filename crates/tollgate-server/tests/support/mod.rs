@@ -6,7 +6,12 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use reqwest::{Client, StatusCode};
+use tollgate::{Clock, MonotonicClock, Nanos};
 
 /// A running `tollgate serve`; killed when dropped.
 pub struct Tollgate {
@@ -80,4 +85,38 @@ impl Drop for Tollgate {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// 64 concurrent HTTP clients, spread over `servers`, post `body` for 3 s; returns the number of
+/// 200s and of answers other than 200 or 429.
+pub async fn hammer(servers: &[SocketAddr], body: &str) -> (u64, u64) {
+    let clock = MonotonicClock::new();
+    let deadline = clock.now() + Nanos::new(3_000_000_000);
+    let allowed = Arc::new(AtomicU64::new(0));
+    let other = Arc::new(AtomicU64::new(0));
+    let client = Client::new();
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let url = format!("http://{}/v1/check", servers[i % servers.len()]);
+            let (client, body) = (client.clone(), body.to_owned());
+            let (allowed, other) = (allowed.clone(), other.clone());
+            tokio::spawn(async move {
+                while clock.now() < deadline {
+                    let response = client.post(&url).body(body.clone()).send().await;
+                    match response.map(|r| r.status()) {
+                        Ok(StatusCode::OK) => allowed.fetch_add(1, Ordering::Relaxed),
+                        Ok(StatusCode::TOO_MANY_REQUESTS) => 0,
+                        _ => other.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a client task panicked");
+    }
+    (
+        allowed.load(Ordering::Relaxed),
+        other.load(Ordering::Relaxed),
+    )
 }

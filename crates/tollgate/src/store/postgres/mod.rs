@@ -601,13 +601,17 @@ impl Store for PostgresStore {
         }
     }
 
+    /// Asks on every connection in turn, so that a probe also opens (and prepares) the ones not
+    /// used yet, rather than leaving that to the first requests.
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
-            let conn = self.inner.pool.get().await?;
-            conn.client
-                .simple_query("SELECT 1")
-                .await
-                .map_err(unavailable)?;
+            for _ in 0..self.inner.pool.size() {
+                let conn = self.inner.pool.get().await?;
+                conn.client
+                    .simple_query("SELECT 1")
+                    .await
+                    .map_err(unavailable)?;
+            }
             Ok(())
         };
         tokio::time::timeout(self.inner.timeout, ping)

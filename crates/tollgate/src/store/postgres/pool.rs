@@ -77,6 +77,11 @@ impl Pool {
         Ok(conn)
     }
 
+    /// How many connections the pool holds.
+    pub(crate) fn size(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Creates the schema now (`tollgate migrate`), whether or not the store would on first use.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
         let mut client = self.open().await?;
