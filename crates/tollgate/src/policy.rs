@@ -170,15 +170,20 @@ impl Policy {
         })
     }
 
-    /// The policy as a store whose clock counts in `unit` sees it: the emission interval
-    /// rounded up to whole units (so, again, rounding can only under-grant). Redis counts in
-    /// microseconds.
+    /// The policy as a store whose clock counts in `unit` sees it: the emission interval and
+    /// the period (a window's length) rounded up to whole units, so that, again, rounding can
+    /// only under-grant (a longer window admits no more). Redis counts in microseconds.
+    ///
+    /// Rounding the period first leaves the emission interval as it was
+    /// (`⌈⌈p/u⌉/r⌉ = ⌈p/(u·r)⌉`), so a token bucket sees only the rounded interval.
     pub fn at_resolution(&self, unit: Nanos) -> Policy {
         let unit = u128::from(unit.as_u64().max(1));
+        let whole = |n: u128| Nanos::new(u64::try_from(n * unit).unwrap_or(u64::MAX));
         let per_token = u128::from(self.refill) * unit;
         let units = u128::from(self.period.as_u64()).div_ceil(per_token);
         Policy {
-            emission_interval: Nanos::new(u64::try_from(units * unit).unwrap_or(u64::MAX)),
+            period: whole(u128::from(self.period.as_u64()).div_ceil(unit)),
+            emission_interval: whole(units),
             ..*self
         }
     }
@@ -248,6 +253,11 @@ mod tests {
         assert_eq!(us.emission_interval(), Nanos::new(333_334_000));
         assert_eq!(us.capacity(), 3);
         assert_eq!(p.at_resolution(Nanos::new(1)), p);
+        let w = Policy::fixed_window(3, Duration::from_nanos(2_000_001)).unwrap();
+        assert_eq!(
+            w.at_resolution(Nanos::new(1000)).period(),
+            Nanos::new(2_001_000)
+        );
     }
 
     #[test]

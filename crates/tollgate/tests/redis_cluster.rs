@@ -71,6 +71,7 @@ async fn the_cluster_decides_like_the_model() {
     conformance::awkward_keys_never_collide(&h).await;
     conformance::duplicate_bucket_is_an_error(&h).await;
     conformance::idle_keys_behave_as_new(&h).await;
+    conformance::windows_decide_like_the_model(&h).await;
     // Several policies of one key share a slot: atomic in a cluster too.
     let second = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
     let hour = Policy::token_bucket(4, 4, Duration::from_secs(3600)).unwrap();
@@ -88,4 +89,17 @@ async fn the_cluster_decides_like_the_model() {
         h.store.decide(&alone).await.unwrap().allowed(),
         "the per-second bucket was not charged"
     );
+    // Policies of other algorithms on that key share its slot too.
+    let log = Policy::sliding_window_log(2, Duration::from_secs(60)).unwrap();
+    let window = Policy::fixed_window(5, Duration::from_secs(60)).unwrap();
+    let mixed = |cost| {
+        [
+            Check::new(log, b"multi", cost),
+            Check::new(window, b"multi", cost),
+        ]
+    };
+    assert!(h.store.decide(&mixed(2)).await.unwrap().allowed());
+    let v = h.store.decide(&mixed(1)).await.unwrap();
+    assert!(!v.allowed(), "the log is full");
+    assert_eq!(v.decisions[1].remaining, 3, "the window was not charged");
 }

@@ -58,10 +58,10 @@ impl Harness for Redis {
 
 mod plain {
     use super::*;
-    conformance_tests!(Redis::start(false, false).await; token_bucket);
+    conformance_tests!(Redis::start(false, false).await);
 }
 
 mod with_deny_cache_and_coalescing {
     use super::*;
-    conformance_tests!(Redis::start(true, true).await; token_bucket);
+    conformance_tests!(Redis::start(true, true).await);
 }

@@ -3,8 +3,17 @@
 //! Exact, never a guess: a denial for cost `c` with `retry_after = r` means the bucket holds
 //! fewer than `c` tokens until `r` has passed on the store's clock. Other clients can only take
 //! tokens, never add them, so until then every check of cost `>= c` on that bucket is denied
-//! wherever it is asked. The cached deadline counts `r` from the moment the request was *sent*,
-//! before the store read its clock, so it can only end early (and ask the store again), never late.
+//! wherever it is asked.
+//!
+//! The rest of a cached answer (remaining, and the retry of a larger cost) must be what the store
+//! would say too, so it depends on the algorithm ([`Refill`]): a token bucket's is counted from its
+//! backlog; a fixed window's stands until the window ends; but a sliding log's remaining grows
+//! when its oldest entry leaves and a sliding counter's as its previous window slides out, so
+//! the store says for how long (the *hold*, at most `r`) its answer stands, and a larger cost's
+//! retry depends on state the cache does not have, so only the same cost is answered.
+//!
+//! The cached deadline counts `r` from the moment the request was *sent*, before the store read
+//! its clock, so it can only end early (and ask the store again), never late.
 //! Under a flood on a denied key this keeps the traffic off the store.
 
 use std::collections::HashMap;
@@ -15,15 +24,29 @@ use parking_lot::Mutex;
 
 use crate::{Decision, Nanos};
 
+/// How a denied bucket's answer changes while the denial holds (nobody else taking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refill {
+    /// A token bucket refilling one token per interval: remaining, and the retry of any cost,
+    /// counted from its backlog.
+    Every(Nanos),
+    /// A fixed window: remaining stands, and every denied cost waits for the window's end.
+    AtWindowEnd,
+    /// A sliding window: the answer stands for the hold, for the same cost only.
+    Sliding,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Denial {
+    /// When the cached answer stops being exact (the end of the hold).
     until: Nanos,
+    /// When the same cost may pass: `retry_after` counts down to it.
+    retry_at: Nanos,
     cost: u64,
     /// The decision as the store gave it, for the fields a cached answer repeats.
     decision: Decision,
     at: Nanos,
-    /// The bucket's time per token, to count the tokens refilled since `at`.
-    interval: Nanos,
+    refill: Refill,
 }
 
 type Shard = Mutex<HashMap<Vec<u8>, Denial, foldhash::fast::FixedState>>;
@@ -68,35 +91,50 @@ impl DenyCache {
             shard.remove(key);
             return None;
         }
-        if cost < denial.cost {
+        if cost < denial.cost || (cost > denial.cost && denial.refill == Refill::Sliding) {
             return None;
         }
         let elapsed = Duration::from(now - denial.at);
         let reset_after = denial.decision.reset_after.saturating_sub(elapsed);
-        // Tokens held now, from the bucket's backlog: (tau - backlog) / t, as the store counts.
-        let t = denial.interval.as_u64().max(1);
-        let tau = t.saturating_mul(denial.decision.limit);
-        let remaining = tau.saturating_sub(Nanos::from(reset_after).as_u64()) / t;
+        let (remaining, retry_after) = match denial.refill {
+            // Tokens held now, from the bucket's backlog: (tau - backlog) / t, as the store
+            // counts; `cost` tokens are there once the backlog is down to tau - cost × t.
+            Refill::Every(interval) => {
+                let t = interval.as_u64().max(1);
+                let tau = t.saturating_mul(denial.decision.limit);
+                let backlog = Nanos::from(reset_after).as_u64();
+                let retry = backlog.saturating_add(t.saturating_mul(cost));
+                (
+                    tau.saturating_sub(backlog) / t,
+                    Duration::from_nanos(retry.saturating_sub(tau)),
+                )
+            }
+            Refill::AtWindowEnd | Refill::Sliding => (
+                denial.decision.remaining,
+                Duration::from(denial.retry_at - now),
+            ),
+        };
         Some(Decision {
-            retry_after: Duration::from(denial.until - now),
+            retry_after,
             reset_after,
             remaining,
             ..denial.decision
         })
     }
 
-    /// Records what the store answered for `cost` on `key` (a token bucket refilling one token
-    /// per `interval`), asked at `sent`.
+    /// Records what the store answered for `cost` on `key`, asked at `sent`, an answer that
+    /// stands for `hold` (for a denial; at most its `retry_after`).
     pub(crate) fn record(
         &self,
         key: &[u8],
         cost: u64,
-        interval: Nanos,
+        refill: Refill,
         sent: Nanos,
+        hold: Duration,
         decision: &Decision,
     ) {
         let mut shard = self.shard(key).lock();
-        if decision.allowed {
+        if decision.allowed || hold.is_zero() {
             shard.remove(key);
             return;
         }
@@ -109,11 +147,12 @@ impl DenyCache {
         shard.insert(
             key.to_vec(),
             Denial {
-                until: sent + Nanos::from(decision.retry_after),
+                until: sent + Nanos::from(hold.min(decision.retry_after)),
+                retry_at: sent + Nanos::from(decision.retry_after),
                 cost,
                 decision: *decision,
                 at: sent,
-                interval,
+                refill,
             },
         );
     }
@@ -137,29 +176,45 @@ mod tests {
     fn covers_larger_costs_until_the_deadline_only() {
         let cache = DenyCache::new(100);
         let t0 = Nanos::new(1_000_000_000);
-        cache.record(b"k", 3, Nanos::new(100_000_000), t0, &denied(100));
+        // 10 tokens, one per 100 ms, a backlog of 900 ms: 1 token, cost 2 waits 100 ms.
+        let refill = Refill::Every(Nanos::new(100_000_000));
+        cache.record(
+            b"k",
+            2,
+            refill,
+            t0,
+            Duration::from_millis(100),
+            &denied(100),
+        );
         let at = t0 + Nanos::new(40_000_000);
-        let hit = cache.get(b"k", 3, at).unwrap();
+        let hit = cache.get(b"k", 2, at).unwrap();
         assert_eq!(hit.retry_after, Duration::from_millis(60));
         assert_eq!(hit.reset_after, Duration::from_millis(860));
         assert_eq!(hit.remaining, 1, "(1000 - 860) / 100 ms per token");
-        assert!(cache.get(b"k", 5, at).is_some());
-        assert!(cache.get(b"k", 2, at).is_none(), "a smaller cost may pass");
+        let larger = cache.get(b"k", 5, at).unwrap();
+        assert_eq!(
+            larger.retry_after,
+            Duration::from_millis(360),
+            "860 + 500 - 1000"
+        );
+        assert!(cache.get(b"k", 1, at).is_none(), "a smaller cost may pass");
         assert!(cache.get(b"k", 0, at).is_none(), "a peek always asks");
-        assert!(cache.get(b"k", 3, t0 + Nanos::new(100_000_000)).is_none());
+        assert!(cache.get(b"k", 2, t0 + Nanos::new(100_000_000)).is_none());
     }
 
     #[test]
     fn an_allowed_answer_clears_and_the_size_is_bounded() {
         let cache = DenyCache::new(16);
         let t0 = Nanos::new(1);
-        let t = Nanos::new(100_000_000);
-        cache.record(b"k", 1, t, t0, &denied(100));
+        let t = Refill::Every(Nanos::new(100_000_000));
+        let hold = Duration::from_millis(100);
+        cache.record(b"k", 1, t, t0, hold, &denied(100));
         cache.record(
             b"k",
             1,
             t,
             t0,
+            hold,
             &Decision {
                 allowed: true,
                 ..denied(0)
@@ -167,9 +222,40 @@ mod tests {
         );
         assert!(cache.get(b"k", 1, t0).is_none());
         for i in 0..1000u32 {
-            cache.record(&i.to_be_bytes(), 1, t, t0, &denied(100));
+            cache.record(&i.to_be_bytes(), 1, t, t0, hold, &denied(100));
         }
         let held: usize = cache.shards.iter().map(|s| s.lock().len()).sum();
         assert!(held <= 16);
+    }
+
+    #[test]
+    fn a_window_denial_repeats_its_remaining_for_the_hold_only() {
+        let cache = DenyCache::new(100);
+        let t0 = Nanos::new(1_000_000_000);
+        let ms = |n: u64| Nanos::new(n * 1_000_000);
+        // Denied for 100 ms, but the oldest entry of a log leaves after 30 ms.
+        cache.record(
+            b"k",
+            2,
+            Refill::Sliding,
+            t0,
+            Duration::from_millis(30),
+            &denied(100),
+        );
+        let hit = cache.get(b"k", 2, t0 + ms(20)).unwrap();
+        assert_eq!(hit.remaining, 1);
+        assert_eq!(hit.retry_after, Duration::from_millis(80));
+        assert_eq!(hit.reset_after, Duration::from_millis(880));
+        assert!(
+            cache.get(b"k", 3, t0 + ms(20)).is_none(),
+            "a larger cost waits longer"
+        );
+        assert!(
+            cache.get(b"k", 2, t0 + ms(30)).is_none(),
+            "the hold is over"
+        );
+        // A denial that stands for no time is not cached.
+        cache.record(b"k", 2, Refill::Sliding, t0, Duration::ZERO, &denied(100));
+        assert!(cache.get(b"k", 2, t0).is_none());
     }
 }

@@ -22,7 +22,10 @@ pub trait Harness {
     /// The store's clock now.
     fn now(&self) -> Nanos;
     /// The unit of the store's clock (Redis counts in microseconds): the model rounds the
-    /// emission interval up to it and reads time in whole units, as the store does.
+    /// emission interval and the period up to it ([`Policy::at_resolution`]), reads time in
+    /// whole units, and rounds the waits it answers up to whole units, as the store does (a
+    /// sliding counter's retry falls between ticks; a clock in units first reads it at the
+    /// next whole unit).
     fn resolution(&self) -> Nanos {
         Nanos::new(1)
     }
@@ -68,9 +71,17 @@ impl Model {
             .zip(checks)
             .map(|(p, c)| (p, c.cost))
             .collect();
-        let verdict = decide_all(&pairs, &mut states, now)?;
+        let mut verdict = decide_all(&pairs, &mut states, now)?;
         for (c, s) in checks.iter().zip(states) {
             self.states.insert((c.policy, c.key.to_vec()), s);
+        }
+        let whole = |d: Duration| {
+            let n = Nanos::from(d).as_u64();
+            Duration::from_nanos(n.div_ceil(unit.as_u64()) * unit.as_u64())
+        };
+        for d in &mut verdict.decisions {
+            d.retry_after = whole(d.retry_after);
+            d.reset_after = whole(d.reset_after);
         }
         Ok(verdict)
     }

@@ -1,9 +1,13 @@
 //! The Redis key layout.
 //!
 //! ```text
-//! tollgate:v1:{<escaped user key>}:tb:<capacity>:<refill>:<period_ns>
+//! tollgate:v1:{<escaped user key>}:<kind>:<capacity>:<refill>:<period_ns>
 //! ```
 //!
+//! - `<kind>` names the algorithm, and so the type and shape of the value (see `decide.lua`):
+//!   `tb` token bucket (a string), `fw` fixed window (a string), `sl` sliding-window log (a
+//!   list), `sc` sliding-window counter (a string). For windows, `<capacity>` and `<refill>`
+//!   are both the limit and `<period_ns>` is the window.
 //! - `v1` versions the layout: a future change of the stored value moves to `v2` and never reads
 //!   a `v1` value as something else.
 //! - The user key is the hash tag, so every policy of one key lands in one Redis Cluster slot and
@@ -76,6 +80,25 @@ mod tests {
         assert_eq!(
             bucket_key(&policy(), b"a}b{c% \n\xff"),
             b"tollgate:v1:{a%7Db%7Bc%25%20%0A%FF}:tb:10:5:1000000000"
+        );
+    }
+
+    #[test]
+    fn each_algorithm_has_its_own_tag() {
+        let s = Duration::from_secs(1);
+        let keys = [
+            Policy::fixed_window(7, s),
+            Policy::sliding_window_log(7, s),
+            Policy::sliding_window_counter(7, s),
+        ]
+        .map(|p| bucket_key(&p.unwrap(), b"alice"));
+        assert_eq!(
+            keys,
+            [
+                b"tollgate:v1:{alice}:fw:7:7:1000000000".to_vec(),
+                b"tollgate:v1:{alice}:sl:7:7:1000000000".to_vec(),
+                b"tollgate:v1:{alice}:sc:7:7:1000000000".to_vec(),
+            ]
         );
     }
 

@@ -1,16 +1,43 @@
 //! The Redis store: one atomic Lua script per decision, at Redis's clock.
 //!
-//! Each call is one `EVALSHA` of `token_bucket.lua`, a port of [`gcra`](crate::algorithm::gcra)
-//! in integer microseconds, reloaded by the client when Redis answers `NOSCRIPT` (after a
-//! `SCRIPT FLUSH` or a restart). Time is Redis's own `TIME`, so every process sharing the Redis
-//! shares one clock. A bucket is one small string (its `tat`) with a TTL equal to the time it
-//! needs to refill, so idle keys vanish by themselves; the key layout is in `keys.rs`.
+//! Each call is one `EVALSHA` of `decide.lua`, reloaded by the client when Redis answers
+//! `NOSCRIPT` (after a `SCRIPT FLUSH` or a restart). The script decides every
+//! [`Algorithm`], each branch a port of its pure function in
+//! [`algorithm`](crate::algorithm) in integer microseconds: the token bucket
+//! ([`gcra`](crate::algorithm::gcra)), the fixed window, the sliding-window log and the
+//! sliding-window counter. Several checks of one call, whatever their algorithms, are decided
+//! all or nothing in that one script run. Time is Redis's own `TIME`, so every process sharing
+//! the Redis shares one clock; periods and windows are rounded up to whole microseconds
+//! ([`Policy::at_resolution`]), so rounding only under-grants.
+//!
+//! What a bucket costs in Redis (the key layout is in `keys.rs`, the values in `decide.lua`):
+//!
+//! | algorithm       | value                                         | TTL                         |
+//! |-----------------|-----------------------------------------------|-----------------------------|
+//! | token bucket    | string: the theoretical arrival time          | until the bucket is full    |
+//! | fixed window    | string: window index and count                | until the window ends       |
+//! | sliding counter | string: window index, previous and current    | until the next window ends  |
+//! | sliding log     | list: one element per grant (time, and cost when above 1) | until the newest grant leaves the window |
+//!
+//! Idle keys vanish by themselves. Measured with `MEMORY USAGE` (Redis 7.0), a string bucket
+//! takes about 100 bytes; a sliding log about 200 bytes with two grants and 1.2 KB with 100,
+//! and the script reads all of it on each decision of that key, so a log's cost grows with its
+//! limit ([`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT) bounds it); the other three are
+//! constant.
+//!
+//! Lua's numbers are doubles, so a policy whose numbers could pass 2^52 is refused with
+//! [`CheckError::Unsupported`]: a token bucket taking longer than about 142 years to refill, and
+//! a sliding counter whose limit × window in microseconds reaches 2^51 (its estimate multiplies
+//! them), such as more than 26,000 per day.
 //!
 //! Concurrent calls share one multiplexed connection (pipelined: no pool, no head-of-line
 //! wait for a free connection); the connection is re-established by itself when Redis
 //! returns. Two optional layers keep a hot key cheap, both exact:
 //!
 //! - a **deny cache**: a bucket known to deny cost `c` until `t` is answered locally until `t`;
+//!   for windows, the script also says how long the whole answer stands (a sliding log's
+//!   remaining grows when its oldest entry leaves, a sliding counter's as the previous window
+//!   slides out), and the cache repeats it no longer than that;
 //! - **coalescing**: concurrent single checks of one bucket wait for the call in flight and are
 //!   then decided together by one script run, in arrival order.
 //!
@@ -32,10 +59,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
 use super::coalesce::{Batcher, Coalescer};
-use super::deny_cache::DenyCache;
+use super::deny_cache::{DenyCache, Refill};
 use super::{BoxFuture, Check, Store};
-use crate::{CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict};
-use script::Call;
+use crate::{
+    Algorithm, CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict,
+};
+use script::{Call, Reply};
 
 /// The default bound on one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
@@ -195,7 +224,7 @@ impl Inner {
     }
 
     /// One script call, bounded by the timeout.
-    async fn run(&self, call: &Call) -> Result<Vec<Verdict>, StoreError> {
+    async fn run(&self, call: &Call) -> Result<Vec<Reply>, StoreError> {
         let now_us = self.inject_time.then(|| self.local_now().as_u64() / 1000);
         let script = &self.script;
         let run = async {
@@ -211,7 +240,7 @@ impl Inner {
 
     async fn decide_one(self: &Arc<Self>, check: &Check<'_>) -> Result<Decision, StoreError> {
         // Refuse what can never be decided before touching caches or the network.
-        script::micros(&check.policy)?;
+        script::params(&check.policy)?;
         if check.cost > check.policy.capacity() {
             return Err(CheckError::CostExceedsCapacity {
                 cost: check.cost,
@@ -259,8 +288,8 @@ impl Inner {
             .into());
         }
         let call = Call::new([checks])?;
-        let mut verdicts = self.run(&call).await?;
-        verdicts.pop().ok_or_else(|| {
+        let mut replies = self.run(&call).await?;
+        replies.pop().map(|r| r.verdict).ok_or_else(|| {
             StoreError::Unavailable("the tollgate script returned no verdict".into())
         })
     }
@@ -280,19 +309,29 @@ impl Batcher for Inner {
                 .collect();
             let call = Call::new(checks.iter().map(|c| &c[..]))?;
             let sent = self.local_now();
-            let verdicts = self.run(&call).await?;
-            let decisions: Vec<Decision> = verdicts
+            let replies = self.run(&call).await?;
+            let answers: Vec<(Decision, Duration)> = replies
                 .into_iter()
-                .filter_map(|v| v.decisions.into_iter().next())
+                .filter_map(|r| r.verdict.decisions.into_iter().zip(r.holds).next())
                 .collect();
             if let Some(cache) = &self.deny_cache {
                 let bucket = keys::bucket_key(&policy, &key);
-                let interval = policy.at_resolution(Nanos::new(1000)).emission_interval();
-                for (decision, cost) in decisions.iter().zip(&costs) {
-                    cache.record(&bucket, *cost, interval, sent, decision);
+                let refill = match policy.algorithm() {
+                    Algorithm::TokenBucket => Refill::Every(
+                        policy
+                            .at_resolution(script::MICROSECOND)
+                            .emission_interval(),
+                    ),
+                    Algorithm::FixedWindow => Refill::AtWindowEnd,
+                    Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter => {
+                        Refill::Sliding
+                    }
+                };
+                for ((decision, hold), cost) in answers.iter().zip(&costs) {
+                    cache.record(&bucket, *cost, refill, sent, *hold, decision);
                 }
             }
-            Ok(decisions)
+            Ok(answers.into_iter().map(|(d, _)| d).collect())
         })
     }
 }

@@ -1,4 +1,4 @@
-//! The token-bucket script: arguments in, decisions out. See `token_bucket.lua` for the contract.
+//! The decision script: arguments in, decisions out. See `decide.lua` for the contract.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,36 +8,49 @@ use redis::{Script, Value};
 use super::keys::bucket_key;
 use crate::{Algorithm, Check, CheckError, Decision, Nanos, Policy, StoreError, Verdict};
 
-/// Lua numbers are doubles: every quantity must stay an exact integer.
+/// Lua numbers are doubles: every quantity must stay an exact integer (below 2^53, with room
+/// for the sums the script forms).
 const MAX_EXACT: u128 = 1 << 52;
 
+/// One microsecond, the script's unit of time.
+pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
+
 pub(crate) fn script() -> Script {
-    Script::new(include_str!("token_bucket.lua"))
+    Script::new(include_str!("decide.lua"))
 }
 
-/// A policy in the script's units: emission interval and tolerance in microseconds, the
-/// interval rounded up (as in nanoseconds in memory) so rounding only under-grants.
-pub(crate) fn micros(policy: &Policy) -> Result<(u64, u64), CheckError> {
-    if policy.algorithm() != Algorithm::TokenBucket {
-        return Err(CheckError::Unsupported(
-            "the Redis store decides token buckets only",
-        ));
+/// A policy in the script's terms: its algorithm code and two numbers (see `decide.lua`), in
+/// microseconds rounded up as [`Policy::at_resolution`] rounds them, so rounding only
+/// under-grants.
+pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), CheckError> {
+    let too_large = || {
+        CheckError::Unsupported(
+            "policy too large for the Redis store (its numbers would pass 2^52 in Lua's doubles)",
+        )
+    };
+    let micros = policy.at_resolution(MICROSECOND);
+    let limit = u128::from(policy.capacity());
+    let width = u128::from(micros.period().as_u64() / 1000);
+    let (code, a, b) = match policy.algorithm() {
+        Algorithm::TokenBucket => {
+            let t = u128::from(micros.emission_interval().as_u64() / 1000);
+            (0, t, t * limit)
+        }
+        Algorithm::FixedWindow => (1, width, limit),
+        Algorithm::SlidingWindowLog => (2, width, limit),
+        Algorithm::SlidingWindowCounter => {
+            if limit * width >= MAX_EXACT / 2 {
+                return Err(too_large());
+            }
+            (3, width, limit)
+        }
+    };
+    // For a token bucket, t <= tau = b; for windows, both bound the width and the counts.
+    if a >= MAX_EXACT || b >= MAX_EXACT {
+        return Err(too_large());
     }
-    let t = u128::from(
-        policy
-            .at_resolution(Nanos::new(1000))
-            .emission_interval()
-            .as_u64()
-            / 1000,
-    );
-    let tau = t * u128::from(policy.capacity());
-    if tau >= MAX_EXACT {
-        return Err(CheckError::Unsupported(
-            "policy too large for the Redis store (capacity × µs per token >= 2^52)",
-        ));
-    }
-    // Both fit: tau < 2^52 and t <= tau.
-    Ok((t as u64, tau as u64))
+    // Both fit: below 2^52.
+    Ok((code, a as u64, b as u64))
 }
 
 /// One script call: a list of decisions, each a list of checks.
@@ -46,6 +59,14 @@ pub(crate) struct Call {
     args: Vec<u64>,
     /// Capacity of each check, per decision: to label the decisions coming back.
     limits: Vec<Vec<u64>>,
+}
+
+/// The script's answer to one decision.
+pub(crate) struct Reply {
+    pub(crate) verdict: Verdict,
+    /// Per check: how long a denial stays exactly as answered if nobody else takes (what a deny
+    /// cache may repeat); zero when allowed.
+    pub(crate) holds: Vec<Duration>,
 }
 
 impl Call {
@@ -62,7 +83,7 @@ impl Call {
             call.args.push(checks.len() as u64);
             let mut limits = Vec::with_capacity(checks.len());
             for check in checks {
-                let (t, tau) = micros(&check.policy)?;
+                let (code, a, b) = params(&check.policy)?;
                 if check.cost > check.policy.capacity() {
                     return Err(CheckError::CostExceedsCapacity {
                         cost: check.cost,
@@ -75,7 +96,7 @@ impl Call {
                     call.keys.push(key);
                     next
                 });
-                call.args.extend([k, t, tau, check.cost]);
+                call.args.extend([k, u64::from(code), a, b, check.cost]);
                 limits.push(check.policy.capacity());
             }
             call.limits.push(limits);
@@ -90,7 +111,7 @@ impl Call {
         script: &Script,
         conn: &mut impl redis::aio::ConnectionLike,
         now_us: Option<u64>,
-    ) -> Result<Vec<Verdict>, StoreError> {
+    ) -> Result<Vec<Reply>, StoreError> {
         let mut invocation = script.prepare_invoke();
         for key in &self.keys {
             invocation.key(key.as_slice());
@@ -106,7 +127,7 @@ impl Call {
         self.parse(reply)
     }
 
-    fn parse(&self, reply: Value) -> Result<Vec<Verdict>, StoreError> {
+    fn parse(&self, reply: Value) -> Result<Vec<Reply>, StoreError> {
         let Value::Array(items) = reply else {
             return Err(malformed("not an array"));
         };
@@ -116,10 +137,11 @@ impl Call {
         });
         let mut next = || numbers.next().unwrap_or(Err(malformed("too short")));
         let _now = next()?;
-        let mut verdicts = Vec::with_capacity(self.limits.len());
+        let mut replies = Vec::with_capacity(self.limits.len());
         for limits in &self.limits {
             let _all = next()?;
             let mut decisions = Vec::with_capacity(limits.len());
+            let mut holds = Vec::with_capacity(limits.len());
             for &limit in limits {
                 decisions.push(Decision {
                     allowed: next()? == 1,
@@ -128,13 +150,46 @@ impl Call {
                     retry_after: Duration::from_micros(next()?),
                     reset_after: Duration::from_micros(next()?),
                 });
+                holds.push(Duration::from_micros(next()?));
             }
-            verdicts.push(Verdict { decisions });
+            replies.push(Reply {
+                verdict: Verdict { decisions },
+                holds,
+            });
         }
-        Ok(verdicts)
+        Ok(replies)
     }
 }
 
 fn malformed(what: &'static str) -> StoreError {
     StoreError::Unavailable(format!("malformed reply from the tollgate script: {what}").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_are_sent_in_whole_microseconds_rounded_up() {
+        let s = Duration::from_secs(1);
+        let tb = Policy::token_bucket(3, 3, s).unwrap();
+        assert_eq!(params(&tb).unwrap(), (0, 333_334, 1_000_002));
+        let fw = Policy::fixed_window(5, Duration::from_nanos(1_500)).unwrap();
+        assert_eq!(params(&fw).unwrap(), (1, 2, 5));
+        let sl = Policy::sliding_window_log(4, s).unwrap();
+        assert_eq!(params(&sl).unwrap(), (2, 1_000_000, 4));
+        let sc = Policy::sliding_window_counter(4, s).unwrap();
+        assert_eq!(params(&sc).unwrap(), (3, 1_000_000, 4));
+    }
+
+    #[test]
+    fn policies_beyond_exact_doubles_are_refused() {
+        let day = Duration::from_secs(86_400);
+        // 8.64e10 µs × 1e5 ≈ 2^53: the weighted estimate would not be exact.
+        let sc = Policy::sliding_window_counter(100_000, day).unwrap();
+        assert!(matches!(params(&sc), Err(CheckError::Unsupported(_))));
+        assert!(params(&Policy::sliding_window_counter(10_000, day).unwrap()).is_ok());
+        let fw = Policy::fixed_window(1 << 53, Duration::from_secs(1 << 30)).unwrap();
+        assert!(matches!(params(&fw), Err(CheckError::Unsupported(_))));
+    }
 }

@@ -1,0 +1,357 @@
+-- tollgate's decision script: a port of the pure functions in crates/tollgate/src/algorithm/
+-- (gcra.rs, fixed_window.rs, sliding_log.rs, sliding_counter.rs), one branch per algorithm.
+--
+-- Decides a list of decisions in order, each one all-or-nothing over its checks (which may
+-- mix algorithms), with the state of every key carried from one decision to the next (so a
+-- batch of coalesced checks on one hot key is decided in arrival order, as if they had come
+-- one by one). Denials and peeks (cost 0) never write.
+--
+-- KEYS[i]   the buckets, `tollgate:v1:{<escaped user key>}:<kind>:<capacity>:<refill>:<period_ns>`;
+--           the hash tag is the user key, so every policy of one key lives in one cluster slot.
+--           By kind (every time in microseconds of Redis's clock; a missing key is a key never
+--           seen, so every TTL runs until the state can no longer change a decision):
+--   tb  string "<tat>": the theoretical arrival time. TTL: until the bucket is full again.
+--   fw  string "<window> <count>": the window's index (now / width) and the cost taken in it.
+--       TTL: until the window ends.
+--   sc  string "<window> <previous> <current>": the current window's index and the cost taken
+--       in the window before it and in it. TTL: until the end of the window after it.
+--   sl  list, oldest first, one element per granted request: "<ts>" for cost 1, "<ts>:<cost>"
+--       above (one element per grant, not per token, so a log holds at most `limit` elements
+--       and a grant of cost 100 costs one element). Elements need not be unique: a list keeps
+--       arrival order, which is the log's order. TTL: until the newest entry leaves the window.
+-- ARGV[1]   "" to read Redis's clock (TIME), or a time in microseconds (tests inject time).
+-- ARGV[2]   the number of decisions D; then for each decision: M, its number of checks, then for
+--           each check 5 numbers: key index (into KEYS), algorithm, a, b, cost, where
+--             algorithm 0 token bucket:   a = emission interval t (µs per token, rounded up),
+--                                         b = tolerance tau (= capacity × t);
+--             algorithm 1 fixed window, 2 sliding log, 3 sliding counter:
+--                                         a = window width (µs, rounded up), b = limit.
+--
+-- Returns { now, then for each decision: allowed (0/1), then for each of its checks:
+--           allowed (0/1), remaining, retry_after (µs), reset_after (µs), hold (µs) }.
+-- `hold` is how long a denial stays exactly as answered (allowed, remaining, and retry and
+-- reset counting down) if nobody else takes: what the caller's deny cache may repeat.
+--
+-- Integers only. Lua numbers are doubles, exact below 2^53; the caller refuses policies that
+-- could leave that range (script.rs): tau < 2^52 and width < 2^52 µs; a fixed window's limit
+-- < 2^52; a sliding counter's limit × width < 2^51, so that `previous × (width - elapsed) +
+-- current × width` (each term <= limit × width once current + cost <= limit) and the hold's
+-- `(remaining + 1) × width - room` stay below 2^53.
+-- now ≈ 1.8e15 µs, so now + width and now + tau stay below 2^53 this century. floor() of a
+-- quotient of two such integers is exact.
+
+local now
+-- Redis expires keys by its own clock; an injected time does not move with it (a test steps
+-- through a window faster or slower than Redis's clock runs), so there TTLs get a minute of
+-- slack lest a key vanish between two steps of the test. A key that outlives its state reads
+-- as the key never seen anyway: TTLs only free memory, they never decide.
+local slack = 0
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+  slack = 60000
+else
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
+local floor, max, min = math.floor, math.max, math.min
+
+local function ceil_ms(us)
+  return string.format('%d', math.ceil(us / 1000) + slack)
+end
+
+-- One table per algorithm: load(key) -> state; eval(state, a, b, cost) -> check;
+-- answer(check, taken) -> remaining, retry, reset, hold; apply(check) mutates the state;
+-- store(key, state) writes it back.
+
+local token_bucket = {
+  load = function(key)
+    return { tat = tonumber(redis.call('GET', key) or '0') or 0 }
+  end,
+  eval = function(s, t, tau, cost)
+    local base = max(s.tat, now)
+    local new = base + cost * t
+    return { s = s, t = t, tau = tau, cost = cost, base = base, new = new,
+             allowed = cost == 0 or new - now <= tau }
+  end,
+  answer = function(c, taken)
+    local backlog = (taken and c.new or c.base) - now
+    local remaining = max(0, floor((c.tau - backlog) / c.t))
+    local retry = 0
+    if not c.allowed then
+      retry = c.new - c.tau - now
+    end
+    return remaining, retry, backlog, retry
+  end,
+  apply = function(c)
+    c.s.tat = c.new
+  end,
+  store = function(key, s)
+    redis.call('SET', key, string.format('%d', s.tat), 'PX', ceil_ms(s.tat - now))
+  end,
+}
+
+-- Reads "<n> <n> ..." into numbers; anything else (a value not written by this version) is a
+-- key never seen.
+local function numbers(key, n)
+  local v = redis.call('GET', key)
+  local out = {}
+  if v then
+    for d in string.gmatch(v, '%d+') do
+      out[#out + 1] = tonumber(d)
+    end
+  end
+  if #out ~= n then
+    for i = 1, n do
+      out[i] = 0
+    end
+  end
+  return out
+end
+
+local fixed_window = {
+  load = function(key)
+    local v = numbers(key, 2)
+    return { window = v[1], count = v[2] }
+  end,
+  eval = function(s, width, limit, cost)
+    local index = floor(now / width)
+    -- A clock that stepped back into an earlier window keeps counting the later one.
+    if s.window < index then
+      s.window, s.count = index, 0
+    end
+    return { s = s, width = width, limit = limit, cost = cost,
+             until_end = (s.window + 1) * width - now,
+             allowed = cost == 0 or s.count + cost <= limit }
+  end,
+  answer = function(c, taken)
+    local count = c.s.count
+    if taken then
+      count = count + c.cost
+    end
+    local retry, reset = 0, 0
+    if not c.allowed then
+      retry = c.until_end
+    end
+    if count > 0 then
+      reset = c.until_end
+    end
+    -- Nobody else taking, the count stands until the window ends.
+    return max(0, c.limit - count), retry, reset, retry
+  end,
+  apply = function(c)
+    c.s.count = c.s.count + c.cost
+    c.s.until_end = c.until_end
+  end,
+  store = function(key, s)
+    redis.call('SET', key, string.format('%d %d', s.window, s.count), 'PX', ceil_ms(s.until_end))
+  end,
+}
+
+local sliding_counter = {
+  load = function(key)
+    local v = numbers(key, 3)
+    return { window = v[1], previous = v[2], current = v[3] }
+  end,
+  eval = function(s, w, limit, cost)
+    local index = floor(now / w)
+    local e = 0
+    -- index < window: the clock stepped back; weigh the previous window fully.
+    local back = index < s.window
+    if not back then
+      if index - s.window == 1 then
+        s.previous, s.current = s.current, 0
+      elseif index - s.window > 1 then
+        s.previous, s.current = 0, 0
+      end
+      s.window = index
+      e = now - index * w
+    end
+    -- current + cost > limit fails whatever the weight; checking it first keeps the products
+    -- below 2 × limit × width.
+    local allowed = cost == 0 or (s.current + cost <= limit
+      and s.previous * (w - e) + (s.current + cost) * w <= limit * w)
+    return { s = s, w = w, limit = limit, cost = cost, e = e, back = back, allowed = allowed }
+  end,
+  answer = function(c, taken)
+    local s, w, e, limit = c.s, c.w, c.e, c.limit
+    local current = s.current
+    if taken then
+      current = current + c.cost
+    end
+    -- room may be negative (over the estimate): remaining is then 0.
+    local room = limit * w - (s.previous * (w - e) + current * w)
+    local remaining = max(0, floor(room / w))
+    local reset = 0
+    if current > 0 then
+      reset = 2 * w - e
+    elseif s.previous > 0 then
+      reset = w - e
+    end
+    local retry, hold = 0, 0
+    if not c.allowed then
+      if s.current + c.cost <= limit then
+        -- Within this window, once enough of `previous` has slid out:
+        -- previous × (w - e') <= (limit - current - cost) × w; previous > 0 here.
+        retry = w - min(floor((limit - s.current - c.cost) * w / s.previous), w) - e
+      else
+        -- In the next window, where `current` becomes `previous` (non-zero here).
+        retry = w - e + w - min(floor((limit - c.cost) * w / s.current), w)
+      end
+      -- The answer stands until remaining grows (room rises by `previous` per µs), the
+      -- window ends (the state rolls over), or the retry time comes.
+      hold = min(retry, w - e)
+      if c.back then
+        -- Time stands still for the estimate until the clock is back in its window, while a
+        -- cached answer would count down: not worth caching.
+        hold = 0
+      elseif s.previous > 0 then
+        hold = min(hold, math.ceil(((remaining + 1) * w - room) / s.previous))
+      end
+    end
+    return remaining, retry, reset, hold
+  end,
+  apply = function(c)
+    c.s.current = c.s.current + c.cost
+    c.s.width = c.w
+  end,
+  store = function(key, s)
+    local w = s.width
+    redis.call('SET', key, string.format('%d %d %d', s.window, s.previous, s.current),
+      'PX', ceil_ms((s.window + 2) * w - now))
+  end,
+}
+
+local sliding_log = {
+  load = function(key)
+    local entries = {}
+    for i, v in ipairs(redis.call('LRANGE', key, 0, -1)) do
+      local ts, cost = string.match(v, '^(%d+):?(%d*)$')
+      -- An element this version did not write counts as nothing.
+      entries[i] = { tonumber(ts) or 0, tonumber(cost) or (ts and 1 or 0) }
+    end
+    -- head: the first element not yet pruned; kept: the elements read from Redis.
+    return { entries = entries, head = 1, kept = #entries }
+  end,
+  eval = function(s, w, limit, cost)
+    local used, oldest, last = 0, nil, nil
+    for i = s.head, #s.entries do
+      local ts, c = s.entries[i][1], s.entries[i][2]
+      if ts + w > now then
+        used = used + c
+        oldest = oldest or i
+        last = i
+      end
+    end
+    return { s = s, w = w, limit = limit, cost = cost, used = used, oldest = oldest,
+             last = last, allowed = cost == 0 or used + cost <= limit }
+  end,
+  answer = function(c, taken)
+    local s, w = c.s, c.w
+    local used, reset_at = c.used, 0
+    if c.last then
+      reset_at = s.entries[c.last][1] + w
+    end
+    if taken and c.cost > 0 then
+      used = used + c.cost
+      reset_at = max(reset_at, now + w)
+    end
+    local retry, hold = 0, 0
+    if not c.allowed then
+      -- Wait until enough of the oldest entries have left the window. A denial has used > 0,
+      -- so `oldest` exists; the answer stands until it leaves.
+      local need = c.used + c.cost - c.limit
+      for i = c.oldest, #s.entries do
+        local ts, cost = s.entries[i][1], s.entries[i][2]
+        if ts + w > now then
+          retry = ts + w - now
+          need = need - cost
+          if need <= 0 then
+            break
+          end
+        end
+      end
+      if c.oldest then
+        hold = s.entries[c.oldest][1] + w - now
+      end
+    end
+    return max(0, c.limit - used), retry, max(0, reset_at - now), hold
+  end,
+  apply = function(c)
+    local s, w = c.s, c.w
+    while s.head <= #s.entries and s.entries[s.head][1] + w <= now do
+      s.head = s.head + 1
+    end
+    -- After a clock step back, log at the newest time so the log stays sorted; the entry then
+    -- counts a little longer, never shorter.
+    local at = now
+    if s.head <= #s.entries then
+      at = max(at, s.entries[#s.entries][1])
+    end
+    s.entries[#s.entries + 1] = { at, c.cost }
+    s.width = w
+  end,
+  store = function(key, s)
+    -- Elements appended in this run are never pruned in it (they count until now + width),
+    -- so pruning only ever drops a prefix of what was read.
+    local pruned = s.head - 1
+    if pruned >= s.kept then
+      redis.call('DEL', key)
+    elseif pruned > 0 then
+      redis.call('LTRIM', key, pruned, -1)
+    end
+    local new = {}
+    for i = s.kept + 1, #s.entries do
+      local ts, cost = s.entries[i][1], s.entries[i][2]
+      new[#new + 1] = cost == 1 and string.format('%d', ts) or string.format('%d:%d', ts, cost)
+    end
+    if #new > 0 then
+      redis.call('RPUSH', key, unpack(new))
+    end
+    redis.call('PEXPIRE', key, ceil_ms(s.entries[#s.entries][1] + s.width - now))
+  end,
+}
+
+local algorithms = { [0] = token_bucket, fixed_window, sliding_log, sliding_counter }
+
+-- Per key index: its algorithm and state, loaded on first use; dirty when taken from.
+local kind, state, dirty = {}, {}, {}
+
+local out = { now }
+local a = 3
+for _ = 1, tonumber(ARGV[2]) do
+  local m = tonumber(ARGV[a])
+  a = a + 1
+  local checks = {}
+  local all = true
+  for i = 1, m do
+    local k, alg = tonumber(ARGV[a]), algorithms[tonumber(ARGV[a + 1])]
+    local pa, pb, cost = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    a = a + 5
+    if not state[k] then
+      kind[k], state[k] = alg, alg.load(KEYS[k])
+    end
+    local c = alg.eval(state[k], pa, pb, cost)
+    all = all and c.allowed
+    checks[i] = { k, c }
+  end
+  out[#out + 1] = all and 1 or 0
+  for i = 1, m do
+    local k, c = checks[i][1], checks[i][2]
+    local remaining, retry, reset, hold = kind[k].answer(c, all)
+    if all and c.cost > 0 then
+      kind[k].apply(c)
+      dirty[k] = true
+    end
+    out[#out + 1] = c.allowed and 1 or 0
+    out[#out + 1] = remaining
+    out[#out + 1] = retry
+    out[#out + 1] = reset
+    out[#out + 1] = hold
+  end
+end
+
+for k in pairs(dirty) do
+  kind[k].store(KEYS[k], state[k])
+end
+return out
