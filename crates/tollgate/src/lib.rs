@@ -35,6 +35,8 @@ mod clock;
 mod decision;
 mod error;
 pub mod headers;
+#[cfg(feature = "tower")]
+pub mod middleware;
 mod nanos;
 mod policy;
 pub mod store;

@@ -46,7 +46,7 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 
 use super::coalesce::{Batcher, Coalescer};
-use super::deny_cache::DenyCache;
+use super::deny_cache::{DenyCache, Refill};
 use super::{BoxFuture, Check, Store};
 use crate::algorithm::gcra::Gcra;
 use crate::{CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict};
@@ -420,11 +420,13 @@ impl Inner {
         };
         if let Some(cache) = &self.deny_cache {
             for (decision, cost) in decisions.iter().zip(&costs) {
+                // A token bucket's denial stands until its retry_after: no token comes sooner.
                 cache.record(
                     &bucket,
                     *cost,
-                    units.policy.emission_interval(),
+                    Refill::Every(units.policy.emission_interval()),
                     sent,
+                    decision.retry_after,
                     decision,
                 );
             }

@@ -1,0 +1,297 @@
+//! Where a request's key comes from: [`KeyExtractor`], with a blanket impl for closures, the
+//! client's address ([`ClientIp`], trusting forwarding headers only from trusted proxies) and a
+//! header ([`Header`], e.g. an API key).
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::HeaderName;
+use http::request::Parts;
+
+use super::net::{self, IpNet};
+
+/// Extracts the rate-limit key of a request.
+///
+/// Any `Fn(&Parts) -> Option<K>` where `K: Into<Vec<u8>>` is one:
+///
+/// ```
+/// use http::request::Parts;
+/// use tollgate::middleware::KeyExtractor;
+///
+/// let by_tenant = |parts: &Parts| {
+///     parts.uri.path().strip_prefix("/tenants/")?.split('/').next().map(str::to_owned)
+/// };
+/// let (parts, ()) = http::Request::get("/tenants/acme/users").body(()).unwrap().into_parts();
+/// assert_eq!(by_tenant.extract(&parts), Some(b"acme".to_vec()));
+/// ```
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The key of the request, or `None` when it has none (the layer's
+    /// [`on_missing_key`](super::RateLimitLayerBuilder::on_missing_key) decides what then).
+    fn extract(&self, parts: &Parts) -> Option<Vec<u8>>;
+}
+
+impl<F, K> KeyExtractor for F
+where
+    F: Fn(&Parts) -> Option<K> + Send + Sync + 'static,
+    K: Into<Vec<u8>>,
+{
+    fn extract(&self, parts: &Parts) -> Option<Vec<u8>> {
+        self(parts).map(Into::into)
+    }
+}
+
+/// The value of a request header, such as an API key.
+#[derive(Debug, Clone)]
+pub struct Header {
+    name: HeaderName,
+}
+
+impl Header {
+    /// Keys requests by the header `name`; a request without it has no key.
+    pub fn new(name: HeaderName) -> Header {
+        Header { name }
+    }
+}
+
+impl KeyExtractor for Header {
+    fn extract(&self, parts: &Parts) -> Option<Vec<u8>> {
+        let value = parts.headers.get(&self.name)?.as_bytes();
+        (!value.is_empty()).then(|| value.to_vec())
+    }
+}
+
+/// Which header trusted proxies record the client in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`.
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
+/// The client's IP address: the peer of the connection, or, when the peer is a trusted proxy,
+/// the client that the proxies recorded in a forwarding header.
+///
+/// The header is walked from the right (the hop nearest to us) and the first address that is
+/// not a trusted proxy is the client: entries further left were written by the client itself
+/// and could be anything. With no trusted proxies (the default) headers are ignored entirely.
+/// IPv6 clients are grouped by prefix (default /64, what one subscriber usually gets), so
+/// rotating through one's own addresses does not multiply one's budget.
+///
+/// The peer address is read from the request's extensions: axum's
+/// `ConnectInfo<SocketAddr>` (feature `axum`; serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`), or a `SocketAddr` a hyper server put
+/// there. A request with neither has no key.
+#[derive(Debug, Clone)]
+pub struct ClientIp {
+    trusted: Vec<IpNet>,
+    header: ForwardedHeader,
+    ipv6_prefix: u8,
+}
+
+impl Default for ClientIp {
+    fn default() -> ClientIp {
+        ClientIp {
+            trusted: Vec::new(),
+            header: ForwardedHeader::XForwardedFor,
+            ipv6_prefix: 64,
+        }
+    }
+}
+
+impl ClientIp {
+    /// The peer's address, trusting no proxy.
+    pub fn new() -> ClientIp {
+        ClientIp::default()
+    }
+
+    /// Trusts the proxies in `nets` to report the client in the forwarding header.
+    pub fn trust(mut self, nets: impl IntoIterator<Item = IpNet>) -> ClientIp {
+        self.trusted.extend(nets);
+        self
+    }
+
+    /// Reads `header` from trusted proxies (default `X-Forwarded-For`).
+    pub fn header(mut self, header: ForwardedHeader) -> ClientIp {
+        self.header = header;
+        self
+    }
+
+    /// Groups IPv6 clients by their first `bits` bits (default 64; 128 keys each address).
+    pub fn ipv6_prefix(mut self, bits: u8) -> ClientIp {
+        self.ipv6_prefix = bits.min(128);
+        self
+    }
+
+    fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted.iter().any(|net| net.contains(ip))
+    }
+
+    /// The client's address (before grouping), or `None` without a peer address or when a
+    /// trusted hop recorded something that is not an address.
+    pub fn client(&self, parts: &Parts) -> Option<IpAddr> {
+        let peer = net::canonical(peer_addr(parts)?.ip());
+        if !self.is_trusted(peer) {
+            return Some(peer);
+        }
+        let values = |name| {
+            parts
+                .headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+        };
+        let hops = match self.header {
+            ForwardedHeader::XForwardedFor => net::x_forwarded_for(values("x-forwarded-for")),
+            ForwardedHeader::Forwarded => net::forwarded(values("forwarded")),
+        };
+        let mut client = peer;
+        for hop in hops.iter().rev() {
+            client = net::parse_hop(hop)?;
+            if !self.is_trusted(client) {
+                return Some(client);
+            }
+        }
+        // Every hop is a trusted proxy: the farthest one is the client.
+        Some(client)
+    }
+}
+
+impl KeyExtractor for ClientIp {
+    fn extract(&self, parts: &Parts) -> Option<Vec<u8>> {
+        Some(match self.client(parts)? {
+            IpAddr::V4(v4) => format!("ip:{v4}").into_bytes(),
+            v6 @ IpAddr::V6(_) => {
+                let group = net::mask(v6, self.ipv6_prefix);
+                format!("ip:{group}/{}", self.ipv6_prefix).into_bytes()
+            }
+        })
+    }
+}
+
+/// The peer of the connection, from what the server put in the request's extensions.
+fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
+    #[cfg(feature = "axum")]
+    if let Some(axum::extract::ConnectInfo(addr)) = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return Some(*addr);
+    }
+    parts.extensions.get::<SocketAddr>().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(peer: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut request = http::Request::get("/").body(()).unwrap();
+        request
+            .extensions_mut()
+            .insert(peer.parse::<SocketAddr>().unwrap());
+        for (name, value) in headers {
+            request.headers_mut().append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        request.into_parts().0
+    }
+
+    fn trusting(nets: &[&str]) -> ClientIp {
+        ClientIp::new().trust(nets.iter().map(|n| n.parse().unwrap()))
+    }
+
+    fn key(extractor: &impl KeyExtractor, parts: &Parts) -> Option<String> {
+        extractor
+            .extract(parts)
+            .map(|k| String::from_utf8(k).unwrap())
+    }
+
+    #[test]
+    fn without_trusted_proxies_headers_are_ignored() {
+        let p = parts("198.51.100.7:5000", &[("x-forwarded-for", "1.2.3.4")]);
+        assert_eq!(
+            key(&ClientIp::new(), &p).as_deref(),
+            Some("ip:198.51.100.7")
+        );
+    }
+
+    #[test]
+    fn an_untrusted_peer_cannot_choose_its_key() {
+        let p = parts("198.51.100.7:5000", &[("x-forwarded-for", "1.2.3.4")]);
+        let ip = trusting(&["10.0.0.0/8"]);
+        assert_eq!(key(&ip, &p).as_deref(), Some("ip:198.51.100.7"));
+    }
+
+    #[test]
+    fn behind_trusted_proxies_the_rightmost_untrusted_hop_is_the_client() {
+        let ip = trusting(&["10.0.0.0/8", "127.0.0.1"]);
+        // The client's own (spoofed) entry is left of the address the first proxy saw.
+        let p = parts(
+            "127.0.0.1:80",
+            &[
+                ("x-forwarded-for", "6.6.6.6, 203.0.113.9"),
+                ("x-forwarded-for", "10.1.2.3"),
+            ],
+        );
+        assert_eq!(key(&ip, &p).as_deref(), Some("ip:203.0.113.9"));
+        // All hops trusted: the farthest is the client.
+        let p = parts("127.0.0.1:80", &[("x-forwarded-for", "10.9.9.9, 10.1.2.3")]);
+        assert_eq!(key(&ip, &p).as_deref(), Some("ip:10.9.9.9"));
+        // No header: the proxy itself.
+        let p = parts("127.0.0.1:80", &[]);
+        assert_eq!(key(&ip, &p).as_deref(), Some("ip:127.0.0.1"));
+        // A trusted proxy that wrote garbage next to us: no key rather than a wrong one.
+        let p = parts(
+            "127.0.0.1:80",
+            &[("x-forwarded-for", "203.0.113.9, garbage")],
+        );
+        assert_eq!(key(&ip, &p), None);
+    }
+
+    #[test]
+    fn the_forwarded_header_when_configured() {
+        let ip = trusting(&["127.0.0.1"]).header(ForwardedHeader::Forwarded);
+        let p = parts(
+            "127.0.0.1:80",
+            &[
+                ("x-forwarded-for", "6.6.6.6"),
+                ("forwarded", r#"for="[2001:db8:1:2::99]:4711";proto=https"#),
+            ],
+        );
+        assert_eq!(key(&ip, &p).as_deref(), Some("ip:2001:db8:1:2::/64"));
+    }
+
+    #[test]
+    fn ipv6_clients_are_grouped_by_prefix() {
+        let a = parts("[2001:db8:1:2::1]:5000", &[]);
+        let b = parts("[2001:db8:1:2:ffff::9]:5000", &[]);
+        let c = parts("[2001:db8:1:3::1]:5000", &[]);
+        let ip = ClientIp::new();
+        assert_eq!(key(&ip, &a), key(&ip, &b));
+        assert_ne!(key(&ip, &a), key(&ip, &c));
+        let exact = ClientIp::new().ipv6_prefix(128);
+        assert_ne!(key(&exact, &a), key(&exact, &b));
+        // A dual-stack socket's IPv4-mapped peer is plain IPv4.
+        let mapped = parts("[::ffff:192.0.2.1]:5000", &[]);
+        assert_eq!(key(&ip, &mapped).as_deref(), Some("ip:192.0.2.1"));
+    }
+
+    #[test]
+    fn headers_and_closures_key_requests() {
+        let api = Header::new(HeaderName::from_static("x-api-key"));
+        let p = parts("192.0.2.1:1", &[("x-api-key", "k-123")]);
+        assert_eq!(key(&api, &p).as_deref(), Some("k-123"));
+        assert_eq!(key(&api, &parts("192.0.2.1:1", &[])), None);
+        let by_path = |parts: &Parts| Some(parts.uri.path().to_owned());
+        assert_eq!(key(&by_path, &p).as_deref(), Some("/"));
+    }
+
+    #[test]
+    fn no_peer_address_no_key() {
+        let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+        assert_eq!(ClientIp::new().extract(&parts), None);
+    }
+}

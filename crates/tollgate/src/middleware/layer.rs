@@ -1,0 +1,201 @@
+//! [`RateLimitLayer`] and its builder: the store, the policies, where keys and costs come from,
+//! and what to answer when a request cannot be decided.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use http::request::Parts;
+use http_body_util::Full;
+use tower_layer::Layer;
+
+use super::key::{ClientIp, KeyExtractor};
+use super::response::Rejection;
+use super::service::RateLimit;
+use super::tiers::{NamedPolicy, Tiers};
+use crate::store::guarded::{FailPolicy, Guarded};
+use crate::{DynStore, Policy, Store};
+
+/// What to do with a request that has no key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingKey {
+    /// Answer 400 (gRPC `INVALID_ARGUMENT`): the request cannot be accounted for (the default).
+    #[default]
+    Reject,
+    /// Let it through unlimited, e.g. for health checks without an API key.
+    Allow,
+}
+
+type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+type RejectFn = dyn Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync;
+
+/// What every service of one layer shares: one limiter, never a budget per clone or per
+/// connection.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn DynStore>,
+    pub(crate) key: Box<dyn KeyExtractor>,
+    pub(crate) policies: Arc<[NamedPolicy]>,
+    pub(crate) tiers: Option<Box<dyn Tiers>>,
+    pub(crate) cost: Box<CostFn>,
+    pub(crate) on_missing_key: MissingKey,
+    pub(crate) legacy_headers: bool,
+    pub(crate) max_wait: Duration,
+    pub(crate) reject: Option<Box<RejectFn>>,
+}
+
+/// A tower layer that rate-limits requests. Cheap to clone; every service it makes shares one
+/// limiter.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    shared: Arc<Shared>,
+}
+
+/// Configures a [`RateLimitLayer`].
+pub struct RateLimitLayerBuilder<S> {
+    store: S,
+    on_store_error: FailPolicy,
+    timeout: Duration,
+    key: Box<dyn KeyExtractor>,
+    policies: Vec<NamedPolicy>,
+    tiers: Option<Box<dyn Tiers>>,
+    cost: Box<CostFn>,
+    on_missing_key: MissingKey,
+    legacy_headers: bool,
+    max_wait: Duration,
+    reject: Option<Box<RejectFn>>,
+}
+
+/// Why a layer could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayerError {
+    /// No policy was given.
+    #[error("a rate-limit layer needs at least one policy")]
+    NoPolicy,
+    /// Two policies share a name (and so their buckets and headers would collide).
+    #[error("two policies are named {0:?}")]
+    DuplicateName(String),
+}
+
+impl RateLimitLayer {
+    /// A layer deciding on `store`; add at least one [`policy`](RateLimitLayerBuilder::policy).
+    pub fn builder<S: Store>(store: S) -> RateLimitLayerBuilder<S> {
+        RateLimitLayerBuilder {
+            store,
+            on_store_error: FailPolicy::Allow,
+            timeout: Duration::from_millis(50),
+            key: Box::new(ClientIp::new()),
+            policies: Vec::new(),
+            tiers: None,
+            cost: Box::new(|_: &Parts| 1),
+            on_missing_key: MissingKey::Reject,
+            legacy_headers: false,
+            max_wait: Duration::ZERO,
+            reject: None,
+        }
+    }
+}
+
+impl<S: Store> RateLimitLayerBuilder<S> {
+    /// Adds a policy, named `name` in headers and bucket keys. Several policies are decided
+    /// together (10/s *and* 1000/h): a request passes only if every one allows it.
+    pub fn policy(mut self, name: &str, policy: Policy) -> Self {
+        self.policies.push(NamedPolicy::new(name, policy));
+        self
+    }
+
+    /// Where keys come from (default: [`ClientIp::new`], the peer address).
+    pub fn key(mut self, key: impl KeyExtractor) -> Self {
+        self.key = Box::new(key);
+        self
+    }
+
+    /// Per-key policies (tiers) that replace the default ones for the keys they name.
+    pub fn tiers(mut self, tiers: impl Tiers) -> Self {
+        self.tiers = Some(Box::new(tiers));
+        self
+    }
+
+    /// The cost of a request (default 1; 0 lets it through without charging, as a peek).
+    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        self.cost = Box::new(cost);
+        self
+    }
+
+    /// What to answer when the store fails or is slow (default [`FailPolicy::Allow`]):
+    /// `Deny` answers 503, never 500.
+    pub fn on_store_error(mut self, policy: FailPolicy) -> Self {
+        self.on_store_error = policy;
+        self
+    }
+
+    /// The bound on one decision (default 50 ms), on top of the store's own.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What to do with a request without a key (default [`MissingKey::Reject`]).
+    pub fn on_missing_key(mut self, on_missing_key: MissingKey) -> Self {
+        self.on_missing_key = on_missing_key;
+        self
+    }
+
+    /// Also send `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds from now) for the
+    /// most restrictive policy (default off).
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.legacy_headers = on;
+        self
+    }
+
+    /// Instead of answering 429, hold a request whose tokens arrive within `max_wait` until they
+    /// do (as nginx's `limit_req` without `nodelay`); default zero: never wait.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// Builds the layer's own answers (429, 503, 400) with `reject` instead of the default
+    /// problem+json; the `RateLimit` headers are added to what it returns.
+    pub fn rejection(
+        mut self,
+        reject: impl Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync + 'static,
+    ) -> Self {
+        self.reject = Some(Box::new(reject));
+        self
+    }
+
+    /// The layer.
+    pub fn build(self) -> Result<RateLimitLayer, LayerError> {
+        if self.policies.is_empty() {
+            return Err(LayerError::NoPolicy);
+        }
+        for (i, p) in self.policies.iter().enumerate() {
+            if self.policies[..i].iter().any(|q| q.name == p.name) {
+                return Err(LayerError::DuplicateName(p.name.to_string()));
+            }
+        }
+        let store = Guarded::new(self.store, self.on_store_error).timeout(self.timeout);
+        Ok(RateLimitLayer {
+            shared: Arc::new(Shared {
+                store: Arc::new(store),
+                key: self.key,
+                policies: self.policies.into(),
+                tiers: self.tiers,
+                cost: self.cost,
+                on_missing_key: self.on_missing_key,
+                legacy_headers: self.legacy_headers,
+                max_wait: self.max_wait,
+                reject: self.reject,
+            }),
+        })
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit::new(inner, Arc::clone(&self.shared))
+    }
+}

@@ -1,0 +1,46 @@
+//! Rate limiting for tower services — axum, hyper, tonic — on any store.
+//!
+//! [`RateLimitLayer`] decides every request on one shared limiter before calling the service:
+//! allowed requests go through with the `RateLimit-Policy` and `RateLimit` headers (IETF
+//! draft) added; denied ones get `429 Too Many Requests` with `Retry-After` (whole seconds,
+//! rounded up, never 0) and an `application/problem+json` body, or, for gRPC requests, the
+//! status `RESOURCE_EXHAUSTED`. When the store fails, the fail policy applies (allow, deny with
+//! 503, or a local limiter); a failure never becomes a 500.
+//!
+//! Keys come from a [`KeyExtractor`]: the client address ([`ClientIp`], trusting
+//! `X-Forwarded-For` or `Forwarded` only from configured proxies, IPv6 grouped by /64), a
+//! [`Header`] such as an API key, or any closure. Policies can differ per key ([`Tiers`],
+//! [`TierTable`]), several can apply at once, and requests can cost more than one token.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//! use axum::{Router, routing::get};
+//! use tollgate::middleware::{ClientIp, RateLimitLayer};
+//! use tollgate::{MemoryStore, Policy};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = RateLimitLayer::builder(MemoryStore::new())
+//!     .policy("api", Policy::token_bucket(5, 1, Duration::from_secs(1))?) // burst 5, 1/s
+//!     .key(ClientIp::new().trust(["127.0.0.1".parse()?])) // behind a local proxy
+//!     .build()?;
+//! let app: Router = Router::new().route("/hello", get(|| async { "hello" })).layer(layer);
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+//! # let _ = app.into_make_service_with_connect_info::<SocketAddr>();
+//! # Ok(())
+//! # }
+//! ```
+
+mod key;
+mod layer;
+mod net;
+mod response;
+mod service;
+mod tiers;
+
+pub use key::{ClientIp, ForwardedHeader, Header, KeyExtractor};
+pub use layer::{LayerError, MissingKey, RateLimitLayer, RateLimitLayerBuilder};
+pub use net::{IpNet, IpNetError};
+pub use response::{Rejection, RejectionKind};
+pub use service::{RateLimit, RateLimitBody, ResponseFuture};
+pub use tiers::{NamedPolicy, TierTable, Tiers};

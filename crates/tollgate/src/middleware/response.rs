@@ -1,0 +1,158 @@
+//! What the layer answers: the `RateLimit` headers on every response, and its own responses —
+//! 429, 503, 400 — as `application/problem+json`, or as a gRPC status for gRPC requests.
+
+use std::fmt::Write;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+
+use super::tiers::NamedPolicy;
+use crate::{Decision, headers};
+
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+static X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+static X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+
+/// Why the layer answered instead of the service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectionKind {
+    /// A policy denied: retry after this many whole seconds (rounded up, at least 1).
+    Limited {
+        /// `Retry-After`, in seconds.
+        retry_after_secs: u64,
+    },
+    /// The request costs more than a policy's capacity: it can never pass.
+    CostExceedsCapacity,
+    /// The store failed and the fail policy is to deny.
+    StoreUnavailable,
+    /// The request has no key (no client address, no API key header).
+    MissingKey,
+}
+
+/// A request the layer refuses, as handed to a custom rejection hook.
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    /// Why.
+    pub kind: RejectionKind,
+    /// Whether the request is gRPC (`content-type: application/grpc...`).
+    pub grpc: bool,
+}
+
+impl Rejection {
+    /// The default answer: a problem+json document with the matching status (429, 503, 400),
+    /// or a gRPC status (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, `INVALID_ARGUMENT`).
+    pub fn default_response(&self) -> Response<Full<Bytes>> {
+        let (status, grpc_code, kind, title, detail) = match self.kind {
+            RejectionKind::Limited { retry_after_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                8,
+                "rate-limited",
+                "Too many requests",
+                format!("the rate limit is exhausted; retry in {retry_after_secs} s"),
+            ),
+            RejectionKind::CostExceedsCapacity => (
+                StatusCode::TOO_MANY_REQUESTS,
+                8,
+                "cost-exceeds-capacity",
+                "Request too costly",
+                "the request costs more than the rate limit ever allows".to_owned(),
+            ),
+            RejectionKind::StoreUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                14,
+                "store-unavailable",
+                "Rate limiting is unavailable",
+                "the rate-limit store did not answer; retry shortly".to_owned(),
+            ),
+            RejectionKind::MissingKey => (
+                StatusCode::BAD_REQUEST,
+                3,
+                "missing-key",
+                "No rate-limit key",
+                "the request carries nothing to rate-limit it by (client address or key header)"
+                    .to_owned(),
+            ),
+        };
+        let mut response = if self.grpc {
+            // A trailers-only gRPC response: HTTP 200, the status in the headers.
+            let mut r = Response::new(Full::new(Bytes::new()));
+            let h = r.headers_mut();
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+            h.insert(GRPC_STATUS.clone(), HeaderValue::from(grpc_code));
+            if let Ok(message) = HeaderValue::try_from(detail) {
+                h.insert(GRPC_MESSAGE.clone(), message);
+            }
+            r
+        } else {
+            let body = format!(
+                r#"{{"type":"urn:tollgate:problem:{kind}","title":"{title}","status":{},"detail":"{detail}"}}"#,
+                status.as_u16()
+            );
+            let mut r = Response::new(Full::new(Bytes::from(body)));
+            *r.status_mut() = status;
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            );
+            r
+        };
+        let retry = match self.kind {
+            RejectionKind::Limited { retry_after_secs } => Some(retry_after_secs),
+            RejectionKind::StoreUnavailable => Some(1),
+            _ => None,
+        };
+        if let Some(secs) = retry {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// Adds the `RateLimit-Policy` and `RateLimit` headers (one item per policy) and, if asked, the
+/// legacy `X-RateLimit-*` ones (for the most restrictive policy; `Reset` in seconds from now).
+pub(crate) fn add_headers(
+    headers: &mut HeaderMap,
+    policies: &[NamedPolicy],
+    decisions: &[Decision],
+    legacy: bool,
+) {
+    let mut policy = String::new();
+    let mut state = String::new();
+    for (named, decision) in policies.iter().zip(decisions) {
+        let sep = if policy.is_empty() { "" } else { ", " };
+        let _ = write!(
+            policy,
+            "{sep}{}",
+            headers::rate_limit_policy(&named.name, &named.policy)
+        );
+        let _ = write!(state, "{sep}{}", headers::rate_limit(&named.name, decision));
+    }
+    // Built from numbers and escaped printable names: always valid header text.
+    if let (Ok(p), Ok(s)) = (HeaderValue::try_from(policy), HeaderValue::try_from(state)) {
+        headers.insert(RATELIMIT_POLICY.clone(), p);
+        headers.insert(RATELIMIT.clone(), s);
+    }
+    let strictest = decisions
+        .iter()
+        .min_by_key(|d| (d.allowed, d.remaining, std::cmp::Reverse(d.retry_after)));
+    if let (true, Some(d)) = (legacy, strictest) {
+        headers.insert(X_LIMIT.clone(), HeaderValue::from(d.limit));
+        headers.insert(X_REMAINING.clone(), HeaderValue::from(d.remaining));
+        headers.insert(X_RESET.clone(), HeaderValue::from(d.reset_after_secs()));
+    }
+}
+
+/// Whether a request is gRPC, by its content type.
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}

@@ -1,0 +1,185 @@
+//! [`RateLimit`], the service a [`RateLimitLayer`](super::RateLimitLayer) wraps around another:
+//! it decides each request on the shared store before (and instead of) calling the inner one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Request, Response};
+use http_body_util::{Either, Full};
+use tower_service::Service;
+
+use super::layer::{MissingKey, Shared};
+use super::response::{self, Rejection, RejectionKind};
+use super::tiers::NamedPolicy;
+use crate::{Check, CheckError, Decision, StoreError, Verdict};
+
+/// The response body: the inner service's, or the layer's own answer.
+pub type RateLimitBody<B> = Either<B, Full<Bytes>>;
+
+/// A rate-limited service.
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> RateLimit<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> RateLimit<S> {
+        RateLimit { inner, shared }
+    }
+}
+
+/// The future of a [`RateLimit`] call.
+pub struct ResponseFuture<T, E> {
+    inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<RateLimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Self::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The inner service was polled ready; its clone may not be (tower's usual swap).
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let shared = Arc::clone(&self.shared);
+        ResponseFuture {
+            inner: Box::pin(handle(shared, inner, request)),
+        }
+    }
+}
+
+/// How a request was decided.
+enum Outcome {
+    Pass(Option<(Arc<[NamedPolicy]>, Vec<Decision>)>),
+    Reject(RejectionKind, Option<(Arc<[NamedPolicy]>, Vec<Decision>)>),
+}
+
+async fn handle<S, ReqBody, ResBody>(
+    shared: Arc<Shared>,
+    mut inner: S,
+    request: Request<ReqBody>,
+) -> Result<Response<RateLimitBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    let (parts, body) = request.into_parts();
+    let grpc = response::is_grpc(&parts.headers);
+    match decide(&shared, &parts).await {
+        Outcome::Pass(state) => {
+            let mut response = inner.call(Request::from_parts(parts, body)).await?;
+            if let Some((policies, decisions)) = state {
+                response::add_headers(
+                    response.headers_mut(),
+                    &policies,
+                    &decisions,
+                    shared.legacy_headers,
+                );
+            }
+            Ok(response.map(Either::Left))
+        }
+        Outcome::Reject(kind, state) => {
+            let rejection = Rejection { kind, grpc };
+            let mut response = match &shared.reject {
+                Some(reject) => reject(&rejection),
+                None => rejection.default_response(),
+            };
+            if let Some((policies, decisions)) = state {
+                response::add_headers(
+                    response.headers_mut(),
+                    &policies,
+                    &decisions,
+                    shared.legacy_headers,
+                );
+            }
+            Ok(response.map(Either::Right))
+        }
+    }
+}
+
+async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
+    let Some(key) = shared.key.extract(parts) else {
+        return match shared.on_missing_key {
+            MissingKey::Allow => Outcome::Pass(None),
+            MissingKey::Reject => Outcome::Reject(RejectionKind::MissingKey, None),
+        };
+    };
+    let policies = shared
+        .tiers
+        .as_ref()
+        .and_then(|tiers| tiers.policies(&key, parts))
+        .unwrap_or_else(|| Arc::clone(&shared.policies));
+    let cost = (shared.cost)(parts);
+    // The policy's name scopes its buckets: `api:<key>`, `login:<key>`.
+    let buckets: Vec<Vec<u8>> = policies
+        .iter()
+        .map(|p| [p.name.as_bytes(), b":", &key].concat())
+        .collect();
+    let checks: Vec<Check<'_>> = policies
+        .iter()
+        .zip(&buckets)
+        .map(|(p, bucket)| Check::new(p.policy, bucket, cost))
+        .collect();
+
+    let mut waited = Duration::ZERO;
+    loop {
+        let verdict: Verdict = match shared.store.decide_dyn(&checks).await {
+            Ok(verdict) => verdict,
+            Err(StoreError::Check(CheckError::CostExceedsCapacity { .. })) => {
+                return Outcome::Reject(RejectionKind::CostExceedsCapacity, None);
+            }
+            // A store that failed (and the fail policy is to deny), or cannot decide these
+            // policies: unavailable, never a 500.
+            Err(_) => return Outcome::Reject(RejectionKind::StoreUnavailable, None),
+        };
+        if verdict.allowed() {
+            return Outcome::Pass(Some((policies, verdict.decisions)));
+        }
+        let wait = verdict.retry_after();
+        if waited + wait > shared.max_wait {
+            let retry_after_secs = verdict
+                .most_restrictive()
+                .map_or(1, Decision::retry_after_secs)
+                .max(whole_seconds(wait));
+            return Outcome::Reject(
+                RejectionKind::Limited { retry_after_secs },
+                Some((policies, verdict.decisions)),
+            );
+        }
+        // The tokens arrive within the wait we may still spend: hold the request, then ask
+        // again (someone else may have taken them meanwhile).
+        tokio::time::sleep(wait).await;
+        waited += wait;
+    }
+}
+
+/// `d` in whole seconds, rounded up, at least 1.
+fn whole_seconds(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}

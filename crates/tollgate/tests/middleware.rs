@@ -1,0 +1,471 @@
+//! The tower middleware over real TCP: an axum app served with `ConnectInfo`, a real HTTP
+//! client, and the memory store under a manual clock (Redis for the store-failure cases).
+#![cfg(all(feature = "tower", feature = "axum", feature = "redis"))]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+use reqwest::{Client, Response, StatusCode};
+use tokio::net::TcpListener;
+use tollgate::middleware::{ClientIp, Header, MissingKey, NamedPolicy, RateLimitLayer, TierTable};
+use tollgate::store::guarded::FailPolicy;
+use tollgate::{ManualClock, MemoryStore, Nanos, Policy, RedisStore};
+use tollgate_testkit::TestRedis;
+
+fn policy(capacity: u64, refill: u64) -> Policy {
+    Policy::token_bucket(capacity, refill, Duration::from_secs(1)).unwrap()
+}
+
+fn clock() -> ManualClock {
+    ManualClock::new(Nanos::new(1_000_000_000))
+}
+
+fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {
+    MemoryStore::builder().clock(clock.clone()).build()
+}
+
+/// Serves `/hello` (GET), `/upload` (POST) and `/status` behind `layer`; returns the base URL.
+async fn serve(layer: RateLimitLayer) -> String {
+    let app = Router::new()
+        .route("/hello", get(|| async { "hello" }))
+        .route("/upload", post(|| async { "stored" }))
+        .route("/status", get(|| async { "ok" }))
+        .layer(layer);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    format!("http://{addr}")
+}
+
+fn header<'r>(response: &'r Response, name: &str) -> Option<&'r str> {
+    response.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+async fn get_with(client: &Client, url: &str, headers: &[(&str, &str)]) -> Response {
+    let mut request = client.get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_eleventh_request_of_a_burst_of_ten_is_a_429_with_honest_headers() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("api", policy(10, 10))
+        .legacy_headers(true)
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    for i in 0..10u64 {
+        let response = get_with(&client, &format!("{base}/hello"), &[]).await;
+        assert_eq!(response.status(), StatusCode::OK, "request {i}");
+        assert_eq!(
+            header(&response, "ratelimit-policy"),
+            Some(r#""api";q=10;w=1"#)
+        );
+        let expected = format!(r#""api";r={};t=1"#, 9 - i);
+        assert_eq!(header(&response, "ratelimit"), Some(expected.as_str()));
+        assert_eq!(
+            header(&response, "x-ratelimit-remaining"),
+            Some(&*(9 - i).to_string())
+        );
+        assert_eq!(response.text().await.unwrap(), "hello");
+    }
+    let denied = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&denied, "retry-after"), Some("1"));
+    assert_eq!(header(&denied, "ratelimit"), Some(r#""api";r=0;t=1"#));
+    assert_eq!(
+        header(&denied, "content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(header(&denied, "x-ratelimit-limit"), Some("10"));
+    let problem: serde_json::Value = serde_json::from_str(&denied.text().await.unwrap()).unwrap();
+    assert_eq!(problem["status"], 429);
+    assert_eq!(problem["type"], "urn:tollgate:problem:rate-limited");
+
+    // Retry-After is honest: after the wait (one token every 100 ms; 1 s covers it) it passes.
+    clock.advance(Duration::from_millis(99));
+    let early = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(early.status(), StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_millis(1));
+    let on_time = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(on_time.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn spoofed_forwarding_headers_from_an_untrusted_peer_change_nothing() {
+    let clock = clock();
+    // The test client connects from 127.0.0.1, which is not trusted here.
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("api", policy(2, 1))
+        .key(ClientIp::new().trust(["10.0.0.0/8".parse().unwrap()]))
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    for spoof in ["203.0.113.1", "203.0.113.2"] {
+        let r = get_with(
+            &client,
+            &format!("{base}/hello"),
+            &[("x-forwarded-for", spoof)],
+        )
+        .await;
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let r = get_with(
+        &client,
+        &format!("{base}/hello"),
+        &[("x-forwarded-for", "203.0.113.3")],
+    )
+    .await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "one budget: the peer's"
+    );
+}
+
+#[tokio::test]
+async fn behind_trusted_proxies_the_client_is_the_rightmost_untrusted_hop() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("api", policy(1, 1))
+        .key(ClientIp::new().trust(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]))
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    let url = format!("{base}/hello");
+    let via = |chain: &'static str| [("x-forwarded-for", chain)];
+    assert_eq!(
+        get_with(&client, &url, &via("203.0.113.9, 10.0.0.2"))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    // The same client, with a spoofed entry of its own on the left: same budget, spent.
+    let again = get_with(&client, &url, &via("6.6.6.6, 203.0.113.9, 10.0.0.2")).await;
+    assert_eq!(again.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Another client behind the same proxies has its own budget.
+    assert_eq!(
+        get_with(&client, &url, &via("198.51.100.4, 10.0.0.2"))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn two_ipv6_addresses_in_one_64_share_a_budget() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("api", policy(1, 1))
+        .key(ClientIp::new().trust(["127.0.0.1".parse().unwrap()]))
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    let url = format!("{base}/hello");
+    let from = |ip: &'static str| [("x-forwarded-for", ip)];
+    assert_eq!(
+        get_with(&client, &url, &from("2001:db8:1:2::1"))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    let same_64 = get_with(&client, &url, &from("2001:db8:1:2:ffff::7")).await;
+    assert_eq!(same_64.status(), StatusCode::TOO_MANY_REQUESTS);
+    let next_64 = get_with(&client, &url, &from("2001:db8:1:3::1")).await;
+    assert_eq!(next_64.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn tiers_costs_peeks_and_several_policies() {
+    let clock = clock();
+    let tiers = TierTable::new();
+    tiers.insert(
+        b"gold-key".to_vec(),
+        vec![NamedPolicy::new("gold", policy(20, 20))],
+    );
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("second", policy(10, 10))
+        .policy(
+            "hour",
+            Policy::token_bucket(12, 12, Duration::from_secs(3600)).unwrap(),
+        )
+        .key(Header::new(axum::http::HeaderName::from_static(
+            "x-api-key",
+        )))
+        .tiers(tiers.clone())
+        .cost(
+            |parts: &Parts| match (parts.method.as_str(), parts.uri.path()) {
+                ("POST", _) => 5,
+                (_, "/status") => 0,
+                _ => 1,
+            },
+        )
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    let key = |k: &'static str| [("x-api-key", k)];
+
+    // Both default policies in the headers; a POST costs 5.
+    let r = client
+        .post(format!("{base}/upload"))
+        .header("x-api-key", "free")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        header(&r, "ratelimit-policy"),
+        Some(r#""second";q=10;w=1, "hour";q=12;w=3600"#)
+    );
+    assert_eq!(
+        header(&r, "ratelimit"),
+        Some(r#""second";r=5;t=1, "hour";r=7;t=1500"#)
+    );
+    // A peek is free and tells the state.
+    let peek = get_with(&client, &format!("{base}/status"), &key("free")).await;
+    assert_eq!(
+        header(&peek, "ratelimit"),
+        Some(r#""second";r=5;t=1, "hour";r=7;t=1500"#)
+    );
+    // A second later another POST passes both (the hourly bucket keeps 2); the next one is
+    // denied by the hourly bucket alone, and the per-second one is not charged (r=5).
+    clock.advance(Duration::from_secs(1));
+    let r = client
+        .post(format!("{base}/upload"))
+        .header("x-api-key", "free")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = client
+        .post(format!("{base}/upload"))
+        .header("x-api-key", "free")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(&r, "ratelimit"),
+        Some(r#""second";r=5;t=1, "hour";r=2;t=2999"#)
+    );
+
+    // The gold key has its own, larger tier.
+    for _ in 0..4 {
+        let r = client
+            .post(format!("{base}/upload"))
+            .header("x-api-key", "gold-key")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    // And a key without a header is refused, not guessed.
+    let r = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    // Tiers change at run time.
+    tiers.remove(b"gold-key");
+    let r = get_with(&client, &format!("{base}/hello"), &key("gold-key")).await;
+    assert_eq!(
+        header(&r, "ratelimit-policy"),
+        Some(r#""second";q=10;w=1, "hour";q=12;w=3600"#)
+    );
+}
+
+#[tokio::test]
+async fn a_missing_key_can_be_let_through() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("api", policy(1, 1))
+        .key(Header::new(axum::http::HeaderName::from_static(
+            "x-api-key",
+        )))
+        .on_missing_key(MissingKey::Allow)
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    for _ in 0..3 {
+        let r = get_with(&client, &format!("{base}/hello"), &[]).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(header(&r, "ratelimit"), None, "unlimited, so no headers");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_connections_share_one_budget() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("api", policy(10, 10))
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    // A client per request: 50 separate connections, at once.
+    let requests: Vec<_> = (0..50)
+        .map(|_| {
+            let url = format!("{base}/hello");
+            tokio::spawn(async move {
+                let client = Client::builder().pool_max_idle_per_host(0).build().unwrap();
+                client.get(url).send().await.unwrap().status()
+            })
+        })
+        .collect();
+    let mut allowed = 0;
+    for request in requests {
+        let status = request.await.unwrap();
+        assert!(status == StatusCode::OK || status == StatusCode::TOO_MANY_REQUESTS);
+        allowed += u32::from(status == StatusCode::OK);
+    }
+    assert_eq!(allowed, 10, "the clock does not move: exactly the burst");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_and_fail_closed_when_redis_stops() {
+    let mut redis = TestRedis::start().unwrap();
+    if !redis.is_owned() {
+        eprintln!("TOLLGATE_REDIS_URL names an external Redis, which this test cannot stop");
+        return;
+    }
+    let layer = |fail: FailPolicy, store: RedisStore| {
+        RateLimitLayer::builder(store)
+            .policy("api", policy(100, 100))
+            .on_store_error(fail)
+            .build()
+            .unwrap()
+    };
+    let connect = || async {
+        RedisStore::builder(redis.url())
+            .timeout(Duration::from_millis(50))
+            .build()
+            .await
+            .unwrap()
+    };
+    let open = serve(layer(FailPolicy::Allow, connect().await)).await;
+    let closed = serve(layer(FailPolicy::Deny, connect().await)).await;
+    let client = Client::new();
+    for base in [&open, &closed] {
+        assert_eq!(
+            get_with(&client, &format!("{base}/hello"), &[])
+                .await
+                .status(),
+            StatusCode::OK
+        );
+    }
+    redis.stop().unwrap();
+    let r = get_with(&client, &format!("{open}/hello"), &[]).await;
+    assert_eq!(r.status(), StatusCode::OK, "fail open");
+    let r = get_with(&client, &format!("{closed}/hello"), &[]).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "fail closed, never 500"
+    );
+    assert_eq!(header(&r, "retry-after"), Some("1"));
+    assert_eq!(header(&r, "content-type"), Some("application/problem+json"));
+}
+
+#[tokio::test]
+async fn waiting_holds_a_request_until_its_token_arrives() {
+    // Real time here: the layer sleeps; the store must see that time pass.
+    let layer = RateLimitLayer::builder(MemoryStore::new())
+        .policy("api", policy(1, 10))
+        .max_wait(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    assert_eq!(
+        get_with(&client, &format!("{base}/hello"), &[])
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    // Denied now, but its token is 100 ms away, within the 500 ms it may wait.
+    assert_eq!(
+        get_with(&client, &format!("{base}/hello"), &[])
+            .await
+            .status(),
+        StatusCode::OK
+    );
+
+    let strict = RateLimitLayer::builder(MemoryStore::new())
+        .policy(
+            "api",
+            Policy::token_bucket(1, 1, Duration::from_secs(10)).unwrap(),
+        )
+        .max_wait(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let base = serve(strict).await;
+    assert_eq!(
+        get_with(&client, &format!("{base}/hello"), &[])
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    let r = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "10 s away: not worth waiting"
+    );
+    assert_eq!(header(&r, "retry-after"), Some("10"));
+}
+
+#[tokio::test]
+async fn a_custom_rejection_keeps_the_headers() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("api", policy(1, 1))
+        .rejection(|rejection| {
+            let mut response = rejection.default_response();
+            *response.body_mut() = "slow down".into();
+            response
+                .headers_mut()
+                .insert("content-type", "text/plain".parse().unwrap());
+            response
+        })
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    get_with(&client, &format!("{base}/hello"), &[]).await;
+    let r = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&r, "ratelimit"), Some(r#""api";r=0;t=1"#));
+    assert_eq!(r.text().await.unwrap(), "slow down");
+}
+
+#[test]
+fn layers_without_policies_or_with_duplicate_names_are_refused() {
+    let none = RateLimitLayer::builder(MemoryStore::new()).build();
+    assert!(none.is_err());
+    let twice = RateLimitLayer::builder(MemoryStore::new())
+        .policy("api", policy(1, 1))
+        .policy("api", policy(2, 2))
+        .build();
+    assert_eq!(
+        twice.err().unwrap().to_string(),
+        r#"two policies are named "api""#
+    );
+    let _ = Arc::new(());
+}
