@@ -1,0 +1,35 @@
+//! # tollgate-bench
+//!
+//! tollgate's benchmarks: its stores measured beside the approaches teams publish and copy, in
+//! one run on one machine, written up as Markdown with SVG charts. The server binary wires
+//! `tollgate bench redis` to [`run_redis`] with [`RedisBenchArgs`] as its arguments.
+//!
+//! The baselines live here and never in the library: they are faithful copies of published
+//! code, flaws included, kept only to be measured against.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), tollgate_bench::BenchError> {
+//! use tollgate_bench::{RedisBenchArgs, run_redis};
+//!
+//! let args = RedisBenchArgs {
+//!     redis: "redis://127.0.0.1:6391".into(),
+//!     ..RedisBenchArgs::default()
+//! };
+//! let report = run_redis(&args).await?; // also writes bench-report/redis.{md,svg}
+//! println!("{}", report.to_markdown());
+//! # Ok(())
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
+
+mod clock;
+pub mod commandstats;
+mod error;
+pub mod redis;
+pub mod report;
+pub mod stats;
+
+pub use crate::redis::{Approach, RedisBenchArgs, Scenario, run_redis};
+pub use error::BenchError;
+pub use report::{Cell, Goal, OverGrant, RedisReport};

@@ -1,0 +1,133 @@
+//! The four approaches, their connections, and one worker's check.
+
+use std::fmt;
+
+use redis::aio::ConnectionManager;
+use tollgate::Policy;
+
+use super::baseline_lua::LuaBaseline;
+use super::baseline_multi::MultiBaseline;
+use super::baseline_watch::WatchBaseline;
+use super::bucket::Limit;
+use super::tollgate::TollgateRedis;
+use crate::BenchError;
+
+/// A way to run a token bucket in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Approach {
+    /// tollgate's `RedisStore` with its defaults (deny cache and coalescing on).
+    Tollgate,
+    /// A Lua script per request (`EVALSHA`).
+    Lua,
+    /// Client-side calculation with `HMGET` / `HMSET` / `EXPIRE`.
+    Multi,
+    /// Optimistic locking with `WATCH` / `MULTI` / `EXEC`.
+    Watch,
+}
+
+impl Approach {
+    /// Every approach, in report order.
+    pub const ALL: [Approach; 4] = [
+        Approach::Tollgate,
+        Approach::Lua,
+        Approach::Multi,
+        Approach::Watch,
+    ];
+
+    /// The name used in arguments, keys and the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Approach::Tollgate => "tollgate",
+            Approach::Lua => "lua",
+            Approach::Multi => "multi",
+            Approach::Watch => "watch",
+        }
+    }
+
+    /// One line on how the approach works.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Approach::Tollgate => "tollgate RedisStore (GCRA script, deny cache, coalescing)",
+            Approach::Lua => "Lua script per request (EVALSHA), shared multiplexed connection",
+            Approach::Multi => "HMGET + client math + HMSET + EXPIRE, not atomic",
+            Approach::Watch => "WATCH / HMGET / MULTI..EXEC, ≤ 20 attempts, connection per worker",
+        }
+    }
+}
+
+impl fmt::Display for Approach {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Every approach's connections, made once per run, as a long-running service would.
+pub(crate) struct Setup {
+    client: redis::Client,
+    lua: LuaBaseline,
+    multi: MultiBaseline,
+    tollgate: TollgateRedis,
+}
+
+impl Setup {
+    pub(crate) async fn connect(url: &str) -> Result<Setup, BenchError> {
+        let client = redis::Client::open(url)?;
+        // Each baseline gets its own manager, as two unrelated services would have.
+        let lua = LuaBaseline::load(ConnectionManager::new(client.clone()).await?).await?;
+        let multi = MultiBaseline::new(ConnectionManager::new(client.clone()).await?);
+        let tollgate = TollgateRedis::connect(url).await?;
+        Ok(Setup {
+            client,
+            lua,
+            multi,
+            tollgate,
+        })
+    }
+
+    /// One worker per key, connected and ready before the cell's clock starts.
+    pub(crate) async fn workers(
+        &self,
+        approach: Approach,
+        keys: Vec<String>,
+        limit: Limit,
+    ) -> Result<Vec<Worker>, BenchError> {
+        let policy = TollgateRedis::policy(limit)?;
+        let mut workers = Vec::with_capacity(keys.len());
+        for key in keys {
+            let kind = match approach {
+                Approach::Tollgate => Kind::Tollgate(self.tollgate.clone(), policy),
+                Approach::Lua => Kind::Lua(self.lua.clone()),
+                Approach::Multi => Kind::Multi(self.multi.clone()),
+                Approach::Watch => Kind::Watch(WatchBaseline::connect(&self.client).await?),
+            };
+            workers.push(Worker { key, limit, kind });
+        }
+        Ok(workers)
+    }
+}
+
+/// One worker: its key, its limit, its handle on the approach.
+pub(crate) struct Worker {
+    key: String,
+    limit: Limit,
+    kind: Kind,
+}
+
+enum Kind {
+    Tollgate(TollgateRedis, Policy),
+    Lua(LuaBaseline),
+    Multi(MultiBaseline),
+    Watch(WatchBaseline),
+}
+
+impl Worker {
+    /// One check of one token: allowed or not.
+    pub(crate) async fn check(&mut self) -> Result<bool, BenchError> {
+        match &mut self.kind {
+            Kind::Tollgate(store, policy) => store.check(&self.key, *policy).await,
+            Kind::Lua(lua) => lua.check(&self.key, self.limit).await,
+            Kind::Multi(multi) => multi.check(&self.key, self.limit).await,
+            Kind::Watch(watch) => watch.check(&self.key, self.limit).await,
+        }
+    }
+}
