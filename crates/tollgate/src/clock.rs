@@ -50,6 +50,7 @@ impl Default for MonotonicClock {
 }
 
 impl Clock for MonotonicClock {
+    #[inline]
     fn now(&self) -> Nanos {
         self.epoch_offset + Nanos::from(self.start.elapsed())
     }

@@ -62,12 +62,14 @@ impl Nanos {
 
 impl From<Duration> for Nanos {
     /// Saturates at [`Nanos::MAX`] for durations over 584 years.
+    #[inline]
     fn from(d: Duration) -> Nanos {
         Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     }
 }
 
 impl From<Nanos> for Duration {
+    #[inline]
     fn from(n: Nanos) -> Duration {
         n.as_duration()
     }
@@ -75,6 +77,7 @@ impl From<Nanos> for Duration {
 
 impl Add for Nanos {
     type Output = Nanos;
+    #[inline]
     fn add(self, rhs: Nanos) -> Nanos {
         self.saturating_add(rhs)
     }
@@ -82,6 +85,7 @@ impl Add for Nanos {
 
 impl Sub for Nanos {
     type Output = Nanos;
+    #[inline]
     fn sub(self, rhs: Nanos) -> Nanos {
         self.saturating_sub(rhs)
     }

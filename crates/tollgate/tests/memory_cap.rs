@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate::{ManualClock, MemoryStore, Nanos, Policy, StoreError};
+use tollgate::{CheckError, ManualClock, MemoryStore, Nanos, Policy, StoreError};
 
 fn key(i: u64) -> Vec<u8> {
     format!("flood:{i}").into_bytes()
@@ -81,4 +81,30 @@ fn a_peek_on_a_new_key_leaves_nothing_to_keep() {
         assert!(store.check(&key(i), &policy, 0).unwrap().allowed);
     }
     assert!(store.len() <= 100);
+}
+
+#[test]
+fn a_cost_over_capacity_takes_no_room() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder()
+        .clock(clock)
+        .max_keys(1)
+        .shards(1)
+        .build();
+    let policy = Policy::token_bucket(5, 1, Duration::from_secs(1)).unwrap();
+    assert!(store.check(&key(0), &policy, 1).unwrap().allowed);
+    // The store is full of a live key. A check that can never pass is a bad request whatever the
+    // store holds: it says so, rather than "full", and holds no key.
+    let err = store.check(&key(1), &policy, 6).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Check(CheckError::CostExceedsCapacity {
+                cost: 6,
+                capacity: 5
+            })
+        ),
+        "{err}"
+    );
+    assert_eq!(store.len(), 1);
 }

@@ -38,6 +38,7 @@ pub struct GcraOutcome {
 
 impl Gcra {
     /// The constants of `policy` (whatever its algorithm, read as a token bucket).
+    #[inline]
     pub fn new(policy: &Policy) -> Gcra {
         Gcra {
             emission_interval: policy.emission_interval(),
@@ -48,29 +49,49 @@ impl Gcra {
 
     /// Evaluates taking `cost` tokens at `now` from the bucket whose state is `tat`
     /// (`Nanos::ZERO` for a key never seen).
+    #[inline]
     pub fn decide(&self, tat: Nanos, now: Nanos, cost: u64) -> Result<GcraOutcome, CheckError> {
+        self.check_cost(cost)?;
+        Ok(self.evaluate(tat, now, cost))
+    }
+
+    /// Whether `cost` can ever be allowed. It depends on the policy alone, so a store that
+    /// retries a bucket's compare-and-swap checks it once, before reading the bucket.
+    #[inline]
+    pub(crate) fn check_cost(&self, cost: u64) -> Result<(), CheckError> {
         if cost > self.capacity {
             return Err(CheckError::CostExceedsCapacity {
                 cost,
                 capacity: self.capacity,
             });
         }
+        Ok(())
+    }
+
+    /// [`Gcra::decide`] for a `cost` that passed [`Gcra::check_cost`].
+    #[inline]
+    pub(crate) fn evaluate(&self, tat: Nanos, now: Nanos, cost: u64) -> GcraOutcome {
+        debug_assert!(
+            cost <= self.capacity,
+            "cost not checked against the capacity"
+        );
         let tat = tat.max(now);
         let new_tat = tat + self.emission_interval.saturating_mul(cost);
         // cost 0 is a peek: allowed even when a clock that stepped back leaves the bucket
         // "below empty".
         let allowed = cost == 0 || new_tat - now <= self.tolerance;
-        Ok(GcraOutcome {
+        GcraOutcome {
             gcra: *self,
             now,
             tat,
             new_tat,
             allowed,
-        })
+        }
     }
 
     /// Whether a bucket with state `tat` is full at `now` (and so can be forgotten: a missing key
     /// is a full bucket).
+    #[inline]
     pub fn is_full(tat: Nanos, now: Nanos) -> bool {
         tat <= now
     }
@@ -78,16 +99,19 @@ impl Gcra {
 
 impl GcraOutcome {
     /// Whether the bucket holds the cost.
+    #[inline]
     pub fn allowed(&self) -> bool {
         self.allowed
     }
 
     /// The state to store when the cost is taken.
+    #[inline]
     pub fn new_tat(&self) -> Nanos {
         self.new_tat
     }
 
     /// The decision, with the cost `taken` (only possible when allowed) or not.
+    #[inline]
     pub fn decision(&self, taken: bool) -> Decision {
         let Gcra {
             emission_interval: t,

@@ -22,12 +22,39 @@ impl Key {
         }
     }
 
+    #[inline]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
             Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
             Key::Heap(bytes) => bytes,
         }
     }
+
+    /// Whether this is `key`. Every check on a known key makes this comparison once: a short
+    /// key is compared in a few overlapping words, inline, rather than by a call to `memcmp`.
+    #[inline]
+    pub(crate) fn is(&self, key: &[u8]) -> bool {
+        let stored = self.as_bytes();
+        let n = stored.len();
+        if n != key.len() {
+            return false;
+        }
+        // The offsets of each arm cover every byte of its lengths.
+        match n {
+            0 => true,
+            1..4 => chunks_eq::<1>(stored, key, &[0, n / 2, n - 1]),
+            4..8 => chunks_eq::<4>(stored, key, &[0, n - 4]),
+            8..=24 => chunks_eq::<8>(stored, key, &[0, (n - 8) / 2, n - 8]),
+            _ => stored == key,
+        }
+    }
+}
+
+/// Whether `a` and `b` agree on the `N` bytes at each offset in `at`.
+#[inline]
+fn chunks_eq<const N: usize>(a: &[u8], b: &[u8], at: &[usize]) -> bool {
+    let chunk = |s: &[u8], i: usize| -> [u8; N] { s[i..i + N].try_into().expect("N bytes") };
+    at.iter().all(|&i| chunk(a, i) == chunk(b, i))
 }
 
 #[cfg(test)]
@@ -43,5 +70,24 @@ mod tests {
         }
         assert!(matches!(Key::new(&[7; 22]), Key::Inline { .. }));
         assert!(matches!(Key::new(&[7; 23]), Key::Heap(_)));
+    }
+
+    #[test]
+    fn a_key_is_only_its_own_bytes() {
+        for len in 0..40 {
+            let key: Vec<u8> = (0..len).map(|i| i as u8 + 1).collect();
+            let stored = Key::new(&key);
+            assert!(stored.is(&key), "length {len}");
+            // Any one byte changed, anywhere, is another key; so is any other length.
+            for at in 0..len {
+                let mut other = key.clone();
+                other[at] ^= 0x80;
+                assert!(!stored.is(&other), "length {len}, byte {at}");
+            }
+            if len > 0 {
+                assert!(!stored.is(&key[..len - 1]));
+            }
+            assert!(!stored.is(&[key.as_slice(), &[0]].concat()));
+        }
     }
 }

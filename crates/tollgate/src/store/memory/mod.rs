@@ -40,9 +40,11 @@ use parking_lot::Mutex;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::{self, BucketState};
 use crate::store::{Check, Store};
-use crate::{Algorithm, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict};
+use crate::{
+    Algorithm, CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict,
+};
 use cell::LOCKED;
-use table::{KeyCount, Table};
+use table::{AtCap, KeyCount, Table};
 
 /// The default cap on keys held: about 100 MB for short keys.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 21;
@@ -152,6 +154,7 @@ impl<C: Clock> MemoryStoreBuilder<C> {
 
 impl<C: Clock> MemoryStore<C> {
     /// Decides one check, synchronously: the fast path for in-process callers.
+    #[inline]
     pub fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, StoreError> {
         let tables = self.inner.tables.pin();
         let table = match tables.get(policy) {
@@ -190,6 +193,7 @@ impl<C: Clock> MemoryStore<C> {
         self.len() == 0
     }
 
+    #[inline]
     fn now(&self) -> Nanos {
         self.inner.clock.now()
     }
@@ -212,49 +216,92 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
+    /// One check: reads the clock once, and builds the decision once, from what the bucket's
+    /// compare-and-swap loop returns.
+    #[inline]
     fn check_in(&self, table: &AnyTable, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
         let now = self.now();
-        match self.check_at(table, key, cost, now) {
-            Err(StoreError::Full { .. }) => {
-                // At the cap: sweep every policy's idle keys, shard by shard, and try once more.
-                for table in self.inner.tables.pin().values() {
-                    match table {
-                        AnyTable::TokenBucket(t) => t.sweep_all(now, &self.inner.count),
-                        AnyTable::Window(t) => t.sweep_all(now, &self.inner.count),
-                    }
-                }
-                self.check_at(table, key, cost, now)
+        let count = &self.inner.count;
+        match table {
+            AnyTable::TokenBucket(t) => {
+                let gcra = Gcra::new(&t.policy);
+                // Checked before the bucket is touched, as the Redis store does: a cost that can
+                // never pass inserts no key and is not retried.
+                gcra.check_cost(cost)?;
+                let tat = self
+                    .with_room(now, || {
+                        t.with_cell(key, now, count, |cell| check_tat(&gcra, cell, now, cost))
+                    })
+                    .map_err(|AtCap| count.full())?;
+                // Evaluated again on the `tat` the loop decided on, the outcome is the loop's own
+                // (a few integer operations), and its cost was taken iff it allows. This keeps
+                // the loop's result one register wide instead of a whole outcome.
+                Ok(gcra.evaluate(tat, now, cost).decision(true))
             }
-            other => other,
+            AnyTable::Window(t) => self.check_window(t, key, cost, now),
         }
     }
 
-    fn check_at(
+    /// One check of a window algorithm, under its cell's mutex. Out of line: the token-bucket
+    /// path, inlined into callers, does not carry it.
+    #[inline(never)]
+    fn check_window(
         &self,
-        table: &AnyTable,
+        table: &Table<Mutex<BucketState>>,
         key: &[u8],
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, StoreError> {
         let count = &self.inner.count;
-        match table {
-            AnyTable::TokenBucket(t) => t.with_cell(key, now, count, |cell| {
-                check_tat(&Gcra::new(&t.policy), cell, now, cost)
-            })?,
-            AnyTable::Window(t) => t.with_cell(key, now, count, |cell| {
-                let mut state = cell.lock();
-                let outcome = algorithm::evaluate(&t.policy, &state, now, cost)?;
-                if outcome.allowed() {
-                    outcome.apply(&mut state);
-                }
-                Ok(outcome.decision(true))
-            })?,
+        let decided: Result<Decision, CheckError> = self
+            .with_room(now, || {
+                table.with_cell(key, now, count, |cell| {
+                    let mut state = cell.lock();
+                    let outcome = algorithm::evaluate(&table.policy, &state, now, cost)?;
+                    if outcome.allowed() {
+                        outcome.apply(&mut state);
+                    }
+                    Ok(outcome.decision(true))
+                })
+            })
+            .map_err(|AtCap| count.full())?;
+        Ok(decided?)
+    }
+
+    /// Runs `attempt`; if the store is at its cap, sweeps and runs it once more. Only the small
+    /// result of the bucket's update passes through here, not a whole decision.
+    #[inline]
+    fn with_room<R>(&self, now: Nanos, attempt: impl Fn() -> Result<R, AtCap>) -> Result<R, AtCap> {
+        match attempt() {
+            Err(AtCap) => self.sweep_and_retry(now, attempt),
+            done => done,
         }
+    }
+
+    /// At the cap: sweeps every policy's idle keys, shard by shard, and tries once more. Rare
+    /// and slow, so kept out of line, out of the inlined path of every check.
+    #[cold]
+    #[inline(never)]
+    fn sweep_and_retry<R>(
+        &self,
+        now: Nanos,
+        attempt: impl FnOnce() -> Result<R, AtCap>,
+    ) -> Result<R, AtCap> {
+        for table in self.inner.tables.pin().values() {
+            match table {
+                AnyTable::TokenBucket(t) => t.sweep_all(now, &self.inner.count),
+                AnyTable::Window(t) => t.sweep_all(now, &self.inner.count),
+            }
+        }
+        attempt()
     }
 }
 
-/// One token-bucket check on its cell: a load, and a compare-and-swap when allowed.
-fn check_tat(gcra: &Gcra, cell: &AtomicU64, now: Nanos, cost: u64) -> Result<Decision, StoreError> {
+/// One token-bucket check on its cell: a load, and a compare-and-swap when allowed. Returns the
+/// `tat` it decided on: the cost was taken iff the outcome on it allows. `cost` has passed
+/// [`Gcra::check_cost`].
+#[inline]
+fn check_tat(gcra: &Gcra, cell: &AtomicU64, now: Nanos, cost: u64) -> Nanos {
     let mut current = cell.load(Ordering::Acquire);
     loop {
         if current & LOCKED != 0 {
@@ -263,14 +310,14 @@ fn check_tat(gcra: &Gcra, cell: &AtomicU64, now: Nanos, cost: u64) -> Result<Dec
             current = cell.load(Ordering::Acquire);
             continue;
         }
-        let outcome = gcra.decide(Nanos::new(current), now, cost)?;
+        let outcome = gcra.evaluate(Nanos::new(current), now, cost);
         if !outcome.allowed() || cost == 0 {
-            return Ok(outcome.decision(false));
+            return Nanos::new(current);
         }
         let new = outcome.new_tat().as_u64();
         debug_assert_eq!(new & LOCKED, 0, "clock beyond 2^63 ns");
         match cell.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Ok(outcome.decision(true)),
+            Ok(_) => return Nanos::new(current),
             Err(seen) => current = seen,
         }
     }
@@ -307,6 +354,7 @@ impl<C: Clock> Clone for MemoryLimiter<C> {
 
 impl<C: Clock> MemoryLimiter<C> {
     /// Takes `cost` tokens from the bucket of `key`.
+    #[inline]
     pub fn check(&self, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
         self.store.check_in(&self.table, key, cost)
     }
