@@ -3,22 +3,21 @@
 //! configured outcome, and decisions recover by themselves.
 #![cfg(feature = "postgres")]
 
+mod faults;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use faults::{recovery, timed};
 use tokio_postgres::NoTls;
 use tollgate::store::guarded::{FailPolicy, Guarded};
-use tollgate::{Check, Clock, MemoryStore, MonotonicClock, Nanos, Policy, PostgresStore, Store};
+use tollgate::{MemoryStore, PostgresStore};
 use tollgate_testkit::TestPostgres;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
 /// What a bounded call may take beyond its timeout on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_millis(400);
-
-fn policy() -> Policy {
-    Policy::token_bucket(1_000_000, 1_000_000, Duration::from_secs(1)).unwrap()
-}
 
 async fn store(pg: &TestPostgres) -> PostgresStore {
     PostgresStore::builder(pg.url())
@@ -26,30 +25,6 @@ async fn store(pg: &TestPostgres) -> PostgresStore {
         .build()
         .await
         .unwrap()
-}
-
-async fn timed<S: Store>(store: &S, key: &[u8]) -> (Result<bool, tollgate::StoreError>, Duration) {
-    let clock = MonotonicClock::new();
-    let start = clock.now();
-    let result = store
-        .decide(&[Check::new(policy(), key, 1)])
-        .await
-        .map(|v| v.allowed());
-    (result, Duration::from(clock.now() - start))
-}
-
-/// Polls until a call succeeds; returns how long that took.
-async fn recovery<S: Store>(store: &S) -> Duration {
-    let clock = MonotonicClock::new();
-    let start = clock.now();
-    while timed(store, b"recover").await.0.is_err() {
-        assert!(
-            clock.now() - start < Nanos::new(10_000_000_000),
-            "no recovery in 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Duration::from(clock.now() - start)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,7 +85,7 @@ async fn stopped_mid_load_every_call_is_bounded_and_decisions_recover() {
     assert!(local.stats().local_fallbacks.load(Ordering::Relaxed) > 0);
 
     pg.restart().unwrap();
-    let took = recovery(&raw).await;
+    let took = recovery(&raw, Duration::from_secs(10)).await;
     assert!(took <= Duration::from_secs(2), "recovered after {took:?}");
     assert!(timed(&*closed, b"k").await.0.unwrap());
 }

@@ -3,19 +3,18 @@
 //! recover by themselves once Redis is back.
 #![cfg(feature = "redis")]
 
+mod faults;
+
 use std::time::Duration;
 
+use faults::{recovery, timed};
 use tollgate::store::guarded::{FailPolicy, Guarded};
-use tollgate::{Check, Clock, MemoryStore, MonotonicClock, Nanos, Policy, RedisStore, Store};
+use tollgate::{Check, MemoryStore, Policy, RedisStore, Store};
 use tollgate_testkit::{TestRedis, redis_cmd};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
 /// What a bounded call may take beyond its timeout on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_millis(250);
-
-fn policy() -> Policy {
-    Policy::token_bucket(1_000_000, 1_000_000, Duration::from_secs(1)).unwrap()
-}
 
 async fn store(redis: &TestRedis) -> RedisStore {
     RedisStore::builder(redis.url())
@@ -23,31 +22,6 @@ async fn store(redis: &TestRedis) -> RedisStore {
         .build()
         .await
         .expect("connect")
-}
-
-/// Decides one check and measures how long it took.
-async fn timed<S: Store>(store: &S, key: &[u8]) -> (Result<bool, tollgate::StoreError>, Duration) {
-    let clock = MonotonicClock::new();
-    let start = clock.now();
-    let result = store
-        .decide(&[Check::new(policy(), key, 1)])
-        .await
-        .map(|v| v.allowed());
-    (result, Duration::from(clock.now() - start))
-}
-
-/// Polls until a call succeeds; returns how long recovery took.
-async fn recovery<S: Store>(store: &S) -> Duration {
-    let clock = MonotonicClock::new();
-    let start = clock.now();
-    while timed(store, b"recover").await.0.is_err() {
-        assert!(
-            clock.now() - start < Nanos::new(5_000_000_000),
-            "no recovery within 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Duration::from(clock.now() - start)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,7 +55,7 @@ async fn killed_redis_fails_within_the_timeout_and_recovers_on_restart() {
     );
 
     redis.restart().unwrap();
-    let took = recovery(&raw).await;
+    let took = recovery(&raw, Duration::from_secs(5)).await;
     assert!(took <= Duration::from_secs(1), "recovered after {took:?}");
     assert!(timed(&closed, b"k").await.0.unwrap());
 }
@@ -103,7 +77,7 @@ async fn a_frozen_redis_times_out_instead_of_hanging() {
         assert!(took <= TIMEOUT + SLACK, "took {took:?}");
     }
     sleeper.join().unwrap().unwrap();
-    let took = recovery(&store).await;
+    let took = recovery(&store, Duration::from_secs(5)).await;
     assert!(took <= Duration::from_secs(1), "recovered after {took:?}");
 }
 
@@ -125,7 +99,7 @@ async fn script_flush_and_restart_reload_the_script() {
 
     // A restart loses the data (no persistence) and the script cache: both come back.
     redis.restart().unwrap();
-    let took = recovery(&store).await;
+    let took = recovery(&store, Duration::from_secs(5)).await;
     assert!(took <= Duration::from_secs(1), "recovered after {took:?}");
     assert_eq!(
         store.decide(&check).await.unwrap().decisions[0].remaining,
@@ -144,7 +118,7 @@ async fn failures_leak_no_connections() {
             assert!(timed(&store, b"k").await.0.is_err());
         }
         redis.restart().unwrap();
-        recovery(&store).await;
+        recovery(&store, Duration::from_secs(5)).await;
     }
     // Concurrent calls after recovery still share the one multiplexed connection.
     let calls: Vec<_> = (0..64u32)

@@ -89,36 +89,29 @@ where
 {
     let (parts, body) = request.into_parts();
     let grpc = response::is_grpc(&parts.headers);
-    match decide(&shared, &parts).await {
+    let (mut response, state) = match decide(&shared, &parts).await {
         Outcome::Pass(state) => {
-            let mut response = inner.call(Request::from_parts(parts, body)).await?;
-            if let Some((policies, decisions)) = state {
-                response::add_headers(
-                    response.headers_mut(),
-                    &policies,
-                    &decisions,
-                    shared.legacy_headers,
-                );
-            }
-            Ok(response.map(Either::Left))
+            let response = inner.call(Request::from_parts(parts, body)).await?;
+            (response.map(Either::Left), state)
         }
         Outcome::Reject(kind, state) => {
             let rejection = Rejection { kind, grpc };
-            let mut response = match &shared.reject {
+            let response = match &shared.reject {
                 Some(reject) => reject(&rejection),
                 None => rejection.default_response(),
             };
-            if let Some((policies, decisions)) = state {
-                response::add_headers(
-                    response.headers_mut(),
-                    &policies,
-                    &decisions,
-                    shared.legacy_headers,
-                );
-            }
-            Ok(response.map(Either::Right))
+            (response.map(Either::Right), state)
         }
+    };
+    if let Some((policies, decisions)) = state {
+        response::add_headers(
+            response.headers_mut(),
+            &policies,
+            &decisions,
+            shared.legacy_headers,
+        );
     }
+    Ok(response)
 }
 
 async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
