@@ -158,12 +158,20 @@ mod tests {
     }
 
     #[test]
-    fn refuses_what_it_cannot_open_and_says_why() {
-        assert!(
-            StoreSpec::parse("postgres://x")
-                .unwrap_err()
-                .contains("postgres")
+    fn postgres_urls_name_the_postgres_store() {
+        assert_eq!(
+            StoreSpec::parse("postgres://u@db:5432/limits"),
+            Ok(StoreSpec::Postgres("postgres://u@db:5432/limits".into()))
         );
+        assert!(matches!(
+            StoreSpec::parse("postgresql://db/x"),
+            Ok(StoreSpec::Postgres(_))
+        ));
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_open_and_says_why() {
+        assert!(StoreSpec::parse("mysql://x").unwrap_err().contains("mysql"));
         assert!(
             StoreSpec::parse("redis://")
                 .unwrap_err()
