@@ -31,6 +31,16 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create the PostgreSQL schema, table and function (also done on first use).
     Migrate(MigrateArgs),
+    /// Measure a store beside the approaches teams publish, and write the report.
+    #[command(subcommand)]
+    Bench(BenchTarget),
+}
+
+/// `tollgate bench`'s targets.
+#[derive(Debug, Subcommand)]
+pub enum BenchTarget {
+    /// The Redis store beside a Lua script, several commands, and WATCH/MULTI.
+    Redis(tollgate_bench::RedisBenchArgs),
 }
 
 /// `tollgate migrate`.

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
+mod bench;
 pub mod cli;
 pub mod http;
 pub mod store;
@@ -52,7 +53,12 @@ pub enum ServeError {
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Http(#[source] io::Error),
+    /// A benchmark failed.
+    #[error("the benchmark failed: {0}")]
+    Bench(#[from] tollgate_bench::BenchError),
 }
+
+pub use bench::bench;
 
 /// Opens the store, binds the listener, announces both on stdout, and serves until `shutdown`
 /// is cancelled and the requests in flight are answered.

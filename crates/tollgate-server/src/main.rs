@@ -22,6 +22,7 @@ async fn main() -> ExitCode {
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Migrate(args)) => return report(tollgate_server::migrate(args).await),
+        Some(Command::Bench(target)) => return report(tollgate_server::bench(target).await),
         None => cli.serve,
     };
 

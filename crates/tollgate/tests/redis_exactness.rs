@@ -127,3 +127,61 @@ async fn a_bucket_is_one_small_key_that_expires_when_full_again() {
         "PTTL {ttl} ms: the time to refill 3 tokens"
     );
 }
+
+/// The `calls` count of one command in `INFO commandstats`.
+fn calls_of(redis: &TestRedis, command: &str) -> u64 {
+    let info = redis.cmd(&[b"INFO", b"commandstats"]).unwrap();
+    let tollgate_testkit::Reply::Bulk(info) = info else {
+        panic!("INFO answered {info:?}");
+    };
+    let prefix = format!("cmdstat_{command}:calls=");
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// Concurrent checks of many keys share script calls, and each key is still decided exactly:
+/// 64 users, a budget of 5 each, 8 checks each, all at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_keys_share_calls_and_each_gets_its_own_budget() {
+    let redis = TestRedis::start().unwrap();
+    // No deny cache: every decision reaches Redis, so the calls count the batching alone.
+    let store = RedisStore::builder(redis.url())
+        .deny_cache(false)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::token_bucket(5, 1, Duration::from_secs(3600)).unwrap();
+    let before = calls_of(&redis, "evalsha");
+    let users: Vec<_> = (0..64)
+        .map(|user| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let key = format!("user-{user}");
+                let checks = (0..8).map(|_| {
+                    let store = store.clone();
+                    let key = key.clone();
+                    tokio::spawn(async move {
+                        let check = [Check::new(policy, key.as_bytes(), 1)];
+                        store.decide(&check).await.unwrap().allowed()
+                    })
+                });
+                let mut allowed = 0;
+                for check in checks.collect::<Vec<_>>() {
+                    allowed += u64::from(check.await.unwrap());
+                }
+                allowed
+            })
+        })
+        .collect();
+    for user in users {
+        assert_eq!(user.await.unwrap(), 5, "each user gets exactly its 5");
+    }
+    let calls = calls_of(&redis, "evalsha") - before;
+    assert!(
+        calls <= 512 / 4,
+        "512 decisions in {calls} script calls: they were not batched"
+    );
+}

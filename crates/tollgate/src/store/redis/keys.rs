@@ -19,6 +19,8 @@
 //! - The policy is part of the name: the same key under two policies is two buckets, and a
 //!   policy that changes starts fresh buckets instead of reading state kept under other terms.
 
+use std::io::Write;
+
 use crate::{Algorithm, Policy};
 
 /// The prefix of every key tollgate writes.
@@ -37,14 +39,13 @@ pub(crate) fn bucket_key(policy: &Policy, key: &[u8]) -> Vec<u8> {
         Algorithm::SlidingWindowLog => "sl",
         Algorithm::SlidingWindowCounter => "sc",
     };
-    out.extend_from_slice(
-        format!(
-            ":{kind}:{}:{}:{}",
-            policy.capacity(),
-            policy.refill(),
-            policy.period().as_u64()
-        )
-        .as_bytes(),
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
+        ":{kind}:{}:{}:{}",
+        policy.capacity(),
+        policy.refill(),
+        policy.period().as_u64()
     );
     out
 }

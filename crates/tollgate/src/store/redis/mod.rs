@@ -38,33 +38,36 @@
 //!   for windows, the script also says how long the whole answer stands (a sliding log's
 //!   remaining grows when its oldest entry leaves, a sliding counter's as the previous window
 //!   slides out), and the cache repeats it no longer than that;
-//! - **coalescing**: concurrent single checks of one bucket wait for the call in flight and are
-//!   then decided together by one script run, in arrival order.
+//! - **batching**: decisions that arrive while calls are in flight wait, and the next call
+//!   decides all of them, up to [`max_batch`](RedisStoreBuilder::max_batch), in one script run,
+//!   in arrival order. On one Redis a batch mixes every key (a thousand users' checks share a
+//!   call); in a cluster each key has its own queue, since a call must stay in one slot. Checks
+//!   of one hot key are thereby coalesced: one run decides them in order, carrying the bucket's
+//!   state from one to the next. A quiet store sends each decision at once.
 //!
-//! Every call is bounded by a timeout (default 50 ms); a store error is transient, so the
-//! caller's fail policy applies ([`Guarded`](crate::store::guarded::Guarded)).
+//! Every decision is bounded by a timeout (default 50 ms) from the moment it is asked, queueing
+//! included; a store error is transient, so the caller's fail policy applies
+//! ([`Guarded`](crate::store::guarded::Guarded)).
 //!
 //! With Redis Cluster, every policy of one key shares a hash slot (the key is the hash tag), so
 //! checking several policies of one key is atomic. Checks of *different* keys in one call would
 //! span slots: the cluster store refuses them with [`CheckError::Unsupported`].
 
+mod batch;
 mod keys;
 mod script;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
-use super::coalesce::{Batcher, Coalescer};
-use super::deny_cache::{DenyCache, Refill};
-use super::{BoxFuture, Check, Store};
-use crate::{
-    Algorithm, CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict,
-};
-use script::{Call, Reply};
+use super::deny_cache::DenyCache;
+use super::{Check, Store};
+use crate::{CheckError, Clock, MonotonicClock, Nanos, StoreError, Verdict};
+use batch::{Batcher, Runner};
+use script::{Encoded, Reply, Scripts};
 
 /// The default bound on one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
@@ -80,26 +83,28 @@ pub struct RedisStoreBuilder {
     urls: Vec<String>,
     timeout: Duration,
     deny_cache: bool,
-    coalesce: bool,
+    batch: bool,
     max_batch: usize,
+    max_in_flight: usize,
     test_clock: Option<Arc<dyn Clock>>,
 }
 
-/// A store in Redis or Redis Cluster. Cheap to clone: clones share the connection and caches.
+/// A store in Redis or Redis Cluster. Cheap to clone: clones share the connection, the queues
+/// and the caches.
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
+    batcher: Option<Arc<Batcher<Inner>>>,
 }
 
 struct Inner {
     connection: Connection,
-    script: Script,
+    scripts: Scripts,
     timeout: Duration,
     /// The local clock: deadlines of the deny cache, and the script's time in tests.
     clock: Arc<dyn Clock>,
     inject_time: bool,
     deny_cache: Option<DenyCache>,
-    coalescer: Option<Arc<Coalescer>>,
 }
 
 impl RedisStore {
@@ -110,8 +115,9 @@ impl RedisStore {
             urls: vec![url.into()],
             timeout: DEFAULT_TIMEOUT,
             deny_cache: true,
-            coalesce: true,
+            batch: true,
             max_batch: 256,
+            max_in_flight: 2,
             test_clock: None,
         }
     }
@@ -134,7 +140,7 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// The bound on one call (default 50 ms).
+    /// The bound on one decision, from the moment it is asked (default 50 ms).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -146,15 +152,24 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Whether to decide concurrent checks of one bucket in one call (default on).
+    /// Whether concurrent decisions share script calls (default on). Off, every decision is its
+    /// own call.
     pub fn coalesce(mut self, on: bool) -> Self {
-        self.coalesce = on;
+        self.batch = on;
         self
     }
 
-    /// The most checks one coalesced call decides (default 256).
+    /// The most decisions one call decides (default 256). A call blocks Redis while it runs:
+    /// about a microsecond or two per token-bucket decision.
     pub fn max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch;
+        self
+    }
+
+    /// How many calls of one queue may be in flight at once (default 2): the next batch reaches
+    /// Redis while the last reply travels back.
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls;
         self
     }
 
@@ -189,21 +204,24 @@ impl RedisStoreBuilder {
             )
         };
         let inject_time = self.test_clock.is_some();
-        Ok(RedisStore {
-            inner: Arc::new(Inner {
-                connection,
-                script: script::script(),
-                timeout: self.timeout,
-                clock: self
-                    .test_clock
-                    .unwrap_or_else(|| Arc::new(MonotonicClock::new())),
-                inject_time,
-                deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
-                coalescer: self
-                    .coalesce
-                    .then(|| Arc::new(Coalescer::new(self.max_batch))),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            connection,
+            scripts: Scripts::new(),
+            timeout: self.timeout,
+            clock: self
+                .test_clock
+                .unwrap_or_else(|| Arc::new(MonotonicClock::new())),
+            inject_time,
+            deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
+        });
+        let batcher = self.batch.then(|| {
+            Arc::new(Batcher::new(
+                Arc::clone(&inner),
+                self.max_batch,
+                self.max_in_flight,
+            ))
+        });
+        Ok(RedisStore { inner, batcher })
     }
 }
 
@@ -223,128 +241,115 @@ impl Inner {
         }
     }
 
-    /// One script call, bounded by the timeout.
-    async fn run(&self, call: &Call) -> Result<Vec<Reply>, StoreError> {
-        let now_us = self.inject_time.then(|| self.local_now().as_u64() / 1000);
-        let script = &self.script;
+    /// One script call deciding `decisions` in order, bounded by the timeout; what it denies
+    /// goes to the deny cache.
+    async fn call(&self, decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, StoreError> {
+        let sent = self.local_now();
+        let now_us = self.inject_time.then(|| sent.as_u64() / 1000);
+        let scripts = &self.scripts;
         let run = async {
             match self.connection.clone() {
-                Connection::Single(mut c) => call.run(script, &mut c, now_us).await,
-                Connection::Cluster(mut c) => call.run(script, &mut c, now_us).await,
+                Connection::Single(mut c) => script::run(scripts, &mut c, now_us, decisions).await,
+                Connection::Cluster(mut c) => script::run(scripts, &mut c, now_us, decisions).await,
             }
         };
-        tokio::time::timeout(self.timeout, run)
+        let replies = tokio::time::timeout(self.timeout, run)
             .await
-            .unwrap_or(Err(StoreError::Timeout(self.timeout)))
-    }
-
-    async fn decide_one(self: &Arc<Self>, check: &Check<'_>) -> Result<Decision, StoreError> {
-        // Refuse what can never be decided before touching caches or the network.
-        script::params(&check.policy)?;
-        if check.cost > check.policy.capacity() {
-            return Err(CheckError::CostExceedsCapacity {
-                cost: check.cost,
-                capacity: check.policy.capacity(),
-            }
-            .into());
+            .unwrap_or(Err(StoreError::Timeout(self.timeout)))?;
+        if replies.len() != decisions.len() {
+            return Err(StoreError::Unavailable(
+                "the tollgate script answered a different number of decisions".into(),
+            ));
         }
-        let bucket = keys::bucket_key(&check.policy, check.key);
         if let Some(cache) = &self.deny_cache {
-            if let Some(denied) = cache.get(&bucket, check.cost, self.local_now()) {
-                return Ok(denied);
+            // Only single checks are looked up in the cache, so only they are recorded.
+            for (checks, reply) in decisions.iter().zip(&replies) {
+                if let ([check], [decision], [hold]) =
+                    (&checks[..], &reply.verdict.decisions[..], &reply.holds[..])
+                {
+                    cache.record(
+                        &check.bucket,
+                        check.cost,
+                        check.refill,
+                        sent,
+                        *hold,
+                        decision,
+                    );
+                }
             }
         }
-        match &self.coalescer {
-            Some(coalescer) => {
-                let checked = coalescer.check(self, bucket, check.policy, check.key, check.cost);
-                tokio::time::timeout(self.timeout, checked)
-                    .await
-                    .unwrap_or(Err(StoreError::Timeout(self.timeout)))
-            }
-            None => {
-                let mut decisions = Arc::clone(self)
-                    .decide_batch(check.policy, check.key.into(), vec![check.cost])
-                    .await?;
-                decisions.pop().ok_or_else(|| {
-                    StoreError::Unavailable("the tollgate script returned no decision".into())
-                })
-            }
-        }
+        Ok(replies)
     }
+}
 
-    async fn decide_many(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+impl Runner for Inner {
+    type Item = Vec<Encoded>;
+    type Answer = Reply;
+
+    fn run<'a>(
+        &'a self,
+        items: &'a [Vec<Encoded>],
+    ) -> impl std::future::Future<Output = Result<Vec<Reply>, StoreError>> + Send + 'a {
+        self.call(items)
+    }
+}
+
+impl RedisStore {
+    /// Checks what can never be decided before touching caches or the network.
+    fn encode(&self, checks: &[Check<'_>]) -> Result<Vec<Encoded>, CheckError> {
         for (index, check) in checks.iter().enumerate() {
             if checks[..index]
                 .iter()
                 .any(|c| c.policy == check.policy && c.key == check.key)
             {
-                return Err(CheckError::DuplicateBucket { index }.into());
+                return Err(CheckError::DuplicateBucket { index });
             }
         }
-        if self.is_cluster() && checks.iter().any(|c| c.key != checks[0].key) {
+        if self.inner.is_cluster() && checks.iter().any(|c| c.key != checks[0].key) {
             return Err(CheckError::Unsupported(
                 "in Redis Cluster, the checks of one call must share a key (one hash slot)",
-            )
-            .into());
+            ));
         }
-        let call = Call::new([checks])?;
-        let mut replies = self.run(&call).await?;
-        replies.pop().map(|r| r.verdict).ok_or_else(|| {
-            StoreError::Unavailable("the tollgate script returned no verdict".into())
-        })
-    }
-}
-
-impl Batcher for Inner {
-    fn decide_batch(
-        self: Arc<Self>,
-        policy: Policy,
-        key: Arc<[u8]>,
-        costs: Vec<u64>,
-    ) -> BoxFuture<'static, Result<Vec<Decision>, StoreError>> {
-        Box::pin(async move {
-            let checks: Vec<[Check<'_>; 1]> = costs
-                .iter()
-                .map(|&cost| [Check::new(policy, &key, cost)])
-                .collect();
-            let call = Call::new(checks.iter().map(|c| &c[..]))?;
-            let sent = self.local_now();
-            let replies = self.run(&call).await?;
-            let answers: Vec<(Decision, Duration)> = replies
-                .into_iter()
-                .filter_map(|r| r.verdict.decisions.into_iter().zip(r.holds).next())
-                .collect();
-            if let Some(cache) = &self.deny_cache {
-                let bucket = keys::bucket_key(&policy, &key);
-                let refill = match policy.algorithm() {
-                    Algorithm::TokenBucket => Refill::Every(
-                        policy
-                            .at_resolution(script::MICROSECOND)
-                            .emission_interval(),
-                    ),
-                    Algorithm::FixedWindow => Refill::AtWindowEnd,
-                    Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter => {
-                        Refill::Sliding
-                    }
-                };
-                for ((decision, hold), cost) in answers.iter().zip(&costs) {
-                    cache.record(&bucket, *cost, refill, sent, *hold, decision);
-                }
-            }
-            Ok(answers.into_iter().map(|(d, _)| d).collect())
-        })
+        checks.iter().map(Encoded::new).collect()
     }
 }
 
 impl Store for RedisStore {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
-        match checks {
-            [] => Ok(Verdict { decisions: vec![] }),
-            [one] => Ok(Verdict {
-                decisions: vec![self.inner.decide_one(one).await?],
-            }),
-            _ => self.inner.decide_many(checks).await,
+        if checks.is_empty() {
+            return Ok(Verdict { decisions: vec![] });
         }
+        let encoded = self.encode(checks)?;
+        if let (Some(cache), [check]) = (&self.inner.deny_cache, &encoded[..]) {
+            if let Some(denied) = cache.get(&check.bucket, check.cost, self.inner.local_now()) {
+                return Ok(Verdict {
+                    decisions: vec![denied],
+                });
+            }
+        }
+        let reply = match &self.batcher {
+            Some(batcher) => {
+                // One Redis: one queue for every key. A cluster: a queue per hash slot's key.
+                let lane: &[u8] = if self.inner.is_cluster() {
+                    checks[0].key
+                } else {
+                    b""
+                };
+                let timeout = self.inner.timeout;
+                tokio::time::timeout(timeout, batcher.submit(lane, encoded))
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout(timeout)))?
+            }
+            None => self
+                .inner
+                .call(std::slice::from_ref(&encoded))
+                .await?
+                .pop()
+                .ok_or_else(|| {
+                    StoreError::Unavailable("the tollgate script answered nothing".into())
+                })?,
+        };
+        Ok(reply.verdict)
     }
 
     async fn ready(&self) -> Result<(), StoreError> {

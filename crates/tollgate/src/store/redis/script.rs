@@ -3,9 +3,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redis::{Script, Value};
+use redis::{Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
 use super::keys::bucket_key;
+use crate::algorithm::gcra::Gcra;
+use crate::store::deny_cache::Refill;
 use crate::{Algorithm, Check, CheckError, Decision, Nanos, Policy, StoreError, Verdict};
 
 /// Lua numbers are doubles: every quantity must stay an exact integer (below 2^53, with room
@@ -15,8 +17,20 @@ const MAX_EXACT: u128 = 1 << 52;
 /// One microsecond, the script's unit of time.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
-pub(crate) fn script() -> Script {
-    Script::new(include_str!("decide.lua"))
+/// The two scripts: `decide.lua` decides every algorithm; `bucket.lua`, its token-bucket hot
+/// path, takes calls whose checks are all token buckets.
+pub(crate) struct Scripts {
+    general: Script,
+    bucket: Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Scripts {
+        Scripts {
+            general: Script::new(include_str!("decide.lua")),
+            bucket: Script::new(include_str!("bucket.lua")),
+        }
+    }
 }
 
 /// A policy in the script's terms: its algorithm code and two numbers (see `decide.lua`), in
@@ -53,12 +67,55 @@ pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), CheckError> {
     Ok((code, a as u64, b as u64))
 }
 
-/// One script call: a list of decisions, each a list of checks.
-pub(crate) struct Call {
-    keys: Vec<Vec<u8>>,
-    args: Vec<u64>,
-    /// Capacity of each check, per decision: to label the decisions coming back.
-    limits: Vec<Vec<u64>>,
+/// One check, encoded for the script once: validated, its Redis key formatted.
+pub(crate) struct Encoded {
+    /// The bucket's Redis key.
+    pub(crate) bucket: Vec<u8>,
+    code: u8,
+    a: u64,
+    b: u64,
+    pub(crate) cost: u64,
+    limit: u64,
+    /// How a denial of this bucket evolves, for the deny cache.
+    pub(crate) refill: Refill,
+    /// A token bucket's constants at the script's resolution, to replay `bucket.lua`.
+    gcra: Option<Gcra>,
+}
+
+impl Encoded {
+    pub(crate) fn new(check: &Check<'_>) -> Result<Encoded, CheckError> {
+        let (code, a, b) = params(&check.policy)?;
+        let capacity = check.policy.capacity();
+        if check.cost > capacity {
+            return Err(CheckError::CostExceedsCapacity {
+                cost: check.cost,
+                capacity,
+            });
+        }
+        let (refill, gcra) = match check.policy.algorithm() {
+            Algorithm::TokenBucket => {
+                let micros = check.policy.at_resolution(MICROSECOND);
+                (
+                    Refill::Every(micros.emission_interval()),
+                    Some(Gcra::new(&micros)),
+                )
+            }
+            Algorithm::FixedWindow => (Refill::AtWindowEnd, None),
+            Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter => {
+                (Refill::Sliding, None)
+            }
+        };
+        Ok(Encoded {
+            bucket: bucket_key(&check.policy, check.key),
+            code,
+            a,
+            b,
+            cost: check.cost,
+            limit: capacity,
+            refill,
+            gcra,
+        })
+    }
 }
 
 /// The script's answer to one decision.
@@ -69,96 +126,205 @@ pub(crate) struct Reply {
     pub(crate) holds: Vec<Duration>,
 }
 
-impl Call {
-    pub(crate) fn new<'c>(
-        decisions: impl IntoIterator<Item = &'c [Check<'c>]>,
-    ) -> Result<Call, CheckError> {
-        let mut index: HashMap<Vec<u8>, u64> = HashMap::new();
-        let mut call = Call {
-            keys: Vec::new(),
-            args: vec![0],
-            limits: Vec::new(),
-        };
-        for checks in decisions {
-            call.args.push(checks.len() as u64);
-            let mut limits = Vec::with_capacity(checks.len());
-            for check in checks {
-                let (code, a, b) = params(&check.policy)?;
-                if check.cost > check.policy.capacity() {
-                    return Err(CheckError::CostExceedsCapacity {
-                        cost: check.cost,
-                        capacity: check.policy.capacity(),
-                    });
-                }
-                let key = bucket_key(&check.policy, check.key);
-                let next = index.len() as u64 + 1;
-                let k = *index.entry(key.clone()).or_insert_with(|| {
-                    call.keys.push(key);
-                    next
-                });
-                call.args.extend([k, u64::from(code), a, b, check.cost]);
-                limits.push(check.policy.capacity());
+/// Decides `decisions` (each a list of checks, all or nothing) in order in one script call;
+/// `now_us` injects the time (tests), `None` uses Redis's clock. The script is loaded again
+/// when Redis has lost it (`NOSCRIPT`: a `SCRIPT FLUSH`, a restart).
+pub(crate) async fn run(
+    scripts: &Scripts,
+    conn: &mut impl redis::aio::ConnectionLike,
+    now_us: Option<u64>,
+    decisions: &[Vec<Encoded>],
+) -> Result<Vec<Reply>, StoreError> {
+    let buckets_only = decisions.iter().flatten().all(|c| c.gcra.is_some());
+    let script = if buckets_only {
+        &scripts.bucket
+    } else {
+        &scripts.general
+    };
+    let (keys, slots) = plan(decisions);
+    let cmd = command(script, now_us, decisions, &keys, &slots, buckets_only);
+    let reply = match cmd.query_async(conn).await {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(conn).await.map_err(unavailable)?;
+            cmd.query_async(conn).await
+        }
+        reply => reply,
+    };
+    let numbers = numbers(reply.map_err(unavailable)?)?;
+    if buckets_only {
+        replay(&numbers, decisions, keys.len(), &slots)
+    } else {
+        parse(&numbers, decisions)
+    }
+}
+
+/// The buckets to send, each once in the order first met, and the index among them of every
+/// check (decisions flattened).
+fn plan(decisions: &[Vec<Encoded>]) -> (Vec<&[u8]>, Vec<usize>) {
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut index: HashMap<&[u8], usize> = HashMap::new();
+    let slots = decisions
+        .iter()
+        .flatten()
+        .map(|check| {
+            *index.entry(&check.bucket).or_insert_with(|| {
+                keys.push(&check.bucket);
+                keys.len() - 1
+            })
+        })
+        .collect();
+    (keys, slots)
+}
+
+/// `EVALSHA sha numkeys keys... time ...`; then, for `decide.lua`, the number of decisions and
+/// 5 numbers per check, for `bucket.lua` 4 (see the scripts). Key indices count from 1, as Lua.
+fn command(
+    script: &Script,
+    now_us: Option<u64>,
+    decisions: &[Vec<Encoded>],
+    keys: &[&[u8]],
+    slots: &[usize],
+    buckets_only: bool,
+) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len());
+    for key in keys {
+        cmd.arg(*key);
+    }
+    match now_us {
+        Some(now) => cmd.arg(now),
+        None => cmd.arg(""),
+    };
+    if !buckets_only {
+        cmd.arg(decisions.len());
+    }
+    let mut slots = slots.iter();
+    for checks in decisions {
+        cmd.arg(checks.len());
+        for (check, &slot) in checks.iter().zip(&mut slots) {
+            let k = slot + 1;
+            if buckets_only {
+                cmd.arg(k).arg(check.a).arg(check.b).arg(check.cost);
+            } else {
+                cmd.arg(k)
+                    .arg(check.code)
+                    .arg(check.a)
+                    .arg(check.b)
+                    .arg(check.cost);
             }
-            call.limits.push(limits);
         }
-        call.args[0] = call.limits.len() as u64;
-        Ok(call)
     }
+    cmd
+}
 
-    /// Runs the call; `now_us` injects the time (tests), `None` uses Redis's clock.
-    pub(crate) async fn run(
-        &self,
-        script: &Script,
-        conn: &mut impl redis::aio::ConnectionLike,
-        now_us: Option<u64>,
-    ) -> Result<Vec<Reply>, StoreError> {
-        let mut invocation = script.prepare_invoke();
-        for key in &self.keys {
-            invocation.key(key.as_slice());
-        }
-        invocation.arg(now_us.map_or(String::new(), |n| n.to_string()));
-        for arg in &self.args {
-            invocation.arg(*arg);
-        }
-        let reply: Value = invocation
-            .invoke_async(conn)
-            .await
-            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
-        self.parse(reply)
-    }
-
-    fn parse(&self, reply: Value) -> Result<Vec<Reply>, StoreError> {
-        let Value::Array(items) = reply else {
-            return Err(malformed("not an array"));
-        };
-        let mut numbers = items.into_iter().map(|v| match v {
+/// The script's reply: a flat array of non-negative integers.
+fn numbers(reply: Value) -> Result<Vec<u64>, StoreError> {
+    let Value::Array(items) = reply else {
+        return Err(malformed("not an array"));
+    };
+    items
+        .into_iter()
+        .map(|v| match v {
             Value::Int(n) => u64::try_from(n).map_err(|_| malformed("negative number")),
             _ => Err(malformed("not an integer")),
-        });
-        let mut next = || numbers.next().unwrap_or(Err(malformed("too short")));
-        let _now = next()?;
-        let mut replies = Vec::with_capacity(self.limits.len());
-        for limits in &self.limits {
-            let _all = next()?;
-            let mut decisions = Vec::with_capacity(limits.len());
-            let mut holds = Vec::with_capacity(limits.len());
-            for &limit in limits {
-                decisions.push(Decision {
-                    allowed: next()? == 1,
-                    limit,
-                    remaining: next()?,
-                    retry_after: Duration::from_micros(next()?),
-                    reset_after: Duration::from_micros(next()?),
-                });
-                holds.push(Duration::from_micros(next()?));
-            }
-            replies.push(Reply {
-                verdict: Verdict { decisions },
-                holds,
+        })
+        .collect()
+}
+
+/// Reads `decide.lua`'s answers.
+fn parse(numbers: &[u64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, StoreError> {
+    let mut numbers = numbers.iter().copied();
+    let mut next = || numbers.next().ok_or_else(|| malformed("too short"));
+    let _now = next()?;
+    let mut replies = Vec::with_capacity(decisions.len());
+    for checks in decisions {
+        let _all = next()?;
+        let mut decided = Vec::with_capacity(checks.len());
+        let mut holds = Vec::with_capacity(checks.len());
+        for check in checks {
+            decided.push(Decision {
+                allowed: next()? == 1,
+                limit: check.limit,
+                remaining: next()?,
+                retry_after: Duration::from_micros(next()?),
+                reset_after: Duration::from_micros(next()?),
             });
+            holds.push(Duration::from_micros(next()?));
         }
-        Ok(replies)
+        replies.push(Reply {
+            verdict: Verdict { decisions: decided },
+            holds,
+        });
     }
+    Ok(replies)
+}
+
+/// Replays `bucket.lua`'s decisions with [`Gcra`] from the states it read, at its `now`: the
+/// same integers in nanoseconds instead of microseconds, so the same decisions, which its flags
+/// confirm one by one.
+fn replay(
+    numbers: &[u64],
+    decisions: &[Vec<Encoded>],
+    keys: usize,
+    slots: &[usize],
+) -> Result<Vec<Reply>, StoreError> {
+    let micros = |us: u64| {
+        us.checked_mul(1000)
+            .map(Nanos::new)
+            .ok_or_else(|| malformed("time out of range"))
+    };
+    let (&now, rest) = numbers.split_first().ok_or_else(|| malformed("empty"))?;
+    let now = micros(now)?;
+    if rest.len() != keys + decisions.len() {
+        return Err(malformed("wrong length"));
+    }
+    let (read, flags) = rest.split_at(keys);
+    let mut tats: Vec<Nanos> = read
+        .iter()
+        .map(|&us| micros(us))
+        .collect::<Result<_, _>>()?;
+    let mut slots = slots.iter();
+    let mut replies = Vec::with_capacity(decisions.len());
+    for (checks, &flag) in decisions.iter().zip(flags) {
+        let mut outcomes = Vec::with_capacity(checks.len());
+        for (check, &k) in checks.iter().zip(&mut slots) {
+            let gcra = check.gcra.ok_or_else(|| malformed("not a token bucket"))?;
+            let outcome = gcra
+                .decide(tats[k], now, check.cost)
+                .map_err(StoreError::Check)?;
+            outcomes.push((k, outcome));
+        }
+        let taken = outcomes.iter().all(|(_, o)| o.allowed());
+        if u64::from(taken) != flag {
+            return Err(malformed(
+                "the script decided otherwise than tollgate's GCRA",
+            ));
+        }
+        let mut decided = Vec::with_capacity(checks.len());
+        let mut holds = Vec::with_capacity(checks.len());
+        for ((k, outcome), check) in outcomes.iter().zip(checks) {
+            if taken && check.cost > 0 {
+                tats[*k] = outcome.new_tat();
+            }
+            let decision = outcome.decision(taken);
+            // A token bucket's denial stands, counting down, until its retry.
+            holds.push(if outcome.allowed() {
+                Duration::ZERO
+            } else {
+                decision.retry_after
+            });
+            decided.push(decision);
+        }
+        replies.push(Reply {
+            verdict: Verdict { decisions: decided },
+            holds,
+        });
+    }
+    Ok(replies)
+}
+
+fn unavailable(e: redis::RedisError) -> StoreError {
+    StoreError::Unavailable(Box::new(e))
 }
 
 fn malformed(what: &'static str) -> StoreError {

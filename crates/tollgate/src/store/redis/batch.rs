@@ -1,0 +1,294 @@
+//! Batching: concurrent decisions share script calls.
+//!
+//! A script call costs Redis far more to start (parse the command, enter Lua, write the reply,
+//! the system calls) than one more decision inside it costs, and each call is a round trip for
+//! the client. So decisions that arrive while calls are in flight wait in a queue, and the
+//! next call decides everything waiting, up to `max_batch`, in arrival order, in one script run:
+//! exactly as if they had come one by one, with the state of a key carried from one decision to
+//! the next (so a hot key's checks are coalesced, and a thousand users' checks share a call).
+//!
+//! Queues are *lanes*. On one Redis there is one lane for every key; in a cluster a call must
+//! stay in one hash slot, so each user key (the hash tag) has its own. A lane runs at most
+//! `depth` calls at once: more than one, so Redis has the next batch to work on while the last
+//! reply travels back, and few, so batches fill. A decision that finds its lane idle starts a
+//! call at once: a quiet store adds no wait.
+//!
+//! Calls run on spawned tasks, so a caller that gives up (its timeout, a dropped request) never
+//! strands the decisions queued behind it; and a decision whose caller has gone by the time its
+//! batch is taken is dropped unanswered, so it charges nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use crate::StoreError;
+
+/// Decides a batch of items in one call, answering each, in order.
+pub(super) trait Runner: Send + Sync + 'static {
+    type Item: Send + 'static;
+    type Answer: Send + 'static;
+
+    fn run<'a>(
+        &'a self,
+        items: &'a [Self::Item],
+    ) -> impl Future<Output = Result<Vec<Self::Answer>, StoreError>> + Send + 'a;
+}
+
+struct Waiter<R: Runner> {
+    item: R::Item,
+    reply: oneshot::Sender<Result<R::Answer, StoreError>>,
+}
+
+/// A call made by its caller in place (the lane was idle); when it ends, however it ends (its
+/// caller may give up mid-call), its place in flight goes to whatever queued meanwhile.
+struct Slot<'a, R: Runner> {
+    batcher: &'a Arc<Batcher<R>>,
+    lane: &'a [u8],
+}
+
+impl<R: Runner> Drop for Slot<'_, R> {
+    fn drop(&mut self) {
+        let mut lanes = self.batcher.lanes.lock();
+        self.batcher.release(&mut lanes, self.lane);
+    }
+}
+
+struct Lane<R: Runner> {
+    queue: VecDeque<Waiter<R>>,
+    in_flight: usize,
+}
+
+/// The lanes of waiting decisions.
+pub(super) struct Batcher<R: Runner> {
+    runner: Arc<R>,
+    lanes: Mutex<HashMap<Box<[u8]>, Lane<R>>>,
+    max_batch: usize,
+    depth: usize,
+}
+
+impl<R: Runner> Batcher<R> {
+    pub(super) fn new(runner: Arc<R>, max_batch: usize, depth: usize) -> Batcher<R> {
+        Batcher {
+            runner,
+            lanes: Mutex::new(HashMap::new()),
+            max_batch: max_batch.max(1),
+            depth: depth.max(1),
+        }
+    }
+
+    /// Decides `item` in a call of lane `lane`, with whatever else waits there.
+    pub(super) async fn submit(
+        self: &Arc<Self>,
+        lane: &[u8],
+        item: R::Item,
+    ) -> Result<R::Answer, StoreError> {
+        // `Err(item)`: the lane was idle, and this caller makes the call itself, sparing a
+        // task and the hops between threads; whoever queues meanwhile is driven after it (see
+        // `Slot`).
+        let queued = {
+            let mut lanes = self.lanes.lock();
+            match lanes.get_mut(lane) {
+                Some(entry) => {
+                    let (reply, answer) = oneshot::channel();
+                    entry.queue.push_back(Waiter { item, reply });
+                    if entry.in_flight < self.depth {
+                        entry.in_flight += 1;
+                        tokio::spawn(Arc::clone(self).drive(lane.into()));
+                    }
+                    Ok(answer)
+                }
+                None => {
+                    let idle = Lane {
+                        queue: VecDeque::new(),
+                        in_flight: 1,
+                    };
+                    lanes.insert(lane.into(), idle);
+                    Err(item)
+                }
+            }
+        };
+        let answer = match queued {
+            Ok(answer) => answer,
+            Err(item) => {
+                let _slot = Slot {
+                    batcher: self,
+                    lane,
+                };
+                let mut answers = self.runner.run(std::slice::from_ref(&item)).await?;
+                return answers.pop().ok_or_else(|| {
+                    StoreError::Unavailable("the call answered no decision".into())
+                });
+            }
+        };
+        answer.await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the call deciding this check was dropped".into(),
+            ))
+        })
+    }
+
+    /// Gives up one of `lane`'s calls in flight: to a new driver when decisions wait,
+    /// otherwise for good, forgetting the lane when it was the last.
+    fn release(self: &Arc<Self>, lanes: &mut HashMap<Box<[u8]>, Lane<R>>, lane: &[u8]) {
+        let Some(entry) = lanes.get_mut(lane) else {
+            return;
+        };
+        if !entry.queue.is_empty() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(Arc::clone(self).drive(lane.into()));
+                return;
+            }
+        }
+        entry.in_flight -= 1;
+        if entry.in_flight == 0 {
+            lanes.remove(lane);
+        }
+    }
+
+    /// Runs calls for `lane` until its queue is empty; the last to leave forgets the lane.
+    async fn drive(self: Arc<Self>, lane: Box<[u8]>) {
+        loop {
+            let batch: Vec<Waiter<R>> = {
+                let mut lanes = self.lanes.lock();
+                let Some(entry) = lanes.get_mut(&lane) else {
+                    return;
+                };
+                let mut batch = Vec::with_capacity(entry.queue.len().min(self.max_batch));
+                while batch.len() < self.max_batch {
+                    let Some(waiter) = entry.queue.pop_front() else {
+                        break;
+                    };
+                    if !waiter.reply.is_closed() {
+                        batch.push(waiter);
+                    }
+                }
+                if batch.is_empty() {
+                    self.release(&mut lanes, &lane);
+                    return;
+                }
+                batch
+            };
+            let (items, replies): (Vec<R::Item>, Vec<_>) =
+                batch.into_iter().map(|w| (w.item, w.reply)).unzip();
+            match self.runner.run(&items).await {
+                Ok(answers) => {
+                    for (reply, answer) in replies.into_iter().zip(answers) {
+                        // A caller that gave up meanwhile has dropped its receiver.
+                        let _ = reply.send(Ok(answer));
+                    }
+                }
+                Err(error) => {
+                    for reply in replies {
+                        let _ = reply.send(Err(error.replicate()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Answers each item with its batch's number and size, slowly enough for a queue to form.
+    struct Counting {
+        calls: AtomicUsize,
+        running: AtomicUsize,
+        most_running: AtomicUsize,
+    }
+
+    impl Runner for Counting {
+        type Item = u32;
+        type Answer = (usize, usize, u32);
+
+        async fn run(&self, items: &[u32]) -> Result<Vec<(usize, usize, u32)>, StoreError> {
+            let call = self.calls.fetch_add(1, Ordering::SeqCst);
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_running.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            Ok(items.iter().map(|&i| (call, items.len(), i)).collect())
+        }
+    }
+
+    fn counting() -> Arc<Counting> {
+        Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            most_running: AtomicUsize::new(0),
+        })
+    }
+
+    // One thread: tasks run in the order they were spawned, so arrival order is known.
+    #[tokio::test(flavor = "current_thread")]
+    async fn waiting_items_share_calls_within_the_depth_and_keep_arrival_order() {
+        let runner = counting();
+        let batcher = Arc::new(Batcher::new(Arc::clone(&runner), 64, 2));
+        let mut tasks = Vec::new();
+        for i in 0..100u32 {
+            let batcher = Arc::clone(&batcher);
+            tasks.push(tokio::spawn(async move { batcher.submit(b"", i).await }));
+            // Lets the task queue its item before the next is spawned.
+            tokio::task::yield_now().await;
+        }
+        let mut answers = Vec::new();
+        for task in tasks {
+            answers.push(task.await.unwrap().unwrap());
+        }
+        for (i, &(_, _, item)) in answers.iter().enumerate() {
+            assert_eq!(item, i as u32, "every item answered with its own answer");
+        }
+        let calls = runner.calls.load(Ordering::SeqCst);
+        assert!(calls < 100, "items shared calls: {calls} calls");
+        assert!(runner.most_running.load(Ordering::SeqCst) <= 2);
+        assert!(answers.iter().all(|&(_, size, _)| size <= 64));
+        // Within a call, items keep their order; calls are numbered in the order they started.
+        assert!(answers.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert!(batcher.lanes.lock().is_empty(), "an idle lane is forgotten");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lanes_run_independently() {
+        let runner = counting();
+        let batcher = Arc::new(Batcher::new(Arc::clone(&runner), 64, 1));
+        let a = tokio::spawn({
+            let batcher = Arc::clone(&batcher);
+            async move { batcher.submit(b"a", 1).await }
+        });
+        let b = tokio::spawn({
+            let batcher = Arc::clone(&batcher);
+            async move { batcher.submit(b"b", 2).await }
+        });
+        a.await.unwrap().unwrap();
+        b.await.unwrap().unwrap();
+        assert_eq!(runner.most_running.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_that_left_is_not_decided() {
+        let runner = counting();
+        let batcher = Arc::new(Batcher::new(Arc::clone(&runner), 64, 1));
+        let first = tokio::spawn({
+            let batcher = Arc::clone(&batcher);
+            async move { batcher.submit(b"", 1).await }
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Queued behind the first call, then abandoned before its batch is taken.
+        let left = tokio::time::timeout(Duration::from_millis(1), batcher.submit(b"", 2)).await;
+        assert!(left.is_err());
+        first.await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            runner.calls.load(Ordering::SeqCst),
+            1,
+            "nothing left to decide"
+        );
+    }
+}
