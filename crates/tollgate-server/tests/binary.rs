@@ -112,6 +112,21 @@ fn bad_arguments_are_refused_naming_the_option() {
     let (code, stderr) = run(&["--on-store-error", "maybe"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--on-store-error"), "{stderr}");
+
+    let (code, stderr) = run(&["bench", "redis", "--concurrency", "many"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--concurrency"), "{stderr}");
+    // Checked before anything connects: port 1 is never asked.
+    let (code, stderr) = run(&[
+        "bench",
+        "redis",
+        "--redis",
+        "redis://127.0.0.1:1",
+        "--seconds",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("--seconds"), "{stderr}");
 }
 
 #[test]

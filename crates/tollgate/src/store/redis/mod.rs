@@ -1,12 +1,15 @@
 //! The Redis store: one atomic Lua script per decision, at Redis's clock.
 //!
-//! Each call is one `EVALSHA` of `decide.lua`, reloaded by the client when Redis answers
-//! `NOSCRIPT` (after a `SCRIPT FLUSH` or a restart). The script decides every
-//! [`Algorithm`], each branch a port of its pure function in
-//! [`algorithm`](crate::algorithm) in integer microseconds: the token bucket
-//! ([`gcra`](crate::algorithm::gcra)), the fixed window, the sliding-window log and the
-//! sliding-window counter. Several checks of one call, whatever their algorithms, are decided
-//! all or nothing in that one script run. Time is Redis's own `TIME`, so every process sharing
+//! Each call is one `EVALSHA`, reloaded by the client when Redis answers `NOSCRIPT` (after a
+//! `SCRIPT FLUSH` or a restart). `decide.lua` decides every [`Algorithm`](crate::Algorithm),
+//! each branch a port of its pure function in [`algorithm`](crate::algorithm) in integer
+//! microseconds: the token bucket ([`gcra`](crate::algorithm::gcra)), the fixed window, the
+//! sliding-window log and the sliding-window counter. Several checks of one decision, whatever
+//! their algorithms, are decided all or nothing in that one script run. Calls whose checks are
+//! all token buckets (the common case) run `bucket.lua` instead, the same GCRA cut down to what
+//! only Redis can do (read every bucket in one `MGET`, decide in order, write what changed, say
+//! which decisions passed); the client replays those decisions with the same pure function to
+//! answer remaining, retry and reset, and refuses a reply its replay disagrees with. Time is Redis's own `TIME`, so every process sharing
 //! the Redis shares one clock; periods and windows are rounded up to whole microseconds
 //! ([`Policy::at_resolution`]), so rounding only under-grants.
 //!
