@@ -196,3 +196,51 @@ async fn racing_first_calls_on_an_empty_table_never_fail() {
         "{allowed_on_one_key} allowed, {refilled} refilled"
     );
 }
+
+/// Concurrent checks of many keys share calls, and each key is still decided exactly: 64
+/// users, a budget of 5 each, 8 checks each, all at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_keys_share_calls_and_each_gets_its_own_budget() {
+    let pg = TestPostgres::start().expect("start PostgreSQL");
+    // No deny cache: every decision reaches the database, so statements count the batching.
+    let store = PostgresStore::builder(pg.url())
+        .table("many_keys")
+        .deny_cache(false)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    store.ready().await.unwrap();
+    let policy = Policy::token_bucket(5, 1, Duration::from_secs(3600)).unwrap();
+    let before = store.stats().statements.load(Ordering::Relaxed);
+    let users: Vec<_> = (0..64)
+        .map(|user| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let key = format!("user-{user}");
+                let checks: Vec<_> = (0..8)
+                    .map(|_| {
+                        let (store, key) = (store.clone(), key.clone());
+                        tokio::spawn(async move {
+                            let check = [Check::new(policy, key.as_bytes(), 1)];
+                            store.decide(&check).await.unwrap().allowed()
+                        })
+                    })
+                    .collect();
+                let mut allowed = 0;
+                for check in checks {
+                    allowed += u64::from(check.await.unwrap());
+                }
+                allowed
+            })
+        })
+        .collect();
+    for user in users {
+        assert_eq!(user.await.unwrap(), 5, "each user gets exactly its 5");
+    }
+    let statements = store.stats().statements.load(Ordering::Relaxed) - before;
+    assert!(
+        statements <= 512 / 4,
+        "512 decisions in {statements} statements: they were not batched"
+    );
+}

@@ -6,7 +6,7 @@
 //! time.
 
 #[cfg(feature = "tokio")]
-mod coalesce;
+mod batch;
 #[cfg(feature = "tokio")]
 mod deny_cache;
 #[cfg(feature = "tokio")]

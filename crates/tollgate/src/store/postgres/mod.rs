@@ -12,8 +12,12 @@
 //! Statements are prepared on a few shared connections and pipelined (see `pool.rs`). Under
 //! SERIALIZABLE (YugabyteDB, CockroachDB) conflicts (SQLSTATE 40001, 40P01) are retried with
 //! bounded, jittered backoff ([`Retry`]). As with Redis, a deny cache answers known denials
-//! locally and concurrent checks of one hot bucket are coalesced, so a hot row's lock is taken
-//! once per batch rather than once per caller. Idle rows (full buckets) are deleted in small
+//! locally, and concurrent decisions are batched: those that arrive while calls are in flight
+//! (at most one per connection) wait, and the next call decides all of them in one call of the
+//! decide function, in arrival order. So a transaction (and its commit) serves a whole batch,
+//! and a hot row's lock is taken once per batch rather than once per caller. Keys are locked in
+//! sorted order, so concurrent batches never deadlock. A decision that finds nothing in flight
+//! is sent at once: alone, a single check is the single upsert. Idle rows (full buckets) are deleted in small
 //! batches in the background. Every call is bounded by a timeout (default 100 ms); failures
 //! are transient, so the caller's fail policy applies.
 //!
@@ -45,9 +49,9 @@ use std::time::Duration;
 
 use tokio_postgres::types::ToSql;
 
-use super::coalesce::{Batcher, Coalescer};
+use super::batch::{Batcher, Runner};
 use super::deny_cache::{DenyCache, Refill};
-use super::{BoxFuture, Check, Store};
+use super::{Check, Store};
 use crate::algorithm::gcra::Gcra;
 use crate::{CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict};
 use call::{Call, Units};
@@ -83,11 +87,14 @@ pub struct PostgresStoreBuilder {
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
+    batcher: Option<Arc<Batcher<Inner>>>,
 }
 
 /// Counts of conflicts, for metrics and tests.
 #[derive(Debug, Default)]
 pub struct PostgresStats {
+    /// Statements sent: one per call and attempt, whatever the call decides.
+    pub statements: AtomicU64,
     /// Attempts that failed to serialize and were run again.
     pub retries: AtomicU64,
     /// Calls that still conflicted after every attempt.
@@ -101,7 +108,6 @@ struct Inner {
     clock: Arc<dyn Clock>,
     inject_time: bool,
     deny_cache: Option<DenyCache>,
-    coalescer: Option<Arc<Coalescer>>,
     cleanup_batch: i64,
     stats: PostgresStats,
 }
@@ -202,13 +208,14 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// Whether to decide concurrent checks of one bucket in one call (default on).
+    /// Whether concurrent decisions share calls (default on). Off, every decision is its own
+    /// call.
     pub fn coalesce(mut self, on: bool) -> Self {
         self.coalesce = on;
         self
     }
 
-    /// The most checks one coalesced call decides (default 256).
+    /// The most decisions one call decides (default 256).
     pub fn max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch;
         self
@@ -256,16 +263,21 @@ impl PostgresStoreBuilder {
                 .unwrap_or_else(|| Arc::new(MonotonicClock::new())),
             inject_time,
             deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
-            coalescer: self
-                .coalesce
-                .then(|| Arc::new(Coalescer::new(self.max_batch))),
             cleanup_batch: self.cleanup_batch,
             stats: PostgresStats::default(),
         });
         if let Some(every) = self.cleanup_interval {
             tokio::spawn(cleanup_loop(Arc::downgrade(&inner), every));
         }
-        Ok(PostgresStore { inner })
+        // One call in flight per connection: each has a batch to work on.
+        let batcher = self.coalesce.then(|| {
+            Arc::new(Batcher::new(
+                Arc::clone(&inner),
+                self.max_batch,
+                self.connections,
+            ))
+        });
+        Ok(PostgresStore { inner, batcher })
     }
 }
 
@@ -320,6 +332,7 @@ impl Inner {
             let mut attempt = 1;
             loop {
                 let conn = self.pool.get().await?;
+                self.stats.statements.fetch_add(1, Ordering::Relaxed);
                 match statement(conn).await {
                     Ok(answer) => return Ok(answer),
                     Err(e) if retry::is_conflict(&e) && attempt < self.retry.max_attempts => {
@@ -340,98 +353,89 @@ impl Inner {
             .unwrap_or(Err(Failure::Store(StoreError::Timeout(self.timeout))))
     }
 
-    /// What a call whose retries ran out answers, per [`GiveUp`].
-    fn gave_up(
+    /// What a call whose retries ran out answers, per [`GiveUp`], for each of its decisions.
+    fn gave_up<'p>(
         &self,
-        policies: &[(Policy, u64)],
+        decisions: impl IntoIterator<Item = &'p [(Policy, u64)]>,
         error: tokio_postgres::Error,
-    ) -> Result<Vec<Decision>, StoreError> {
+    ) -> Result<Vec<Verdict>, StoreError> {
         match self.retry.give_up {
             GiveUp::Unavailable => Err(unavailable(error)),
-            GiveUp::Deny => Ok(policies
-                .iter()
-                .map(|(policy, _)| Decision {
-                    allowed: false,
-                    limit: policy.capacity(),
-                    remaining: 0,
-                    retry_after: self.retry.max_backoff,
-                    reset_after: Duration::from(policy.tolerance()),
+            GiveUp::Deny => Ok(decisions
+                .into_iter()
+                .map(|policies| Verdict {
+                    decisions: policies
+                        .iter()
+                        .map(|(policy, _)| Decision {
+                            allowed: false,
+                            limit: policy.capacity(),
+                            remaining: 0,
+                            retry_after: self.retry.max_backoff,
+                            reset_after: Duration::from(policy.tolerance()),
+                        })
+                        .collect(),
                 })
                 .collect()),
         }
     }
 
-    async fn decide_one(self: &Arc<Self>, check: &Check<'_>) -> Result<Decision, StoreError> {
-        call::validate(check)?;
-        let bucket = call::bucket_key(&check.policy, check.key);
-        if let Some(cache) = &self.deny_cache {
-            if let Some(denied) = cache.get(&bucket, check.cost, self.local_now()) {
-                return Ok(denied);
-            }
-        }
-        let mut decisions = match &self.coalescer {
-            Some(coalescer) => {
-                let checked = coalescer.check(self, bucket, check.policy, check.key, check.cost);
-                return tokio::time::timeout(self.timeout, checked)
-                    .await
-                    .unwrap_or(Err(StoreError::Timeout(self.timeout)));
-            }
-            None => {
-                Arc::clone(self)
-                    .batch(check.policy, check.key.into(), vec![check.cost])
-                    .await?
-            }
-        };
-        decisions
-            .pop()
-            .ok_or_else(|| StoreError::Unavailable("the store returned no decision".into()))
-    }
-
-    /// Decides `costs` on one bucket in order: one statement for one check, else one call of
-    /// the decide function. Records denials in the deny cache.
-    async fn batch(
-        self: Arc<Self>,
-        policy: Policy,
-        key: Arc<[u8]>,
-        costs: Vec<u64>,
-    ) -> Result<Vec<Decision>, StoreError> {
-        let units = Units::of(&policy)?;
-        let bucket = call::bucket_key(&policy, &key);
+    /// Decides `decisions` in order: a lone single check is one statement, anything else one
+    /// call of the decide function. Records single checks' denials in the deny cache.
+    async fn decide_batch(&self, decisions: &[Vec<Queued>]) -> Result<Vec<Verdict>, StoreError> {
         let sent = self.local_now();
-        let decisions = match costs[..] {
-            [0] => vec![self.peek(&units, &bucket).await?],
-            [cost] => vec![self.take(&units, &bucket, cost).await?],
+        let verdicts = match decisions {
+            [one] if one.len() == 1 => {
+                let q = &one[0];
+                let decision = if q.cost == 0 {
+                    self.peek(&q.units, &q.bucket).await?
+                } else {
+                    self.take(&q.units, &q.bucket, q.cost).await?
+                };
+                vec![Verdict {
+                    decisions: vec![decision],
+                }]
+            }
             _ => {
-                let checks: Vec<[Check<'_>; 1]> = costs
+                let checks: Vec<Vec<Check<'_>>> = decisions
                     .iter()
-                    .map(|&cost| [Check::new(policy, &key, cost)])
+                    .map(|d| d.iter().map(Queued::check).collect())
                     .collect();
                 let call = Call::new(checks.iter().map(|c| &c[..]))?;
-                let on_give_up: Vec<(Policy, u64)> = costs.iter().map(|&c| (policy, c)).collect();
                 match self.call(&call).await {
-                    Ok(verdicts) => verdicts
-                        .into_iter()
-                        .filter_map(|v| v.decisions.into_iter().next())
-                        .collect(),
+                    Ok(verdicts) => verdicts,
                     Err(Failure::Store(e)) => return Err(e),
-                    Err(Failure::GaveUp(e)) => self.gave_up(&on_give_up, e)?,
+                    Err(Failure::GaveUp(e)) => {
+                        let policies: Vec<Vec<(Policy, u64)>> = decisions
+                            .iter()
+                            .map(|d| d.iter().map(|q| (q.units.policy, q.cost)).collect())
+                            .collect();
+                        self.gave_up(policies.iter().map(Vec::as_slice), e)?
+                    }
                 }
             }
         };
+        if verdicts.len() != decisions.len() {
+            return Err(StoreError::Unavailable(
+                "the store answered a different number of decisions".into(),
+            ));
+        }
         if let Some(cache) = &self.deny_cache {
-            for (decision, cost) in decisions.iter().zip(&costs) {
-                // A token bucket's denial stands until its retry_after: no token comes sooner.
-                cache.record(
-                    &bucket,
-                    *cost,
-                    Refill::Every(units.policy.emission_interval()),
-                    sent,
-                    decision.retry_after,
-                    decision,
-                );
+            for (queued, verdict) in decisions.iter().zip(&verdicts) {
+                if let ([q], [decision]) = (&queued[..], &verdict.decisions[..]) {
+                    // A token bucket's denial stands until its retry_after: no token comes
+                    // sooner.
+                    cache.record(
+                        &q.bucket,
+                        q.cost,
+                        Refill::Every(q.units.policy.emission_interval()),
+                        sent,
+                        decision.retry_after,
+                        decision,
+                    );
+                }
             }
         }
-        Ok(decisions)
+        Ok(verdicts)
     }
 
     /// One check with cost >= 1 on the row `bucket`: the single upsert.
@@ -447,9 +451,10 @@ impl Inner {
             Ok(row) => row,
             Err(Failure::Store(e)) => return Err(e),
             Err(Failure::GaveUp(e)) => {
-                let mut denied = self.gave_up(&[(units.policy, cost)], e)?;
-                return denied
+                return self
+                    .gave_up([&[(units.policy, cost)][..]], e)?
                     .pop()
+                    .and_then(|v| v.decisions.into_iter().next())
                     .ok_or_else(|| StoreError::Unavailable("no decision".into()));
             }
         };
@@ -526,33 +531,6 @@ impl Inner {
         Ok(call.replay(&reply)?)
     }
 
-    async fn decide_many(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
-        for (index, check) in checks.iter().enumerate() {
-            if checks[..index]
-                .iter()
-                .any(|c| c.policy == check.policy && c.key == check.key)
-            {
-                return Err(CheckError::DuplicateBucket { index }.into());
-            }
-        }
-        let call = Call::new([checks])?;
-        let verdicts = match self.call(&call).await {
-            Ok(verdicts) => verdicts,
-            Err(Failure::Store(e)) => return Err(e),
-            Err(Failure::GaveUp(e)) => {
-                let policies: Vec<(Policy, u64)> =
-                    checks.iter().map(|c| (c.policy, c.cost)).collect();
-                return Ok(Verdict {
-                    decisions: self.gave_up(&policies, e)?,
-                });
-            }
-        };
-        verdicts
-            .into_iter()
-            .next()
-            .ok_or_else(|| StoreError::Unavailable("the store returned no verdict".into()))
-    }
-
     async fn cleanup_idle(&self) -> Result<u64, StoreError> {
         let now_param = self.now_param();
         let mut deleted = 0;
@@ -576,31 +554,80 @@ fn micros(us: i64) -> Nanos {
     Nanos::new(u64::try_from(us).unwrap_or(0).saturating_mul(1000))
 }
 
-impl Batcher for Inner {
-    fn decide_batch(
-        self: Arc<Self>,
-        policy: Policy,
-        key: Arc<[u8]>,
-        costs: Vec<u64>,
-    ) -> BoxFuture<'static, Result<Vec<Decision>, StoreError>> {
-        Box::pin(self.batch(policy, key, costs))
+/// One check waiting for a call: owned, validated, its row key formatted once.
+struct Queued {
+    key: Box<[u8]>,
+    cost: u64,
+    units: Units,
+    bucket: Vec<u8>,
+}
+
+impl Queued {
+    fn new(check: &Check<'_>) -> Result<Queued, CheckError> {
+        Ok(Queued {
+            key: check.key.into(),
+            cost: check.cost,
+            units: call::validate(check)?,
+            bucket: call::bucket_key(&check.policy, check.key),
+        })
+    }
+
+    fn check(&self) -> Check<'_> {
+        Check::new(self.units.policy, &self.key, self.cost)
+    }
+}
+
+impl Runner for Inner {
+    type Item = Vec<Queued>;
+    type Answer = Verdict;
+
+    fn run<'a>(
+        &'a self,
+        items: &'a [Vec<Queued>],
+    ) -> impl Future<Output = Result<Vec<Verdict>, StoreError>> + Send + 'a {
+        self.decide_batch(items)
     }
 }
 
 impl Store for PostgresStore {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
-        match checks {
-            [] => Ok(Verdict { decisions: vec![] }),
-            [one] => Ok(Verdict {
-                decisions: vec![self.inner.decide_one(one).await?],
-            }),
-            _ => {
-                let decide = self.inner.decide_many(checks);
-                tokio::time::timeout(self.inner.timeout, decide)
-                    .await
-                    .unwrap_or(Err(StoreError::Timeout(self.inner.timeout)))
+        if checks.is_empty() {
+            return Ok(Verdict { decisions: vec![] });
+        }
+        for (index, check) in checks.iter().enumerate() {
+            if checks[..index]
+                .iter()
+                .any(|c| c.policy == check.policy && c.key == check.key)
+            {
+                return Err(CheckError::DuplicateBucket { index }.into());
             }
         }
+        let queued = checks
+            .iter()
+            .map(Queued::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        if let (Some(cache), [q]) = (&self.inner.deny_cache, &queued[..]) {
+            if let Some(denied) = cache.get(&q.bucket, q.cost, self.inner.local_now()) {
+                return Ok(Verdict {
+                    decisions: vec![denied],
+                });
+            }
+        }
+        let timeout = self.inner.timeout;
+        let decided = async {
+            match &self.batcher {
+                Some(batcher) => batcher.submit(b"", queued).await,
+                None => self
+                    .inner
+                    .decide_batch(std::slice::from_ref(&queued))
+                    .await?
+                    .pop()
+                    .ok_or_else(|| StoreError::Unavailable("the store answered nothing".into())),
+            }
+        };
+        tokio::time::timeout(timeout, decided)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(timeout)))
     }
 
     /// Asks on every connection in turn, so that a probe also opens (and prepares) the ones not

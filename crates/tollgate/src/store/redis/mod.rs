@@ -56,7 +56,6 @@
 //! checking several policies of one key is atomic. Checks of *different* keys in one call would
 //! span slots: the cluster store refuses them with [`CheckError::Unsupported`].
 
-mod batch;
 mod keys;
 mod script;
 
@@ -66,10 +65,10 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
+use super::batch::{Batcher, Runner};
 use super::deny_cache::DenyCache;
 use super::{Check, Store};
 use crate::{CheckError, Clock, MonotonicClock, Nanos, StoreError, Verdict};
-use batch::{Batcher, Runner};
 use script::{Encoded, Reply, Scripts};
 
 /// The default bound on one call.

@@ -1,21 +1,22 @@
-//! Batching: concurrent decisions share script calls.
+//! Batching: concurrent decisions share calls to the store.
 //!
-//! A script call costs Redis far more to start (parse the command, enter Lua, write the reply,
-//! the system calls) than one more decision inside it costs, and each call is a round trip for
-//! the client. So decisions that arrive while calls are in flight wait in a queue, and the
-//! next call decides everything waiting, up to `max_batch`, in arrival order, in one script run:
-//! exactly as if they had come one by one, with the state of a key carried from one decision to
-//! the next (so a hot key's checks are coalesced, and a thousand users' checks share a call).
+//! A call costs a store far more to start (parse, plan or enter the script, commit, write the
+//! reply, the system calls) than one more decision inside it costs, and each call is a round
+//! trip for the client. So decisions that arrive while calls are in flight wait in a queue, and
+//! the next call decides everything waiting, up to `max_batch`, in arrival order: exactly as if
+//! they had come one by one, with the state of a bucket carried from one decision to the next
+//! (so a hot key's checks are coalesced, and a thousand users' checks share a call). In
+//! PostgreSQL this also takes a hot row's lock once per batch rather than once per caller.
 //!
-//! Queues are *lanes*. On one Redis there is one lane for every key; in a cluster a call must
-//! stay in one hash slot, so each user key (the hash tag) has its own. A lane runs at most
-//! `depth` calls at once: more than one, so Redis has the next batch to work on while the last
-//! reply travels back, and few, so batches fill. A decision that finds its lane idle starts a
-//! call at once: a quiet store adds no wait.
+//! Queues are *lanes*. Most stores have one lane for every key; Redis Cluster has one per user
+//! key (a call must stay in one hash slot). A lane runs at most `depth` calls at once: more than
+//! one, so the store has the next batch to work on while the last reply travels back, and few,
+//! so batches fill. A decision that finds its lane idle makes its call at once, itself: a quiet
+//! store adds no wait and no task.
 //!
-//! Calls run on spawned tasks, so a caller that gives up (its timeout, a dropped request) never
-//! strands the decisions queued behind it; and a decision whose caller has gone by the time its
-//! batch is taken is dropped unanswered, so it charges nothing.
+//! Other calls run on spawned tasks, so a caller that gives up (its timeout, a dropped request)
+//! never strands the decisions queued behind it; and a decision whose caller has gone by the
+//! time its batch is taken is dropped unanswered, so it charges nothing.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -27,7 +28,7 @@ use tokio::sync::oneshot;
 use crate::StoreError;
 
 /// Decides a batch of items in one call, answering each, in order.
-pub(super) trait Runner: Send + Sync + 'static {
+pub(crate) trait Runner: Send + Sync + 'static {
     type Item: Send + 'static;
     type Answer: Send + 'static;
 
@@ -62,7 +63,7 @@ struct Lane<R: Runner> {
 }
 
 /// The lanes of waiting decisions.
-pub(super) struct Batcher<R: Runner> {
+pub(crate) struct Batcher<R: Runner> {
     runner: Arc<R>,
     lanes: Mutex<HashMap<Box<[u8]>, Lane<R>>>,
     max_batch: usize,
@@ -70,7 +71,7 @@ pub(super) struct Batcher<R: Runner> {
 }
 
 impl<R: Runner> Batcher<R> {
-    pub(super) fn new(runner: Arc<R>, max_batch: usize, depth: usize) -> Batcher<R> {
+    pub(crate) fn new(runner: Arc<R>, max_batch: usize, depth: usize) -> Batcher<R> {
         Batcher {
             runner,
             lanes: Mutex::new(HashMap::new()),
@@ -80,7 +81,7 @@ impl<R: Runner> Batcher<R> {
     }
 
     /// Decides `item` in a call of lane `lane`, with whatever else waits there.
-    pub(super) async fn submit(
+    pub(crate) async fn submit(
         self: &Arc<Self>,
         lane: &[u8],
         item: R::Item,
@@ -186,6 +187,20 @@ impl<R: Runner> Batcher<R> {
                     }
                 }
             }
+        }
+    }
+}
+
+impl StoreError {
+    /// The same error for another waiter of a failed batch.
+    pub(crate) fn replicate(&self) -> StoreError {
+        match self {
+            StoreError::Check(e) => StoreError::Check(e.clone()),
+            StoreError::Full { max_keys } => StoreError::Full {
+                max_keys: *max_keys,
+            },
+            StoreError::Timeout(d) => StoreError::Timeout(*d),
+            StoreError::Unavailable(e) => StoreError::Unavailable(e.to_string().into()),
         }
     }
 }
