@@ -9,9 +9,12 @@
 --          the theoretical arrival time in microseconds of Redis's clock; TTL: until the
 --          bucket is full again. A missing or unreadable value is a key never seen.
 -- ARGV[1]  "" to read Redis's clock (TIME), or a time in microseconds (tests inject time).
--- ARGV[2..] the decisions in order: M, its number of checks, then for each check 4 numbers:
---          key index (into KEYS), emission interval t (µs per token, rounded up), tolerance
---          tau (= capacity × t), cost. A decision is all or nothing; cost 0 peeks.
+-- ARGV[2]  P, the number of distinct policies; then for each, 2 numbers: the emission interval
+--          t (µs per token, rounded up) and the tolerance tau (= capacity × t).
+-- ARGV[..] the decisions in order: M, its number of checks, then for each check 3 numbers: key
+--          index (into KEYS), policy index, cost. A decision is all or nothing; cost 0 peeks.
+-- (Every number is a string Redis hands to Lua, and tonumber is a strtod: the encoding sends
+-- and converts each as few times as it can.)
 --
 -- Returns { now, the state read of each key (0 when absent), then per decision 1 when it was
 -- allowed and taken, else 0 }.
@@ -42,33 +45,55 @@ for k = 1, #KEYS do
   out[k + 1] = v
 end
 
-local a, n = 2, #ARGV
+local t, tau = {}, {}
+local a = 3
+for p = 1, tonumber(ARGV[2]) do
+  t[p], tau[p] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  a = a + 2
+end
+
+local n = #ARGV
 while a <= n do
   local m = tonumber(ARGV[a])
-  local first = a + 1
-  a = first + 4 * m
-  -- First pass: does every check pass?
-  local all = true
-  for i = first, a - 1, 4 do
-    local k, t, tau, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
-      tonumber(ARGV[i + 3])
-    if cost > 0 and max(tat[k], now) + cost * t - now > tau then
-      all = false
-      break
+  if m == 1 then
+    -- One check: decide and take at once.
+    local k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    a = a + 4
+    local new = max(tat[k], now) + cost * t[p]
+    if cost == 0 then
+      out[#out + 1] = 1
+    elseif new - now <= tau[p] then
+      tat[k] = new
+      dirty[k] = true
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
     end
-  end
-  -- Second pass: take. A decision never names one bucket twice, so each check sees the state
-  -- its first pass saw.
-  if all then
-    for i = first, a - 1, 4 do
-      local k, t, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 3])
-      if cost > 0 then
-        tat[k] = max(tat[k], now) + cost * t
-        dirty[k] = true
+  else
+    -- Several: take only if every one passes. A decision never names one bucket twice, so
+    -- each check's new state depends on its own bucket alone.
+    local ks, news, costs = {}, {}, {}
+    local all = true
+    for i = 1, m do
+      local k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      a = a + 3
+      local new = max(tat[k], now) + cost * t[p]
+      if cost > 0 and new - now > tau[p] then
+        all = false
+      end
+      ks[i], news[i], costs[i] = k, new, cost
+    end
+    a = a + 1
+    if all then
+      for i = 1, m do
+        if costs[i] > 0 then
+          tat[ks[i]] = news[i]
+          dirty[ks[i]] = true
+        end
       end
     end
+    out[#out + 1] = all and 1 or 0
   end
-  out[#out + 1] = all and 1 or 0
 end
 
 for k in pairs(dirty) do

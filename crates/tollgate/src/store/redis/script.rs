@@ -177,7 +177,8 @@ fn plan(decisions: &[Vec<Encoded>]) -> (Vec<&[u8]>, Vec<usize>) {
 }
 
 /// `EVALSHA sha numkeys keys... time ...`; then, for `decide.lua`, the number of decisions and
-/// 5 numbers per check, for `bucket.lua` 4 (see the scripts). Key indices count from 1, as Lua.
+/// 5 numbers per check; for `bucket.lua`, the distinct policies and 3 numbers per check (see
+/// the scripts). Indices count from 1, as Lua does.
 fn command(
     script: &Script,
     now_us: Option<u64>,
@@ -195,16 +196,34 @@ fn command(
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),
     };
-    if !buckets_only {
+    // bucket.lua's policies, each (t, tau) once, and the index of each check's among them.
+    let mut policies: Vec<(u64, u64)> = Vec::new();
+    let mut policy_of: Vec<usize> = Vec::new();
+    if buckets_only {
+        for check in decisions.iter().flatten() {
+            let p = match policies.iter().position(|&p| p == (check.a, check.b)) {
+                Some(p) => p,
+                None => {
+                    policies.push((check.a, check.b));
+                    policies.len() - 1
+                }
+            };
+            policy_of.push(p + 1);
+        }
+        cmd.arg(policies.len());
+        for &(t, tau) in &policies {
+            cmd.arg(t).arg(tau);
+        }
+    } else {
         cmd.arg(decisions.len());
     }
-    let mut slots = slots.iter();
+    let mut slots = slots.iter().enumerate();
     for checks in decisions {
         cmd.arg(checks.len());
-        for (check, &slot) in checks.iter().zip(&mut slots) {
+        for (check, (i, &slot)) in checks.iter().zip(&mut slots) {
             let k = slot + 1;
             if buckets_only {
-                cmd.arg(k).arg(check.a).arg(check.b).arg(check.cost);
+                cmd.arg(k).arg(policy_of[i]).arg(check.cost);
             } else {
                 cmd.arg(k)
                     .arg(check.code)
