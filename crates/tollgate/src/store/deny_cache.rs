@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -54,6 +55,9 @@ type Shard = Mutex<HashMap<Vec<u8>, Denial, foldhash::fast::FixedState>>;
 /// Shards of `bucket key -> denial`, bounded in size.
 pub(crate) struct DenyCache {
     shards: Box<[Shard]>,
+    /// Entries in all shards: while there are none (a store that denies nothing), a lookup or
+    /// an allowed answer costs one atomic read instead of a hash and a lock.
+    entries: AtomicUsize,
     hasher: foldhash::fast::FixedState,
     max_per_shard: usize,
 }
@@ -71,6 +75,7 @@ impl DenyCache {
                     )))
                 })
                 .collect(),
+            entries: AtomicUsize::new(0),
             hasher: foldhash::fast::FixedState::with_seed(seed),
             max_per_shard: max_entries.div_ceil(SHARDS),
         }
@@ -82,13 +87,14 @@ impl DenyCache {
 
     /// The cached denial of `cost` on `key` at `now`, if one still holds.
     pub(crate) fn get(&self, key: &[u8], cost: u64, now: Nanos) -> Option<Decision> {
-        if cost == 0 {
+        if cost == 0 || self.entries.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let mut shard = self.shard(key).lock();
         let denial = *shard.get(key)?;
         if now >= denial.until {
             shard.remove(key);
+            self.entries.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
         if cost < denial.cost || (cost > denial.cost && denial.refill == Refill::Sliding) {
@@ -133,18 +139,27 @@ impl DenyCache {
         hold: Duration,
         decision: &Decision,
     ) {
+        let forget = decision.allowed || hold.is_zero();
+        if forget && self.entries.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut shard = self.shard(key).lock();
-        if decision.allowed || hold.is_zero() {
-            shard.remove(key);
+        if forget {
+            if shard.remove(key).is_some() {
+                self.entries.fetch_sub(1, Ordering::Relaxed);
+            }
             return;
         }
         if shard.len() >= self.max_per_shard && !shard.contains_key(key) {
+            let before = shard.len();
             shard.retain(|_, d| d.until > sent);
+            self.entries
+                .fetch_sub(before - shard.len(), Ordering::Relaxed);
             if shard.len() >= self.max_per_shard {
                 return;
             }
         }
-        shard.insert(
+        let replaced = shard.insert(
             key.to_vec(),
             Denial {
                 until: sent + Nanos::from(hold.min(decision.retry_after)),
@@ -155,6 +170,9 @@ impl DenyCache {
                 refill,
             },
         );
+        if replaced.is_none() {
+            self.entries.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
