@@ -150,6 +150,8 @@ async fn retries_that_run_out_answer_as_configured() {
                 assert!(outcomes.iter().flatten().count() > 0);
                 let error = outcomes.into_iter().find_map(Result::err).unwrap();
                 assert!(error.is_transient(), "{error}");
+                // What the server said, not tokio-postgres's bare "db error".
+                assert!(error.to_string().contains("SQLSTATE 40001"), "{error}");
             }
             // The bucket never runs dry: every denial is a give-up.
             GiveUp::Deny => assert_eq!((errors, denials), (0, gave_up)),

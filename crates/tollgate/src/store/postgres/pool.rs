@@ -167,8 +167,22 @@ fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
     )
 }
 
+/// A failure of the database, with what the server said: tokio-postgres displays an error the
+/// server sent as a bare "db error", which would hide a serialization failure or a missing
+/// table from the logs.
 pub(crate) fn unavailable(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Unavailable(Box::new(e))
+    match e.as_db_error() {
+        Some(db) => StoreError::Unavailable(
+            format!(
+                "{}: {} (SQLSTATE {})",
+                db.severity(),
+                db.message(),
+                db.code().code()
+            )
+            .into(),
+        ),
+        None => StoreError::Unavailable(Box::new(e)),
+    }
 }
 
 /// Parses a `postgres://` URL (or a key=value string) into a connection config.
