@@ -141,8 +141,14 @@ async fn idle_rows_are_deleted_in_batches_and_busy_ones_kept() {
     clock.advance(Duration::from_millis(500));
     assert_eq!(
         store.cleanup_idle().await.unwrap(),
+        0,
+        "full again, but not for a minute: a busy fast bucket is not churned"
+    );
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        store.cleanup_idle().await.unwrap(),
         50,
-        "every fast bucket is full again"
+        "every fast bucket has been full for a minute"
     );
     let client = sql(&pg).await;
     let left: i64 = client

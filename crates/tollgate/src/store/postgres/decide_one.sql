@@ -9,8 +9,8 @@
 -- cost > capacity, so that is always allowed). An existing one is updated only when the cost
 -- fits: a denial writes nothing.
 --
--- Returns one row: now; the tat after taking the cost, or NULL when denied; and the tat this
--- statement's snapshot saw (NULL for a new key), from which a denial is reported. If another
+-- Returns one row: now; the tat after taking the cost, or NULL when denied; and, when denied
+-- only, the tat this statement's snapshot saw, from which the denial is reported. If another
 -- transaction took tokens between the snapshot and the row lock, that report is older than
 -- the decision, which was made on the locked row.
 WITH clock AS (
@@ -26,5 +26,7 @@ WITH clock AS (
 )
 SELECT clock.now,
        (SELECT tat FROM taken),
-       (SELECT tat FROM "@schema@"."@table@" WHERE key = $1::bytea)
+       -- Read only when denied (an uncorrelated subquery runs when first needed).
+       CASE WHEN NOT EXISTS (SELECT FROM taken)
+            THEN (SELECT tat FROM "@schema@"."@table@" WHERE key = $1::bytea) END
 FROM clock

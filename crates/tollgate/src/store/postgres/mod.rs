@@ -13,7 +13,7 @@
 //! SERIALIZABLE (YugabyteDB, CockroachDB) conflicts (SQLSTATE 40001, 40P01) are retried with
 //! bounded, jittered backoff ([`Retry`]). As with Redis, a deny cache answers known denials
 //! locally, and concurrent decisions are batched: those that arrive while calls are in flight
-//! (at most one per connection) wait, and the next call decides all of them in one call of the
+//! (at most [`max_in_flight`](PostgresStoreBuilder::max_in_flight), 2) wait, and the next call decides all of them in one call of the
 //! decide function, in arrival order. So a transaction (and its commit) serves a whole batch,
 //! and a hot row's lock is taken once per batch rather than once per caller. Keys are locked in
 //! sorted order, so concurrent batches never deadlock. A decision that finds nothing in flight
@@ -77,6 +77,7 @@ pub struct PostgresStoreBuilder {
     deny_cache: bool,
     coalesce: bool,
     max_batch: usize,
+    max_in_flight: usize,
     cleanup_interval: Option<Duration>,
     cleanup_batch: i64,
     test_clock: Option<Arc<dyn Clock>>,
@@ -128,6 +129,7 @@ impl PostgresStore {
             deny_cache: true,
             coalesce: true,
             max_batch: 256,
+            max_in_flight: 2,
             cleanup_interval: Some(Duration::from_secs(10)),
             cleanup_batch: 1000,
             test_clock: None,
@@ -221,6 +223,15 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// How many calls may be in flight at once (default 2), whatever the number of connections:
+    /// the next batch reaches the database while the last one commits. More calls in flight
+    /// make smaller batches, and on a hot key, calls that only queue on its row lock (or, under
+    /// SERIALIZABLE, conflict).
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls;
+        self
+    }
+
     /// How often idle rows are deleted in the background (default every 10 s; `None`: never).
     pub fn cleanup_interval(mut self, every: Option<Duration>) -> Self {
         self.cleanup_interval = every;
@@ -269,12 +280,11 @@ impl PostgresStoreBuilder {
         if let Some(every) = self.cleanup_interval {
             tokio::spawn(cleanup_loop(Arc::downgrade(&inner), every));
         }
-        // One call in flight per connection: each has a batch to work on.
         let batcher = self.coalesce.then(|| {
             Arc::new(Batcher::new(
                 Arc::clone(&inner),
                 self.max_batch,
-                self.connections,
+                self.max_in_flight,
             ))
         });
         Ok(PostgresStore { inner, batcher })
@@ -322,30 +332,35 @@ impl Inner {
     }
 
     /// Runs `statement` on a connection, again after each serialization failure, up to the
-    /// retry limit, bounded as a whole by the timeout.
+    /// retry limit, bounded as a whole by the timeout. A retry that could not finish before the
+    /// timeout is not started: the call gives up at once, so the configured [`GiveUp`] answers
+    /// rather than a timeout.
     async fn run<T, F, Fut>(&self, statement: F) -> Result<T, Failure>
     where
         F: Fn(Arc<Conn>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let attempts = async {
             let mut attempt = 1;
             loop {
                 let conn = self.pool.get().await?;
                 self.stats.statements.fetch_add(1, Ordering::Relaxed);
-                match statement(conn).await {
+                let e = match statement(conn).await {
                     Ok(answer) => return Ok(answer),
-                    Err(e) if retry::is_conflict(&e) && attempt < self.retry.max_attempts => {
-                        self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::sleep(self.retry.backoff(attempt)).await;
-                        attempt += 1;
-                    }
-                    Err(e) if retry::is_conflict(&e) => {
-                        self.stats.gave_up.fetch_add(1, Ordering::Relaxed);
-                        return Err(Failure::GaveUp(e));
-                    }
+                    Err(e) if retry::is_conflict(&e) => e,
                     Err(e) => return Err(Failure::Store(unavailable(e))),
+                };
+                let wait = self.retry.backoff(attempt);
+                // The retry's own statement needs time too: at least the wait again.
+                let in_time = tokio::time::Instant::now() + wait * 2 < deadline;
+                if attempt >= self.retry.max_attempts || !in_time {
+                    self.stats.gave_up.fetch_add(1, Ordering::Relaxed);
+                    return Err(Failure::GaveUp(e));
                 }
+                self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(wait).await;
+                attempt += 1;
             }
         };
         tokio::time::timeout(self.timeout, attempts)
@@ -630,16 +645,24 @@ impl Store for PostgresStore {
             .unwrap_or(Err(StoreError::Timeout(timeout)))
     }
 
-    /// Asks on every connection in turn, so that a probe also opens (and prepares) the ones not
-    /// used yet, rather than leaving that to the first requests.
+    /// Asks on every connection at once, so that a probe also opens (and prepares) the ones
+    /// not used yet, rather than leaving that to the first requests.
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
+            let mut pings = tokio::task::JoinSet::new();
             for _ in 0..self.inner.pool.size() {
-                let conn = self.inner.pool.get().await?;
-                conn.client
-                    .simple_query("SELECT 1")
-                    .await
-                    .map_err(unavailable)?;
+                let inner = Arc::clone(&self.inner);
+                pings.spawn(async move {
+                    let conn = inner.pool.get().await?;
+                    conn.client
+                        .simple_query("SELECT 1")
+                        .await
+                        .map(drop)
+                        .map_err(unavailable)
+                });
+            }
+            while let Some(ping) = pings.join_next().await {
+                ping.map_err(|e| StoreError::Unavailable(Box::new(e)))??;
             }
             Ok(())
         };

@@ -22,9 +22,11 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@" (
 
 -- Decides a list of decisions in order, each all-or-nothing over its checks, with the state of
 -- every bucket carried from one decision to the next: a port of algorithm/gcra.rs (through
--- algorithm::decide_all), as token_bucket.lua is for Redis. One statement, one transaction:
--- the rows are locked in the order of `keys` (sorted by the caller, so callers never
--- deadlock), created as full buckets if missing.
+-- algorithm::decide_all), as bucket.lua is for Redis. One call, one transaction, two
+-- statements whatever the number of buckets: one upsert locks every row in key order (so
+-- concurrent calls never deadlock), creating missing ones as full buckets; one update writes
+-- back the rows that changed. (A statement per bucket would cost the executor's start-up per
+-- bucket, which is most of a small decision's cost.)
 --
 --   keys    the distinct buckets, sorted;
 --   now_us  the time in microseconds, or NULL for clock_timestamp() (tests inject time);
@@ -41,19 +43,20 @@ CREATE OR REPLACE FUNCTION "@schema@"."@table@_decide"(
 ) RETURNS bigint[] LANGUAGE plpgsql AS $$
 DECLARE
     at_us bigint := coalesce(now_us, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
-    old bigint[] := '{}';
+    old bigint[];
     cur bigint[];
-    held bigint;
     first int := 1;
     all_ok boolean;
 BEGIN
-    FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
-        -- The no-op update locks an existing row; a missing one is inserted full (tat 0).
-        INSERT INTO "@schema@"."@table@" AS b (key, tat) VALUES (keys[i], 0)
+    -- The no-op update locks an existing row; a missing one is inserted full (tat 0).
+    WITH locked AS (
+        INSERT INTO "@schema@"."@table@" AS b (key, tat)
+        SELECT k, 0 FROM unnest(keys) AS k ORDER BY k
         ON CONFLICT (key) DO UPDATE SET tat = b.tat
-        RETURNING b.tat INTO held;
-        old := old || held;
-    END LOOP;
+        RETURNING b.key, b.tat
+    )
+    SELECT coalesce(array_agg(locked.tat ORDER BY u.i), '{}') INTO old
+    FROM unnest(keys) WITH ORDINALITY AS u(k, i) JOIN locked ON locked.key = u.k;
     cur := old;
     FOR d IN 1 .. coalesce(array_length(sizes, 1), 0) LOOP
         all_ok := true;
@@ -71,11 +74,9 @@ BEGIN
         END IF;
         first := first + sizes[d];
     END LOOP;
-    FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
-        IF cur[i] <> old[i] THEN
-            UPDATE "@schema@"."@table@" SET tat = cur[i] WHERE key = keys[i];
-        END IF;
-    END LOOP;
+    UPDATE "@schema@"."@table@" AS b SET tat = c.tat
+    FROM unnest(keys, cur, old) AS c(key, tat, was)
+    WHERE b.key = c.key AND c.tat <> c.was;
     RETURN array_prepend(at_us, old || cur);
 END
 $$;
