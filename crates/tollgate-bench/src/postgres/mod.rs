@@ -52,7 +52,11 @@ pub struct PostgresBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
     pub connections: Vec<usize>,
     /// isolation levels, one cell per value
-    #[arg(long, value_delimiter = ',', default_value = "read-committed,serializable")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "read-committed,serializable"
+    )]
     pub isolation: Vec<Isolation>,
     /// scenarios to measure
     #[arg(long, value_delimiter = ',', default_value = "many_keys,hot_key")]
@@ -167,15 +171,18 @@ async fn measure(
 
     let over_grant = args.over_grant_seconds > 0.0;
     let total = args.scenarios.len() * args.isolation.len() * args.connections.len() * 2
-        + if over_grant { args.isolation.len() * 2 } else { 0 };
+        + if over_grant {
+            args.isolation.len() * 2
+        } else {
+            0
+        };
     let mut done = 0;
     let space = scenario::key_space(args.keys);
     for &scenario in &args.scenarios {
         for &isolation in &args.isolation {
             for &c in &args.connections {
                 for approach in Approach::ALL {
-                    let mut crew =
-                        Crew::hire(approach, target, isolation, c, c, ALLOW_ALL).await?;
+                    let mut crew = Crew::hire(approach, target, isolation, c, c, ALLOW_ALL).await?;
                     // The same seeds for both approaches: their workers ask for the same keys.
                     let keys = (0..c)
                         .map(|w| scenario.keys(&space, 0x5eed ^ c as u64, w))

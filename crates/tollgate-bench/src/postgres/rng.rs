@@ -35,10 +35,10 @@ mod tests {
         for _ in 0..100_000 {
             counts[rng.below(10)] += 1;
         }
-        assert!(counts.iter().all(|&c| (9_000..11_000).contains(&c)), "{counts:?}");
-        assert_ne!(
-            SplitMix64::new(1).next_u64(),
-            SplitMix64::new(2).next_u64()
+        assert!(
+            counts.iter().all(|&c| (9_000..11_000).contains(&c)),
+            "{counts:?}"
         );
+        assert_ne!(SplitMix64::new(1).next_u64(), SplitMix64::new(2).next_u64());
     }
 }

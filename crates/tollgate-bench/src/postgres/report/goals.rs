@@ -99,7 +99,11 @@ fn no_errors_at_read_committed(report: &PostgresReport) -> Goal {
     }
     Goal {
         goal: goal.into(),
-        measured: format!("{} errors in {} calls", thousands(errors as f64), thousands(calls as f64)),
+        measured: format!(
+            "{} errors in {} calls",
+            thousands(errors as f64),
+            thousands(calls as f64)
+        ),
         met: Some(errors == 0),
     }
 }

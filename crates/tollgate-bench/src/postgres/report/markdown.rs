@@ -57,11 +57,7 @@ fn goals(md: &mut String, report: &PostgresReport) {
 }
 
 fn cells(md: &mut String, report: &PostgresReport, scenario: Scenario) {
-    let _ = writeln!(
-        md,
-        "## {scenario}: {}\n",
-        scenario.describe(report.keys)
-    );
+    let _ = writeln!(md, "## {scenario}: {}\n", scenario.describe(report.keys));
     let _ = writeln!(
         md,
         "| isolation | connections | approach | decisions/s | × function | p50 µs | p99 µs | \
@@ -230,7 +226,13 @@ fn flaws(md: &mut String, report: &PostgresReport) {
             let _ = writeln!(
                 md,
                 "| {} | {} of {} | {} | {} | {} | {} |",
-                r.approach, r.burst_allowed, r.burst_calls, r.calls, r.allowed, r.expected, r.errors
+                r.approach,
+                r.burst_allowed,
+                r.burst_calls,
+                r.calls,
+                r.allowed,
+                r.expected,
+                r.errors
             );
         }
         let _ = writeln!(
