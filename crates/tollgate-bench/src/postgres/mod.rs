@@ -13,6 +13,7 @@
 mod approach;
 mod database;
 mod function;
+mod host;
 mod isolation;
 mod limit;
 mod outcome;
@@ -112,6 +113,7 @@ pub async fn run_postgres(args: &PostgresBenchArgs) -> Result<PostgresReport, Be
             "--over-grant-workers must be at least 1".into(),
         ));
     }
+    let host_at_start = host::describe();
     let run_id = format!("{:x}{:04x}", clock::unix_ms(), std::process::id() & 0xffff);
     let db = Database::connect(&args.postgres, &run_id).await?;
     let server = db.server().await?;
@@ -122,6 +124,8 @@ pub async fn run_postgres(args: &PostgresBenchArgs) -> Result<PostgresReport, Be
             "fsync {}, synchronous_commit {}",
             server.fsync, server.synchronous_commit
         ),
+        host_at_start,
+        host_at_end: String::new(),
         seconds_per_cell: args.seconds,
         connections: args.connections.clone(),
         isolations: args.isolation.clone(),
@@ -135,6 +139,7 @@ pub async fn run_postgres(args: &PostgresBenchArgs) -> Result<PostgresReport, Be
     let measured = measure(args, cell_time, &db, &mut report).await;
     // Drop the run's schema even when a measurement failed, then report the first failure.
     let dropped = db.drop_schema().await;
+    report.host_at_end = host::describe();
     measured?;
     dropped?;
     eprintln!("dropped schema {}", db.target().schema);
@@ -187,8 +192,11 @@ async fn measure(
                     let keys = (0..c)
                         .map(|w| scenario.keys(&space, 0x5eed ^ c as u64, w))
                         .collect();
-                    let Measured { tally, elapsed } =
-                        timed::run(&mut crew, keys, cell_time).await?;
+                    let Measured {
+                        tally,
+                        elapsed,
+                        cpu,
+                    } = timed::run(&mut crew, keys, cell_time).await?;
                     drop(crew);
                     let cell = Cell {
                         scenario,
@@ -200,21 +208,25 @@ async fn measure(
                         errors: tally.errors,
                         duplicate_key: tally.duplicate_key,
                         serialization: tally.serialization,
+                        timeouts: tally.timeouts,
                         retried: tally.retried,
                         elapsed,
+                        client_cpu: cpu,
                         p50: tally.histogram.quantile(0.5).unwrap_or_default(),
                         p99: tally.histogram.quantile(0.99).unwrap_or_default(),
                     };
                     done += 1;
                     eprintln!(
                         "[{done}/{total}] {scenario} {isolation} c={c} {approach}: {:.0} \
-                         decisions/s, p50 {:?}, p99 {:?}, {} allowed, {} errors, {} retried{}",
+                         decisions/s, p50 {:?}, p99 {:?}, {} allowed, {} errors, {} retried, \
+                         client CPU {:.0} µs/call{}",
                         cell.decisions_per_sec(),
                         cell.p50,
                         cell.p99,
                         cell.allowed,
                         cell.errors,
                         cell.retried,
+                        cell.client_cpu_per_call().unwrap_or(f64::NAN),
                         tally.first_error_note()
                     );
                     report.cells.push(cell);
@@ -255,6 +267,7 @@ async fn measure(
                 decisions: tally.decisions,
                 allowed: tally.allowed,
                 errors: tally.errors,
+                timeouts: tally.timeouts,
                 retried: tally.retried,
             };
             done += 1;

@@ -84,6 +84,8 @@ pub(crate) struct Tally {
     pub(crate) duplicate_key: u64,
     /// Of those, serialization failures (40001) that outlived the retries.
     pub(crate) serialization: u64,
+    /// Of those, tollgate's calls that ran past the store's timeout.
+    pub(crate) timeouts: u64,
     /// Attempts that failed to serialize and were run again (calls that ended well included).
     pub(crate) retried: u64,
     pub(crate) first_error: Option<String>,
@@ -101,6 +103,9 @@ impl Tally {
             }
             Err(e) => {
                 self.errors += 1;
+                if matches!(e, CallError::Store(tollgate::StoreError::Timeout(_))) {
+                    self.timeouts += 1;
+                }
                 match e.sqlstate() {
                     Some(SqlState::UNIQUE_VIOLATION) => self.duplicate_key += 1,
                     Some(SqlState::T_R_SERIALIZATION_FAILURE) => self.serialization += 1,
@@ -120,6 +125,7 @@ impl Tally {
         self.errors += other.errors;
         self.duplicate_key += other.duplicate_key;
         self.serialization += other.serialization;
+        self.timeouts += other.timeouts;
         self.retried += other.retried;
         self.first_error = self.first_error.take().or(other.first_error);
     }
@@ -163,12 +169,23 @@ mod tests {
             },
             Duration::from_micros(9),
         );
+        let late = tollgate::StoreError::Timeout(Duration::from_millis(100));
+        tally.record(
+            Checked {
+                outcome: Err(CallError::Store(late)),
+                retried: 0,
+            },
+            Duration::from_millis(100),
+        );
         assert_eq!(
             (tally.decisions, tally.allowed, tally.errors, tally.retried),
-            (2, 1, 2, 13)
+            (2, 1, 3, 13)
         );
-        assert_eq!((tally.duplicate_key, tally.serialization), (1, 0));
-        assert_eq!(tally.histogram.count(), 4);
+        assert_eq!(
+            (tally.duplicate_key, tally.serialization, tally.timeouts),
+            (1, 0, 1)
+        );
+        assert_eq!(tally.histogram.count(), 5);
         assert!(tally.first_error_note().contains("duplicate key"));
     }
 }

@@ -72,6 +72,7 @@ pub(crate) async fn run(
         errors: tally.errors,
         duplicate_key: tally.duplicate_key,
         serialization: tally.serialization,
+        timeouts: tally.timeouts,
         retried: tally.retried,
     })
 }

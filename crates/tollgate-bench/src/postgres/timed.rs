@@ -9,13 +9,16 @@ use super::approach::{Crew, Worker};
 use super::outcome::Tally;
 use super::scenario::Keys;
 use crate::BenchError;
-use crate::clock::Stopwatch;
+use crate::clock::{self, Stopwatch};
 
 /// What one timed measurement counted.
 pub(crate) struct Measured {
     pub(crate) tally: Tally,
     /// From the first call to the last answer.
     pub(crate) elapsed: Duration,
+    /// CPU time the whole benchmark process used meanwhile (its clients, and tollgate's store
+    /// inside it), where the OS reports it.
+    pub(crate) cpu: Option<Duration>,
 }
 
 /// Runs `crew`'s workers, the i-th on `keys[i]`, for `duration`. The workers are used up (the
@@ -26,6 +29,7 @@ pub(crate) async fn run(
     keys: Vec<Keys>,
     duration: Duration,
 ) -> Result<Measured, BenchError> {
+    let cpu_before = clock::process_cpu();
     let start = Stopwatch::start();
     let mut tasks = JoinSet::new();
     for (worker, keys) in crew.workers.drain(..).zip(keys) {
@@ -36,8 +40,15 @@ pub(crate) async fn run(
         tally.merge(worker?);
     }
     let elapsed = start.elapsed();
+    let cpu = clock::process_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
     tally.retried += crew.store_retried();
-    Ok(Measured { tally, elapsed })
+    Ok(Measured {
+        tally,
+        elapsed,
+        cpu,
+    })
 }
 
 /// Checks in a loop until `duration` has passed since `start`; no check starts after that.

@@ -97,6 +97,9 @@ impl TollgatePg {
             .schema(target.schema.as_str())
             .table(TABLE)
             .timeout(Duration::from_secs(30))
+            // Its rows are full buckets at once (a token comes back every microsecond): the
+            // background cleanup would delete them before the cells run.
+            .cleanup_interval(None)
             .build()
             .await?;
         for chunk in keys.chunks(PRECREATE_BATCH) {

@@ -64,6 +64,7 @@ fn no_errors_at_read_committed(report: &PostgresReport) -> Goal {
     let tollgate = Approach::Tollgate;
     let mut calls = 0;
     let mut errors = 0;
+    let mut timeouts = 0;
     for c in report
         .cells
         .iter()
@@ -71,6 +72,7 @@ fn no_errors_at_read_committed(report: &PostgresReport) -> Goal {
     {
         calls += c.decisions + c.errors;
         errors += c.errors;
+        timeouts += c.timeouts;
     }
     for o in report
         .over_grant
@@ -79,6 +81,7 @@ fn no_errors_at_read_committed(report: &PostgresReport) -> Goal {
     {
         calls += o.decisions + o.errors;
         errors += o.errors;
+        timeouts += o.timeouts;
     }
     for r in report
         .race
@@ -87,6 +90,7 @@ fn no_errors_at_read_committed(report: &PostgresReport) -> Goal {
     {
         calls += r.calls;
         errors += r.errors;
+        timeouts += r.timeouts;
     }
     // The rounding schedule runs at READ COMMITTED.
     for r in report.rounding.iter().filter(|r| r.approach == tollgate) {
@@ -100,8 +104,13 @@ fn no_errors_at_read_committed(report: &PostgresReport) -> Goal {
     Goal {
         goal: goal.into(),
         measured: format!(
-            "{} errors in {} calls",
+            "{} errors{} in {} calls",
             thousands(errors as f64),
+            if timeouts > 0 {
+                format!(" ({} past the store's timeout)", thousands(timeouts as f64))
+            } else {
+                String::new()
+            },
             thousands(calls as f64)
         ),
         met: Some(errors == 0),

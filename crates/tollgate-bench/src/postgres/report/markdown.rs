@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::{Cell, PostgresReport};
 use crate::postgres::{Approach, Scenario, function, race};
+use crate::report::Goal;
 use crate::report::{micros, percent, thousands};
 
 pub(super) fn render(report: &PostgresReport) -> String {
@@ -15,12 +16,15 @@ pub(super) fn render(report: &PostgresReport) -> String {
     );
     let _ = writeln!(
         md,
-        "Run `{}` against PostgreSQL {} ({}), {} s per cell, {} connections, at {}. Both \
-         approaches ran in the same process against the same server, one cell at a time, in \
-         tables of their own in a schema made for the run: only the ratios mean anything.\n",
+        "Run `{}` against PostgreSQL {} ({}), {} s per cell, {} connections, at {}; the \
+         machine: {} at the start, {} at the end. Both approaches ran in the same process \
+         against the same server, one cell at a time, in tables of their own in a schema made \
+         for the run: only the ratios mean anything.\n",
         report.run_id,
         report.server_version,
         report.durability,
+        report.host_at_start,
+        report.host_at_end.rsplit(", ").next().unwrap_or_default(),
         report.seconds_per_cell,
         list(report.connections.iter()),
         list(report.isolations.iter())
@@ -45,7 +49,8 @@ fn goals(md: &mut String, report: &PostgresReport) {
     let _ = writeln!(md, "## Goals\n");
     let _ = writeln!(md, "| goal | measured | met? |");
     let _ = writeln!(md, "|---|---|---|");
-    for goal in report.goals() {
+    let goals = report.goals();
+    for goal in &goals {
         let met = match goal.met {
             Some(true) => "yes",
             Some(false) => "**no**",
@@ -54,6 +59,69 @@ fn goals(md: &mut String, report: &PostgresReport) {
         let _ = writeln!(md, "| {} | {} | {met} |", goal.goal, goal.measured);
     }
     md.push('\n');
+    missed(md, report, &goals);
+}
+
+/// What we think a missed goal comes from, with the run's own numbers where it has them.
+fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
+    let unmet = |needle: &str| {
+        goals
+            .iter()
+            .any(|g| g.met == Some(false) && g.goal.contains(needle))
+    };
+    if unmet("many_keys") {
+        let cpu = |approach| {
+            let c = report.connections.iter().copied().max()?;
+            report
+                .cells
+                .iter()
+                .find(|x| {
+                    x.scenario == Scenario::ManyKeys && x.approach == approach && x.connections == c
+                })?
+                .client_cpu_per_call()
+                .map(|us| format!("{us:.0}"))
+        };
+        let measured = match (cpu(Approach::Tollgate), cpu(Approach::Function)) {
+            (Some(t), Some(f)) => format!(
+                " In this run the benchmark process spent {t} µs of CPU per tollgate call and {f} \
+                 µs per function call at the most connections, on the same machine as the \
+                 server."
+            ),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            md,
+            "**Why many_keys falls short (our reading).** With many keys no two concurrent calls \
+             share a row, so coalescing has nothing to merge, and both approaches make one write \
+             transaction — one statement, one commit — per decision: PostgreSQL does about the \
+             same work for tollgate's upsert as for the function's UPDATE, and with the server on \
+             the same few CPUs as the clients, that work sets the pace for both. What is left to \
+             win is client CPU.{measured} Twice the function's rate on many keys needs fewer \
+             transactions per decision (for example, the checks waiting for a connection decided \
+             together, whatever their keys, in one call of the store's multi-check function), \
+             which the store does not do today.\n"
+        );
+    }
+    if unmet("hot_key") {
+        let _ = writeln!(
+            md,
+            "**Why hot_key falls short (our reading).** Coalescing decides the checks waiting on \
+             the hot key in one call, one at a time per key; the function's rate is bound by \
+             the row lock and the commit. A ratio below the goal means batches stayed small or \
+             the calls were slow; see the p99 column.\n"
+        );
+    }
+    if unmet("has 0 errors") {
+        let _ = writeln!(
+            md,
+            "**Why there are errors at READ COMMITTED (our reading).** The statement itself \
+             cannot fail at READ COMMITTED (no conflict, no duplicate key); a call fails when it \
+             runs past the store's default 100 ms timeout, as counted in the goal above. The \
+             machine ran at {} (start) and {} (end); a server process that waits 100 ms for a \
+             CPU makes every caller waiting on that call time out.\n",
+            report.host_at_start, report.host_at_end
+        );
+    }
 }
 
 fn cells(md: &mut String, report: &PostgresReport, scenario: Scenario) {
@@ -61,9 +129,9 @@ fn cells(md: &mut String, report: &PostgresReport, scenario: Scenario) {
     let _ = writeln!(
         md,
         "| isolation | connections | approach | decisions/s | × function | p50 µs | p99 µs | \
-         errors | retried attempts |"
+         errors | retried attempts | client CPU µs/call |"
     );
-    let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for &isolation in &report.isolations {
         for &c in &report.connections {
             let function = report.cell(scenario, isolation, Approach::Function, c);
@@ -86,20 +154,27 @@ fn row(md: &mut String, cell: &Cell, function: Option<&Cell>) {
     };
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {vs} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {vs} | {} | {} | {} | {} | {} |",
         cell.isolation,
         cell.connections,
         cell.approach,
         thousands(cell.decisions_per_sec()),
         micros(cell.p50),
         micros(cell.p99),
-        errors(cell.errors, cell.duplicate_key, cell.serialization),
-        thousands(cell.retried as f64)
+        errors(
+            cell.errors,
+            cell.duplicate_key,
+            cell.serialization,
+            cell.timeouts
+        ),
+        thousands(cell.retried as f64),
+        cell.client_cpu_per_call()
+            .map_or_else(|| "–".into(), |us| format!("{us:.1}"))
     );
 }
 
 /// `0`, or the count with what is known of its causes: `12 (10 × 40001, 2 × 23505)`.
-fn errors(errors: u64, duplicate_key: u64, serialization: u64) -> String {
+fn errors(errors: u64, duplicate_key: u64, serialization: u64, timeouts: u64) -> String {
     let mut causes = Vec::new();
     if serialization > 0 {
         causes.push(format!("{} × 40001", thousands(serialization as f64)));
@@ -107,7 +182,10 @@ fn errors(errors: u64, duplicate_key: u64, serialization: u64) -> String {
     if duplicate_key > 0 {
         causes.push(format!("{} × 23505", thousands(duplicate_key as f64)));
     }
-    let other = errors - serialization.min(errors) - duplicate_key.min(errors);
+    if timeouts > 0 {
+        causes.push(format!("{} timeouts", thousands(timeouts as f64)));
+    }
+    let other = errors.saturating_sub(serialization + duplicate_key + timeouts);
     if other > 0 && !causes.is_empty() {
         causes.push(format!("{} other", thousands(other as f64)));
     }
@@ -147,17 +225,29 @@ fn over_grant(md: &mut String, report: &PostgresReport) {
             o.connections,
             thousands(o.decisions as f64),
             o.allowed,
-            thousands(o.errors as f64),
+            errors(o.errors, 0, 0, o.timeouts),
             thousands(o.retried as f64),
             percent(o.over_grant())
         );
     }
     let _ = writeln!(
         md,
-        "\nover_grant = allowed / {} - 1. The function also *under*-grants here: every refused \
-         call writes tk = -1 and ts = now, and the few microseconds of refill between two \
-         calls round to nothing (flaw (b)).\n",
-        first.max_allowed()
+        "\nover_grant = allowed / {} - 1; the function's errors here are its first calls' \
+         duplicate keys and, under SERIALIZABLE, calls that still failed to serialize after {} \
+         attempts. How the function goes wrong depends on the isolation:\n\n\
+         - At READ COMMITTED callers queue on the row lock, and the function sets `ts = now()`, \
+         the time its *transaction started* — before it waited for the lock — while it measures \
+         the refill as `clock_timestamp() - ts`. So each caller is refilled for the time since \
+         the previous caller started waiting, not since the previous call: with n callers in \
+         the queue every stretch of time is counted about n times over, and once a wait is \
+         longer than half a token's interval, `tk - 1 + refill` rounds back up to `tk` and the \
+         bucket stops draining. (Setting `ts = clock_timestamp()` instead removes this, and \
+         leaves flaw (b).)\n\
+         - At SERIALIZABLE concurrent updates of the row fail with 40001 instead, and every \
+         refused call writes tk = -1 and moves ts to now, so the refill between two calls (a \
+         fraction of a token) rounds to nothing (flaw (b)): it under-grants.\n",
+        first.max_allowed(),
+        function::MAX_ATTEMPTS
     );
 }
 
@@ -191,7 +281,7 @@ fn flaws(md: &mut String, report: &PostgresReport) {
                 r.approach,
                 thousands(r.calls as f64),
                 thousands(r.allowed as f64),
-                errors(r.errors, r.duplicate_key, r.serialization),
+                errors(r.errors, r.duplicate_key, r.serialization, r.timeouts),
                 thousands(r.duplicate_key as f64),
                 thousands(r.retried as f64)
             );
@@ -263,6 +353,10 @@ fn notes(md: &mut String) {
          inside tollgate's store.\n\
          - Latency is per call as the caller sees it, retries and failures included; \
          percentiles by nearest rank, at most 1.6% high.\n\
+         - **client CPU µs/call** is the CPU time of the benchmark process during the cell \
+         (user and system, all threads, in 10 ms ticks) per call: the clients' work, and for \
+         tollgate the store's, which runs in the caller's process. PostgreSQL's own CPU is \
+         not in it.\n\
          - Each cell runs for its time with n workers: the function's have a connection each, \
          tollgate's n tasks share one store of n connections. Connections are opened (and \
          statements prepared) before a cell's clock starts.\n\
@@ -277,9 +371,10 @@ mod tests {
 
     #[test]
     fn errors_name_their_causes() {
-        assert_eq!(errors(0, 0, 0), "0");
-        assert_eq!(errors(5, 0, 0), "5");
-        assert_eq!(errors(12, 2, 10), "12 (10 × 40001, 2 × 23505)");
-        assert_eq!(errors(13, 2, 10), "13 (10 × 40001, 2 × 23505, 1 other)");
+        assert_eq!(errors(0, 0, 0, 0), "0");
+        assert_eq!(errors(5, 0, 0, 0), "5");
+        assert_eq!(errors(12, 2, 10, 0), "12 (10 × 40001, 2 × 23505)");
+        assert_eq!(errors(13, 2, 10, 0), "13 (10 × 40001, 2 × 23505, 1 other)");
+        assert_eq!(errors(4, 0, 0, 4), "4 (4 timeouts)");
     }
 }

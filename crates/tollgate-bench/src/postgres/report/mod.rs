@@ -18,6 +18,10 @@ pub struct PostgresReport {
     pub server_version: String,
     /// `fsync` and `synchronous_commit`: what a commit costs on this server.
     pub durability: String,
+    /// The machine's CPUs and load average when the run started.
+    pub host_at_start: String,
+    /// The same when it ended.
+    pub host_at_end: String,
     /// Measured time per cell.
     pub seconds_per_cell: f64,
     /// The connection counts measured.
@@ -57,10 +61,15 @@ pub struct Cell {
     pub duplicate_key: u64,
     /// Of the errors, serialization failures that outlived the retries (40001).
     pub serialization: u64,
+    /// Of the errors, tollgate's calls that ran past the store's timeout.
+    pub timeouts: u64,
     /// Attempts that failed to serialize and were run again.
     pub retried: u64,
     /// From the first call to the last answer.
     pub elapsed: Duration,
+    /// CPU time of the benchmark process during the cell (the clients, and tollgate's store,
+    /// which runs inside it; not PostgreSQL's), where the OS reports it.
+    pub client_cpu: Option<Duration>,
     /// Median latency of a call as its caller sees it, retries and errors included.
     pub p50: Duration,
     /// 99th percentile latency of a call.
@@ -71,6 +80,16 @@ impl Cell {
     /// Answered calls per second.
     pub fn decisions_per_sec(&self) -> f64 {
         per(self.decisions as f64, self.elapsed.as_secs_f64())
+    }
+
+    /// Client CPU microseconds per call (answered or failed).
+    pub fn client_cpu_per_call(&self) -> Option<f64> {
+        self.client_cpu.map(|cpu| {
+            per(
+                cpu.as_secs_f64() * 1e6,
+                (self.decisions + self.errors) as f64,
+            )
+        })
     }
 }
 
@@ -97,6 +116,8 @@ pub struct OverGrant {
     pub allowed: u64,
     /// Calls that failed.
     pub errors: u64,
+    /// Of those, tollgate's calls that ran past the store's timeout.
+    pub timeouts: u64,
     /// Attempts retried after a serialization failure.
     pub retried: u64,
 }
@@ -135,6 +156,8 @@ pub struct Race {
     pub duplicate_key: u64,
     /// Of those, serialization failures that outlived the retries (40001).
     pub serialization: u64,
+    /// Of those, tollgate's calls that ran past the store's timeout.
+    pub timeouts: u64,
     /// Attempts retried after a serialization failure.
     pub retried: u64,
 }
