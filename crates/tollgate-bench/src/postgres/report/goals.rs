@@ -205,3 +205,101 @@ fn exact_refill(report: &PostgresReport) -> Goal {
         met: Some(t.allowed.abs_diff(t.expected) <= 1 && t.errors == 0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::postgres::{Cell, Rounding};
+
+    fn cell(scenario: Scenario, approach: Approach, connections: usize, decisions: u64) -> Cell {
+        Cell {
+            scenario,
+            isolation: Isolation::ReadCommitted,
+            approach,
+            connections,
+            decisions,
+            allowed: decisions,
+            errors: 0,
+            duplicate_key: 0,
+            serialization: 0,
+            timeouts: 0,
+            retried: 0,
+            elapsed: Duration::from_secs(1),
+            p50: Duration::from_micros(100),
+            p99: Duration::from_micros(900),
+            client_cpu: Some(Duration::from_millis(10)),
+        }
+    }
+
+    #[test]
+    fn goals_are_judged_on_the_cells_they_name() {
+        let report = PostgresReport {
+            run_id: "r".into(),
+            server_version: "15".into(),
+            durability: "fsync on".into(),
+            host_at_start: "2 CPUs".into(),
+            host_at_end: "2 CPUs".into(),
+            seconds_per_cell: 1.0,
+            connections: vec![8, 32],
+            isolations: vec![Isolation::ReadCommitted],
+            keys: 10,
+            cells: vec![
+                cell(Scenario::ManyKeys, Approach::Function, 8, 100),
+                cell(Scenario::ManyKeys, Approach::Tollgate, 8, 200),
+                cell(Scenario::ManyKeys, Approach::Function, 32, 100),
+                cell(Scenario::ManyKeys, Approach::Tollgate, 32, 199),
+                cell(Scenario::HotKey, Approach::Function, 32, 0),
+                Cell {
+                    errors: 2,
+                    timeouts: 2,
+                    ..cell(Scenario::HotKey, Approach::Tollgate, 32, 50)
+                },
+            ],
+            over_grant: vec![],
+            race: vec![],
+            rounding: vec![Rounding {
+                approach: Approach::Tollgate,
+                capacity: 10,
+                rate: 2,
+                interval: Duration::from_millis(100),
+                burst_calls: 10,
+                burst_allowed: 10,
+                calls: 30,
+                allowed: 5,
+                expected: 6,
+                errors: 0,
+            }],
+        };
+        let goals = report.goals();
+        let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();
+        // over-grant, errors, many 8, many 32, hot 32, duplicate keys, refill.
+        assert_eq!(
+            met,
+            [
+                None,
+                Some(false),
+                Some(true),
+                Some(false),
+                Some(true),
+                None,
+                Some(true)
+            ],
+            "{goals:?}"
+        );
+        assert!(goals[1].measured.contains("2 errors (2 past"), "{goals:?}");
+        assert!(goals[2].measured.contains("2.00×"), "{goals:?}");
+        assert!(goals[4].measured.contains("answered nothing"), "{goals:?}");
+        let md = report.to_markdown();
+        for needle in [
+            "| **no** |",
+            "| not measured |",
+            "**Why many_keys falls short",
+            "**Why there are errors at READ COMMITTED",
+        ] {
+            assert!(md.contains(needle), "{needle:?} missing from\n{md}");
+        }
+        assert!(!md.contains("**Why hot_key"), "{md}");
+    }
+}
