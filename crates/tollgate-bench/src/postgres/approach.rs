@@ -117,4 +117,9 @@ impl Crew {
     pub(crate) fn store_retried(&self) -> u64 {
         self.store.as_ref().map_or(0, TollgatePg::retried)
     }
+
+    /// Statements tollgate's store sent (0 for the function, whose calls count their own).
+    pub(crate) fn store_statements(&self) -> u64 {
+        self.store.as_ref().map_or(0, TollgatePg::statements)
+    }
 }

@@ -79,6 +79,7 @@ impl FunctionConn {
             return Checked {
                 outcome,
                 retried: attempt - 1,
+                statements: attempt,
             };
         }
     }

@@ -210,6 +210,7 @@ async fn measure(
                         serialization: tally.serialization,
                         timeouts: tally.timeouts,
                         retried: tally.retried,
+                        statements: tally.statements,
                         elapsed,
                         client_cpu: cpu,
                         p50: tally.histogram.quantile(0.5).unwrap_or_default(),
@@ -219,13 +220,14 @@ async fn measure(
                     eprintln!(
                         "[{done}/{total}] {scenario} {isolation} c={c} {approach}: {:.0} \
                          decisions/s, p50 {:?}, p99 {:?}, {} allowed, {} errors, {} retried, \
-                         client CPU {:.0} µs/call{}",
+                         {:.3} statements/call, client CPU {:.0} µs/call{}",
                         cell.decisions_per_sec(),
                         cell.p50,
                         cell.p99,
                         cell.allowed,
                         cell.errors,
                         cell.retried,
+                        cell.statements_per_call(),
                         cell.client_cpu_per_call().unwrap_or(f64::NAN),
                         tally.first_error_note()
                     );

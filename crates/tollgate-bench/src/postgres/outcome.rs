@@ -9,12 +9,13 @@ use tokio_postgres::error::SqlState;
 
 use crate::stats::Histogram;
 
-/// One call: allowed or not (or failed), and how many of its attempts failed to serialize and
-/// were run again first.
+/// One call: allowed or not (or failed), how many of its attempts failed to serialize and
+/// were run again first, and how many statements it sent (0 when its store counts them).
 #[derive(Debug)]
 pub(crate) struct Checked {
     pub(crate) outcome: Result<bool, CallError>,
     pub(crate) retried: u32,
+    pub(crate) statements: u32,
 }
 
 /// Why a call failed.
@@ -88,6 +89,8 @@ pub(crate) struct Tally {
     pub(crate) timeouts: u64,
     /// Attempts that failed to serialize and were run again (calls that ended well included).
     pub(crate) retried: u64,
+    /// Statements sent to PostgreSQL, attempts included.
+    pub(crate) statements: u64,
     pub(crate) first_error: Option<String>,
 }
 
@@ -96,6 +99,7 @@ impl Tally {
     pub(crate) fn record(&mut self, checked: Checked, latency: Duration) {
         self.histogram.record(latency);
         self.retried += u64::from(checked.retried);
+        self.statements += u64::from(checked.statements);
         match checked.outcome {
             Ok(allowed) => {
                 self.decisions += 1;
@@ -127,6 +131,7 @@ impl Tally {
         self.serialization += other.serialization;
         self.timeouts += other.timeouts;
         self.retried += other.retried;
+        self.statements += other.statements;
         self.first_error = self.first_error.take().or(other.first_error);
     }
 
@@ -149,6 +154,7 @@ mod tests {
         let ok = |allowed| Checked {
             outcome: Ok(allowed),
             retried: 2,
+            statements: 3,
         };
         tally.record(ok(true), Duration::from_micros(5));
         tally.record(ok(false), Duration::from_micros(7));
@@ -159,6 +165,7 @@ mod tests {
             Checked {
                 outcome: Err(CallError::Store(dup)),
                 retried: 0,
+                statements: 0,
             },
             Duration::from_micros(9),
         );
@@ -166,6 +173,7 @@ mod tests {
             Checked {
                 outcome: Err(CallError::Reply("?".into())),
                 retried: 9,
+                statements: 10,
             },
             Duration::from_micros(9),
         );
@@ -174,6 +182,7 @@ mod tests {
             Checked {
                 outcome: Err(CallError::Store(late)),
                 retried: 0,
+                statements: 0,
             },
             Duration::from_millis(100),
         );
@@ -186,6 +195,7 @@ mod tests {
             (1, 0, 1)
         );
         assert_eq!(tally.histogram.count(), 5);
+        assert_eq!(tally.statements, 16);
         assert!(tally.first_error_note().contains("duplicate key"));
     }
 }

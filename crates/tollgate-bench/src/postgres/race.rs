@@ -54,6 +54,7 @@ pub(crate) async fn run(
         tally.merge(worker?);
     }
     tally.retried += crew.store_retried();
+    tally.statements += crew.store_statements();
     eprintln!(
         "race {isolation} {approach}: {} calls, {} allowed, {} errors ({} duplicate key){}",
         tally.decisions + tally.errors,

@@ -44,6 +44,7 @@ pub(crate) async fn run(
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
     tally.retried += crew.store_retried();
+    tally.statements += crew.store_statements();
     Ok(Measured {
         tally,
         elapsed,

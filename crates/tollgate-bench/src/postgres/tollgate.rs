@@ -73,16 +73,23 @@ impl TollgatePg {
             },
             Err(e) => Err(CallError::Store(e)),
         };
-        // The store retries serialization failures itself; `retried` counts them per store.
+        // The store retries serialization failures itself, and batches checks into shared
+        // statements: it counts both, per store.
         Checked {
             outcome,
             retried: 0,
+            statements: 0,
         }
     }
 
     /// Attempts the store retried after a serialization failure, since it was built.
     pub(crate) fn retried(&self) -> u64 {
         self.store.stats().retries.load(Ordering::Relaxed)
+    }
+
+    /// Statements the store sent (attempts included), since it was built.
+    pub(crate) fn statements(&self) -> u64 {
+        self.store.stats().statements.load(Ordering::Relaxed)
     }
 
     /// Creates the rows of `keys` under `policy` (each bucket with one token taken), through

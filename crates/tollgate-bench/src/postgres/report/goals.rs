@@ -226,6 +226,7 @@ mod tests {
             serialization: 0,
             timeouts: 0,
             retried: 0,
+            statements: decisions,
             elapsed: Duration::from_secs(1),
             p50: Duration::from_micros(100),
             p99: Duration::from_micros(900),

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{Cell, PostgresReport};
 use crate::postgres::{Approach, Scenario, function, race};
 use crate::report::Goal;
-use crate::report::{micros, percent, thousands};
+use crate::report::{micros, percent, small, thousands};
 
 pub(super) fn render(report: &PostgresReport) -> String {
     let mut md = String::new();
@@ -62,6 +62,57 @@ fn goals(md: &mut String, report: &PostgresReport) {
     missed(md, report, &goals);
 }
 
+/// tollgate's statements per call in each many_keys cell at 8 and 32 connections.
+fn many_keys_statements(report: &PostgresReport) -> String {
+    let shown: Vec<String> = report
+        .cells
+        .iter()
+        .filter(|x| {
+            x.scenario == Scenario::ManyKeys
+                && x.approach == Approach::Tollgate
+                && [8, 32].contains(&x.connections)
+        })
+        .map(|x| {
+            format!(
+                "{} statements per call at {}, {} connections",
+                small(x.statements_per_call()),
+                x.isolation,
+                x.connections
+            )
+        })
+        .collect();
+    if shown.is_empty() {
+        "no cell at 8 or 32 connections".into()
+    } else {
+        shown.join("; ")
+    }
+}
+
+/// Client CPU per call of both approaches in the many_keys cells with the most connections.
+fn many_keys_cpu(report: &PostgresReport) -> String {
+    let Some(c) = report.connections.iter().copied().max() else {
+        return "not measured".into();
+    };
+    let cpu = |approach| {
+        report
+            .cells
+            .iter()
+            .filter(|x| {
+                x.scenario == Scenario::ManyKeys && x.approach == approach && x.connections == c
+            })
+            .filter_map(Cell::client_cpu_per_call)
+            .map(|us| format!("{us:.0}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    format!(
+        "at {c} connections the benchmark process spent {} µs of CPU per tollgate call and {} \
+         µs per function call (per isolation measured)",
+        cpu(Approach::Tollgate),
+        cpu(Approach::Function)
+    )
+}
+
 /// What we think a missed goal comes from, with the run's own numbers where it has them.
 fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
     let unmet = |needle: &str| {
@@ -70,40 +121,23 @@ fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
             .any(|g| g.met == Some(false) && g.goal.contains(needle))
     };
     if unmet("many_keys") {
-        let cpu = |approach| {
-            let c = report.connections.iter().copied().max()?;
-            report
-                .cells
-                .iter()
-                .find(|x| {
-                    x.scenario == Scenario::ManyKeys && x.approach == approach && x.connections == c
-                })?
-                .client_cpu_per_call()
-                .map(|us| format!("{us:.0}"))
-        };
-        let measured = match (cpu(Approach::Tollgate), cpu(Approach::Function)) {
-            (Some(t), Some(f)) => format!(
-                " In this run the benchmark process spent {t} µs of CPU per tollgate call and {f} \
-                 µs per function call at the most connections, on the same machine as the \
-                 server."
-            ),
-            _ => String::new(),
-        };
         let _ = writeln!(
             md,
-            "**Why many_keys falls short (our reading).** With many keys no two concurrent calls \
-             share a row, so coalescing has nothing to merge, and both approaches make one write \
-             transaction — one statement, one commit — per decision: PostgreSQL does about the \
-             same work for tollgate's upsert as for the function's UPDATE, and with the server on \
-             the same few CPUs as the clients, that work sets the pace for both. What is left to \
-             win is client CPU.{measured} Twice the function's rate on many keys needs fewer \
-             transactions per decision (for example, the checks waiting for a connection decided \
-             together, whatever their keys, in one call of the store's multi-check function), \
-             which the store does not do today.\n"
+            "**Why many_keys falls short (our reading).** Here every call writes a different \
+             row, so what a decision costs PostgreSQL — a statement, a row version, a commit — \
+             is about the same for tollgate's upsert as for the function's UPDATE, and with the \
+             server on the same few CPUs as the clients that work sets the pace for both. \
+             tollgate saves server work only when checks share a statement (one call of its \
+             decide function, one commit, for a batch); its batcher keeps up to one call in \
+             flight per connection, and a check waits for a batch only when all are busy. With \
+             as many callers as connections, as in these cells, few checks wait: {}. What is \
+             left is client CPU: {}.\n",
+            many_keys_statements(report),
+            many_keys_cpu(report)
         );
     }
     if unmet("hot_key") {
-        let waits: Vec<String> = report
+        let figures: Vec<String> = report
             .cells
             .iter()
             .filter(|x| {
@@ -113,8 +147,9 @@ fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
             })
             .map(|x| {
                 format!(
-                    "{}: p50 {} µs, {} µs of client CPU per call",
+                    "{}: {} statements per call, p50 {} µs, {} µs of client CPU per call",
                     x.isolation,
+                    small(x.statements_per_call()),
                     micros(x.p50),
                     x.client_cpu_per_call()
                         .map_or_else(|| "?".into(), |us| format!("{us:.1}"))
@@ -123,15 +158,13 @@ fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
             .collect();
         let _ = writeln!(
             md,
-            "**Why hot_key falls short (our reading).** With 32 callers and no pause between \
-             calls, decisions/s is 32 over the mean latency. Coalescing keeps one call of the \
-             store in flight per key and decides every check waiting on the key in the next \
-             one, so a caller waits for the call in flight and then its own. At 32 connections \
-             tollgate's callers waited milliseconds while the process spent microseconds of CPU \
-             per call ({}): the time went to PostgreSQL round trips — a busy machine (see its \
-             load above) delays each one — not to tollgate's code. The function's rate is set \
-             by how long each caller holds the row lock instead.\n",
-            waits.join("; ")
+            "**Why hot_key falls short (our reading).** On one row, tollgate gains on the \
+             function only when waiting checks share a statement, so that the row's lock (and a \
+             commit) serves a batch instead of one caller; a statement per check queues on the \
+             row lock just as the function's calls do. Its batcher keeps up to one call in \
+             flight per connection, so with as many callers as connections few checks wait for \
+             a batch. At 32 connections: {}.\n",
+            figures.join("; ")
         );
     }
     if unmet("has 0 errors") {
@@ -152,9 +185,9 @@ fn cells(md: &mut String, report: &PostgresReport, scenario: Scenario) {
     let _ = writeln!(
         md,
         "| isolation | connections | approach | decisions/s | × function | p50 µs | p99 µs | \
-         errors | retried attempts | client CPU µs/call |"
+         errors | retried attempts | statements/call | client CPU µs/call |"
     );
-    let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &isolation in &report.isolations {
         for &c in &report.connections {
             let function = report.cell(scenario, isolation, Approach::Function, c);
@@ -177,7 +210,7 @@ fn row(md: &mut String, cell: &Cell, function: Option<&Cell>) {
     };
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {vs} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {vs} | {} | {} | {} | {} | {} | {} |",
         cell.isolation,
         cell.connections,
         cell.approach,
@@ -191,6 +224,7 @@ fn row(md: &mut String, cell: &Cell, function: Option<&Cell>) {
             cell.timeouts
         ),
         thousands(cell.retried as f64),
+        small(cell.statements_per_call()),
         cell.client_cpu_per_call()
             .map_or_else(|| "–".into(), |us| format!("{us:.1}"))
     );
@@ -377,6 +411,10 @@ fn notes(md: &mut String) {
          inside tollgate's store.\n\
          - Latency is per call as the caller sees it, retries and failures included; \
          percentiles by nearest rank, at most 1.6% high.\n\
+         - **statements/call** counts what was sent to PostgreSQL per call: the function's \
+         calls, retries included; tollgate's statements (a single upsert, or one call of its \
+         decide function for a batch of waiting checks) from its store's own count. Below 1, \
+         calls shared statements (and transactions).\n\
          - **client CPU µs/call** is the CPU time of the benchmark process during the cell \
          (user and system, all threads, in 10 ms ticks) per call: the clients' work, and for \
          tollgate the store's, which runs in the caller's process. PostgreSQL's own CPU is \

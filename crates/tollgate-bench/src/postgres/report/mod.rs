@@ -65,6 +65,9 @@ pub struct Cell {
     pub timeouts: u64,
     /// Attempts that failed to serialize and were run again.
     pub retried: u64,
+    /// Statements sent to PostgreSQL, attempts included: the function's calls, tollgate's
+    /// single upserts and batched calls of its decide function.
+    pub statements: u64,
     /// From the first call to the last answer.
     pub elapsed: Duration,
     /// CPU time of the benchmark process during the cell (the clients, and tollgate's store,
@@ -80,6 +83,14 @@ impl Cell {
     /// Answered calls per second.
     pub fn decisions_per_sec(&self) -> f64 {
         per(self.decisions as f64, self.elapsed.as_secs_f64())
+    }
+
+    /// Statements per call (answered or failed): below 1 when calls share statements.
+    pub fn statements_per_call(&self) -> f64 {
+        per(
+            self.statements as f64,
+            (self.decisions + self.errors) as f64,
+        )
     }
 
     /// Client CPU microseconds per call (answered or failed).
