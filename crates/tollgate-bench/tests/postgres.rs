@@ -18,26 +18,38 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
         out: out.path().join("report"),
         over_grant_seconds: 1.0,
         over_grant_workers: 64,
+        // tollgate-pool runs where workers outnumber its connections: at 4 here.
+        pool_connections: 2,
         ..PostgresBenchArgs::default()
     };
     let report = run_postgres(&args).await.unwrap();
 
-    assert_eq!(report.cells.len(), 2 * 2 * 2 * 2);
+    assert_eq!(report.cells.len(), 2 * 2 * (2 * 2 + 1));
     for scenario in Scenario::ALL {
         for isolation in Isolation::ALL {
-            for approach in Approach::ALL {
-                for c in [1, 4] {
-                    let cell = report
-                        .cell(scenario, isolation, approach, c)
-                        .unwrap_or_else(|| panic!("no cell {scenario} {isolation} {approach} {c}"));
-                    assert!(cell.decisions > 0, "{cell:?}");
-                    assert!(cell.p50 <= cell.p99, "{cell:?}");
-                    assert!(!cell.p99.is_zero(), "{cell:?}");
-                    // Allow-all: whatever was answered was allowed.
-                    assert_eq!(cell.allowed, cell.decisions, "{cell:?}");
-                    if approach == Approach::Tollgate && isolation == Isolation::ReadCommitted {
-                        assert_eq!(cell.errors, 0, "{cell:?}");
-                    }
+            assert!(
+                report
+                    .cell(scenario, isolation, Approach::TollgatePool, 1)
+                    .is_none()
+            );
+            for (approach, c) in [
+                (Approach::Function, 1),
+                (Approach::Function, 4),
+                (Approach::Tollgate, 1),
+                (Approach::Tollgate, 4),
+                (Approach::TollgatePool, 4),
+            ] {
+                let cell = report
+                    .cell(scenario, isolation, approach, c)
+                    .unwrap_or_else(|| panic!("no cell {scenario} {isolation} {approach} {c}"));
+                assert!(cell.decisions > 0, "{cell:?}");
+                assert!(cell.p50 <= cell.p99, "{cell:?}");
+                assert!(!cell.p99.is_zero(), "{cell:?}");
+                // Allow-all: whatever was answered was allowed.
+                assert_eq!(cell.allowed, cell.decisions, "{cell:?}");
+                assert!(cell.statements > 0, "{cell:?}");
+                if approach != Approach::Function && isolation == Isolation::ReadCommitted {
+                    assert_eq!(cell.errors, 0, "{cell:?}");
                 }
             }
         }
@@ -120,6 +132,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
         "### (a) Concurrent first calls",
         "### (b) Refill rounded to whole tokens",
         "| SERIALIZABLE | 4 | tollgate |",
+        "| SERIALIZABLE | 4 | tollgate-pool |",
         "postgres.svg",
     ] {
         assert!(md.contains(needle), "{needle:?} missing from\n{md}");
@@ -127,7 +140,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
     let svg = report.to_svg();
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert!(svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<title>").count(), 16);
+    assert_eq!(svg.matches("<title>").count(), 20);
     let written = std::fs::read_to_string(out.path().join("report/postgres.md")).unwrap();
     assert_eq!(written, md);
     let written = std::fs::read_to_string(out.path().join("report/postgres.svg")).unwrap();

@@ -17,19 +17,31 @@ use crate::BenchError;
 pub enum Approach {
     /// The published PL/pgSQL function, one call per request over a connection per worker.
     Function,
-    /// tollgate's `PostgresStore` with its defaults.
+    /// tollgate's `PostgresStore` with its defaults, `connections(n)` for n workers.
     Tollgate,
+    /// The same store with fewer connections than workers (`--pool-connections`, by default
+    /// the store's own default of 4), so that checks wait for a connection and share its
+    /// statements. Shown beside, not judged by the goals.
+    TollgatePool,
 }
 
 impl Approach {
-    /// Both approaches, in the order each cell runs them.
-    pub const ALL: [Approach; 2] = [Approach::Function, Approach::Tollgate];
+    /// Every approach, in the order each cell runs them.
+    pub const ALL: [Approach; 3] = [
+        Approach::Function,
+        Approach::Tollgate,
+        Approach::TollgatePool,
+    ];
+
+    /// The two the goals compare, and the only ones of the over-grant test and the flaws.
+    pub const COMPARED: [Approach; 2] = [Approach::Function, Approach::Tollgate];
 
     /// The name used in the report.
     pub fn name(self) -> &'static str {
         match self {
             Approach::Function => "function",
             Approach::Tollgate => "tollgate",
+            Approach::TollgatePool => "tollgate-pool",
         }
     }
 
@@ -45,6 +57,12 @@ impl Approach {
                 "tollgate PostgresStore, defaults (one INSERT ... ON CONFLICT statement per \
                  decision, coalescing, deny cache, 100 ms timeout, 10 attempts with backoff on \
                  40001), `connections(n)` shared by n worker tasks"
+            }
+            Approach::TollgatePool => {
+                "the same store with `--pool-connections` connections (default 4, the store's \
+                 own default) shared by the n worker tasks, run where n is larger: checks that \
+                 find every connection busy wait and share the next statement; beside the \
+                 others, not judged by the goals"
             }
         }
     }
@@ -100,7 +118,7 @@ impl Crew {
                     crew.workers.push(Worker::Function(conn, limit));
                 }
             }
-            Approach::Tollgate => {
+            Approach::Tollgate | Approach::TollgatePool => {
                 let store = TollgatePg::connect(target, connections, isolation).await?;
                 let policy = limit.policy()?;
                 for _ in 0..workers {
@@ -121,5 +139,10 @@ impl Crew {
     /// Statements tollgate's store sent (0 for the function, whose calls count their own).
     pub(crate) fn store_statements(&self) -> u64 {
         self.store.as_ref().map_or(0, TollgatePg::statements)
+    }
+
+    /// tollgate's store's calls that still failed to serialize after every attempt.
+    pub(crate) fn store_gave_up(&self) -> u64 {
+        self.store.as_ref().map_or(0, TollgatePg::gave_up)
     }
 }

@@ -7,8 +7,11 @@
 //! are shown on fresh keys — concurrent first calls (`race.rs`) and refill rounded to whole
 //! tokens (`rounding.rs`) — with tollgate beside. Then every many_keys key is created in both
 //! tables, and the cells run one at a time: for each scenario, isolation and connection count,
-//! each approach in turn, so that slow drift of the machine hits both alike (`timed.rs`). Last,
-//! the over-grant test at each isolation.
+//! each approach in turn, so that slow drift of the machine hits both alike (`timed.rs`). Where
+//! a cell has more workers than `--pool-connections`, tollgate also runs with that few
+//! connections (`tollgate-pool`): its batcher shares statements only between checks that wait
+//! for a connection, which this shows; the goals judge `tollgate` (n connections for n
+//! workers) alone. Last, the over-grant test at each isolation.
 
 mod approach;
 mod database;
@@ -74,6 +77,10 @@ pub struct PostgresBenchArgs {
     /// workers of the over-grant test
     #[arg(long, default_value = "64")]
     pub over_grant_workers: usize,
+    /// connections of tollgate-pool, the store shown beside with fewer connections than
+    /// workers (in cells with more workers than this); 0 leaves it out
+    #[arg(long, default_value = "4")]
+    pub pool_connections: usize,
 }
 
 impl Default for PostgresBenchArgs {
@@ -88,6 +95,7 @@ impl Default for PostgresBenchArgs {
             out: PathBuf::from("bench-report"),
             over_grant_seconds: 3.0,
             over_grant_workers: 64,
+            pool_connections: 4,
         }
     }
 }
@@ -157,7 +165,7 @@ async fn measure(
     let target = db.target();
     // The flaws first, while both tables are empty.
     for &isolation in &args.isolation {
-        for approach in Approach::ALL {
+        for approach in Approach::COMPARED {
             report
                 .race
                 .push(race::run(target, approach, isolation).await?);
@@ -175,7 +183,12 @@ async fn measure(
     precreate(args, db).await?;
 
     let over_grant = args.over_grant_seconds > 0.0;
-    let total = args.scenarios.len() * args.isolation.len() * args.connections.len() * 2
+    let pooled = args
+        .connections
+        .iter()
+        .filter(|&&c| pool_applies(args, c))
+        .count();
+    let total = args.scenarios.len() * args.isolation.len() * (args.connections.len() * 2 + pooled)
         + if over_grant {
             args.isolation.len() * 2
         } else {
@@ -187,7 +200,13 @@ async fn measure(
         for &isolation in &args.isolation {
             for &c in &args.connections {
                 for approach in Approach::ALL {
-                    let mut crew = Crew::hire(approach, target, isolation, c, c, ALLOW_ALL).await?;
+                    let connections = match approach {
+                        Approach::TollgatePool if !pool_applies(args, c) => continue,
+                        Approach::TollgatePool => args.pool_connections,
+                        Approach::Function | Approach::Tollgate => c,
+                    };
+                    let mut crew =
+                        Crew::hire(approach, target, isolation, c, connections, ALLOW_ALL).await?;
                     // The same seeds for both approaches: their workers ask for the same keys.
                     let keys = (0..c)
                         .map(|w| scenario.keys(&space, 0x5eed ^ c as u64, w))
@@ -209,6 +228,7 @@ async fn measure(
                         duplicate_key: tally.duplicate_key,
                         serialization: tally.serialization,
                         timeouts: tally.timeouts,
+                        gave_up: tally.gave_up,
                         retried: tally.retried,
                         statements: tally.statements,
                         elapsed,
@@ -245,10 +265,10 @@ async fn measure(
     // per worker, as in the cells.
     let store_connections = args.connections.iter().copied().max().unwrap_or(1);
     for &isolation in &args.isolation {
-        for approach in Approach::ALL {
+        for approach in Approach::COMPARED {
             let connections = match approach {
                 Approach::Function => workers,
-                Approach::Tollgate => store_connections,
+                Approach::Tollgate | Approach::TollgatePool => store_connections,
             };
             let mut crew =
                 Crew::hire(approach, target, isolation, workers, connections, SMALL).await?;
@@ -270,6 +290,7 @@ async fn measure(
                 allowed: tally.allowed,
                 errors: tally.errors,
                 timeouts: tally.timeouts,
+                gave_up: tally.gave_up,
                 retried: tally.retried,
             };
             done += 1;
@@ -286,6 +307,11 @@ async fn measure(
         }
     }
     Ok(())
+}
+
+/// Whether a cell of `c` workers also runs tollgate-pool: only where its pool is smaller.
+fn pool_applies(args: &PostgresBenchArgs, c: usize) -> bool {
+    args.pool_connections > 0 && c > args.pool_connections
 }
 
 /// Creates the rows of the many_keys keys and the hot key in both tables, full buckets of the

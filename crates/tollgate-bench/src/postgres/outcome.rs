@@ -91,6 +91,9 @@ pub(crate) struct Tally {
     pub(crate) retried: u64,
     /// Statements sent to PostgreSQL, attempts included.
     pub(crate) statements: u64,
+    /// tollgate's store's calls (statements) that gave up on 40001; each fails every check it
+    /// decided, which the store reports as a plain "db error".
+    pub(crate) gave_up: u64,
     pub(crate) first_error: Option<String>,
 }
 
@@ -132,6 +135,7 @@ impl Tally {
         self.timeouts += other.timeouts;
         self.retried += other.retried;
         self.statements += other.statements;
+        self.gave_up += other.gave_up;
         self.first_error = self.first_error.take().or(other.first_error);
     }
 

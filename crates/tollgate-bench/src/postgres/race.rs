@@ -55,6 +55,7 @@ pub(crate) async fn run(
     }
     tally.retried += crew.store_retried();
     tally.statements += crew.store_statements();
+    tally.gave_up += crew.store_gave_up();
     eprintln!(
         "race {isolation} {approach}: {} calls, {} allowed, {} errors ({} duplicate key){}",
         tally.decisions + tally.errors,
@@ -74,6 +75,7 @@ pub(crate) async fn run(
         duplicate_key: tally.duplicate_key,
         serialization: tally.serialization,
         timeouts: tally.timeouts,
+        gave_up: tally.gave_up,
         retried: tally.retried,
     })
 }

@@ -45,6 +45,7 @@ pub(crate) async fn run(
         .map(|(after, before)| after.saturating_sub(before));
     tally.retried += crew.store_retried();
     tally.statements += crew.store_statements();
+    tally.gave_up += crew.store_gave_up();
     Ok(Measured {
         tally,
         elapsed,

@@ -87,6 +87,11 @@ impl TollgatePg {
         self.store.stats().retries.load(Ordering::Relaxed)
     }
 
+    /// Calls that still failed to serialize after every attempt, since it was built.
+    pub(crate) fn gave_up(&self) -> u64 {
+        self.store.stats().gave_up.load(Ordering::Relaxed)
+    }
+
     /// Statements the store sent (attempts included), since it was built.
     pub(crate) fn statements(&self) -> u64 {
         self.store.stats().statements.load(Ordering::Relaxed)

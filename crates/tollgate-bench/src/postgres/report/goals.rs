@@ -225,6 +225,7 @@ mod tests {
             duplicate_key: 0,
             serialization: 0,
             timeouts: 0,
+            gave_up: 0,
             retried: 0,
             statements: decisions,
             elapsed: Duration::from_secs(1),

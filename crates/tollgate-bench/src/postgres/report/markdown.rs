@@ -88,6 +88,39 @@ fn many_keys_statements(report: &PostgresReport) -> String {
     }
 }
 
+/// What tollgate-pool (fewer connections than callers) did in `scenario`, as a sentence, or
+/// nothing when it did not run.
+fn pool_figures(report: &PostgresReport, scenario: Scenario) -> String {
+    let shown: Vec<String> = report
+        .cells
+        .iter()
+        .filter(|x| x.scenario == scenario && x.approach == Approach::TollgatePool)
+        .map(|x| {
+            let vs = report
+                .cell(scenario, x.isolation, Approach::Function, x.connections)
+                .filter(|f| f.decisions_per_sec() > 0.0)
+                .map_or_else(
+                    || "–".into(),
+                    |f| format!("{:.2}", x.decisions_per_sec() / f.decisions_per_sec()),
+                );
+            format!(
+                "{} statements per call and {vs}× the function at {}, {} callers",
+                small(x.statements_per_call()),
+                x.isolation,
+                x.connections
+            )
+        })
+        .collect();
+    if shown.is_empty() {
+        return String::new();
+    }
+    format!(
+        " With fewer connections than callers (the tollgate-pool rows) checks do wait and \
+         share statements: {}.",
+        shown.join("; ")
+    )
+}
+
 /// Client CPU per call of both approaches in the many_keys cells with the most connections.
 fn many_keys_cpu(report: &PostgresReport) -> String {
     let Some(c) = report.connections.iter().copied().max() else {
@@ -131,9 +164,10 @@ fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
              decide function, one commit, for a batch); its batcher keeps up to one call in \
              flight per connection, and a check waits for a batch only when all are busy. With \
              as many callers as connections, as in these cells, few checks wait: {}. What is \
-             left is client CPU: {}.\n",
+             left is client CPU: {}.{}\n",
             many_keys_statements(report),
-            many_keys_cpu(report)
+            many_keys_cpu(report),
+            pool_figures(report, Scenario::ManyKeys)
         );
     }
     if unmet("hot_key") {
@@ -163,8 +197,9 @@ fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
              commit) serves a batch instead of one caller; a statement per check queues on the \
              row lock just as the function's calls do. Its batcher keeps up to one call in \
              flight per connection, so with as many callers as connections few checks wait for \
-             a batch. At 32 connections: {}.\n",
-            figures.join("; ")
+             a batch. At 32 connections: {}.{}\n",
+            figures.join("; "),
+            pool_figures(report, Scenario::HotKey)
         );
     }
     if unmet("has 0 errors") {
@@ -221,7 +256,8 @@ fn row(md: &mut String, cell: &Cell, function: Option<&Cell>) {
             cell.errors,
             cell.duplicate_key,
             cell.serialization,
-            cell.timeouts
+            cell.timeouts,
+            cell.gave_up
         ),
         thousands(cell.retried as f64),
         small(cell.statements_per_call()),
@@ -230,8 +266,15 @@ fn row(md: &mut String, cell: &Cell, function: Option<&Cell>) {
     );
 }
 
-/// `0`, or the count with what is known of its causes: `12 (10 × 40001, 2 × 23505)`.
-fn errors(errors: u64, duplicate_key: u64, serialization: u64, timeouts: u64) -> String {
+/// `0`, or the count with what is known of its causes: `12 (10 × 40001, 2 × 23505)`, and
+/// how many of tollgate's statements gave up on 40001 (their checks fail as a bare "db error").
+fn errors(
+    errors: u64,
+    duplicate_key: u64,
+    serialization: u64,
+    timeouts: u64,
+    gave_up: u64,
+) -> String {
     let mut causes = Vec::new();
     if serialization > 0 {
         causes.push(format!("{} × 40001", thousands(serialization as f64)));
@@ -246,11 +289,19 @@ fn errors(errors: u64, duplicate_key: u64, serialization: u64, timeouts: u64) ->
     if other > 0 && !causes.is_empty() {
         causes.push(format!("{} other", thousands(other as f64)));
     }
-    if causes.is_empty() {
+    let mut text = if causes.is_empty() {
         thousands(errors as f64)
     } else {
         format!("{} ({})", thousands(errors as f64), causes.join(", "))
+    };
+    if gave_up > 0 {
+        let _ = write!(
+            text,
+            "; {} statements gave up on 40001",
+            thousands(gave_up as f64)
+        );
     }
+    text
 }
 
 fn over_grant(md: &mut String, report: &PostgresReport) {
@@ -282,7 +333,7 @@ fn over_grant(md: &mut String, report: &PostgresReport) {
             o.connections,
             thousands(o.decisions as f64),
             o.allowed,
-            errors(o.errors, 0, 0, o.timeouts),
+            errors(o.errors, 0, 0, o.timeouts, o.gave_up),
             thousands(o.retried as f64),
             percent(o.over_grant())
         );
@@ -339,7 +390,13 @@ fn flaws(md: &mut String, report: &PostgresReport) {
                 r.approach,
                 thousands(r.calls as f64),
                 thousands(r.allowed as f64),
-                errors(r.errors, r.duplicate_key, r.serialization, r.timeouts),
+                errors(
+                    r.errors,
+                    r.duplicate_key,
+                    r.serialization,
+                    r.timeouts,
+                    r.gave_up
+                ),
                 thousands(r.duplicate_key as f64),
                 thousands(r.retried as f64)
             );
@@ -420,7 +477,9 @@ fn notes(md: &mut String) {
          tollgate the store's, which runs in the caller's process. PostgreSQL's own CPU is \
          not in it.\n\
          - Each cell runs for its time with n workers: the function's have a connection each, \
-         tollgate's n tasks share one store of n connections. Connections are opened (and \
+         tollgate's n tasks share one store of n connections, tollgate-pool's n tasks one store \
+         of fewer. The over-grant test gives tollgate's store as many connections as the \
+         largest cell. Connections are opened (and \
          statements prepared) before a cell's clock starts.\n\
          \n![decisions per second](postgres.svg)",
         function::MAX_ATTEMPTS
@@ -433,10 +492,17 @@ mod tests {
 
     #[test]
     fn errors_name_their_causes() {
-        assert_eq!(errors(0, 0, 0, 0), "0");
-        assert_eq!(errors(5, 0, 0, 0), "5");
-        assert_eq!(errors(12, 2, 10, 0), "12 (10 × 40001, 2 × 23505)");
-        assert_eq!(errors(13, 2, 10, 0), "13 (10 × 40001, 2 × 23505, 1 other)");
-        assert_eq!(errors(4, 0, 0, 4), "4 (4 timeouts)");
+        assert_eq!(errors(0, 0, 0, 0, 0), "0");
+        assert_eq!(errors(5, 0, 0, 0, 0), "5");
+        assert_eq!(errors(12, 2, 10, 0, 0), "12 (10 × 40001, 2 × 23505)");
+        assert_eq!(
+            errors(13, 2, 10, 0, 0),
+            "13 (10 × 40001, 2 × 23505, 1 other)"
+        );
+        assert_eq!(errors(4, 0, 0, 4, 0), "4 (4 timeouts)");
+        assert_eq!(
+            errors(9, 0, 0, 4, 5),
+            "9 (4 timeouts, 5 other); 5 statements gave up on 40001"
+        );
     }
 }

@@ -63,6 +63,9 @@ pub struct Cell {
     pub serialization: u64,
     /// Of the errors, tollgate's calls that ran past the store's timeout.
     pub timeouts: u64,
+    /// tollgate's store's statements that still failed to serialize after every attempt
+    /// (each fails the checks it decided; the store reports them without their SQLSTATE).
+    pub gave_up: u64,
     /// Attempts that failed to serialize and were run again.
     pub retried: u64,
     /// Statements sent to PostgreSQL, attempts included: the function's calls, tollgate's
@@ -129,6 +132,8 @@ pub struct OverGrant {
     pub errors: u64,
     /// Of those, tollgate's calls that ran past the store's timeout.
     pub timeouts: u64,
+    /// tollgate's store's statements that gave up on 40001.
+    pub gave_up: u64,
     /// Attempts retried after a serialization failure.
     pub retried: u64,
 }
@@ -169,6 +174,8 @@ pub struct Race {
     pub serialization: u64,
     /// Of those, tollgate's calls that ran past the store's timeout.
     pub timeouts: u64,
+    /// tollgate's store's statements that gave up on 40001.
+    pub gave_up: u64,
     /// Attempts retried after a serialization failure.
     pub retried: u64,
 }
