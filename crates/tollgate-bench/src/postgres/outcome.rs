@@ -30,9 +30,10 @@ pub(crate) enum CallError {
 }
 
 impl CallError {
-    /// The error's SQLSTATE, when PostgreSQL gave one. tollgate's store hands a coalesced
-    /// batch's error to each waiter as text, so for the two codes the report counts, the
-    /// message PostgreSQL sends with them is recognised too.
+    /// The error's SQLSTATE, when PostgreSQL gave one. tollgate's store reports the server's
+    /// errors as text ("ERROR: ... (SQLSTATE 40001)"), and hands a batch's error to each of
+    /// its waiters as text, so the code is read from the text too; older text without it is
+    /// recognised by the messages PostgreSQL sends with the two codes the report counts.
     pub(crate) fn sqlstate(&self) -> Option<SqlState> {
         match self {
             CallError::Db(e) => e.code().cloned(),
@@ -45,7 +46,12 @@ impl CallError {
                     source = s.source();
                 }
                 let text = e.to_string();
-                if text.contains("duplicate key value violates unique constraint") {
+                if let Some(code) = text
+                    .split_once("(SQLSTATE ")
+                    .and_then(|(_, rest)| rest.get(..5))
+                {
+                    Some(SqlState::from_code(code))
+                } else if text.contains("duplicate key value violates unique constraint") {
                     Some(SqlState::UNIQUE_VIOLATION)
                 } else if text.contains("could not serialize access") {
                     Some(SqlState::T_R_SERIALIZATION_FAILURE)
@@ -92,7 +98,7 @@ pub(crate) struct Tally {
     /// Statements sent to PostgreSQL, attempts included.
     pub(crate) statements: u64,
     /// tollgate's store's calls (statements) that gave up on 40001; each fails every check it
-    /// decided, which the store reports as a plain "db error".
+    /// decided.
     pub(crate) gave_up: u64,
     pub(crate) first_error: Option<String>,
 }
@@ -164,6 +170,13 @@ mod tests {
         tally.record(ok(false), Duration::from_micros(7));
         let dup = tollgate::StoreError::Unavailable(
             "db error: ERROR: duplicate key value violates unique constraint \"x_pkey\"".into(),
+        );
+        let conflict = tollgate::StoreError::Unavailable(
+            "ERROR: could not serialize access due to concurrent update (SQLSTATE 40001)".into(),
+        );
+        assert_eq!(
+            CallError::Store(conflict).sqlstate(),
+            Some(SqlState::T_R_SERIALIZATION_FAILURE)
         );
         tally.record(
             Checked {

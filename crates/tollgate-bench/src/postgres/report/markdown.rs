@@ -267,7 +267,7 @@ fn row(md: &mut String, cell: &Cell, function: Option<&Cell>) {
 }
 
 /// `0`, or the count with what is known of its causes: `12 (10 × 40001, 2 × 23505)`, and
-/// how many of tollgate's statements gave up on 40001 (their checks fail as a bare "db error").
+/// how many of tollgate's statements gave up on 40001 (each fails all the checks it decided).
 fn errors(
     errors: u64,
     duplicate_key: u64,

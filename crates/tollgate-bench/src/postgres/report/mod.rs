@@ -63,8 +63,8 @@ pub struct Cell {
     pub serialization: u64,
     /// Of the errors, tollgate's calls that ran past the store's timeout.
     pub timeouts: u64,
-    /// tollgate's store's statements that still failed to serialize after every attempt
-    /// (each fails the checks it decided; the store reports them without their SQLSTATE).
+    /// tollgate's store's statements that still failed to serialize after every attempt (each
+    /// fails every check it decided).
     pub gave_up: u64,
     /// Attempts that failed to serialize and were run again.
     pub retried: u64,
