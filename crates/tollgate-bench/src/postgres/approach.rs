@@ -54,9 +54,10 @@ impl Approach {
                  clients), SQLSTATE 40001 retried at once up to 10 attempts"
             }
             Approach::Tollgate => {
-                "tollgate PostgresStore, defaults (one INSERT ... ON CONFLICT statement per \
-                 decision, coalescing, deny cache, 100 ms timeout, 10 attempts with backoff on \
-                 40001), `connections(n)` shared by n worker tasks"
+                "tollgate PostgresStore, defaults (a lone check is one INSERT ... ON CONFLICT \
+                 statement; checks that wait for a connection share one call of its decide \
+                 function; deny cache; 100 ms timeout; 10 attempts with backoff on 40001), \
+                 `connections(n)` shared by n worker tasks"
             }
             Approach::TollgatePool => {
                 "the same store with `--pool-connections` connections (default 4, the store's \

@@ -283,7 +283,8 @@ fn errors(
         causes.push(format!("{} × 23505", thousands(duplicate_key as f64)));
     }
     if timeouts > 0 {
-        causes.push(format!("{} timeouts", thousands(timeouts as f64)));
+        let s = if timeouts == 1 { "" } else { "s" };
+        causes.push(format!("{} timeout{s}", thousands(timeouts as f64)));
     }
     let other = errors.saturating_sub(serialization + duplicate_key + timeouts);
     if other > 0 && !causes.is_empty() {
