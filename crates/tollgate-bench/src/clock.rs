@@ -31,3 +31,36 @@ pub(crate) fn unix_ms() -> u64 {
         .unwrap_or(Duration::ZERO);
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// CPU time this process has used so far, user and system, all threads (from `/proc/self/stat`,
+/// in ticks of 10 ms: `USER_HZ` is 100 on Linux). `None` where there is no such file.
+pub(crate) fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // Fields 3 .. 13 come first; utime and stime are fields 14 and 15.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_cpu_grows_with_work_where_linux_reports_it() {
+        let Some(before) = process_cpu() else { return };
+        let mut x = 0u64;
+        let watch = Stopwatch::start();
+        while watch.elapsed() < Duration::from_millis(100) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = process_cpu().unwrap();
+        assert!(
+            after >= before + Duration::from_millis(50),
+            "{before:?} {after:?}"
+        );
+    }
+}

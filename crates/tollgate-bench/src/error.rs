@@ -9,6 +9,10 @@ pub enum BenchError {
     /// Redis refused or failed a command.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// PostgreSQL refused or failed a statement of the benchmark's own (setup, the baseline's
+    /// connections).
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
     /// tollgate's store could not be built or failed.
     #[error("tollgate store: {0}")]
     Store(#[from] tollgate::StoreError),

@@ -2,7 +2,8 @@
 //!
 //! tollgate's benchmarks: its stores measured beside the approaches teams publish and copy, in
 //! one run on one machine, written up as Markdown with SVG charts. The server binary wires
-//! `tollgate bench redis` to [`run_redis`] with [`RedisBenchArgs`] as its arguments.
+//! `tollgate bench redis` to [`run_redis`] with [`RedisBenchArgs`] as its arguments;
+//! [`run_postgres`] with [`PostgresBenchArgs`] is the PostgreSQL benchmark.
 //!
 //! The baselines live here and never in the library: they are faithful copies of published
 //! code, flaws included, kept only to be measured against.
@@ -26,10 +27,12 @@
 mod clock;
 pub mod commandstats;
 mod error;
+pub mod postgres;
 pub mod redis;
 pub mod report;
 pub mod stats;
 
+pub use crate::postgres::{PostgresBenchArgs, PostgresReport, run_postgres};
 pub use crate::redis::{Approach, RedisBenchArgs, Scenario, run_redis};
 pub use error::BenchError;
 pub use report::{Cell, Goal, OverGrant, RedisReport};

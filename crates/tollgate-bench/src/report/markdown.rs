@@ -146,7 +146,7 @@ fn notes(md: &mut String) {
 }
 
 /// Microseconds: one decimal below 100 µs, whole above.
-fn micros(d: Duration) -> String {
+pub(crate) fn micros(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
     if us < 100.0 {
         format!("{us:.1}")

@@ -1,7 +1,12 @@
-//! What a Redis run measured, the goals it is held to, and its renderings.
+//! What a Redis run measured, the goals it is held to, and its renderings; the number formats
+//! and the goal type that the PostgreSQL report (`postgres::report`) shares.
 
 mod markdown;
 mod svg;
+
+// Shared with the PostgreSQL report.
+pub(crate) use markdown::micros;
+pub(crate) use svg::{compact, escape, nice_ceiling};
 
 use std::time::Duration;
 

@@ -141,7 +141,7 @@ fn panel(
 }
 
 /// The smallest 1, 2 or 5 × 10^k at or above `x` (1 for 0), for a readable axis.
-fn nice_ceiling(x: f64) -> f64 {
+pub(crate) fn nice_ceiling(x: f64) -> f64 {
     if x <= 0.0 || !x.is_finite() {
         return 1.0;
     }
@@ -154,7 +154,7 @@ fn nice_ceiling(x: f64) -> f64 {
 }
 
 /// `950`, `12.3k`, `4.5M`.
-fn compact(x: f64) -> String {
+pub(crate) fn compact(x: f64) -> String {
     if x >= 1e6 {
         format!("{:.1}M", x / 1e6)
     } else if x >= 1e3 {
@@ -164,7 +164,7 @@ fn compact(x: f64) -> String {
     }
 }
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
