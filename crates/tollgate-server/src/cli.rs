@@ -41,6 +41,8 @@ pub enum Command {
 pub enum BenchTarget {
     /// The Redis store beside a Lua script, several commands, and WATCH/MULTI.
     Redis(tollgate_bench::RedisBenchArgs),
+    /// The PostgreSQL store beside the published PL/pgSQL function.
+    Postgres(tollgate_bench::PostgresBenchArgs),
 }
 
 /// `tollgate migrate`.
