@@ -47,7 +47,7 @@ impl Approach {
     /// One line on how the approach works.
     pub fn describe(self) -> &'static str {
         match self {
-            Approach::Tollgate => "tollgate RedisStore (GCRA script, deny cache, coalescing)",
+            Approach::Tollgate => "tollgate RedisStore (GCRA script, deny cache, batching)",
             Approach::Lua => "Lua script per request (EVALSHA), shared multiplexed connection",
             Approach::Multi => "HMGET + client math + HMSET + EXPIRE, not atomic",
             Approach::Watch => "WATCH / HMGET / MULTI..EXEC, ≤ 20 attempts, connection per worker",

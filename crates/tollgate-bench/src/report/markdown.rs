@@ -137,7 +137,7 @@ fn notes(md: &mut String) {
         "- **calls/decision**: commands the clients sent (round trips), from `INFO commandstats` \
          before and after the cell, per check asked (errors included). Redis also counts the \
          commands a script runs; **commands/decision** includes those (the Lua baseline's \
-         HMGET/HMSET/PEXPIRE, tollgate's GET/TIME/SET), the `INFO` calls excluded from both.\n\
+         HMGET/HMSET/PEXPIRE, tollgate's TIME/MGET/SET), the `INFO` calls excluded from both.\n\
          - Latency is per check as the caller sees it (a tollgate check answered by the deny \
          cache never reaches Redis); percentiles by nearest rank, at most 1.6% high.\n\
          - The baselines take `now_ms` from the client's clock; tollgate uses Redis's `TIME`.\n\

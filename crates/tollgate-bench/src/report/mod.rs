@@ -192,7 +192,7 @@ impl RedisReport {
                     goal: goal.into(),
                     measured: format!(
                         "at most {} calls/decision (c={}: {} calls for {} decisions); {} \
-                         commands/decision counting the script's own GET/TIME/SET",
+                         commands/decision counting the script's own TIME/MGET/SET",
                         small(worst.calls_per_decision()),
                         worst.concurrency,
                         worst.client_calls,

@@ -105,6 +105,19 @@ impl Pool {
 
     async fn connect(&self) -> Result<Conn, StoreError> {
         let mut client = self.open().await?;
+        // The decide function's statements take arrays, for which PostgreSQL keeps planning
+        // each call afresh (a custom plan looks cheaper than the generic one), which more than
+        // doubled the cost of a call here. The connections run tollgate's statements only.
+        // A server without the setting (before PostgreSQL 12, some distributed SQL) keeps its
+        // own planning.
+        if let Err(e) = client
+            .batch_execute("SET plan_cache_mode = force_generic_plan")
+            .await
+        {
+            if e.code() != Some(&tokio_postgres::error::SqlState::UNDEFINED_OBJECT) {
+                return Err(unavailable(e));
+            }
+        }
         if self.setup.isolation == Isolation::Serializable {
             client
                 .batch_execute(
