@@ -28,6 +28,15 @@ pub enum BenchError {
         /// Attempts made.
         attempts: u32,
     },
+    /// A socket of the HTTP benchmark could not be bound, connected or served.
+    #[error("network: {0}")]
+    Io(#[from] std::io::Error),
+    /// The HTTP client failed outside a measured request (the handshake).
+    #[error("http: {0}")]
+    Http(#[from] hyper::Error),
+    /// The middleware could not be built.
+    #[error("rate-limit layer: {0}")]
+    Layer(#[from] tollgate::middleware::LayerError),
     /// The arguments cannot make a run.
     #[error("invalid arguments: {0}")]
     Args(String),

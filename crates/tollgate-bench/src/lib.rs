@@ -3,7 +3,8 @@
 //! tollgate's benchmarks: its stores measured beside the approaches teams publish and copy, in
 //! one run on one machine, written up as Markdown with SVG charts. The server binary wires
 //! `tollgate bench redis` to [`run_redis`] with [`RedisBenchArgs`] as its arguments;
-//! [`run_postgres`] with [`PostgresBenchArgs`] is the PostgreSQL benchmark.
+//! [`run_postgres`] with [`PostgresBenchArgs`] is the PostgreSQL benchmark, and [`run_http`]
+//! with [`HttpBenchArgs`] measures the tower middleware over a bare axum handler.
 //!
 //! The baselines live here and never in the library: they are faithful copies of published
 //! code, flaws included, kept only to be measured against.
@@ -24,14 +25,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
+mod args;
 mod clock;
 pub mod commandstats;
 mod error;
+pub mod http;
 pub mod postgres;
 pub mod redis;
 pub mod report;
 pub mod stats;
 
+pub use crate::http::{HttpBenchArgs, HttpReport, Variant, run_http};
 pub use crate::postgres::{PostgresBenchArgs, PostgresReport, run_postgres};
 pub use crate::redis::{Approach, RedisBenchArgs, Scenario, run_redis};
 pub use error::BenchError;

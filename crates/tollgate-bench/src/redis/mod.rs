@@ -17,7 +17,7 @@ mod cleanup;
 mod scenario;
 mod tollgate;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -27,9 +27,10 @@ pub use approach::Approach;
 pub use scenario::Scenario;
 
 use crate::BenchError;
+use crate::args::seconds;
 use crate::clock::{self, Stopwatch};
 use crate::commandstats::CommandStats;
-use crate::report::{Cell, OverGrant, RedisReport};
+use crate::report::{Cell, OverGrant, RedisReport, write};
 use crate::stats::Histogram;
 use approach::{Setup, Worker};
 use bucket::Limit;
@@ -289,28 +290,10 @@ fn first_error(tally: &Tally) -> String {
         .unwrap_or_default()
 }
 
-fn seconds(value: f64, name: &str) -> Result<Duration, BenchError> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| BenchError::Args(format!("{name} must be a positive number of seconds")))
-}
-
 async fn redis_version(admin: &mut MultiplexedConnection) -> Result<String, BenchError> {
     let info: String = redis::cmd("INFO").arg("server").query_async(admin).await?;
     info.lines()
         .find_map(|l| l.trim().strip_prefix("redis_version:"))
         .map(str::to_owned)
         .ok_or_else(|| BenchError::Reply("INFO server has no redis_version".into()))
-}
-
-fn write(path: &Path, text: &str) -> Result<(), BenchError> {
-    let io = |source| BenchError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    std::fs::write(path, text).map_err(io)
 }

@@ -1,16 +1,18 @@
-//! What a Redis run measured, the goals it is held to, and its renderings; the number formats
-//! and the goal type that the PostgreSQL report (`postgres::report`) shares.
+//! What a Redis run measured, the goals it is held to, and its renderings; and what the
+//! PostgreSQL (`postgres::report`) and HTTP (`http`) reports share: [`Goal`], the number
+//! formats, writing the files.
 
 mod markdown;
 mod svg;
 
-// Shared with the PostgreSQL report.
-pub(crate) use markdown::micros;
-pub(crate) use svg::{compact, escape, nice_ceiling};
-
+use std::path::Path;
 use std::time::Duration;
 
+use crate::BenchError;
 use crate::redis::{Approach, Scenario};
+
+pub(crate) use markdown::micros;
+pub(crate) use svg::{compact, escape, nice_ceiling};
 
 /// The concurrency the ratio goals are stated at.
 pub const GOAL_CONCURRENCY: usize = 64;
@@ -248,6 +250,18 @@ fn unmeasured(goal: &str, why: &str) -> Goal {
         measured: why.into(),
         met: None,
     }
+}
+
+/// Writes a report file, creating its directory.
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), BenchError> {
+    let io = |source| BenchError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    std::fs::write(path, text).map_err(io)
 }
 
 /// `a / b`, 0 when `b` is 0 (an empty cell has no rate).

@@ -1,0 +1,168 @@
+//! The cost of tollgate's tower middleware over a bare axum handler (issue 5), on the memory
+//! store.
+//!
+//! Three servers run in this process on `127.0.0.1`: the bare handler, the same router behind
+//! `RateLimitLayer` keyed by client IP, and (with `--keys` > 0) keyed by an API key header. A
+//! load generator in the same process keeps `--connections` keep-alive connections busy on one
+//! server at a time. Client and servers share the machine's cores, so a run measures both; the
+//! variants alternate (bare, tollgate, tollgate_keys, bare, ...) for `--rounds`, so that drift of
+//! the machine hits each alike, and the report gives each variant's median across rounds and
+//! the ratio to the bare handler. The goal is 0.9×.
+
+mod load;
+mod markdown;
+mod report;
+mod server;
+mod svg;
+mod variant;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use report::{Comparison, GOAL_RATIO, HttpReport, Run, Summary};
+pub use variant::Variant;
+
+use crate::BenchError;
+use crate::args::seconds;
+use crate::report::write;
+use load::Requests;
+use server::Server;
+
+/// Arguments of the HTTP benchmark.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HttpBenchArgs {
+    /// seconds per run (one variant, one round)
+    #[arg(long, default_value = "3")]
+    pub seconds: f64,
+    /// keep-alive connections of the load generator, one worker each
+    #[arg(long, default_value = "64")]
+    pub connections: usize,
+    /// rounds: each variant runs once per round, in turn
+    #[arg(long, default_value = "3")]
+    pub rounds: usize,
+    /// distinct x-api-key values for the keyed variant; 0 leaves that variant out
+    #[arg(long, default_value = "1000")]
+    pub keys: usize,
+    /// seconds of unrecorded load on each variant before the rounds; 0 skips it
+    #[arg(long, default_value = "0.5")]
+    pub warmup: f64,
+    /// directory to write http.md and http.svg to
+    #[arg(long, default_value = "bench-report")]
+    pub out: PathBuf,
+}
+
+impl Default for HttpBenchArgs {
+    fn default() -> HttpBenchArgs {
+        HttpBenchArgs {
+            seconds: 3.0,
+            connections: 64,
+            rounds: 3,
+            keys: 1000,
+            warmup: 0.5,
+            out: PathBuf::from("bench-report"),
+        }
+    }
+}
+
+/// Starts the servers, runs the rounds, stops the servers, writes `http.md` and `http.svg` to
+/// `args.out`, and returns the report. Progress goes to stderr, a line per run.
+///
+/// A request the middleware rejects, or one that fails, does not stop the run: it is counted,
+/// and the report's last goal is then not met.
+pub async fn run_http(args: &HttpBenchArgs) -> Result<HttpReport, BenchError> {
+    let run_time = seconds(args.seconds, "--seconds")?;
+    if args.connections == 0 {
+        return Err(BenchError::Args("--connections must be at least 1".into()));
+    }
+    if args.rounds == 0 {
+        return Err(BenchError::Args("--rounds must be at least 1".into()));
+    }
+    let warmup = if args.warmup == 0.0 {
+        None
+    } else {
+        Some(seconds(args.warmup, "--warmup")?)
+    };
+    let variants: Vec<Variant> = Variant::ALL
+        .into_iter()
+        .filter(|v| *v != Variant::TollgateKeys || args.keys > 0)
+        .collect();
+    let mut servers = Vec::with_capacity(variants.len());
+    for &variant in &variants {
+        servers.push(Server::start(variant).await?);
+    }
+    let mut report = HttpReport {
+        seconds_per_run: args.seconds,
+        connections: args.connections,
+        rounds: args.rounds,
+        keys: args.keys,
+        warmup_seconds: if warmup.is_some() { args.warmup } else { 0.0 },
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        runs: Vec::new(),
+    };
+    let measured = measure(args, run_time, warmup, &servers, &mut report).await;
+    // Stop the servers even when a run failed, then report the first failure.
+    let mut stopped = Ok(());
+    for server in servers {
+        let result = server.stop().await;
+        stopped = stopped.and(result);
+    }
+    measured?;
+    stopped?;
+    write(&args.out.join("http.md"), &report.to_markdown())?;
+    write(&args.out.join("http.svg"), &report.to_svg())?;
+    Ok(report)
+}
+
+async fn measure(
+    args: &HttpBenchArgs,
+    run_time: Duration,
+    warmup: Option<Duration>,
+    servers: &[Server],
+    report: &mut HttpReport,
+) -> Result<(), BenchError> {
+    let requests: Vec<Requests> = servers
+        .iter()
+        .map(|s| Requests::new(s.addr, args.keys))
+        .collect::<Result<_, _>>()?;
+    if let Some(warmup) = warmup {
+        // Connections, the allocator, the store's cells for every key: none of that is what
+        // the first round should measure.
+        for (server, requests) in servers.iter().zip(&requests) {
+            load::run(server.addr, requests, args.connections, warmup).await?;
+        }
+    }
+    let total = args.rounds * servers.len();
+    for round in 1..=args.rounds {
+        for (server, requests) in servers.iter().zip(&requests) {
+            let tally = load::run(server.addr, requests, args.connections, run_time).await?;
+            let run = Run {
+                variant: server.variant,
+                round,
+                responses: tally.responses,
+                non_200: tally.non_200,
+                errors: tally.errors,
+                with_ratelimit: tally.with_ratelimit,
+                elapsed: tally.elapsed,
+                p50: tally.histogram.quantile(0.5).unwrap_or_default(),
+                p99: tally.histogram.quantile(0.99).unwrap_or_default(),
+            };
+            eprintln!(
+                "[{}/{total}] round {round} {}: {:.0} requests/s, p50 {:?}, p99 {:?}, {} \
+                 non-200, {} errors{}",
+                report.runs.len() + 1,
+                run.variant,
+                run.requests_per_sec(),
+                run.p50,
+                run.p99,
+                run.non_200,
+                run.errors,
+                tally
+                    .first_problem
+                    .map(|p| format!(" (first: {p})"))
+                    .unwrap_or_default()
+            );
+            report.runs.push(run);
+        }
+    }
+    Ok(())
+}

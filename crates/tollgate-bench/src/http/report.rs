@@ -1,0 +1,329 @@
+//! What an HTTP run measured, the goal it is held to, and the summaries across rounds.
+
+use std::time::Duration;
+
+use super::variant::Variant;
+use crate::report::{Goal, thousands};
+
+/// The goal of issue 5: with the middleware, at least this fraction of the bare handler's
+/// requests/s.
+pub const GOAL_RATIO: f64 = 0.9;
+
+/// One run of `run_http`.
+#[derive(Debug, Clone)]
+pub struct HttpReport {
+    /// Measured time per run.
+    pub seconds_per_run: f64,
+    /// Keep-alive connections of the load generator.
+    pub connections: usize,
+    /// Rounds: each variant ran once per round.
+    pub rounds: usize,
+    /// Distinct API keys the requests carry (what `tollgate_keys` keys by).
+    pub keys: usize,
+    /// Unrecorded load on each variant before the rounds.
+    pub warmup_seconds: f64,
+    /// Cores the process could use, shared by the load generator and the servers.
+    pub cores: usize,
+    /// Every run, in the order run (round by round, the variants in turn).
+    pub runs: Vec<Run>,
+}
+
+/// One variant under load for one round.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// What served the requests.
+    pub variant: Variant,
+    /// 1-based.
+    pub round: usize,
+    /// Responses read to the end, whatever their status.
+    pub responses: u64,
+    /// Responses whose status was not 200 (the middleware's 429, 503, 400 among them).
+    pub non_200: u64,
+    /// Exchanges that failed at the transport.
+    pub errors: u64,
+    /// Responses carrying the `RateLimit` header.
+    pub with_ratelimit: u64,
+    /// From the first request sent to the last response read.
+    pub elapsed: Duration,
+    /// Median latency of an exchange.
+    pub p50: Duration,
+    /// 99th percentile latency of an exchange.
+    pub p99: Duration,
+}
+
+impl Run {
+    /// Responses per second.
+    pub fn requests_per_sec(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.responses as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A variant across its rounds: the median of each figure (medians taken separately), and the
+/// totals of the counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The variant.
+    pub variant: Variant,
+    /// Rounds it ran.
+    pub runs: usize,
+    /// Median requests/s.
+    pub requests_per_sec: f64,
+    /// Median of the rounds' p50.
+    pub p50: Duration,
+    /// Median of the rounds' p99.
+    pub p99: Duration,
+    /// Responses, all rounds.
+    pub responses: u64,
+    /// Non-200 responses, all rounds.
+    pub non_200: u64,
+    /// Transport errors, all rounds.
+    pub errors: u64,
+    /// Responses with the `RateLimit` header, all rounds.
+    pub with_ratelimit: u64,
+}
+
+/// A limited variant beside the bare handler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// The limited variant.
+    pub variant: Variant,
+    /// Its median requests/s over the bare handler's.
+    pub ratio: f64,
+    /// Its median p50 minus the bare handler's, in seconds (negative when lower).
+    pub p50_added: f64,
+    /// Its median p99 minus the bare handler's, in seconds (negative when lower).
+    pub p99_added: f64,
+}
+
+impl Comparison {
+    /// Whether the ratio reaches [`GOAL_RATIO`].
+    pub fn met(&self) -> bool {
+        self.ratio >= GOAL_RATIO
+    }
+}
+
+impl HttpReport {
+    /// The variants that ran, in report order.
+    pub fn variants(&self) -> Vec<Variant> {
+        Variant::ALL
+            .into_iter()
+            .filter(|v| self.runs.iter().any(|r| r.variant == *v))
+            .collect()
+    }
+
+    /// The runs of `variant`, in order.
+    pub fn runs_of(&self, variant: Variant) -> impl Iterator<Item = &Run> {
+        self.runs.iter().filter(move |r| r.variant == variant)
+    }
+
+    /// `variant` across its rounds; `None` if it did not run.
+    pub fn summary(&self, variant: Variant) -> Option<Summary> {
+        let runs: Vec<&Run> = self.runs_of(variant).collect();
+        if runs.is_empty() {
+            return None;
+        }
+        let seconds = |f: fn(&Run) -> f64| median(runs.iter().map(|r| f(r)).collect());
+        Some(Summary {
+            variant,
+            runs: runs.len(),
+            requests_per_sec: seconds(Run::requests_per_sec),
+            p50: Duration::from_secs_f64(seconds(|r| r.p50.as_secs_f64())),
+            p99: Duration::from_secs_f64(seconds(|r| r.p99.as_secs_f64())),
+            responses: runs.iter().map(|r| r.responses).sum(),
+            non_200: runs.iter().map(|r| r.non_200).sum(),
+            errors: runs.iter().map(|r| r.errors).sum(),
+            with_ratelimit: runs.iter().map(|r| r.with_ratelimit).sum(),
+        })
+    }
+
+    /// A limited `variant` beside the bare handler; `None` unless both ran and bare served.
+    pub fn compare(&self, variant: Variant) -> Option<Comparison> {
+        let bare = self.summary(Variant::Bare)?;
+        let limited = self.summary(variant)?;
+        if bare.requests_per_sec <= 0.0 {
+            return None;
+        }
+        Some(Comparison {
+            variant,
+            ratio: limited.requests_per_sec / bare.requests_per_sec,
+            p50_added: limited.p50.as_secs_f64() - bare.p50.as_secs_f64(),
+            p99_added: limited.p99.as_secs_f64() - bare.p99.as_secs_f64(),
+        })
+    }
+
+    /// The goals of the benchmark, judged on this run: the ratio for each limited variant, and
+    /// that every request was answered 200 (by the handler, through the middleware).
+    pub fn goals(&self) -> Vec<Goal> {
+        let mut goals = Vec::new();
+        for variant in [Variant::Tollgate, Variant::TollgateKeys] {
+            let goal = format!(
+                "{variant}: ≥ {GOAL_RATIO}× the bare handler's requests/s (median of rounds)"
+            );
+            goals.push(match (self.compare(variant), self.summary(variant)) {
+                (Some(c), Some(s)) => Goal {
+                    goal,
+                    measured: format!(
+                        "{} vs {} requests/s = {:.3}×, p99 {} µs",
+                        thousands(s.requests_per_sec),
+                        thousands(
+                            self.summary(Variant::Bare)
+                                .map_or(0.0, |b| b.requests_per_sec)
+                        ),
+                        c.ratio,
+                        signed_micros(c.p99_added)
+                    ),
+                    met: Some(c.met()),
+                },
+                _ => Goal {
+                    goal,
+                    measured: "not run".into(),
+                    met: None,
+                },
+            });
+        }
+        let summaries: Vec<Summary> = self
+            .variants()
+            .into_iter()
+            .filter_map(|v| self.summary(v))
+            .collect();
+        let responses: u64 = summaries.iter().map(|s| s.responses).sum();
+        let non_200: u64 = summaries.iter().map(|s| s.non_200).sum();
+        let errors: u64 = summaries.iter().map(|s| s.errors).sum();
+        let limited: Vec<&Summary> = summaries
+            .iter()
+            .filter(|s| s.variant.is_limited())
+            .collect();
+        let limited_responses: u64 = limited.iter().map(|s| s.responses).sum();
+        let headed: u64 = limited.iter().map(|s| s.with_ratelimit).sum();
+        goals.push(Goal {
+            goal: "every request answered 200 (none rejected, no transport error), every \
+                   limited response with RateLimit headers"
+                .into(),
+            measured: format!(
+                "{} responses: {} non-200, {} errors; RateLimit on {} of {} limited responses",
+                thousands(responses as f64),
+                thousands(non_200 as f64),
+                thousands(errors as f64),
+                thousands(headed as f64),
+                thousands(limited_responses as f64)
+            ),
+            met: Some(responses > 0 && non_200 == 0 && errors == 0 && headed == limited_responses),
+        });
+        goals
+    }
+
+    /// The report as Markdown: goals, the summary table, every run.
+    pub fn to_markdown(&self) -> String {
+        super::markdown::render(self)
+    }
+
+    /// Requests/s and latency per variant as a standalone SVG document.
+    pub fn to_svg(&self) -> String {
+        super::svg::render(self)
+    }
+}
+
+/// The median; the mean of the middle two for an even count; 0 for none.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// Seconds as signed microseconds with one decimal: `+12.3`, `-0.4`.
+pub(crate) fn signed_micros(seconds: f64) -> String {
+    format!("{:+.1}", seconds * 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(variant: Variant, round: usize, responses: u64, p99_us: u64) -> Run {
+        Run {
+            variant,
+            round,
+            responses,
+            non_200: 0,
+            errors: 0,
+            with_ratelimit: if variant.is_limited() { responses } else { 0 },
+            elapsed: Duration::from_secs(1),
+            p50: Duration::from_micros(p99_us / 2),
+            p99: Duration::from_micros(p99_us),
+        }
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(vec![]), 0.0);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn the_ratio_is_of_medians_and_the_goal_is_judged_on_it() {
+        let report = HttpReport {
+            seconds_per_run: 1.0,
+            connections: 64,
+            rounds: 3,
+            keys: 1000,
+            warmup_seconds: 0.0,
+            cores: 2,
+            runs: vec![
+                run(Variant::Bare, 1, 100_000, 500),
+                run(Variant::Tollgate, 1, 95_000, 520),
+                run(Variant::Bare, 2, 90_000, 700),
+                run(Variant::Tollgate, 2, 80_000, 800),
+                // An outlier round moves neither median.
+                run(Variant::Bare, 3, 10_000, 9_000),
+                run(Variant::Tollgate, 3, 99_000, 600),
+            ],
+        };
+        let bare = report.summary(Variant::Bare).unwrap();
+        assert_eq!(bare.requests_per_sec, 90_000.0);
+        assert_eq!(bare.p99, Duration::from_micros(700));
+        let c = report.compare(Variant::Tollgate).unwrap();
+        assert!((c.ratio - 95_000.0 / 90_000.0).abs() < 1e-12, "{c:?}");
+        assert!((c.p99_added - (-100e-6)).abs() < 1e-9, "{c:?}");
+        assert!(c.met());
+        assert_eq!(report.compare(Variant::TollgateKeys), None);
+        let goals = report.goals();
+        let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();
+        assert_eq!(met, [Some(true), None, Some(true)], "{goals:?}");
+        assert!(goals[0].measured.contains("1.056×"), "{goals:?}");
+        assert!(goals[0].measured.contains("p99 -100.0 µs"), "{goals:?}");
+    }
+
+    #[test]
+    fn a_rejected_request_or_a_missing_header_fails_the_run() {
+        let mut limited = run(Variant::Tollgate, 1, 100, 10);
+        limited.non_200 = 1;
+        let report = HttpReport {
+            seconds_per_run: 1.0,
+            connections: 1,
+            rounds: 1,
+            keys: 1,
+            warmup_seconds: 0.0,
+            cores: 2,
+            runs: vec![run(Variant::Bare, 1, 100, 10), limited.clone()],
+        };
+        assert_eq!(report.goals()[2].met, Some(false));
+        limited.non_200 = 0;
+        limited.with_ratelimit = 99;
+        let report = HttpReport {
+            runs: vec![run(Variant::Bare, 1, 100, 10), limited],
+            ..report
+        };
+        assert_eq!(report.goals()[2].met, Some(false));
+        assert_eq!(signed_micros(12.34e-6), "+12.3");
+    }
+}

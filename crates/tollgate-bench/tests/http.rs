@@ -1,0 +1,151 @@
+//! A short run of the HTTP benchmark: every variant served requests, all of them 200 through
+//! the middleware (none rejected, each with its RateLimit headers), the figures are coherent and
+//! the report is written with its ratio. Nothing here is about speed.
+
+use tollgate_bench::{HttpBenchArgs, Variant, run_http};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_run_measures_every_variant_without_a_rejection() {
+    let out = tempfile::tempdir().unwrap();
+    let args = HttpBenchArgs {
+        seconds: 0.3,
+        rounds: 2,
+        connections: 8,
+        keys: 50,
+        warmup: 0.1,
+        out: out.path().join("report"),
+    };
+    let report = run_http(&args).await.unwrap();
+
+    assert_eq!(report.runs.len(), 2 * 3);
+    assert_eq!(report.variants(), Variant::ALL);
+    // Alternated: each round runs every variant in turn.
+    let order: Vec<(usize, Variant)> = report.runs.iter().map(|r| (r.round, r.variant)).collect();
+    assert_eq!(
+        order,
+        [1, 2]
+            .into_iter()
+            .flat_map(|round| Variant::ALL.map(|v| (round, v)))
+            .collect::<Vec<_>>()
+    );
+    for run in &report.runs {
+        assert!(run.responses > 0, "{run:?}");
+        assert_eq!(run.non_200, 0, "{run:?}");
+        assert_eq!(run.errors, 0, "{run:?}");
+        assert!(run.p50 <= run.p99, "{run:?}");
+        assert!(!run.p99.is_zero(), "{run:?}");
+        let expected = if run.variant.is_limited() {
+            run.responses
+        } else {
+            0
+        };
+        assert_eq!(run.with_ratelimit, expected, "{run:?}");
+    }
+    for variant in Variant::ALL {
+        let s = report.summary(variant).unwrap();
+        assert_eq!(s.runs, 2);
+        assert!(s.requests_per_sec > 0.0, "{s:?}");
+        assert!(s.p50 <= s.p99, "{s:?}");
+    }
+    let ratio = report.compare(Variant::Tollgate).unwrap().ratio;
+    assert!(ratio > 0.0);
+    let goals = report.goals();
+    assert_eq!(goals.len(), 3);
+    assert_eq!(goals[2].met, Some(true), "{goals:?}");
+
+    let md = std::fs::read_to_string(out.path().join("report/http.md")).unwrap();
+    assert_eq!(md, report.to_markdown());
+    for needle in [
+        "## Goals",
+        "| variant | requests/s | × bare |",
+        "| 2 | tollgate_keys |",
+        "http.svg",
+    ] {
+        assert!(md.contains(needle), "{needle:?} missing from\n{md}");
+    }
+    // The summary row of tollgate carries its ratio to bare.
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| tollgate | "))
+        .unwrap_or_else(|| panic!("no tollgate row in\n{md}"));
+    assert!(row.contains(&format!(" | {ratio:.3} | ")), "{row}");
+    let svg = std::fs::read_to_string(out.path().join("report/http.svg")).unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.trim_end().ends_with("</svg>"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_keys_the_keyed_variant_is_left_out() {
+    let out = tempfile::tempdir().unwrap();
+    let args = HttpBenchArgs {
+        seconds: 0.1,
+        rounds: 1,
+        connections: 2,
+        keys: 0,
+        warmup: 0.0,
+        out: out.path().to_owned(),
+    };
+    let report = run_http(&args).await.unwrap();
+    assert_eq!(report.variants(), [Variant::Bare, Variant::Tollgate]);
+    assert_eq!(report.goals()[1].met, None);
+    assert!(out.path().join("http.md").exists());
+}
+
+#[tokio::test]
+async fn bad_arguments_are_refused() {
+    for (args, name) in [
+        (
+            HttpBenchArgs {
+                seconds: 0.0,
+                ..HttpBenchArgs::default()
+            },
+            "--seconds",
+        ),
+        (
+            HttpBenchArgs {
+                connections: 0,
+                ..HttpBenchArgs::default()
+            },
+            "--connections",
+        ),
+        (
+            HttpBenchArgs {
+                rounds: 0,
+                ..HttpBenchArgs::default()
+            },
+            "--rounds",
+        ),
+        (
+            HttpBenchArgs {
+                warmup: -1.0,
+                ..HttpBenchArgs::default()
+            },
+            "--warmup",
+        ),
+    ] {
+        let err = run_http(&args).await.unwrap_err();
+        assert!(err.to_string().contains(name), "{err}");
+    }
+}
+
+/// The real measurement: 3 s per run, 3 rounds, 64 connections, written to
+/// `TOLLGATE_BENCH_OUT` (default: a `tollgate-bench-report` temp directory).
+/// `cargo test --release -p tollgate-bench --test http full_run -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a half-minute measurement that wants the machine to itself"]
+async fn full_run() {
+    let args = HttpBenchArgs {
+        seconds: 3.0,
+        rounds: 3,
+        connections: 64,
+        out: std::env::var_os("TOLLGATE_BENCH_OUT")
+            .map(Into::into)
+            .unwrap_or_else(|| std::env::temp_dir().join("tollgate-bench-report")),
+        ..HttpBenchArgs::default()
+    };
+    let report = run_http(&args).await.unwrap();
+    println!("{}", report.to_markdown());
+    eprintln!("written to {}", args.out.display());
+    let goals = report.goals();
+    assert_eq!(goals[2].met, Some(true), "{goals:?}");
+}
