@@ -40,6 +40,9 @@ async fn a_short_run_measures_every_variant_without_a_rejection() {
             0
         };
         assert_eq!(run.with_ratelimit, expected, "{run:?}");
+        if cfg!(target_os = "linux") {
+            assert!(run.cpu_per_request().is_some(), "{run:?}");
+        }
     }
     for variant in Variant::ALL {
         let s = report.summary(variant).unwrap();

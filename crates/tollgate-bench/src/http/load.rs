@@ -20,7 +20,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::server::X_API_KEY;
 use crate::BenchError;
-use crate::clock::Stopwatch;
+use crate::clock::{self, Stopwatch};
 use crate::stats::Histogram;
 
 /// The header the middleware adds to every response it lets through.
@@ -79,6 +79,8 @@ pub(crate) struct Tally {
     pub(crate) first_problem: Option<String>,
     /// From the first request sent to the last response read.
     pub(crate) elapsed: Duration,
+    /// CPU time the whole process (load generator and servers) used meanwhile, if known.
+    pub(crate) cpu: Option<Duration>,
 }
 
 impl Tally {
@@ -110,6 +112,7 @@ pub(crate) async fn run(
     for _ in 0..connections {
         opened.push(connect(addr).await?);
     }
+    let cpu = clock::process_cpu();
     let start = Stopwatch::start();
     let mut workers = JoinSet::new();
     for (worker, connection) in opened.into_iter().enumerate() {
@@ -134,6 +137,9 @@ pub(crate) async fn run(
         drivers.push(driver);
     }
     tally.elapsed = start.elapsed();
+    tally.cpu = cpu
+        .zip(clock::process_cpu())
+        .map(|(a, b)| b.saturating_sub(a));
     // The senders are dropped: each connection shuts down and its task ends.
     for driver in drivers {
         // A connection that broke was already counted as an error by its worker.

@@ -51,28 +51,35 @@ fn summary(md: &mut String, report: &HttpReport) {
     let _ = writeln!(
         md,
         "| variant | requests/s | × bare | p50 µs | p99 µs | p50 added µs | p99 added µs | \
-         responses | non-200 | errors |"
+         CPU µs/request | CPU added µs | responses | non-200 | errors |"
     );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        md,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for variant in report.variants() {
         let Some(s) = report.summary(variant) else {
             continue;
         };
-        let (ratio, p50_added, p99_added) = match report.compare(variant) {
+        let none = || "–".to_owned();
+        let (ratio, p50_added, p99_added, cpu_added) = match report.compare(variant) {
             Some(c) if variant.is_limited() => (
                 format!("{:.3}", c.ratio),
                 signed_micros(c.p50_added),
                 signed_micros(c.p99_added),
+                c.cpu_added.map_or_else(none, signed_micros),
             ),
-            Some(_) => ("1".into(), "–".into(), "–".into()),
-            None => ("–".into(), "–".into(), "–".into()),
+            Some(_) => ("1".into(), none(), none(), none()),
+            None => (none(), none(), none(), none()),
         };
         let _ = writeln!(
             md,
-            "| {variant} | {} | {ratio} | {} | {} | {p50_added} | {p99_added} | {} | {} | {} |",
+            "| {variant} | {} | {ratio} | {} | {} | {p50_added} | {p99_added} | {} | \
+             {cpu_added} | {} | {} | {} |",
             thousands(s.requests_per_sec),
             micros(s.p50),
             micros(s.p99),
+            cpu_micros(s.cpu_per_request),
             thousands(s.responses as f64),
             thousands(s.non_200 as f64),
             thousands(s.errors as f64),
@@ -85,10 +92,10 @@ fn runs(md: &mut String, report: &HttpReport) {
     let _ = writeln!(md, "## Every run, in the order run\n");
     let _ = writeln!(
         md,
-        "| round | variant | requests/s | p50 µs | p99 µs | responses | non-200 | errors | \
-         with RateLimit |"
+        "| round | variant | requests/s | p50 µs | p99 µs | CPU µs/request | responses | \
+         non-200 | errors | with RateLimit |"
     );
-    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for run in &report.runs {
         row(md, run);
     }
@@ -98,12 +105,13 @@ fn runs(md: &mut String, report: &HttpReport) {
 fn row(md: &mut String, run: &Run) {
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         run.round,
         run.variant,
         thousands(run.requests_per_sec()),
         micros(run.p50),
         micros(run.p99),
+        cpu_micros(run.cpu_per_request()),
         thousands(run.responses as f64),
         thousands(run.non_200 as f64),
         thousands(run.errors as f64),
@@ -133,6 +141,15 @@ fn notes(md: &mut String, report: &HttpReport) {
          been read. requests/s = responses / time; latency from sending to the end of the \
          body; percentiles by nearest rank, at most 1.6% high. Medians are taken per column, \
          across rounds; × bare and the added latencies compare medians.\n\
+         - CPU µs/request: the CPU time of the whole process (load generator, servers and the \
+         kernel's TCP work for both, counted in 10 ms ticks) per response. Time spent waiting \
+         for a core is not in it, so it moves less than requests/s when other work shares the \
+         machine; CPU added is the middleware's own cost per request.\n\
          \n![requests per second and latency](http.svg)"
     );
+}
+
+/// CPU seconds per request as microseconds with one decimal, `–` when unknown.
+fn cpu_micros(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "–".into(), |s| format!("{:.1}", s * 1e6))
 }

@@ -145,15 +145,17 @@ async fn measure(
                 elapsed: tally.elapsed,
                 p50: tally.histogram.quantile(0.5).unwrap_or_default(),
                 p99: tally.histogram.quantile(0.99).unwrap_or_default(),
+                cpu: tally.cpu,
             };
             eprintln!(
-                "[{}/{total}] round {round} {}: {:.0} requests/s, p50 {:?}, p99 {:?}, {} \
-                 non-200, {} errors{}",
+                "[{}/{total}] round {round} {}: {:.0} requests/s, p50 {:?}, p99 {:?}, CPU {:.1} \
+                 µs/request, {} non-200, {} errors{}",
                 report.runs.len() + 1,
                 run.variant,
                 run.requests_per_sec(),
                 run.p50,
                 run.p99,
+                run.cpu_per_request().unwrap_or(f64::NAN) * 1e6,
                 run.non_200,
                 run.errors,
                 tally

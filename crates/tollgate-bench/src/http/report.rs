@@ -49,6 +49,9 @@ pub struct Run {
     pub p50: Duration,
     /// 99th percentile latency of an exchange.
     pub p99: Duration,
+    /// CPU time of the whole process during the run (load generator, servers, and the
+    /// kernel's work on their behalf); `None` where it cannot be read.
+    pub cpu: Option<Duration>,
 }
 
 impl Run {
@@ -60,6 +63,13 @@ impl Run {
         } else {
             0.0
         }
+    }
+
+    /// CPU time per response, in seconds: less sensitive than requests/s to whatever else
+    /// the machine runs, since time spent waiting for a core is not counted.
+    pub fn cpu_per_request(&self) -> Option<f64> {
+        let cpu = self.cpu?;
+        (self.responses > 0).then(|| cpu.as_secs_f64() / self.responses as f64)
     }
 }
 
@@ -77,6 +87,8 @@ pub struct Summary {
     pub p50: Duration,
     /// Median of the rounds' p99.
     pub p99: Duration,
+    /// Median CPU seconds per request, if every round could read it.
+    pub cpu_per_request: Option<f64>,
     /// Responses, all rounds.
     pub responses: u64,
     /// Non-200 responses, all rounds.
@@ -98,6 +110,9 @@ pub struct Comparison {
     pub p50_added: f64,
     /// Its median p99 minus the bare handler's, in seconds (negative when lower).
     pub p99_added: f64,
+    /// Its median CPU per request minus the bare handler's, in seconds: what the middleware
+    /// costs per request, if CPU time could be read.
+    pub cpu_added: Option<f64>,
 }
 
 impl Comparison {
@@ -134,6 +149,11 @@ impl HttpReport {
             requests_per_sec: seconds(Run::requests_per_sec),
             p50: Duration::from_secs_f64(seconds(|r| r.p50.as_secs_f64())),
             p99: Duration::from_secs_f64(seconds(|r| r.p99.as_secs_f64())),
+            cpu_per_request: runs
+                .iter()
+                .map(|r| r.cpu_per_request())
+                .collect::<Option<Vec<f64>>>()
+                .map(median),
             responses: runs.iter().map(|r| r.responses).sum(),
             non_200: runs.iter().map(|r| r.non_200).sum(),
             errors: runs.iter().map(|r| r.errors).sum(),
@@ -153,6 +173,10 @@ impl HttpReport {
             ratio: limited.requests_per_sec / bare.requests_per_sec,
             p50_added: limited.p50.as_secs_f64() - bare.p50.as_secs_f64(),
             p99_added: limited.p99.as_secs_f64() - bare.p99.as_secs_f64(),
+            cpu_added: limited
+                .cpu_per_request
+                .zip(bare.cpu_per_request)
+                .map(|(l, b)| l - b),
         })
     }
 
@@ -168,14 +192,17 @@ impl HttpReport {
                 (Some(c), Some(s)) => Goal {
                     goal,
                     measured: format!(
-                        "{} vs {} requests/s = {:.3}×, p99 {} µs",
+                        "{} vs {} requests/s = {:.3}×, p99 {} µs{}",
                         thousands(s.requests_per_sec),
                         thousands(
                             self.summary(Variant::Bare)
                                 .map_or(0.0, |b| b.requests_per_sec)
                         ),
                         c.ratio,
-                        signed_micros(c.p99_added)
+                        signed_micros(c.p99_added),
+                        c.cpu_added
+                            .map(|cpu| format!(", CPU {} µs/request", signed_micros(cpu)))
+                            .unwrap_or_default()
                     ),
                     met: Some(c.met()),
                 },
@@ -239,9 +266,15 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// Seconds as signed microseconds with one decimal: `+12.3`, `-0.4`.
+/// Seconds as signed microseconds with one decimal: `+12.3`, `-0.4`, and `0.0` for what rounds
+/// to zero either way.
 pub(crate) fn signed_micros(seconds: f64) -> String {
-    format!("{:+.1}", seconds * 1e6)
+    let us = seconds * 1e6;
+    if us.abs() < 0.05 {
+        "0.0".into()
+    } else {
+        format!("{us:+.1}")
+    }
 }
 
 #[cfg(test)]
@@ -259,6 +292,7 @@ mod tests {
             elapsed: Duration::from_secs(1),
             p50: Duration::from_micros(p99_us / 2),
             p99: Duration::from_micros(p99_us),
+            cpu: Some(Duration::from_millis(responses / 100)),
         }
     }
 
@@ -301,6 +335,12 @@ mod tests {
         assert_eq!(met, [Some(true), None, Some(true)], "{goals:?}");
         assert!(goals[0].measured.contains("1.056×"), "{goals:?}");
         assert!(goals[0].measured.contains("p99 -100.0 µs"), "{goals:?}");
+        // 10 µs of CPU per request in every run: nothing added.
+        assert!(c.cpu_added.is_some_and(|cpu| cpu.abs() < 1e-12), "{c:?}");
+        assert!(
+            goals[0].measured.contains("CPU 0.0 µs/request"),
+            "{goals:?}"
+        );
     }
 
     #[test]
@@ -325,5 +365,6 @@ mod tests {
         };
         assert_eq!(report.goals()[2].met, Some(false));
         assert_eq!(signed_micros(12.34e-6), "+12.3");
+        assert_eq!(signed_micros(-1e-21), "0.0");
     }
 }
