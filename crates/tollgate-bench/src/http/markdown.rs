@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{HttpReport, Run, signed_micros};
+use super::report::{Comparison, HttpReport, Run, ratios, signed_micros};
 use super::variant::Variant;
 use crate::report::{micros, thousands};
 
@@ -50,32 +50,36 @@ fn summary(md: &mut String, report: &HttpReport) {
     let _ = writeln!(md, "## Median of {} rounds\n", report.rounds);
     let _ = writeln!(
         md,
-        "| variant | requests/s | × bare | p50 µs | p99 µs | p50 added µs | p99 added µs | \
+        "| variant | requests/s | × bare | × bare per round | p50 µs | p99 µs | p50 added µs | p99 added µs | \
          CPU µs/request | CPU added µs | responses | non-200 | errors |"
     );
     let _ = writeln!(
         md,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for variant in report.variants() {
         let Some(s) = report.summary(variant) else {
             continue;
         };
-        let none = || "–".to_owned();
-        let (ratio, p50_added, p99_added, cpu_added) = match report.compare(variant) {
-            Some(c) if variant.is_limited() => (
-                format!("{:.3}", c.ratio),
-                signed_micros(c.p50_added),
-                signed_micros(c.p99_added),
-                c.cpu_added.map_or_else(none, signed_micros),
-            ),
-            Some(_) => ("1".into(), none(), none(), none()),
-            None => (none(), none(), none(), none()),
+        // Bare is the reference: its own ratio is 1 and nothing is added to it.
+        let c = report.compare(variant).filter(|_| variant.is_limited());
+        let field = |f: &dyn Fn(&Comparison) -> String, bare: &str| match &c {
+            Some(c) => f(c),
+            None if variant == Variant::Bare => bare.to_owned(),
+            None => "–".to_owned(),
         };
+        let ratio = field(&|c| format!("{:.3}", c.ratio), "1");
+        let per_round = field(&|c| ratios(&c.round_ratios), "–");
+        let p50_added = field(&|c| signed_micros(c.p50_added), "–");
+        let p99_added = field(&|c| signed_micros(c.p99_added), "–");
+        let cpu_added = field(
+            &|c| c.cpu_added.map_or_else(|| "–".to_owned(), signed_micros),
+            "–",
+        );
         let _ = writeln!(
             md,
-            "| {variant} | {} | {ratio} | {} | {} | {p50_added} | {p99_added} | {} | \
-             {cpu_added} | {} | {} | {} |",
+            "| {variant} | {} | {ratio} | {per_round} | {} | {} | {p50_added} | {p99_added} | \
+             {} | {cpu_added} | {} | {} | {} |",
             thousands(s.requests_per_sec),
             micros(s.p50),
             micros(s.p99),
@@ -140,7 +144,9 @@ fn notes(md: &mut String, report: &HttpReport) {
          - Closed loop: each connection sends its next request when the previous response has \
          been read. requests/s = responses / time; latency from sending to the end of the \
          body; percentiles by nearest rank, at most 1.6% high. Medians are taken per column, \
-         across rounds; × bare and the added latencies compare medians.\n\
+         across rounds; × bare and the added latencies compare medians. × bare per round \
+         divides each round's runs, made seconds apart: when the machine's speed shifts \
+         between rounds (this host's does), the pairs still compare like with like.\n\
          - CPU µs/request: the CPU time of the whole process (load generator, servers and the \
          kernel's TCP work for both, counted in 10 ms ticks) per response. Time spent waiting \
          for a core is not in it, so it moves less than requests/s when other work shares the \

@@ -113,6 +113,10 @@ pub struct Comparison {
     /// Its median CPU per request minus the bare handler's, in seconds: what the middleware
     /// costs per request, if CPU time could be read.
     pub cpu_added: Option<f64>,
+    /// Each round's requests/s over the bare handler's in the same round. Runs of one round
+    /// are seconds apart, so these pairs see the same state of the machine; when its speed
+    /// shifts between rounds (a shared host does that), they show it where the medians hide it.
+    pub round_ratios: Vec<f64>,
 }
 
 impl Comparison {
@@ -177,6 +181,14 @@ impl HttpReport {
                 .cpu_per_request
                 .zip(bare.cpu_per_request)
                 .map(|(l, b)| l - b),
+            round_ratios: self
+                .runs_of(variant)
+                .filter_map(|l| {
+                    let b = self.runs_of(Variant::Bare).find(|b| b.round == l.round)?;
+                    let bare = b.requests_per_sec();
+                    (bare > 0.0).then(|| l.requests_per_sec() / bare)
+                })
+                .collect(),
         })
     }
 
@@ -192,13 +204,14 @@ impl HttpReport {
                 (Some(c), Some(s)) => Goal {
                     goal,
                     measured: format!(
-                        "{} vs {} requests/s = {:.3}×, p99 {} µs{}",
+                        "{} vs {} requests/s = {:.3}× (per round: {}), p99 {} µs{}",
                         thousands(s.requests_per_sec),
                         thousands(
                             self.summary(Variant::Bare)
                                 .map_or(0.0, |b| b.requests_per_sec)
                         ),
                         c.ratio,
+                        ratios(&c.round_ratios),
                         signed_micros(c.p99_added),
                         c.cpu_added
                             .map(|cpu| format!(", CPU {} µs/request", signed_micros(cpu)))
@@ -253,6 +266,15 @@ impl HttpReport {
     pub fn to_svg(&self) -> String {
         super::svg::render(self)
     }
+}
+
+/// `0.912, 0.887, 0.930`.
+pub(crate) fn ratios(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|r| format!("{r:.3}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The median; the mean of the middle two for an even count; 0 for none.
@@ -334,6 +356,14 @@ mod tests {
         let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();
         assert_eq!(met, [Some(true), None, Some(true)], "{goals:?}");
         assert!(goals[0].measured.contains("1.056×"), "{goals:?}");
+        // Paired by round: 0.95, 0.889, 9.9 (bare's bad round).
+        assert_eq!(ratios(&c.round_ratios), "0.950, 0.889, 9.900");
+        assert!(
+            goals[0]
+                .measured
+                .contains("(per round: 0.950, 0.889, 9.900)"),
+            "{goals:?}"
+        );
         assert!(goals[0].measured.contains("p99 -100.0 µs"), "{goals:?}");
         // 10 µs of CPU per request in every run: nothing added.
         assert!(c.cpu_added.is_some_and(|cpu| cpu.abs() < 1e-12), "{c:?}");
