@@ -45,6 +45,28 @@ pub(crate) fn process_cpu() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
+/// CPU time every process of the machine has used so far (all cores; idle and I/O wait
+/// excluded), from `/proc/stat`, in the same 10 ms ticks. Beside [`process_cpu`] it tells how
+/// much of the machine other work took during a measurement. `None` where there is no such file.
+pub(crate) fn machine_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let total = stat.lines().next()?.strip_prefix("cpu ")?;
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let fields: Vec<u64> = total
+        .split_whitespace()
+        .take(8)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let busy = match fields[..] {
+        [user, nice, system, _idle, _iowait, irq, softirq, steal] => {
+            user + nice + system + irq + softirq + steal
+        }
+        _ => return None,
+    };
+    Some(Duration::from_millis(busy * 10))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +83,12 @@ mod tests {
         assert!(
             after >= before + Duration::from_millis(50),
             "{before:?} {after:?}"
+        );
+        // The machine's busy time includes this process's.
+        assert!(
+            machine_cpu().is_some_and(|m| m >= after),
+            "{:?}",
+            machine_cpu()
         );
     }
 }

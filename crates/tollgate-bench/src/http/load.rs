@@ -81,6 +81,8 @@ pub(crate) struct Tally {
     pub(crate) elapsed: Duration,
     /// CPU time the whole process (load generator and servers) used meanwhile, if known.
     pub(crate) cpu: Option<Duration>,
+    /// CPU time the rest of the machine used meanwhile, if known.
+    pub(crate) others_cpu: Option<Duration>,
 }
 
 impl Tally {
@@ -113,6 +115,7 @@ pub(crate) async fn run(
         opened.push(connect(addr).await?);
     }
     let cpu = clock::process_cpu();
+    let machine = clock::machine_cpu();
     let start = Stopwatch::start();
     let mut workers = JoinSet::new();
     for (worker, connection) in opened.into_iter().enumerate() {
@@ -140,6 +143,12 @@ pub(crate) async fn run(
     tally.cpu = cpu
         .zip(clock::process_cpu())
         .map(|(a, b)| b.saturating_sub(a));
+    let machine = machine
+        .zip(clock::machine_cpu())
+        .map(|(a, b)| b.saturating_sub(a));
+    tally.others_cpu = machine
+        .zip(tally.cpu)
+        .map(|(m, ours)| m.saturating_sub(ours));
     // The senders are dropped: each connection shuts down and its task ends.
     for driver in drivers {
         // A connection that broke was already counted as an error by its worker.

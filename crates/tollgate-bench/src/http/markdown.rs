@@ -96,10 +96,13 @@ fn runs(md: &mut String, report: &HttpReport) {
     let _ = writeln!(md, "## Every run, in the order run\n");
     let _ = writeln!(
         md,
-        "| round | variant | requests/s | p50 µs | p99 µs | CPU µs/request | responses | \
-         non-200 | errors | with RateLimit |"
+        "| round | variant | requests/s | p50 µs | p99 µs | CPU µs/request | others' CPU s | \
+         responses | non-200 | errors | with RateLimit |"
     );
-    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        md,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for run in &report.runs {
         row(md, run);
     }
@@ -109,13 +112,15 @@ fn runs(md: &mut String, report: &HttpReport) {
 fn row(md: &mut String, run: &Run) {
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         run.round,
         run.variant,
         thousands(run.requests_per_sec()),
         micros(run.p50),
         micros(run.p99),
         cpu_micros(run.cpu_per_request()),
+        run.others_cpu
+            .map_or_else(|| "–".into(), |d| format!("{:.2}", d.as_secs_f64())),
         thousands(run.responses as f64),
         thousands(run.non_200 as f64),
         thousands(run.errors as f64),
@@ -151,6 +156,10 @@ fn notes(md: &mut String, report: &HttpReport) {
          kernel's TCP work for both, counted in 10 ms ticks) per response. Time spent waiting \
          for a core is not in it, so it moves less than requests/s when other work shares the \
          machine; CPU added is the middleware's own cost per request.\n\
+         - others' CPU s: CPU time the rest of the machine used during the run (from \
+         `/proc/stat`). A run that shared the cores with other work has lower requests/s and \
+         higher latency for reasons that are not its variant's; judge the ratios on runs where \
+         this is near 0.\n\
          \n![requests per second and latency](http.svg)"
     );
 }

@@ -146,16 +146,18 @@ async fn measure(
                 p50: tally.histogram.quantile(0.5).unwrap_or_default(),
                 p99: tally.histogram.quantile(0.99).unwrap_or_default(),
                 cpu: tally.cpu,
+                others_cpu: tally.others_cpu,
             };
             eprintln!(
                 "[{}/{total}] round {round} {}: {:.0} requests/s, p50 {:?}, p99 {:?}, CPU {:.1} \
-                 µs/request, {} non-200, {} errors{}",
+                 µs/request, others' CPU {:?}, {} non-200, {} errors{}",
                 report.runs.len() + 1,
                 run.variant,
                 run.requests_per_sec(),
                 run.p50,
                 run.p99,
                 run.cpu_per_request().unwrap_or(f64::NAN) * 1e6,
+                run.others_cpu.unwrap_or_default(),
                 run.non_200,
                 run.errors,
                 tally

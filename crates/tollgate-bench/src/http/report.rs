@@ -52,6 +52,9 @@ pub struct Run {
     /// CPU time of the whole process during the run (load generator, servers, and the
     /// kernel's work on their behalf); `None` where it cannot be read.
     pub cpu: Option<Duration>,
+    /// CPU time the rest of the machine used during the run: near zero when the run had the
+    /// machine to itself, which its figures need.
+    pub others_cpu: Option<Duration>,
 }
 
 impl Run {
@@ -315,6 +318,7 @@ mod tests {
             p50: Duration::from_micros(p99_us / 2),
             p99: Duration::from_micros(p99_us),
             cpu: Some(Duration::from_millis(responses / 100)),
+            others_cpu: Some(Duration::ZERO),
         }
     }
 
