@@ -15,6 +15,10 @@ pub async fn bench(target: BenchTarget) -> Result<(), ServeError> {
             let report = tollgate_bench::run_postgres(&args).await?;
             (report.to_markdown(), args.out)
         }
+        BenchTarget::Http(args) => {
+            let report = tollgate_bench::run_http(&args).await?;
+            (report.to_markdown(), args.out)
+        }
     };
     println!("{markdown}");
     eprintln!("tollgate bench: report written to {}", out.display());

@@ -43,6 +43,8 @@ pub enum BenchTarget {
     Redis(tollgate_bench::RedisBenchArgs),
     /// The PostgreSQL store beside the published PL/pgSQL function.
     Postgres(tollgate_bench::PostgresBenchArgs),
+    /// The tower middleware (memory store) beside a bare axum handler.
+    Http(tollgate_bench::HttpBenchArgs),
 }
 
 /// `tollgate migrate`.

@@ -162,10 +162,10 @@ fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
              transactions share each WAL flush (group commit) just as tollgate's batches share \
              one commit, and a tollgate check may also wait for the batch ahead of it. Batching \
              saves the server CPU per decision, which sets the pace only once the flush does \
-             not: with `synchronous_commit = off` on this machine the function did 24.3k/s at 8 \
-             connections and tollgate 14.6k/s, because a call of tollgate's PL/pgSQL decide \
-             function still costs the server about three plain statements (the measured \
-             shares of statements per call: {}). What is left is client CPU: {}.{}\n",
+             not; and a call of tollgate's PL/pgSQL decide function costs the server about three \
+             plain statements, so small batches save little (run once more with \
+             `synchronous_commit = off` on the server, the function gains more than tollgate \
+             does). Statements per tollgate call here: {}. What is left is client CPU: {}.{}\n",
             many_keys_statements(report),
             many_keys_cpu(report),
             pool_figures(report, Scenario::ManyKeys)
