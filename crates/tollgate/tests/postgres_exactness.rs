@@ -246,3 +246,56 @@ async fn many_keys_share_calls_and_each_gets_its_own_budget() {
         "512 decisions in {statements} statements: they were not batched"
     );
 }
+
+/// Concurrent single checks of distinct keys are decided by one set-based upsert: each answer
+/// is its own key's, allowed then denied with the time to the next token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_of_distinct_keys_answer_each_key_exactly() {
+    let pg = TestPostgres::start().expect("start PostgreSQL");
+    let store = PostgresStore::builder(pg.url())
+        .table("distinct_keys")
+        .deny_cache(false)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    store.ready().await.unwrap();
+    let hourly = Policy::token_bucket(1, 1, Duration::from_secs(3600)).unwrap();
+    let round = || async {
+        let tasks: Vec<_> = (0..48u32)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let key = i.to_be_bytes();
+                    store
+                        .decide(&[Check::new(hourly, &key, 1)])
+                        .await
+                        .unwrap()
+                        .decisions[0]
+                })
+            })
+            .collect();
+        let mut decisions = Vec::new();
+        for task in tasks {
+            decisions.push(task.await.unwrap());
+        }
+        decisions
+    };
+    let before = store.stats().statements.load(Ordering::Relaxed);
+    for d in round().await {
+        assert!(d.allowed && d.remaining == 0, "{d:?}");
+    }
+    for d in round().await {
+        assert!(!d.allowed && d.remaining == 0, "{d:?}");
+        let hour = Duration::from_secs(3600);
+        assert!(
+            d.retry_after <= hour && d.retry_after > hour - Duration::from_secs(60),
+            "{d:?}"
+        );
+    }
+    let statements = store.stats().statements.load(Ordering::Relaxed) - before;
+    assert!(
+        statements < 96 / 2,
+        "96 decisions in {statements} statements"
+    );
+}

@@ -20,8 +20,8 @@ pub enum Approach {
     /// tollgate's `PostgresStore` with its defaults, `connections(n)` for n workers.
     Tollgate,
     /// The same store with fewer connections than workers (`--pool-connections`, by default
-    /// the store's own default of 4), so that checks wait for a connection and share its
-    /// statements. Shown beside, not judged by the goals.
+    /// the store's own default of 4): what a pool of the default size does for many callers.
+    /// Shown beside, not judged by the goals.
     TollgatePool,
 }
 
@@ -55,14 +55,14 @@ impl Approach {
             }
             Approach::Tollgate => {
                 "tollgate PostgresStore, defaults (a lone check is one INSERT ... ON CONFLICT \
-                 statement; checks that wait for a connection share one call of its decide \
-                 function; deny cache; 100 ms timeout; 10 attempts with backoff on 40001), \
-                 `connections(n)` shared by n worker tasks"
+                 statement; checks that arrive while 2 calls are in flight wait and share the \
+                 next: one set-based upsert for single checks on distinct keys, else one call \
+                 of its decide function; deny cache; 100 ms timeout; retries with backoff on \
+                 40001 while they fit in it), `connections(n)` shared by n worker tasks"
             }
             Approach::TollgatePool => {
                 "the same store with `--pool-connections` connections (default 4, the store's \
-                 own default) shared by the n worker tasks, run where n is larger: checks that \
-                 find every connection busy wait and share the next statement; beside the \
+                 own default) shared by the n worker tasks, run where n is larger; beside the \
                  others, not judged by the goals"
             }
         }

@@ -9,9 +9,8 @@
 //! tables, and the cells run one at a time: for each scenario, isolation and connection count,
 //! each approach in turn, so that slow drift of the machine hits both alike (`timed.rs`). Where
 //! a cell has more workers than `--pool-connections`, tollgate also runs with that few
-//! connections (`tollgate-pool`): its batcher shares statements only between checks that wait
-//! for a connection, which this shows; the goals judge `tollgate` (n connections for n
-//! workers) alone. Last, the over-grant test at each isolation.
+//! connections (`tollgate-pool`, what a pool of the store's default size does for many
+//! callers); the goals judge `tollgate` (n connections for n workers) alone. Last, the over-grant test at each isolation.
 
 mod approach;
 mod database;

@@ -1,5 +1,5 @@
 //! tollgate's PostgreSQL store as a user would run it: `PostgresStore` with its defaults
-//! (coalescing and the deny cache on, 100 ms timeout, retries with backoff under SERIALIZABLE),
+//! (batching and the deny cache on, 100 ms timeout, retries with backoff under SERIALIZABLE),
 //! `connections(n)` shared by all of a cell's worker tasks, in the run's schema under its own
 //! table name so it never meets the baseline's table.
 
@@ -45,9 +45,9 @@ impl TollgatePg {
         Ok(pg)
     }
 
-    /// `ready` opens the connections one after the other, bounded as a whole by the store's
-    /// 100 ms timeout; with many connections one probe may not open them all, but each opens
-    /// some and keeps them, so probing again finishes the job.
+    /// `ready` opens every connection, bounded by the store's 100 ms timeout; on a busy machine
+    /// one probe may not open them all, but each opens some and keeps them, so probing again
+    /// finishes the job.
     async fn warm_up(&self) -> Result<(), BenchError> {
         let mut probes = 0;
         loop {

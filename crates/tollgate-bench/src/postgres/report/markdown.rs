@@ -115,8 +115,7 @@ fn pool_figures(report: &PostgresReport, scenario: Scenario) -> String {
         return String::new();
     }
     format!(
-        " With fewer connections than callers (the tollgate-pool rows) checks do wait and \
-         share statements: {}.",
+        " With fewer connections than callers (the tollgate-pool rows): {}.",
         shown.join("; ")
     )
 }

@@ -410,6 +410,16 @@ impl Inner {
                     decisions: vec![decision],
                 }]
             }
+            _ if set_of_singles(decisions) => {
+                let checks: Vec<&Queued> = decisions.iter().map(|d| &d[0]).collect();
+                self.take_set(&checks)
+                    .await?
+                    .into_iter()
+                    .map(|decision| Verdict {
+                        decisions: vec![decision],
+                    })
+                    .collect()
+            }
             _ => {
                 let checks: Vec<Vec<Check<'_>>> = decisions
                     .iter()
@@ -474,38 +484,48 @@ impl Inner {
             }
         };
         let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
-        let now = micros(read(0)?.unwrap_or(0));
-        let gcra = Gcra::new(&units.policy);
-        match read(1)? {
-            Some(taken) => {
-                // The upsert wrote max(tat, now) + cost × t: replaying from max(tat, now) gives
-                // the same decision.
-                let held = micros(taken.saturating_sub(cost_param.saturating_mul(units.t)));
-                let outcome = gcra.decide(held, now, cost)?;
-                if !outcome.allowed() || outcome.new_tat() != micros(taken) {
-                    return Err(StoreError::Unavailable(
-                        "the statement and tollgate's model disagree".into(),
-                    ));
-                }
-                Ok(outcome.decision(true))
+        answer(units, cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)
+    }
+
+    /// Single checks on distinct buckets, each cost >= 1: one statement for all.
+    async fn take_set(&self, checks: &[&Queued]) -> Result<Vec<Decision>, StoreError> {
+        let keys: Vec<&[u8]> = checks.iter().map(|q| q.bucket.as_slice()).collect();
+        let costs: Vec<i64> = checks
+            .iter()
+            .map(|q| i64::try_from(q.cost).unwrap_or(i64::MAX))
+            .collect();
+        let t: Vec<i64> = checks.iter().map(|q| q.units.t).collect();
+        let tau: Vec<i64> = checks.iter().map(|q| q.units.tau).collect();
+        let now_param = self.now_param();
+        let params: [&(dyn ToSql + Sync); 5] = [&keys, &costs, &t, &tau, &now_param];
+        let rows = match self
+            .run(|conn| async move { conn.client.query(&conn.decide_set, &params).await })
+            .await
+        {
+            Ok(rows) => rows,
+            Err(Failure::Store(e)) => return Err(e),
+            Err(Failure::GaveUp(e)) => {
+                let policies: Vec<[(Policy, u64); 1]> =
+                    checks.iter().map(|q| [(q.units.policy, q.cost)]).collect();
+                return Ok(self
+                    .gave_up(policies.iter().map(|p| &p[..]), e)?
+                    .into_iter()
+                    .flat_map(|v| v.decisions)
+                    .collect());
             }
-            None => {
-                let seen = micros(read(2)?.unwrap_or(0));
-                let outcome = gcra.decide(seen, now, cost)?;
-                if outcome.allowed() {
-                    // Another transaction took tokens after this statement's snapshot: the row
-                    // it locked denied, but the snapshot cannot say by how much. The next token
-                    // is at least one emission interval away.
-                    return Ok(Decision {
-                        allowed: false,
-                        remaining: 0,
-                        retry_after: Duration::from(units.policy.emission_interval()),
-                        ..outcome.decision(false)
-                    });
-                }
-                Ok(outcome.decision(false))
-            }
+        };
+        if rows.len() != checks.len() {
+            return Err(StoreError::Unavailable(
+                "the statement answered a different number of checks".into(),
+            ));
         }
+        rows.iter()
+            .zip(checks)
+            .map(|(row, q)| {
+                let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
+                answer(&q.units, q.cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)
+            })
+            .collect()
     }
 
     /// Cost 0: reads the row `bucket`, writes nothing.
@@ -565,8 +585,62 @@ impl Inner {
     }
 }
 
+/// The decision of one upsert of cost `cost` (>= 1): `taken` is the tat it wrote, or `None`
+/// when it denied, and then `seen` the tat of its snapshot. The decision is replayed with
+/// [`Gcra`] and checked against what was written.
+fn answer(
+    units: &Units,
+    cost: u64,
+    now: i64,
+    taken: Option<i64>,
+    seen: Option<i64>,
+) -> Result<Decision, StoreError> {
+    let now = micros(now);
+    let gcra = Gcra::new(&units.policy);
+    let cost_param = i64::try_from(cost).unwrap_or(i64::MAX);
+    match taken {
+        Some(taken) => {
+            // The upsert wrote max(tat, now) + cost × t: replaying from max(tat, now) gives the
+            // same decision.
+            let held = micros(taken.saturating_sub(cost_param.saturating_mul(units.t)));
+            let outcome = gcra.decide(held, now, cost)?;
+            if !outcome.allowed() || outcome.new_tat() != micros(taken) {
+                return Err(StoreError::Unavailable(
+                    "the statement and tollgate's model disagree".into(),
+                ));
+            }
+            Ok(outcome.decision(true))
+        }
+        None => {
+            let outcome = gcra.decide(micros(seen.unwrap_or(0)), now, cost)?;
+            if outcome.allowed() {
+                // Another transaction took tokens after this statement's snapshot: the row it
+                // locked denied, but the snapshot cannot say by how much. The next token is at
+                // least one emission interval away.
+                return Ok(Decision {
+                    allowed: false,
+                    remaining: 0,
+                    retry_after: Duration::from(units.policy.emission_interval()),
+                    ..outcome.decision(false)
+                });
+            }
+            Ok(outcome.decision(false))
+        }
+    }
+}
+
 fn micros(us: i64) -> Nanos {
     Nanos::new(u64::try_from(us).unwrap_or(0).saturating_mul(1000))
+}
+
+/// Whether `decisions` are single checks with a cost on distinct buckets, which one set-based
+/// upsert decides (`decide_set.sql`); anything else (several checks decided together, a
+/// bucket twice, a peek) takes the decide function.
+fn set_of_singles(decisions: &[Vec<Queued>]) -> bool {
+    let mut buckets = std::collections::HashSet::with_capacity(decisions.len());
+    decisions
+        .iter()
+        .all(|d| matches!(&d[..], [q] if q.cost > 0 && buckets.insert(q.bucket.as_slice())))
 }
 
 /// One check waiting for a call: owned, validated, its row key formatted once.

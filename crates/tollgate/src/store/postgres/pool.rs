@@ -30,6 +30,7 @@ pub(crate) struct Conn {
     pub(crate) decide_one: Statement,
     pub(crate) peek_one: Statement,
     pub(crate) decide_many: Statement,
+    pub(crate) decide_set: Statement,
     pub(crate) cleanup: Statement,
 }
 
@@ -140,12 +141,14 @@ impl Pool {
             }
             prepared => prepared,
         };
-        let [decide_one, peek_one, decide_many, cleanup] = statements.map_err(unavailable)?;
+        let [decide_one, peek_one, decide_many, decide_set, cleanup] =
+            statements.map_err(unavailable)?;
         Ok(Conn {
             client,
             decide_one,
             peek_one,
             decide_many,
+            decide_set,
             cleanup,
         })
     }
@@ -154,7 +157,7 @@ impl Pool {
 impl Pool {
     /// The store's statements, prepared one after the other: this runs once per connection,
     /// not per decision.
-    async fn prepare(&self, client: &Client) -> Result<[Statement; 4], tokio_postgres::Error> {
+    async fn prepare(&self, client: &Client) -> Result<[Statement; 5], tokio_postgres::Error> {
         let names = &self.setup.names;
         Ok([
             client
@@ -162,6 +165,9 @@ impl Pool {
                 .await?,
             client.prepare(&names.render(PEEK_ONE)).await?,
             client.prepare(&names.render(DECIDE_MANY)).await?,
+            client
+                .prepare(&names.render(include_str!("decide_set.sql")))
+                .await?,
             client
                 .prepare(&names.render(include_str!("cleanup.sql")))
                 .await?,

@@ -1,0 +1,37 @@
+-- A batch of single checks on distinct token buckets, each cost >= 1: decide_one.sql for many
+-- rows in one statement. The decisions are independent (no bucket twice), so the order among
+-- them does not matter; the rows are locked in key order, so concurrent batches never deadlock.
+-- A call of the PL/pgSQL decide function would cost the server about three such statements.
+--
+--   $1 keys (bytea[])   $2 costs   $3 t, µs per token (rounded up)   $4 tau = capacity × t
+--   $5 now in µs, or NULL for clock_timestamp() (tests inject time)
+--
+-- A new key is inserted with the cost taken (always allowed: the caller refuses cost >
+-- capacity); an existing one is updated only when the cost fits. The proposed row carries
+-- now + cost × t, so `excluded.tat - now` is the check's cost × t; its tau is looked up by key.
+--
+-- Returns one row per key, in the order given: now; the tat after taking, or NULL when denied;
+-- and, when denied only, the tat this statement's snapshot saw (see decide_one.sql).
+WITH clock AS (
+    SELECT coalesce($5::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) AS now
+), input AS (
+    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[])
+        WITH ORDINALITY AS i(key, cost, t, tau, n)
+), taken AS (
+    INSERT INTO "@schema@"."@table@" AS b (key, tat)
+    SELECT input.key, clock.now + input.cost * input.t FROM input, clock ORDER BY input.key
+    ON CONFLICT (key) DO UPDATE
+        SET tat = greatest(b.tat, (SELECT now FROM clock))
+            + (excluded.tat - (SELECT now FROM clock))
+        WHERE greatest(b.tat, (SELECT now FROM clock))
+            + (excluded.tat - (SELECT now FROM clock))
+            - (SELECT now FROM clock)
+            <= (SELECT input.tau FROM input WHERE input.key = excluded.key)
+    RETURNING b.key, b.tat
+)
+SELECT clock.now,
+       taken.tat,
+       CASE WHEN taken.key IS NULL
+            THEN (SELECT b.tat FROM "@schema@"."@table@" AS b WHERE b.key = input.key) END
+FROM input CROSS JOIN clock LEFT JOIN taken ON taken.key = input.key
+ORDER BY input.n
