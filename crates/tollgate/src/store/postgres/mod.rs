@@ -104,6 +104,7 @@ pub struct PostgresStats {
 
 struct Inner {
     pool: Pool,
+    isolation: Isolation,
     timeout: Duration,
     retry: Retry,
     clock: Arc<dyn Clock>,
@@ -264,6 +265,7 @@ impl PostgresStoreBuilder {
         let inject_time = self.test_clock.is_some();
         let inner = Arc::new(Inner {
             pool: Pool::new(setup, self.connections),
+            isolation: self.isolation,
             timeout: self.timeout,
             retry: Retry {
                 max_attempts: self.retry.max_attempts.max(1),
@@ -410,7 +412,7 @@ impl Inner {
                     decisions: vec![decision],
                 }]
             }
-            _ if set_of_singles(decisions) => {
+            _ if self.isolation == Isolation::ReadCommitted && set_of_singles(decisions) => {
                 let checks: Vec<&Queued> = decisions.iter().map(|d| &d[0]).collect();
                 self.take_set(&checks)
                     .await?
@@ -635,7 +637,9 @@ fn micros(us: i64) -> Nanos {
 
 /// Whether `decisions` are single checks with a cost on distinct buckets, which one set-based
 /// upsert decides (`decide_set.sql`); anything else (several checks decided together, a
-/// bucket twice, a peek) takes the decide function.
+/// bucket twice, a peek) takes the decide function. Only at READ COMMITTED, where the upsert
+/// waits for a row's lock and goes on: under SERIALIZABLE one conflicting row fails the whole
+/// set, and a storm of first calls on fresh keys kept whole batches retrying past the timeout.
 fn set_of_singles(decisions: &[Vec<Queued>]) -> bool {
     let mut buckets = std::collections::HashSet::with_capacity(decisions.len());
     decisions

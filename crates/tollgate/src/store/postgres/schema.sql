@@ -22,10 +22,10 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@" (
 
 -- Decides a list of decisions in order, each all-or-nothing over its checks, with the state of
 -- every bucket carried from one decision to the next: a port of algorithm/gcra.rs (through
--- algorithm::decide_all), as bucket.lua is for Redis. One call, one transaction, three
--- statements whatever the number of buckets: one creates missing buckets full, one locks every
--- row in key order (so concurrent calls never deadlock) and reads it, one writes back the rows
--- that changed. (A statement per bucket would cost the executor's start-up per bucket, which
+-- algorithm::decide_all), as bucket.lua is for Redis. One call, one transaction, two
+-- statements whatever the number of buckets: one upsert locks every row in key order (so
+-- concurrent calls never deadlock), creating missing ones as full buckets; one update writes
+-- back the rows that changed. (A statement per bucket would cost the executor's start-up per bucket, which
 -- is most of a small decision's cost.)
 --
 --   keys    the distinct buckets, sorted;
@@ -48,14 +48,14 @@ DECLARE
     first int := 1;
     all_ok boolean;
 BEGIN
-    -- Missing buckets are created full (tat 0); existing ones are left as they are (a no-op
-    -- update would write a new row version of each). Then every row is locked in key order.
-    INSERT INTO "@schema@"."@table@" (key, tat)
-    SELECT k, 0 FROM unnest(keys) AS k ORDER BY k
-    ON CONFLICT (key) DO NOTHING;
+    -- One upsert locks every row in key order; a missing one is inserted full (tat 0). (The
+    -- no-op update writes a row version; locking with SELECT ... FOR UPDATE after an INSERT
+    -- ... DO NOTHING would not, but a row the cleanup deleted in between would go unlocked.)
     WITH locked AS (
-        SELECT b.key, b.tat FROM "@schema@"."@table@" AS b
-        WHERE b.key = ANY (keys) ORDER BY b.key FOR UPDATE
+        INSERT INTO "@schema@"."@table@" AS b (key, tat)
+        SELECT k, 0 FROM unnest(keys) AS k ORDER BY k
+        ON CONFLICT (key) DO UPDATE SET tat = b.tat
+        RETURNING b.key, b.tat
     )
     SELECT coalesce(array_agg(locked.tat ORDER BY u.i), '{}') INTO old
     FROM unnest(keys) WITH ORDINALITY AS u(k, i) JOIN locked ON locked.key = u.k;
