@@ -24,21 +24,34 @@ use crate::{Decision, Policy};
 
 /// The `RateLimit-Policy` item for `policy`, named `name`.
 pub fn rate_limit_policy(name: &str, policy: &Policy) -> String {
-    let mut out = sf_string(name);
-    let _ = write!(out, ";q={};w={}", policy.capacity(), window_secs(policy));
+    let mut out = String::with_capacity(name.len() + 24);
+    write_rate_limit_policy(&mut out, name, policy);
     out
 }
 
 /// The `RateLimit` item for `decision`, under the policy named `name`.
 pub fn rate_limit(name: &str, decision: &Decision) -> String {
-    let mut out = sf_string(name);
+    let mut out = String::with_capacity(name.len() + 24);
+    write_rate_limit(&mut out, name, decision);
+    out
+}
+
+/// Appends [`rate_limit_policy`] to `out`: a front end builds a header of several items in one
+/// buffer.
+pub(crate) fn write_rate_limit_policy(out: &mut String, name: &str, policy: &Policy) {
+    push_sf_string(out, name);
+    let _ = write!(out, ";q={};w={}", policy.capacity(), window_secs(policy));
+}
+
+/// Appends [`rate_limit`] to `out`.
+pub(crate) fn write_rate_limit(out: &mut String, name: &str, decision: &Decision) {
+    push_sf_string(out, name);
     let _ = write!(
         out,
         ";r={};t={}",
         decision.remaining,
         decision.reset_after_secs()
     );
-    out
 }
 
 /// The time for an empty bucket to fill: `capacity` emission intervals, in whole seconds rounded
@@ -52,8 +65,7 @@ pub fn window_secs(policy: &Policy) -> u64 {
 
 /// `name` as a structured-field string: quoted, with `"` and `\` escaped. Strings may hold only
 /// printable ASCII, so anything else is replaced by `?` rather than producing an invalid header.
-fn sf_string(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 24);
+fn push_sf_string(out: &mut String, name: &str) {
     out.push('"');
     for c in name.chars() {
         match c {
@@ -66,7 +78,6 @@ fn sf_string(name: &str) -> String {
         }
     }
     out.push('"');
-    out
 }
 
 #[cfg(test)]

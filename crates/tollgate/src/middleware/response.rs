@@ -1,8 +1,6 @@
 //! What the layer answers: the `RateLimit` headers on every response, and its own responses —
 //! 429, 503, 400 — as `application/problem+json`, or as a gRPC status for gRPC requests.
 
-use std::fmt::Write;
-
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
@@ -124,16 +122,15 @@ pub(crate) fn add_headers(
     decisions: &[Decision],
     legacy: bool,
 ) {
-    let mut policy = String::new();
-    let mut state = String::new();
+    let mut policy = String::with_capacity(32 * policies.len());
+    let mut state = String::with_capacity(32 * policies.len());
     for (named, decision) in policies.iter().zip(decisions) {
-        let sep = if policy.is_empty() { "" } else { ", " };
-        let _ = write!(
-            policy,
-            "{sep}{}",
-            headers::rate_limit_policy(&named.name, &named.policy)
-        );
-        let _ = write!(state, "{sep}{}", headers::rate_limit(&named.name, decision));
+        if !policy.is_empty() {
+            policy.push_str(", ");
+            state.push_str(", ");
+        }
+        headers::write_rate_limit_policy(&mut policy, &named.name, &named.policy);
+        headers::write_rate_limit(&mut state, &named.name, decision);
     }
     // Built from numbers and escaped printable names: always valid header text.
     if let (Ok(p), Ok(s)) = (HeaderValue::try_from(policy), HeaderValue::try_from(state)) {

@@ -128,19 +128,31 @@ async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
         .unwrap_or_else(|| Arc::clone(&shared.policies));
     let cost = (shared.cost)(parts);
     // The policy's name scopes its buckets: `api:<key>`, `login:<key>`.
-    let buckets: Vec<Vec<u8>> = policies
-        .iter()
-        .map(|p| [p.name.as_bytes(), b":", &key].concat())
-        .collect();
+    let bucket = |p: &NamedPolicy| [p.name.as_bytes(), b":", &key].concat();
+    if let [one] = &policies[..] {
+        // The common case, without the lists.
+        let bucket = bucket(one);
+        let checks = [Check::new(one.policy, &bucket, cost)];
+        return decide_checks(shared, &checks, policies).await;
+    }
+    let buckets: Vec<Vec<u8>> = policies.iter().map(bucket).collect();
     let checks: Vec<Check<'_>> = policies
         .iter()
         .zip(&buckets)
         .map(|(p, bucket)| Check::new(p.policy, bucket, cost))
         .collect();
+    decide_checks(shared, &checks, policies).await
+}
 
+/// Decides `checks` (one per policy of `policies`), waiting for tokens up to `max_wait`.
+async fn decide_checks(
+    shared: &Shared,
+    checks: &[Check<'_>],
+    policies: Arc<[NamedPolicy]>,
+) -> Outcome {
     let mut waited = Duration::ZERO;
     loop {
-        let verdict: Verdict = match shared.store.decide_dyn(&checks).await {
+        let verdict: Verdict = match shared.store.decide_dyn(checks).await {
             Ok(verdict) => verdict,
             Err(StoreError::Check(CheckError::CostExceedsCapacity { .. })) => {
                 return Outcome::Reject(RejectionKind::CostExceedsCapacity, None);

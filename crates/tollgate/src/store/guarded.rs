@@ -22,6 +22,7 @@
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use super::{Check, Store};
@@ -97,12 +98,19 @@ impl<S: Store> Guarded<S> {
     }
 
     async fn bounded(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
-        match self.timeout {
-            Some(limit) => tokio::time::timeout(limit, self.store.decide(checks))
-                .await
-                .unwrap_or(Err(StoreError::Timeout(limit))),
-            None => self.store.decide(checks).await,
+        let Some(limit) = self.timeout else {
+            return self.store.decide(checks).await;
+        };
+        let mut decided = std::pin::pin!(self.store.decide(checks));
+        // A store that answers at once (the memory store always does) needs no timer: reading
+        // the clock and arming one would cost more than its decision.
+        let first = std::future::poll_fn(|cx| Poll::Ready(decided.as_mut().poll(cx))).await;
+        if let Poll::Ready(answer) = first {
+            return answer;
         }
+        tokio::time::timeout(limit, decided)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(limit)))
     }
 }
 
