@@ -4,10 +4,11 @@
 //! (`decide_one.sql`), a port of [`gcra`](crate::algorithm::gcra) in integer microseconds of
 //! `clock_timestamp()`: the upsert locks the bucket's row, so at READ COMMITTED it is atomic
 //! without retries, and concurrent first calls on a new key cannot collide (one inserts, the
-//! others update). Several checks decided together, and batches of coalesced checks, are one
-//! call of a PL/pgSQL function (`schema.sql`) that locks their rows in a global order, decides
-//! in order, and returns the state it read and wrote; tollgate replays the decisions with the
-//! pure functions and checks it reaches the same state.
+//! others update). At READ COMMITTED, a batch of single checks on distinct buckets is the same
+//! upsert over all their rows (`decide_set.sql`). Several checks decided together, and any other
+//! batch, are one call of a PL/pgSQL function (`schema.sql`) that locks their rows in a global
+//! order, decides in order, and returns the state it read and wrote; tollgate replays the
+//! decisions with the pure functions and checks it reaches the same state.
 //!
 //! Statements are prepared on a few shared connections and pipelined (see `pool.rs`). Under
 //! SERIALIZABLE (YugabyteDB, CockroachDB) conflicts (SQLSTATE 40001, 40P01) are retried with
