@@ -14,6 +14,8 @@ use crate::BenchError;
 pub(crate) struct Target {
     pub(crate) url: String,
     pub(crate) schema: String,
+    /// Whether tollgate's table is UNLOGGED (`--tollgate-unlogged`).
+    pub(crate) unlogged: bool,
 }
 
 /// The server's version and the settings that decide what a commit costs.
@@ -33,7 +35,11 @@ pub(crate) struct Database {
 impl Database {
     /// Connects; the run's schema is named after `run_id` (lowercase hex), so it is a plain
     /// identifier that needs no quoting rules beyond the double quotes it gets.
-    pub(crate) async fn connect(url: &str, run_id: &str) -> Result<Database, BenchError> {
+    pub(crate) async fn connect(
+        url: &str,
+        run_id: &str,
+        unlogged: bool,
+    ) -> Result<Database, BenchError> {
         if !run_id
             .chars()
             .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
@@ -49,6 +55,7 @@ impl Database {
             target: Target {
                 url: url.to_owned(),
                 schema: format!("tollgate_bench_{run_id}"),
+                unlogged,
             },
         })
     }

@@ -80,6 +80,10 @@ pub struct PostgresBenchArgs {
     /// workers (in cells with more workers than this); 0 leaves it out
     #[arg(long, default_value = "4")]
     pub pool_connections: usize,
+    /// make tollgate's table UNLOGGED (the server's --postgres-unlogged): no WAL, so its commits
+    /// wait for no flush, and a crash empties it; the function's table stays as published
+    #[arg(long)]
+    pub tollgate_unlogged: bool,
 }
 
 impl Default for PostgresBenchArgs {
@@ -95,6 +99,7 @@ impl Default for PostgresBenchArgs {
             over_grant_seconds: 3.0,
             over_grant_workers: 64,
             pool_connections: 4,
+            tollgate_unlogged: false,
         }
     }
 }
@@ -122,14 +127,20 @@ pub async fn run_postgres(args: &PostgresBenchArgs) -> Result<PostgresReport, Be
     }
     let host_at_start = host::describe();
     let run_id = format!("{:x}{:04x}", clock::unix_ms(), std::process::id() & 0xffff);
-    let db = Database::connect(&args.postgres, &run_id).await?;
+    let db = Database::connect(&args.postgres, &run_id, args.tollgate_unlogged).await?;
     let server = db.server().await?;
     let mut report = PostgresReport {
         run_id: run_id.clone(),
         server_version: server.version,
         durability: format!(
-            "fsync {}, synchronous_commit {}",
-            server.fsync, server.synchronous_commit
+            "fsync {}, synchronous_commit {}{}",
+            server.fsync,
+            server.synchronous_commit,
+            if args.tollgate_unlogged {
+                "; tollgate's table UNLOGGED, the function's logged"
+            } else {
+                ""
+            }
         ),
         host_at_start,
         host_at_end: String::new(),

@@ -36,6 +36,7 @@ impl TollgatePg {
         let store = PostgresStore::builder(target.url.as_str())
             .schema(target.schema.as_str())
             .table(TABLE)
+            .unlogged(target.unlogged)
             .connections(connections)
             .isolation(isolation.store())
             .build()

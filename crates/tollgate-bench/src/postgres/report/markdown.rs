@@ -164,7 +164,8 @@ fn missed(md: &mut String, report: &PostgresReport, goals: &[Goal]) {
              not; and a call of tollgate's PL/pgSQL decide function costs the server about three \
              plain statements, so small batches save little (run once more with \
              `synchronous_commit = off` on the server, the function gains more than tollgate \
-             does). Statements per tollgate call here: {}. What is left is client CPU: {}.{}\n",
+             does; `--tollgate-unlogged` shows tollgate without the flush). Statements per \
+             tollgate call here: {}. What is left is client CPU: {}.{}\n",
             many_keys_statements(report),
             many_keys_cpu(report),
             pool_figures(report, Scenario::ManyKeys)
