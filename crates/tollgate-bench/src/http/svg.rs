@@ -5,14 +5,12 @@ use std::fmt::Write as _;
 
 use super::report::HttpReport;
 use super::variant::Variant;
-use crate::report::{compact, escape, nice_ceiling};
+use crate::report::chart::{self, LEFT, PLOT_HEIGHT, RIGHT};
+use crate::report::{compact, nice_ceiling};
 
 const WIDTH: f64 = 720.0;
 const TOP: f64 = 40.0;
 const PANEL_HEIGHT: f64 = 250.0;
-const PLOT_HEIGHT: f64 = 170.0;
-const LEFT: f64 = 90.0;
-const RIGHT: f64 = 20.0;
 
 fn color(variant: Variant) -> &'static str {
     match variant {
@@ -25,44 +23,19 @@ fn color(variant: Variant) -> &'static str {
 pub(super) fn render(report: &HttpReport) -> String {
     let height = TOP + 2.0 * PANEL_HEIGHT;
     let mut svg = String::new();
-    // `write!` to a String cannot fail.
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        svg,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="{LEFT}" y="24" font-size="16" font-weight="bold">GET /hello, {} connections: bare axum vs tollgate's middleware</text>"#,
-        report.connections
+    chart::open(
+        &mut svg,
+        WIDTH,
+        height,
+        &format!(
+            "GET /hello, {} connections: bare axum vs tollgate's middleware",
+            report.connections
+        ),
     );
     throughput(&mut svg, report, TOP);
     latency(&mut svg, report, TOP + PANEL_HEIGHT);
     svg.push_str("</svg>\n");
     svg
-}
-
-/// Axis, grid and panel title; returns the y of the baseline.
-fn axes(svg: &mut String, y0: f64, title: &str, top: f64, unit: &str) -> f64 {
-    let base = y0 + 30.0 + PLOT_HEIGHT;
-    let _ = writeln!(
-        svg,
-        r#"<text x="{LEFT}" y="{}" font-size="14" font-weight="bold">{}</text>"#,
-        y0 + 18.0,
-        escape(title)
-    );
-    for tick in 0..=4 {
-        let value = top * f64::from(tick) / 4.0;
-        let y = base - PLOT_HEIGHT * f64::from(tick) / 4.0;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}{unit}</text>"##,
-            WIDTH - RIGHT,
-            LEFT - 6.0,
-            y + 4.0,
-            compact(value)
-        );
-    }
-    base
 }
 
 fn throughput(svg: &mut String, report: &HttpReport, y0: f64) {
@@ -73,10 +46,12 @@ fn throughput(svg: &mut String, report: &HttpReport, y0: f64) {
         .map(|r| r.requests_per_sec())
         .fold(0.0, f64::max);
     let top = nice_ceiling(max);
-    let base = axes(
+    let base = chart::axes(
         svg,
+        WIDTH,
         y0,
         "requests/s (bar: median of rounds; dots: each round)",
+        None,
         top,
         "",
     );
@@ -127,10 +102,12 @@ fn latency(svg: &mut String, report: &HttpReport, y0: f64) {
     let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
     let max = summaries.iter().map(|s| us(s.p99)).fold(0.0, f64::max);
     let top = nice_ceiling(max);
-    let base = axes(
+    let base = chart::axes(
         svg,
+        WIDTH,
         y0,
         "latency, median of rounds (left bar p50, right bar p99)",
+        None,
         top,
         " µs",
     );

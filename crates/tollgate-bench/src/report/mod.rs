@@ -2,6 +2,7 @@
 //! PostgreSQL (`postgres::report`) and HTTP (`http`) reports share: [`Goal`], the number
 //! formats, writing the files.
 
+pub(crate) mod chart;
 mod markdown;
 mod svg;
 
