@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::report::{Comparison, HttpReport, Run, ratios, signed_micros};
 use super::variant::Variant;
-use crate::report::{micros, thousands};
+use crate::report::{goals_table, micros, thousands};
 
 pub(super) fn render(report: &HttpReport) -> String {
     let mut md = String::new();
@@ -24,26 +24,11 @@ pub(super) fn render(report: &HttpReport) -> String {
         report.warmup_seconds,
         report.cores
     );
-    goals(&mut md, report);
+    goals_table(&mut md, &report.goals());
     summary(&mut md, report);
     runs(&mut md, report);
     notes(&mut md, report);
     md
-}
-
-fn goals(md: &mut String, report: &HttpReport) {
-    let _ = writeln!(md, "## Goals\n");
-    let _ = writeln!(md, "| goal | measured | met? |");
-    let _ = writeln!(md, "|---|---|---|");
-    for goal in report.goals() {
-        let met = match goal.met {
-            Some(true) => "yes",
-            Some(false) => "**no**",
-            None => "not measured",
-        };
-        let _ = writeln!(md, "| {} | {} | {met} |", goal.goal, goal.measured);
-    }
-    md.push('\n');
 }
 
 fn summary(md: &mut String, report: &HttpReport) {

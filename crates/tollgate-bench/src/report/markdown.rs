@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::{Cell, RedisReport, percent, small, thousands};
+use super::{Cell, Goal, RedisReport, percent, small, thousands};
 use crate::redis::{Approach, Scenario};
 
 pub(super) fn render(report: &RedisReport) -> String {
@@ -27,7 +27,7 @@ pub(super) fn render(report: &RedisReport) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    goals(&mut md, report);
+    goals_table(&mut md, &report.goals());
     let scenarios: Vec<Scenario> = Scenario::ALL
         .into_iter()
         .filter(|s| report.cells.iter().any(|c| c.scenario == *s))
@@ -57,11 +57,12 @@ pub(super) fn render(report: &RedisReport) -> String {
     md
 }
 
-fn goals(md: &mut String, report: &RedisReport) {
+/// The `## Goals` table every report opens with.
+pub(crate) fn goals_table(md: &mut String, goals: &[Goal]) {
     let _ = writeln!(md, "## Goals\n");
     let _ = writeln!(md, "| goal | measured | met? |");
     let _ = writeln!(md, "|---|---|---|");
-    for goal in report.goals() {
+    for goal in goals {
         let met = match goal.met {
             Some(true) => "yes",
             Some(false) => "**no**",

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::BenchError;
 use crate::redis::{Approach, Scenario};
 
-pub(crate) use markdown::micros;
+pub(crate) use markdown::{goals_table, micros};
 pub(crate) use svg::{compact, escape, nice_ceiling};
 
 /// The concurrency the ratio goals are stated at.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{Cell, PostgresReport};
 use crate::postgres::{Approach, Scenario, function, race};
 use crate::report::Goal;
-use crate::report::{micros, percent, small, thousands};
+use crate::report::{goals_table, micros, percent, small, thousands};
 
 pub(super) fn render(report: &PostgresReport) -> String {
     let mut md = String::new();
@@ -46,19 +46,8 @@ fn list<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
 }
 
 fn goals(md: &mut String, report: &PostgresReport) {
-    let _ = writeln!(md, "## Goals\n");
-    let _ = writeln!(md, "| goal | measured | met? |");
-    let _ = writeln!(md, "|---|---|---|");
     let goals = report.goals();
-    for goal in &goals {
-        let met = match goal.met {
-            Some(true) => "yes",
-            Some(false) => "**no**",
-            None => "not measured",
-        };
-        let _ = writeln!(md, "| {} | {} | {met} |", goal.goal, goal.measured);
-    }
-    md.push('\n');
+    goals_table(md, &goals);
     missed(md, report, &goals);
 }
 
