@@ -407,7 +407,7 @@ impl Inner {
                 let decision = if q.cost == 0 {
                     self.peek(&q.units, &q.bucket).await?
                 } else {
-                    self.take(&q.units, &q.bucket, q.cost).await?
+                    self.take(&q.units, &q.bucket, q.cost, true).await?
                 };
                 vec![Verdict {
                     decisions: vec![decision],
@@ -466,8 +466,15 @@ impl Inner {
         Ok(verdicts)
     }
 
-    /// One check with cost >= 1 on the row `bucket`: the single upsert.
-    async fn take(&self, units: &Units, bucket: &[u8], cost: u64) -> Result<Decision, StoreError> {
+    /// One check with cost >= 1 on the row `bucket`: the single upsert; asked `again` once
+    /// when the row changed under the statement (see [`answer`]).
+    async fn take(
+        &self,
+        units: &Units,
+        bucket: &[u8],
+        cost: u64,
+        again: bool,
+    ) -> Result<Decision, StoreError> {
         let cost_param = i64::try_from(cost).unwrap_or(i64::MAX);
         let now_param = self.now_param();
         let params: [&(dyn ToSql + Sync); 5] =
@@ -487,7 +494,14 @@ impl Inner {
             }
         };
         let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
-        answer(units, cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)
+        let (now, taken, seen) = (read(0)?.unwrap_or(0), read(1)?, read(2)?);
+        match answer(units, cost, now, taken, seen)? {
+            Some(decision) => Ok(decision),
+            // Asked again, the statement reads a clock and a snapshot from after the
+            // transactions it waited for.
+            None if again => Box::pin(self.take(units, bucket, cost, false)).await,
+            None => Ok(stale_denial(units, cost, now, seen)?),
+        }
     }
 
     /// Single checks on distinct buckets, each cost >= 1: one statement for all.
@@ -522,13 +536,18 @@ impl Inner {
                 "the statement answered a different number of checks".into(),
             ));
         }
-        rows.iter()
-            .zip(checks)
-            .map(|(row, q)| {
-                let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
-                answer(&q.units, q.cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)
-            })
-            .collect()
+        let mut decisions = Vec::with_capacity(checks.len());
+        for (row, q) in rows.iter().zip(checks) {
+            let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
+            let decision =
+                match answer(&q.units, q.cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)? {
+                    Some(decision) => decision,
+                    // Rare: the row changed under the statement. Asked again alone.
+                    None => self.take(&q.units, &q.bucket, q.cost, true).await?,
+                };
+            decisions.push(decision);
+        }
+        Ok(decisions)
     }
 
     /// Cost 0: reads the row `bucket`, writes nothing.
@@ -591,45 +610,53 @@ impl Inner {
 /// The decision of one upsert of cost `cost` (>= 1): `taken` is the tat it wrote, or `None`
 /// when it denied, and then `seen` the tat of its snapshot. The decision is replayed with
 /// [`Gcra`] and checked against what was written.
+///
+/// `None` when the statement denied a check its own snapshot allows: another transaction
+/// changed the row between the statement's start (its snapshot, and the time it read) and the
+/// row's lock. The denial may then be an artefact of that earlier time (the other transaction
+/// decided at a later one, and took tokens the statement's time had not yet made), so the
+/// caller asks again.
 fn answer(
     units: &Units,
     cost: u64,
     now: i64,
     taken: Option<i64>,
     seen: Option<i64>,
-) -> Result<Decision, StoreError> {
+) -> Result<Option<Decision>, StoreError> {
     let now = micros(now);
     let gcra = Gcra::new(&units.policy);
+    let Some(taken) = taken else {
+        let outcome = gcra.decide(micros(seen.unwrap_or(0)), now, cost)?;
+        return Ok((!outcome.allowed()).then(|| outcome.decision(false)));
+    };
+    // The upsert wrote max(tat, now) + cost × t: replaying from max(tat, now) gives the same
+    // decision.
     let cost_param = i64::try_from(cost).unwrap_or(i64::MAX);
-    match taken {
-        Some(taken) => {
-            // The upsert wrote max(tat, now) + cost × t: replaying from max(tat, now) gives the
-            // same decision.
-            let held = micros(taken.saturating_sub(cost_param.saturating_mul(units.t)));
-            let outcome = gcra.decide(held, now, cost)?;
-            if !outcome.allowed() || outcome.new_tat() != micros(taken) {
-                return Err(StoreError::Unavailable(
-                    "the statement and tollgate's model disagree".into(),
-                ));
-            }
-            Ok(outcome.decision(true))
-        }
-        None => {
-            let outcome = gcra.decide(micros(seen.unwrap_or(0)), now, cost)?;
-            if outcome.allowed() {
-                // Another transaction took tokens after this statement's snapshot: the row it
-                // locked denied, but the snapshot cannot say by how much. The next token is at
-                // least one emission interval away.
-                return Ok(Decision {
-                    allowed: false,
-                    remaining: 0,
-                    retry_after: Duration::from(units.policy.emission_interval()),
-                    ..outcome.decision(false)
-                });
-            }
-            Ok(outcome.decision(false))
-        }
+    let held = micros(taken.saturating_sub(cost_param.saturating_mul(units.t)));
+    let outcome = gcra.decide(held, now, cost)?;
+    if !outcome.allowed() || outcome.new_tat() != micros(taken) {
+        return Err(StoreError::Unavailable(
+            "the statement and tollgate's model disagree".into(),
+        ));
     }
+    Ok(Some(outcome.decision(true)))
+}
+
+/// A denial by a row that changed under the statement, asked twice: the snapshot cannot say by
+/// how much, but the next token is at least one emission interval away.
+fn stale_denial(
+    units: &Units,
+    cost: u64,
+    now: i64,
+    seen: Option<i64>,
+) -> Result<Decision, StoreError> {
+    let outcome = Gcra::new(&units.policy).decide(micros(seen.unwrap_or(0)), micros(now), cost)?;
+    Ok(Decision {
+        allowed: false,
+        remaining: 0,
+        retry_after: Duration::from(units.policy.emission_interval()),
+        ..outcome.decision(false)
+    })
 }
 
 fn micros(us: i64) -> Nanos {

@@ -42,7 +42,7 @@ CREATE OR REPLACE FUNCTION "@schema@"."@table@_decide"(
     keys bytea[], now_us bigint, sizes int[], idx int[], t bigint[], tau bigint[], cost bigint[]
 ) RETURNS bigint[] LANGUAGE plpgsql AS $$
 DECLARE
-    at_us bigint := coalesce(now_us, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+    at_us bigint;
     old bigint[];
     cur bigint[];
     first int := 1;
@@ -59,6 +59,10 @@ BEGIN
     )
     SELECT coalesce(array_agg(locked.tat ORDER BY u.i), '{}') INTO old
     FROM unnest(keys) WITH ORDINALITY AS u(k, i) JOIN locked ON locked.key = u.k;
+    -- The clock is read once the rows are locked: read before, a call that waited for a lock
+    -- would decide at a time earlier than the call it waited for, and could deny a token that
+    -- call's time had already made.
+    at_us := coalesce(now_us, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
     cur := old;
     FOR d IN 1 .. coalesce(array_length(sizes, 1), 0) LOOP
         all_ok := true;
