@@ -18,26 +18,20 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
         out: out.path().join("report"),
         over_grant_seconds: 1.0,
         over_grant_workers: 64,
-        // tollgate-pool runs where workers outnumber its connections: at 4 here.
-        pool_connections: 2,
         ..PostgresBenchArgs::default()
     };
     let report = run_postgres(&args).await.unwrap();
 
-    assert_eq!(report.cells.len(), 2 * 2 * (2 * 2 + 1));
+    assert_eq!(report.cells.len(), 2 * 2 * 2 * 3);
     for scenario in Scenario::ALL {
         for isolation in Isolation::ALL {
-            assert!(
-                report
-                    .cell(scenario, isolation, Approach::TollgatePool, 1)
-                    .is_none()
-            );
             for (approach, c) in [
                 (Approach::Function, 1),
                 (Approach::Function, 4),
                 (Approach::Tollgate, 1),
                 (Approach::Tollgate, 4),
-                (Approach::TollgatePool, 4),
+                (Approach::TollgateSync, 1),
+                (Approach::TollgateSync, 4),
             ] {
                 let cell = report
                     .cell(scenario, isolation, approach, c)
@@ -132,7 +126,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
         "### (a) Concurrent first calls",
         "### (b) Refill rounded to whole tokens",
         "| SERIALIZABLE | 4 | tollgate |",
-        "| SERIALIZABLE | 4 | tollgate-pool |",
+        "| SERIALIZABLE | 4 | tollgate-sync |",
         "postgres.svg",
     ] {
         assert!(md.contains(needle), "{needle:?} missing from\n{md}");
@@ -140,7 +134,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
     let svg = report.to_svg();
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert!(svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<title>").count(), 20);
+    assert_eq!(svg.matches("<title>").count(), 24);
     let written = std::fs::read_to_string(out.path().join("report/postgres.md")).unwrap();
     assert_eq!(written, md);
     let written = std::fs::read_to_string(out.path().join("report/postgres.svg")).unwrap();

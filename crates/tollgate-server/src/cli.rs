@@ -74,6 +74,12 @@ pub struct PostgresArgs {
     #[arg(long)]
     pub postgres_unlogged: bool,
 
+    /// Make each decision wait for its commit to reach the disk. Off (the default), a crash
+    /// of the database server loses the decisions of its last moment (at most 3 ×
+    /// `wal_writer_delay`, 600 ms by default): their tokens can be taken again.
+    #[arg(long)]
+    pub postgres_synchronous_commit: bool,
+
     /// The isolation level: `read-committed` (atomic without retries) or `serializable`
     /// (as distributed SQL runs; conflicts are retried).
     #[arg(long, value_enum, default_value_t = IsolationArg::ReadCommitted)]

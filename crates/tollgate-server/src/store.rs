@@ -127,6 +127,7 @@ pub async fn postgres(
         .schema(args.postgres_schema.as_str())
         .table(args.postgres_table.as_str())
         .unlogged(args.postgres_unlogged)
+        .synchronous_commit(args.postgres_synchronous_commit)
         .isolation(match args.postgres_isolation {
             IsolationArg::ReadCommitted => Isolation::ReadCommitted,
             IsolationArg::Serializable => Isolation::Serializable,

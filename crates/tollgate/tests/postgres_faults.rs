@@ -12,7 +12,7 @@ use std::time::Duration;
 use faults::{recovery, timed};
 use tokio_postgres::NoTls;
 use tollgate::store::guarded::{FailPolicy, Guarded};
-use tollgate::{MemoryStore, PostgresStore};
+use tollgate::{MemoryStore, PostgresStore, Store};
 use tollgate_testkit::TestPostgres;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
@@ -25,6 +25,17 @@ async fn store(pg: &TestPostgres) -> PostgresStore {
         .build()
         .await
         .unwrap()
+}
+
+/// Probes until every connection is open: one probe is bounded by the timeout, and each keeps
+/// the connections it opened.
+async fn open_all(store: &PostgresStore) {
+    for _ in 0..50 {
+        if store.ready().await.is_ok() {
+            return;
+        }
+    }
+    panic!("the store's connections did not open");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,7 +105,8 @@ async fn stopped_mid_load_every_call_is_bounded_and_decisions_recover() {
 async fn terminated_connections_are_replaced() {
     let pg = TestPostgres::start().unwrap();
     let store = store(&pg).await;
-    // Open every connection of the store.
+    // Open every connection of the store (calls one at a time would use only the first).
+    open_all(&store).await;
     for i in 0..16u32 {
         assert!(timed(&store, &i.to_be_bytes()).await.0.unwrap());
     }
@@ -124,6 +136,8 @@ async fn terminated_connections_are_replaced() {
             "recovered"
         );
     }
+    // The probe opens again every connection that is gone; none is opened twice.
+    open_all(&store).await;
     let count: i64 = admin
         .query_one(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tollgate'",

@@ -19,10 +19,9 @@ pub enum Approach {
     Function,
     /// tollgate's `PostgresStore` with its defaults, `connections(n)` for n workers.
     Tollgate,
-    /// The same store with fewer connections than workers (`--pool-connections`, by default
-    /// the store's own default of 4): what a pool of the default size does for many callers.
-    /// Shown beside, not judged by the goals.
-    TollgatePool,
+    /// The same store with `synchronous_commit(true)`: each decision waits for its commit to
+    /// reach the disk, as the function's calls do. Shown beside, not judged by the goals.
+    TollgateSync,
 }
 
 impl Approach {
@@ -30,7 +29,7 @@ impl Approach {
     pub const ALL: [Approach; 3] = [
         Approach::Function,
         Approach::Tollgate,
-        Approach::TollgatePool,
+        Approach::TollgateSync,
     ];
 
     /// The two the goals compare, and the only ones of the over-grant test and the flaws.
@@ -41,7 +40,7 @@ impl Approach {
         match self {
             Approach::Function => "function",
             Approach::Tollgate => "tollgate",
-            Approach::TollgatePool => "tollgate-pool",
+            Approach::TollgateSync => "tollgate-sync",
         }
     }
 
@@ -58,12 +57,13 @@ impl Approach {
                  statement; checks that arrive while 2 calls are in flight wait and share the \
                  next: one set-based upsert for single checks on distinct keys, else one call \
                  of its decide function; deny cache; 100 ms timeout; retries with backoff on \
-                 40001 while they fit in it), `connections(n)` shared by n worker tasks"
+                 40001 while they fit in it; `synchronous_commit = off` for its sessions, so a \
+                 decision does not wait for the disk), `connections(n)` shared by n worker tasks"
             }
-            Approach::TollgatePool => {
-                "the same store with `--pool-connections` connections (default 4, the store's \
-                 own default) shared by the n worker tasks, run where n is larger; beside the \
-                 others, not judged by the goals"
+            Approach::TollgateSync => {
+                "the same store with `synchronous_commit(true)`: each commit waits for its WAL \
+                 flush, as the function's do (the same durability); beside the others, not judged \
+                 by the goals"
             }
         }
     }
@@ -119,8 +119,10 @@ impl Crew {
                     crew.workers.push(Worker::Function(conn, limit));
                 }
             }
-            Approach::Tollgate | Approach::TollgatePool => {
-                let store = TollgatePg::connect(target, connections, isolation).await?;
+            Approach::Tollgate | Approach::TollgateSync => {
+                let synchronous_commit = approach == Approach::TollgateSync;
+                let store =
+                    TollgatePg::connect(target, connections, isolation, synchronous_commit).await?;
                 let policy = limit.policy()?;
                 for _ in 0..workers {
                     crew.workers.push(Worker::Tollgate(store.clone(), policy));

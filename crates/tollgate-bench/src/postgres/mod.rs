@@ -7,10 +7,10 @@
 //! are shown on fresh keys — concurrent first calls (`race.rs`) and refill rounded to whole
 //! tokens (`rounding.rs`) — with tollgate beside. Then every many_keys key is created in both
 //! tables, and the cells run one at a time: for each scenario, isolation and connection count,
-//! each approach in turn, so that slow drift of the machine hits both alike (`timed.rs`). Where
-//! a cell has more workers than `--pool-connections`, tollgate also runs with that few
-//! connections (`tollgate-pool`, what a pool of the store's default size does for many
-//! callers); the goals judge `tollgate` (n connections for n workers) alone. Last, the over-grant test at each isolation.
+//! each approach in turn, so that slow drift of the machine hits both alike (`timed.rs`).
+//! Beside tollgate as it ships runs `tollgate-sync`, the same store waiting for each commit's
+//! flush as the function does; the goals judge `tollgate` alone. Last, the over-grant test at
+//! each isolation.
 
 mod approach;
 mod database;
@@ -76,10 +76,6 @@ pub struct PostgresBenchArgs {
     /// workers of the over-grant test
     #[arg(long, default_value = "64")]
     pub over_grant_workers: usize,
-    /// connections of tollgate-pool, the store shown beside with fewer connections than
-    /// workers (in cells with more workers than this); 0 leaves it out
-    #[arg(long, default_value = "4")]
-    pub pool_connections: usize,
     /// make tollgate's table UNLOGGED (the server's --postgres-unlogged): no WAL, so its commits
     /// wait for no flush, and a crash empties it; the function's table stays as published
     #[arg(long)]
@@ -98,7 +94,6 @@ impl Default for PostgresBenchArgs {
             out: PathBuf::from("bench-report"),
             over_grant_seconds: 3.0,
             over_grant_workers: 64,
-            pool_connections: 4,
             tollgate_unlogged: false,
         }
     }
@@ -193,30 +188,20 @@ async fn measure(
     precreate(args, db).await?;
 
     let over_grant = args.over_grant_seconds > 0.0;
-    let pooled = args
-        .connections
-        .iter()
-        .filter(|&&c| pool_applies(args, c))
-        .count();
-    let total = args.scenarios.len() * args.isolation.len() * (args.connections.len() * 2 + pooled)
-        + if over_grant {
-            args.isolation.len() * 2
-        } else {
-            0
-        };
+    let total =
+        args.scenarios.len() * args.isolation.len() * args.connections.len() * Approach::ALL.len()
+            + if over_grant {
+                args.isolation.len() * Approach::COMPARED.len()
+            } else {
+                0
+            };
     let mut done = 0;
     let space = scenario::key_space(args.keys);
     for &scenario in &args.scenarios {
         for &isolation in &args.isolation {
             for &c in &args.connections {
                 for approach in Approach::ALL {
-                    let connections = match approach {
-                        Approach::TollgatePool if !pool_applies(args, c) => continue,
-                        Approach::TollgatePool => args.pool_connections,
-                        Approach::Function | Approach::Tollgate => c,
-                    };
-                    let mut crew =
-                        Crew::hire(approach, target, isolation, c, connections, ALLOW_ALL).await?;
+                    let mut crew = Crew::hire(approach, target, isolation, c, c, ALLOW_ALL).await?;
                     // The same seeds for both approaches: their workers ask for the same keys.
                     let keys = (0..c)
                         .map(|w| scenario.keys(&space, 0x5eed ^ c as u64, w))
@@ -278,7 +263,7 @@ async fn measure(
         for approach in Approach::COMPARED {
             let connections = match approach {
                 Approach::Function => workers,
-                Approach::Tollgate | Approach::TollgatePool => store_connections,
+                Approach::Tollgate | Approach::TollgateSync => store_connections,
             };
             let mut crew =
                 Crew::hire(approach, target, isolation, workers, connections, SMALL).await?;
@@ -317,11 +302,6 @@ async fn measure(
         }
     }
     Ok(())
-}
-
-/// Whether a cell of `c` workers also runs tollgate-pool: only where its pool is smaller.
-fn pool_applies(args: &PostgresBenchArgs, c: usize) -> bool {
-    args.pool_connections > 0 && c > args.pool_connections
 }
 
 /// Creates the rows of the many_keys keys and the hot key in both tables, full buckets of the

@@ -32,6 +32,7 @@ impl TollgatePg {
         target: &Target,
         connections: usize,
         isolation: Isolation,
+        synchronous_commit: bool,
     ) -> Result<TollgatePg, BenchError> {
         let store = PostgresStore::builder(target.url.as_str())
             .schema(target.schema.as_str())
@@ -39,6 +40,7 @@ impl TollgatePg {
             .unlogged(target.unlogged)
             .connections(connections)
             .isolation(isolation.store())
+            .synchronous_commit(synchronous_commit)
             .build()
             .await?;
         let pg = TollgatePg { store };

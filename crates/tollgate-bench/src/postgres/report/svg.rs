@@ -14,7 +14,7 @@ fn color(approach: Approach) -> &'static str {
     match approach {
         Approach::Tollgate => "#2b7bb9",
         Approach::Function => "#e08a2c",
-        Approach::TollgatePool => "#7fb3dc",
+        Approach::TollgateSync => "#7fb3dc",
     }
 }
 
