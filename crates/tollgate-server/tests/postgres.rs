@@ -14,10 +14,10 @@ fn body(key: &str) -> String {
     format!(r#"{{"key": "{key}", "capacity": 10, "refill": 10, "period_ms": 1000}}"#)
 }
 
-async fn three_servers_are_exact(isolation: &str) {
+async fn three_servers_are_exact(isolation: &str, extra: &[&str]) {
     let pg = TestPostgres::start().expect("start PostgreSQL");
     let table = format!("exact_{}", isolation.replace('-', "_"));
-    let args = [
+    let mut args = vec![
         "--store",
         pg.url(),
         "--postgres-table",
@@ -30,6 +30,7 @@ async fn three_servers_are_exact(isolation: &str) {
         "--store-timeout-ms",
         "2000",
     ];
+    args.extend_from_slice(extra);
     let servers: Vec<Tollgate> = (0..3).map(|_| Tollgate::start(&args)).collect();
     assert!(
         servers[0].banner.contains("store: postgres"),
@@ -57,12 +58,13 @@ async fn three_servers_are_exact(isolation: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_server_processes_sharing_one_postgres_allow_38_to_40_in_3_seconds() {
-    three_servers_are_exact("read-committed").await;
+    three_servers_are_exact("read-committed", &[]).await;
 }
 
+/// Also with commits that wait for the disk (where the server's settings ask for it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_at_serializable_with_retries() {
-    three_servers_are_exact("serializable").await;
+    three_servers_are_exact("serializable", &["--postgres-synchronous-commit"]).await;
 }
 
 fn tollgate(args: &[&str]) -> (bool, String, String) {
