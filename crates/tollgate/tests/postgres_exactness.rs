@@ -299,3 +299,120 @@ async fn batches_of_distinct_keys_answer_each_key_exactly() {
         "96 decisions in {statements} statements"
     );
 }
+
+/// A copy of the test server's database of its own, whose sessions count calls of functions:
+/// returns its URL and a client on it.
+async fn database_counting_calls(
+    pg: &TestPostgres,
+    name: &str,
+) -> (String, tokio_postgres::Client) {
+    let connect = |url: String| async move {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+    };
+    let admin = connect(pg.url().to_owned()).await;
+    // One at a time: CREATE DATABASE refuses to run inside a transaction.
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+        format!("ALTER DATABASE {name} SET track_functions = 'all'"),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
+    }
+    let (url, query) = pg.url().split_once('?').unwrap_or((pg.url(), ""));
+    let (server, _) = url.rsplit_once('/').unwrap();
+    let url = if query.is_empty() {
+        format!("{server}/{name}")
+    } else {
+        format!("{server}/{name}?{query}")
+    };
+    (url.clone(), connect(url).await)
+}
+
+/// Polls `sql` (one bigint) until it reaches `want`, for up to 10 s.
+async fn wait_for(client: &tokio_postgres::Client, sql: &str, want: i64) -> i64 {
+    let mut got = 0;
+    for _ in 0..200 {
+        got = client.query_one(sql, &[]).await.unwrap().get(0);
+        if got >= want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    got
+}
+
+// One thread: the order in which the store's callers queue is known.
+#[tokio::test(flavor = "current_thread")]
+async fn under_serializable_a_set_that_conflicts_is_decided_by_the_function() {
+    let pg = TestPostgres::start().unwrap();
+    let (url, sql) =
+        database_counting_calls(&pg, &format!("tollgate_fallback_{}", std::process::id())).await;
+    let store = PostgresStore::builder(url.as_str())
+        .table("fallback")
+        .isolation(Isolation::Serializable)
+        .connections(2)
+        .deny_cache(false)
+        .cleanup_interval(None)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::token_bucket(1000, 1000, Duration::from_secs(1)).unwrap();
+    let decide = |key: &'static [u8]| {
+        let store = store.clone();
+        async move { store.decide(&[Check::new(policy, key, 1)]).await }
+    };
+    for key in [&b"x"[..], b"k", b"y"] {
+        assert!(decide(key).await.unwrap().allowed());
+    }
+
+    // Another transaction changes every row and holds them.
+    let (other, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    other
+        .batch_execute("BEGIN; UPDATE tollgate.fallback SET tat = tat")
+        .await
+        .unwrap();
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = 'tollgate' AND wait_event_type = 'Lock'";
+    // x's single upsert waits for its row, and keeps the store's queue busy...
+    let a = tokio::spawn(decide(b"x"));
+    assert_eq!(wait_for(&sql, waiting, 1).await, 1);
+    // ...so k and y queue, and share the next call: the set-based upsert, which waits too.
+    let b = tokio::spawn(decide(b"k"));
+    let c = tokio::spawn(decide(b"y"));
+    assert_eq!(wait_for(&sql, waiting, 2).await, 2);
+    // Committed after their snapshots: each waiting statement fails to serialize.
+    other.batch_execute("COMMIT").await.unwrap();
+
+    for task in [a, b, c] {
+        assert!(task.await.unwrap().unwrap().allowed());
+    }
+    let calls = "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_user_functions \
+                 WHERE funcname = 'fallback_decide'";
+    // A server process reports its counts when a transaction ends a second or more after its
+    // last report (else ten seconds later): the store's probe gives each one such a transaction.
+    let mut counted: i64 = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        store.ready().await.unwrap();
+        counted = sql.query_one(calls, &[]).await.unwrap().get(0);
+        if counted > 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        counted, 1,
+        "the set was decided again by the decide function"
+    );
+    let stats = store.stats();
+    assert_eq!(stats.gave_up.load(Ordering::Relaxed), 0);
+    // x's statement retried once; the set once, as a call of the function.
+    assert_eq!(stats.retries.load(Ordering::Relaxed), 2);
+}

@@ -284,7 +284,7 @@ impl PostgresStoreBuilder {
         };
         let inject_time = self.test_clock.is_some();
         let inner = Arc::new(Inner {
-            pool: Pool::new(setup, self.connections),
+            pool: Pool::new(setup, self.connections, self.timeout),
             isolation: self.isolation,
             timeout: self.timeout,
             retry: Retry {
@@ -323,6 +323,11 @@ async fn cleanup_loop(inner: Weak<Inner>, every: Duration) {
     }
 }
 
+/// When the statements deciding one batch must be done: whatever a batch runs (a set that
+/// conflicts, then the decide function; a check asked again) shares the one store timeout.
+#[derive(Clone, Copy)]
+struct Until(tokio::time::Instant);
+
 /// Why the retries of a call ended without an answer.
 enum Failure {
     Store(StoreError),
@@ -353,22 +358,30 @@ impl Inner {
             .then(|| i64::try_from(self.local_now().as_u64() / 1000).unwrap_or(i64::MAX))
     }
 
-    /// Runs `statement` on a connection, again after each serialization failure, up to the
-    /// retry limit, bounded as a whole by the timeout. A retry that could not finish before the
-    /// timeout is not started: the call gives up at once, so the configured [`GiveUp`] answers
-    /// rather than a timeout.
-    async fn run<T, F, Fut>(&self, max_attempts: u32, statement: F) -> Result<T, Failure>
+    /// Runs `statement` on a connection, again after each serialization failure, up to
+    /// `max_attempts`, bounded as a whole by `until` (the end of the batch's time: one batch
+    /// may run several statements). A retry that could not finish before then is not started:
+    /// the call gives up at once, so the configured [`GiveUp`] answers rather than a timeout.
+    async fn run<T, F, Fut>(
+        &self,
+        until: Until,
+        max_attempts: u32,
+        statement: F,
+    ) -> Result<T, Failure>
     where
         F: Fn(Arc<Conn>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let deadline = until.0;
         let attempts = async {
             let mut attempt = 1;
             loop {
                 let lease = self.pool.get().await?;
                 self.stats.statements.fetch_add(1, Ordering::Relaxed);
-                let e = match statement(lease.conn()).await {
+                let answer = statement(lease.conn()).await;
+                // Answered: the connection is free for others while this one backs off.
+                lease.answered();
+                let e = match answer {
                     Ok(answer) => return Ok(answer),
                     Err(e) if retry::is_conflict(&e) => e,
                     Err(e) => return Err(Failure::Store(unavailable(e))),
@@ -384,7 +397,7 @@ impl Inner {
                 attempt += 1;
             }
         };
-        tokio::time::timeout(self.timeout, attempts)
+        tokio::time::timeout_at(deadline, attempts)
             .await
             .unwrap_or(Err(Failure::Store(StoreError::Timeout(self.timeout))))
     }
@@ -420,13 +433,14 @@ impl Inner {
     /// call of the decide function. Records single checks' denials in the deny cache.
     async fn decide_batch(&self, decisions: &[Vec<Queued>]) -> Result<Vec<Verdict>, StoreError> {
         let sent = self.local_now();
+        let until = Until(tokio::time::Instant::now() + self.timeout);
         let verdicts = match decisions {
             [one] if one.len() == 1 => {
                 let q = &one[0];
                 let decision = if q.cost == 0 {
-                    self.peek(&q.units, &q.bucket).await?
+                    self.peek(until, &q.units, &q.bucket).await?
                 } else {
-                    self.take(&q.units, &q.bucket, q.cost, true).await?
+                    self.take(until, &q.units, &q.bucket, q.cost, true).await?
                 };
                 vec![Verdict {
                     decisions: vec![decision],
@@ -434,7 +448,7 @@ impl Inner {
             }
             _ if set_of_singles(decisions) => {
                 let checks: Vec<&Queued> = decisions.iter().map(|d| &d[0]).collect();
-                match self.take_set(&checks).await? {
+                match self.take_set(until, &checks).await? {
                     Some(decided) => decided
                         .into_iter()
                         .map(|decision| Verdict {
@@ -443,11 +457,11 @@ impl Inner {
                         .collect(),
                     None => {
                         self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                        self.decide_by_function(decisions).await?
+                        self.decide_by_function(until, decisions).await?
                     }
                 }
             }
-            _ => self.decide_by_function(decisions).await?,
+            _ => self.decide_by_function(until, decisions).await?,
         };
         if verdicts.len() != decisions.len() {
             return Err(StoreError::Unavailable(
@@ -476,6 +490,7 @@ impl Inner {
     /// Decides `decisions` in order with one call of the decide function.
     async fn decide_by_function(
         &self,
+        until: Until,
         decisions: &[Vec<Queued>],
     ) -> Result<Vec<Verdict>, StoreError> {
         let checks: Vec<Vec<Check<'_>>> = decisions
@@ -483,7 +498,7 @@ impl Inner {
             .map(|d| d.iter().map(Queued::check).collect())
             .collect();
         let call = Call::new(checks.iter().map(|c| &c[..]))?;
-        match self.call(&call).await {
+        match self.call(until, &call).await {
             Ok(verdicts) => Ok(verdicts),
             Err(Failure::Store(e)) => Err(e),
             Err(Failure::GaveUp(e)) => {
@@ -500,6 +515,7 @@ impl Inner {
     /// when the row changed under the statement (see [`answer`]).
     async fn take(
         &self,
+        until: Until,
         units: &Units,
         bucket: &[u8],
         cost: u64,
@@ -510,7 +526,7 @@ impl Inner {
         let params: [&(dyn ToSql + Sync); 5] =
             [&bucket, &cost_param, &units.t, &units.tau, &now_param];
         let row = match self
-            .run(self.retry.max_attempts, |conn| async move {
+            .run(until, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.decide_one, &params).await
             })
             .await
@@ -531,7 +547,7 @@ impl Inner {
             Some(decision) => Ok(decision),
             // Asked again, the statement reads a clock and a snapshot from after the
             // transactions it waited for.
-            None if again => Box::pin(self.take(units, bucket, cost, false)).await,
+            None if again => Box::pin(self.take(until, units, bucket, cost, false)).await,
             None => Ok(stale_denial(units, cost, now, seen)?),
         }
     }
@@ -539,11 +555,16 @@ impl Inner {
     /// Single checks on distinct buckets, each cost >= 1: one statement for all.
     ///
     /// Under SERIALIZABLE, one attempt: `None` when it failed to serialize, and the caller
-    /// decides the batch with the decide function instead. One conflicting row fails a whole
-    /// set, and retried as sets, a storm of first calls on fresh keys kept failing whole
-    /// batches until their retries ran out (22 of 6,400 calls in one run of the benchmark's
-    /// race, against none for the decide function, which takes its locks before it decides).
-    async fn take_set(&self, checks: &[&Queued]) -> Result<Option<Vec<Decision>>, StoreError> {
+    /// decides the batch with the decide function instead, with the usual retries. One
+    /// conflicting row fails a whole set, and a set retried as a set meets the same storm again
+    /// (in a benchmark race of first calls on fresh keys, a set of 22 ran out of retries); the
+    /// decide function locks its rows before it decides. With the fallback, such give-ups came
+    /// as rarely as on the decide function alone (one batch in four runs either way).
+    async fn take_set(
+        &self,
+        until: Until,
+        checks: &[&Queued],
+    ) -> Result<Option<Vec<Decision>>, StoreError> {
         let keys: Vec<&[u8]> = checks.iter().map(|q| q.bucket.as_slice()).collect();
         let costs: Vec<i64> = checks
             .iter()
@@ -558,7 +579,7 @@ impl Inner {
             Isolation::Serializable => 1,
         };
         let rows = match self
-            .run(attempts, |conn| async move {
+            .run(until, attempts, |conn| async move {
                 conn.client.query(&conn.decide_set, &params).await
             })
             .await
@@ -591,7 +612,7 @@ impl Inner {
                 match answer(&q.units, q.cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)? {
                     Some(decision) => decision,
                     // Rare: the row changed under the statement. Asked again alone.
-                    None => self.take(&q.units, &q.bucket, q.cost, true).await?,
+                    None => self.take(until, &q.units, &q.bucket, q.cost, true).await?,
                 };
             decisions.push(decision);
         }
@@ -599,17 +620,25 @@ impl Inner {
     }
 
     /// Cost 0: reads the row `bucket`, writes nothing.
-    async fn peek(&self, units: &Units, bucket: &[u8]) -> Result<Decision, StoreError> {
+    async fn peek(
+        &self,
+        until: Until,
+        units: &Units,
+        bucket: &[u8],
+    ) -> Result<Decision, StoreError> {
         let now_param = self.now_param();
         let params: [&(dyn ToSql + Sync); 2] = [&bucket, &now_param];
         let row = self
-            .run(self.retry.max_attempts, |conn| async move {
+            .run(until, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.peek_one, &params).await
             })
             .await
             .map_err(|f| match f {
                 Failure::Store(e) => e,
-                Failure::GaveUp(e) => unavailable(e),
+                Failure::GaveUp(e) => {
+                    self.stats.gave_up.fetch_add(1, Ordering::Relaxed);
+                    unavailable(e)
+                }
             })?;
         let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
         let now = micros(read(0)?.unwrap_or(0));
@@ -620,7 +649,7 @@ impl Inner {
     }
 
     /// One call of the decide function.
-    async fn call(&self, call: &Call) -> Result<Vec<Verdict>, Failure> {
+    async fn call(&self, until: Until, call: &Call) -> Result<Vec<Verdict>, Failure> {
         let now_param = self.now_param();
         let params: [&(dyn ToSql + Sync); 7] = [
             &call.keys,
@@ -632,7 +661,7 @@ impl Inner {
             &call.cost,
         ];
         let row = self
-            .run(self.retry.max_attempts, |conn| async move {
+            .run(until, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.decide_many, &params).await
             })
             .await?;
@@ -644,13 +673,11 @@ impl Inner {
         let now_param = self.now_param();
         let mut deleted = 0;
         loop {
-            let conn = self.pool.get().await?;
+            let lease = self.pool.get().await?;
             let params: [&(dyn ToSql + Sync); 2] = [&now_param, &self.cleanup_batch];
-            let n = conn
-                .client
-                .execute(&conn.cleanup, &params)
-                .await
-                .map_err(unavailable)?;
+            let deleted_now = lease.client.execute(&lease.cleanup, &params).await;
+            lease.answered();
+            let n = deleted_now.map_err(unavailable)?;
             deleted += n;
             if n < self.cleanup_batch.unsigned_abs() {
                 return Ok(deleted);
@@ -810,12 +837,10 @@ impl Store for PostgresStore {
             for i in 0..self.inner.pool.size() {
                 let inner = Arc::clone(&self.inner);
                 pings.spawn(async move {
-                    let conn = inner.pool.get_at(i).await?;
-                    conn.client
-                        .simple_query("SELECT 1")
-                        .await
-                        .map(drop)
-                        .map_err(unavailable)
+                    let lease = inner.pool.get_at(i).await?;
+                    let pong = lease.client.simple_query("SELECT 1").await;
+                    lease.answered();
+                    pong.map(drop).map_err(unavailable)
                 });
             }
             while let Some(ping) = pings.join_next().await {

@@ -53,6 +53,8 @@ pub(crate) struct Setup {
 pub(crate) struct Pool {
     setup: Setup,
     slots: Vec<Slot>,
+    /// How long a statement left unanswered still counts in its slot's load.
+    hold: Duration,
     migrated: OnceCell<()>,
 }
 
@@ -60,23 +62,35 @@ pub(crate) struct Pool {
 /// yet answered.
 struct Slot {
     conn: Mutex<Option<Arc<Conn>>>,
-    load: AtomicUsize,
+    load: Arc<AtomicUsize>,
 }
 
-/// A connection leased for one statement; it counts in its slot's load until dropped.
-pub(crate) struct Lease<'a> {
+/// A connection leased for one statement; it counts in its slot's load until the statement is
+/// [`answered`](Lease::answered).
+///
+/// A lease dropped unanswered (its caller timed out or gave up) leaves its statement running
+/// on the connection, and the statements sent after it there wait behind it: it goes on
+/// counting for the pool's `hold` (the store's timeout), so that new statements go to other
+/// connections meanwhile rather than queue behind one that may be stuck.
+pub(crate) struct Lease {
     conn: Arc<Conn>,
-    _load: Load<'a>,
+    load: Option<Load>,
+    hold: Duration,
 }
 
-impl Lease<'_> {
+impl Lease {
     /// The connection, for a statement's future to own.
     pub(crate) fn conn(&self) -> Arc<Conn> {
         Arc::clone(&self.conn)
     }
+
+    /// The statement was answered (or failed): the connection is free of it.
+    pub(crate) fn answered(mut self) {
+        self.load = None;
+    }
 }
 
-impl std::ops::Deref for Lease<'_> {
+impl std::ops::Deref for Lease {
     type Target = Conn;
 
     fn deref(&self) -> &Conn {
@@ -84,18 +98,31 @@ impl std::ops::Deref for Lease<'_> {
     }
 }
 
-/// One unit of a slot's load, given back when dropped (also by a caller that gives up while
-/// the connection is being made).
-struct Load<'a>(&'a AtomicUsize);
-
-impl<'a> Load<'a> {
-    fn take(load: &'a AtomicUsize) -> Load<'a> {
-        load.fetch_add(1, Ordering::Relaxed);
-        Load(load)
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let (Some(load), Ok(runtime)) = (self.load.take(), tokio::runtime::Handle::try_current())
+        {
+            let hold = self.hold;
+            runtime.spawn(async move {
+                tokio::time::sleep(hold).await;
+                drop(load);
+            });
+        }
     }
 }
 
-impl Drop for Load<'_> {
+/// One unit of a slot's load, given back when dropped (also by a caller that gives up while
+/// the connection is being made).
+struct Load(Arc<AtomicUsize>);
+
+impl Load {
+    fn take(load: &Arc<AtomicUsize>) -> Load {
+        load.fetch_add(1, Ordering::Relaxed);
+        Load(Arc::clone(load))
+    }
+}
+
+impl Drop for Load {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
@@ -108,21 +135,22 @@ const PEEK_ONE: &str = r#"SELECT coalesce($2::bigint, (extract(epoch FROM clock_
 const DECIDE_MANY: &str = r#"SELECT "@schema@"."@table@_decide"($1, $2, $3, $4, $5, $6, $7)"#;
 
 impl Pool {
-    pub(crate) fn new(setup: Setup, connections: usize) -> Pool {
+    pub(crate) fn new(setup: Setup, connections: usize, hold: Duration) -> Pool {
         Pool {
             setup,
             slots: (0..connections.max(1))
                 .map(|_| Slot {
                     conn: Mutex::new(None),
-                    load: AtomicUsize::new(0),
+                    load: Arc::new(AtomicUsize::new(0)),
                 })
                 .collect(),
+            hold,
             migrated: OnceCell::new(),
         }
     }
 
     /// The first of the connections with the fewest statements in flight.
-    pub(crate) async fn get(&self) -> Result<Lease<'_>, StoreError> {
+    pub(crate) async fn get(&self) -> Result<Lease, StoreError> {
         let mut best = 0;
         let mut least = usize::MAX;
         for (i, slot) in self.slots.iter().enumerate() {
@@ -138,7 +166,7 @@ impl Pool {
     }
 
     /// Connection `i`, connecting (and preparing) it if it is new or was closed.
-    pub(crate) async fn get_at(&self, i: usize) -> Result<Lease<'_>, StoreError> {
+    pub(crate) async fn get_at(&self, i: usize) -> Result<Lease, StoreError> {
         let slot = &self.slots[i % self.slots.len()];
         // Counted from the start: callers that come while it connects go elsewhere.
         let load = Load::take(&slot.load);
@@ -152,7 +180,11 @@ impl Pool {
                 conn
             }
         };
-        Ok(Lease { conn, _load: load })
+        Ok(Lease {
+            conn,
+            load: Some(load),
+            hold: self.hold,
+        })
     }
 
     /// How many connections the pool holds.
@@ -302,33 +334,41 @@ mod tests {
 
     use super::*;
 
-    async fn pool(url: &str, synchronous_commit: bool, connections: usize) -> Pool {
+    const HOLD: Duration = Duration::from_millis(100);
+
+    fn pool(config: Config, synchronous_commit: bool, connections: usize) -> Pool {
         let setup = Setup {
-            config: config(url, Duration::from_secs(5)).unwrap(),
+            config,
             names: Names::new("tollgate", "buckets", false).unwrap(),
             isolation: Isolation::ReadCommitted,
             synchronous_commit,
             create_schema: true,
         };
-        Pool::new(setup, connections)
+        Pool::new(setup, connections, HOLD)
     }
 
-    /// A database whose sessions commit synchronously unless told otherwise (the test kit's
-    /// server runs with `synchronous_commit = off`).
-    async fn synchronous_database(pg: &TestPostgres) -> String {
+    fn config_of(pg: &TestPostgres) -> Config {
+        config(pg.url(), Duration::from_secs(5)).unwrap()
+    }
+
+    /// A database of its own whose sessions commit synchronously unless told otherwise (the
+    /// test kit's server runs with `synchronous_commit = off`).
+    async fn synchronous_database(pg: &TestPostgres) -> Config {
         let (client, connection) = tokio_postgres::connect(pg.url(), NoTls).await.unwrap();
         tokio::spawn(connection);
+        let name = format!("tollgate_sync_{}", std::process::id());
         // One at a time: several statements in one message would be one transaction, which
         // CREATE DATABASE refuses.
         for sql in [
-            "DROP DATABASE IF EXISTS tollgate_sync",
-            "CREATE DATABASE tollgate_sync",
-            "ALTER DATABASE tollgate_sync SET synchronous_commit = on",
+            format!("DROP DATABASE IF EXISTS {name}"),
+            format!("CREATE DATABASE {name}"),
+            format!("ALTER DATABASE {name} SET synchronous_commit = on"),
         ] {
-            client.batch_execute(sql).await.unwrap();
+            client.batch_execute(&sql).await.unwrap();
         }
-        let (base, _) = pg.url().rsplit_once('/').unwrap();
-        format!("{base}/tollgate_sync")
+        let mut config = config_of(pg);
+        config.dbname(&name);
+        config
     }
 
     async fn setting(pool: &Pool) -> String {
@@ -338,43 +378,75 @@ mod tests {
             .query_one("SHOW synchronous_commit", &[])
             .await
             .unwrap();
+        lease.answered();
         row.get(0)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sessions_commit_asynchronously_unless_asked_to_wait_for_the_disk() {
         let pg = TestPostgres::start().unwrap();
-        let url = synchronous_database(&pg).await;
-        assert_eq!(setting(&pool(&url, false, 1).await).await, "off");
-        assert_eq!(setting(&pool(&url, true, 1).await).await, "on");
+        let config = synchronous_database(&pg).await;
+        assert_eq!(setting(&pool(config.clone(), false, 1)).await, "off");
+        assert_eq!(setting(&pool(config, true, 1)).await, "on");
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    /// Which slot a lease counts in.
+    fn slot_of(pool: &Pool, lease: &Lease) -> usize {
+        let load = &lease.load.as_ref().unwrap().0;
+        (0..pool.slots.len())
+            .position(|i| Arc::ptr_eq(load, &pool.slots[i].load))
+            .unwrap()
+    }
+
+    fn loads(pool: &Pool) -> Vec<usize> {
+        let load = |s: &Slot| s.load.load(Ordering::Relaxed);
+        pool.slots.iter().map(load).collect()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn statements_go_to_the_first_of_the_least_loaded_connections() {
         let pg = TestPostgres::start().unwrap();
-        let pool = pool(pg.url(), false, 3).await;
+        let pool = pool(config_of(&pg), false, 3);
         // One at a time, every statement takes the first connection: the others stay unmade.
         for _ in 0..5 {
             let lease = pool.get().await.unwrap();
-            assert!(std::ptr::eq(lease._load.0, &pool.slots[0].load));
+            assert_eq!(slot_of(&pool, &lease), 0);
+            lease.answered();
         }
         assert!(pool.slots[1].conn.lock().await.is_none());
         // Held at once, they spread: one each, then the first again.
-        let a = pool.get().await.unwrap();
-        let b = pool.get().await.unwrap();
-        let c = pool.get().await.unwrap();
-        let d = pool.get().await.unwrap();
-        let on = |lease: &Lease<'_>| {
-            (0..3)
-                .position(|i| std::ptr::eq(lease._load.0, &pool.slots[i].load))
-                .unwrap()
-        };
-        assert_eq!([on(&a), on(&b), on(&c), on(&d)], [0, 1, 2, 0]);
-        drop((a, b, c, d));
-        assert!(
-            pool.slots
-                .iter()
-                .all(|s| s.load.load(Ordering::Relaxed) == 0)
-        );
+        let held = [
+            pool.get().await.unwrap(),
+            pool.get().await.unwrap(),
+            pool.get().await.unwrap(),
+            pool.get().await.unwrap(),
+        ];
+        let on: Vec<usize> = held.iter().map(|l| slot_of(&pool, l)).collect();
+        assert_eq!(on, [0, 1, 2, 0]);
+        held.into_iter().for_each(Lease::answered);
+        assert_eq!(loads(&pool), [0, 0, 0]);
+    }
+
+    // Paused time: the hold passes when the test says so.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_statement_left_unanswered_keeps_its_connection_busy_for_the_hold() {
+        let pg = TestPostgres::start().unwrap();
+        let pool = pool(config_of(&pg), false, 2);
+        for i in 0..2 {
+            pool.get_at(i).await.unwrap().answered();
+        }
+        tokio::time::pause();
+        // Its caller gave up before the answer: the statement may still hold connection 0.
+        drop(pool.get().await.unwrap());
+        assert_eq!(loads(&pool), [1, 0]);
+        let next = pool.get().await.unwrap();
+        assert_eq!(slot_of(&pool, &next), 1, "new statements go elsewhere");
+        next.answered();
+        tokio::time::sleep(HOLD).await;
+        tokio::task::yield_now().await;
+        assert_eq!(loads(&pool), [0, 0], "counted for the hold only");
+        let again = pool.get().await.unwrap();
+        assert_eq!(slot_of(&pool, &again), 0);
+        again.answered();
     }
 }
