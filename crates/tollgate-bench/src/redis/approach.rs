@@ -1,6 +1,7 @@
 //! The four approaches, their connections, and one worker's check.
 
 use std::fmt;
+use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use tollgate::Policy;
@@ -70,12 +71,12 @@ pub(crate) struct Setup {
 }
 
 impl Setup {
-    pub(crate) async fn connect(url: &str) -> Result<Setup, BenchError> {
+    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Setup, BenchError> {
         let client = redis::Client::open(url)?;
         // Each baseline gets its own manager, as two unrelated services would have.
         let lua = LuaBaseline::load(ConnectionManager::new(client.clone()).await?).await?;
         let multi = MultiBaseline::new(ConnectionManager::new(client.clone()).await?);
-        let tollgate = TollgateRedis::connect(url).await?;
+        let tollgate = TollgateRedis::connect(url, timeout).await?;
         Ok(Setup {
             client,
             lua,

@@ -15,9 +15,10 @@ pub(crate) struct TollgateRedis {
 }
 
 impl TollgateRedis {
-    pub(crate) async fn connect(url: &str) -> Result<TollgateRedis, BenchError> {
+    /// The store on `url`, each decision bounded by `timeout`.
+    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<TollgateRedis, BenchError> {
         Ok(TollgateRedis {
-            store: RedisStore::builder(url).build().await?,
+            store: RedisStore::builder(url).timeout(timeout).build().await?,
         })
     }
 
