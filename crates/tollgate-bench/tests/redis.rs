@@ -24,7 +24,7 @@ async fn a_short_run_measures_every_cell_faithfully() {
         over_grant_workers: 64,
         // This checks the harness, on a machine that runs other tests at once: a 50 ms bound
         // would count their stalls of the CPU as tollgate's errors.
-        store_timeout_ms: 1000,
+        store_timeout_ms: Some(1000),
         ..RedisBenchArgs::default()
     };
     let report = run_redis(&args).await.unwrap();

@@ -61,7 +61,9 @@ async fn three_server_processes_sharing_one_postgres_allow_38_to_40_in_3_seconds
     three_servers_are_exact("read-committed", &[]).await;
 }
 
-/// Also with commits that wait for the disk (where the server's settings ask for it).
+/// Also with `--postgres-synchronous-commit`, which the server takes and hands to the store (the
+/// test kit's server commits asynchronously whatever the sessions say; what the flag does to a
+/// session is checked in the store's own tests).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_at_serializable_with_retries() {
     three_servers_are_exact("serializable", &["--postgres-synchronous-commit"]).await;

@@ -71,7 +71,7 @@ pub(crate) struct Setup {
 }
 
 impl Setup {
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Setup, BenchError> {
+    pub(crate) async fn connect(url: &str, timeout: Option<Duration>) -> Result<Setup, BenchError> {
         let client = redis::Client::open(url)?;
         // Each baseline gets its own manager, as two unrelated services would have.
         let lua = LuaBaseline::load(ConnectionManager::new(client.clone()).await?).await?;

@@ -70,9 +70,9 @@ pub struct RedisBenchArgs {
     /// workers of the over-grant test
     #[arg(long, default_value = "64")]
     pub over_grant_workers: usize,
-    /// the bound on one decision of tollgate's store, in milliseconds (the store's default)
-    #[arg(long, default_value = "50")]
-    pub store_timeout_ms: u64,
+    /// the bound on one decision of tollgate's store, in milliseconds [default: the store's own]
+    #[arg(long)]
+    pub store_timeout_ms: Option<u64>,
 }
 
 impl Default for RedisBenchArgs {
@@ -86,7 +86,7 @@ impl Default for RedisBenchArgs {
             scenarios: Scenario::ALL.to_vec(),
             over_grant_seconds: 3.0,
             over_grant_workers: 64,
-            store_timeout_ms: 50,
+            store_timeout_ms: None,
         }
     }
 }
@@ -101,7 +101,9 @@ pub async fn run_redis(args: &RedisBenchArgs) -> Result<RedisReport, BenchError>
         ));
     }
     let run_id = format!("{:x}{:04x}", clock::unix_ms(), std::process::id() & 0xffff);
-    let timeout = Duration::from_millis(args.store_timeout_ms.max(1));
+    let timeout = args
+        .store_timeout_ms
+        .map(|ms| Duration::from_millis(ms.max(1)));
     let setup = Setup::connect(&args.redis, timeout).await?;
     let mut admin = redis::Client::open(args.redis.as_str())?
         .get_multiplexed_async_connection()

@@ -15,10 +15,18 @@ pub(crate) struct TollgateRedis {
 }
 
 impl TollgateRedis {
-    /// The store on `url`, each decision bounded by `timeout`.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<TollgateRedis, BenchError> {
+    /// The store on `url`, each decision bounded by `timeout` (else the store's default).
+    pub(crate) async fn connect(
+        url: &str,
+        timeout: Option<Duration>,
+    ) -> Result<TollgateRedis, BenchError> {
+        let builder = RedisStore::builder(url);
+        let builder = match timeout {
+            Some(timeout) => builder.timeout(timeout),
+            None => builder,
+        };
         Ok(TollgateRedis {
-            store: RedisStore::builder(url).timeout(timeout).build().await?,
+            store: builder.build().await?,
         })
     }
 

@@ -6,8 +6,8 @@
 //! without retries, and concurrent first calls on a new key cannot collide (one inserts, the
 //! others update). A batch of single checks on distinct buckets is the same upsert over all
 //! their rows (`decide_set.sql`). Several checks decided together, and any other batch, are one
-//! call of a PL/pgSQL function (`schema.sql`) that locks their rows in a global
-//! order, decides in order, and returns the state it read and wrote; tollgate replays the
+//! call of a PL/pgSQL function (`schema.sql`) that locks their rows in a global order, decides
+//! in order, and returns the state it read and wrote; tollgate replays the
 //! decisions with the pure functions and checks it reaches the same state.
 //!
 //! Statements are prepared on a few shared connections and pipelined (see `pool.rs`). Under
@@ -15,13 +15,14 @@
 //! bounded, jittered backoff ([`Retry`]). As with Redis, a deny cache answers known denials
 //! locally, and concurrent decisions are batched: those that arrive while calls are in flight
 //! (at most [`max_in_flight`](PostgresStoreBuilder::max_in_flight), 2) wait, and the next
-//! call decides all of them in arrival order. So a transaction (and its commit) serves a whole batch,
-//! and a hot row's lock is taken once per batch rather than once per caller. Keys are locked in
-//! sorted order, so concurrent batches never deadlock. A decision that finds nothing in flight
-//! is sent at once: alone, a single check is the single upsert. Sessions commit without
-//! waiting for the disk unless told to ([`synchronous_commit`](PostgresStoreBuilder::synchronous_commit)).
-//! Idle rows (full buckets) are deleted in small batches in the background. Every call is bounded by a timeout (default 100 ms); failures
-//! are transient, so the caller's fail policy applies.
+//! call decides all of them in arrival order. So a transaction (and its commit) serves a whole
+//! batch, and a hot row's lock is taken once per batch rather than once per caller. Keys are
+//! locked in sorted order, so concurrent batches never deadlock. A decision that finds nothing
+//! in flight is sent at once: alone, a single check is the single upsert. Sessions commit
+//! without waiting for the disk unless told to
+//! ([`synchronous_commit`](PostgresStoreBuilder::synchronous_commit)). Idle rows (full buckets)
+//! are deleted in small batches in the background. Every call is bounded by a timeout (default
+//! 100 ms); failures are transient, so the caller's fail policy applies.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -49,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
 use super::batch::{Batcher, Runner};
@@ -323,11 +325,6 @@ async fn cleanup_loop(inner: Weak<Inner>, every: Duration) {
     }
 }
 
-/// When the statements deciding one batch must be done: whatever a batch runs (a set that
-/// conflicts, then the decide function; a check asked again) shares the one store timeout.
-#[derive(Clone, Copy)]
-struct Until(tokio::time::Instant);
-
 /// Why the retries of a call ended without an answer.
 enum Failure {
     Store(StoreError),
@@ -359,12 +356,13 @@ impl Inner {
     }
 
     /// Runs `statement` on a connection, again after each serialization failure, up to
-    /// `max_attempts`, bounded as a whole by `until` (the end of the batch's time: one batch
-    /// may run several statements). A retry that could not finish before then is not started:
+    /// `max_attempts`, bounded as a whole by `deadline`: the end of the batch's time, which
+    /// every statement of a batch shares (a set that conflicts, then the decide function; a
+    /// check asked again). A retry that could not finish before then is not started:
     /// the call gives up at once, so the configured [`GiveUp`] answers rather than a timeout.
     async fn run<T, F, Fut>(
         &self,
-        until: Until,
+        deadline: Instant,
         max_attempts: u32,
         statement: F,
     ) -> Result<T, Failure>
@@ -372,7 +370,6 @@ impl Inner {
         F: Fn(Arc<Conn>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        let deadline = until.0;
         let attempts = async {
             let mut attempt = 1;
             loop {
@@ -388,7 +385,7 @@ impl Inner {
                 };
                 let wait = self.retry.backoff(attempt);
                 // The retry's own statement needs time too: at least the wait again.
-                let in_time = tokio::time::Instant::now() + wait * 2 < deadline;
+                let in_time = Instant::now() + wait * 2 < deadline;
                 if attempt >= max_attempts || !in_time {
                     return Err(Failure::GaveUp(e));
                 }
@@ -433,14 +430,15 @@ impl Inner {
     /// call of the decide function. Records single checks' denials in the deny cache.
     async fn decide_batch(&self, decisions: &[Vec<Queued>]) -> Result<Vec<Verdict>, StoreError> {
         let sent = self.local_now();
-        let until = Until(tokio::time::Instant::now() + self.timeout);
+        let deadline = Instant::now() + self.timeout;
         let verdicts = match decisions {
             [one] if one.len() == 1 => {
                 let q = &one[0];
                 let decision = if q.cost == 0 {
-                    self.peek(until, &q.units, &q.bucket).await?
+                    self.peek(deadline, &q.units, &q.bucket).await?
                 } else {
-                    self.take(until, &q.units, &q.bucket, q.cost, true).await?
+                    self.take(deadline, &q.units, &q.bucket, q.cost, true)
+                        .await?
                 };
                 vec![Verdict {
                     decisions: vec![decision],
@@ -448,7 +446,7 @@ impl Inner {
             }
             _ if set_of_singles(decisions) => {
                 let checks: Vec<&Queued> = decisions.iter().map(|d| &d[0]).collect();
-                match self.take_set(until, &checks).await? {
+                match self.take_set(deadline, &checks).await? {
                     Some(decided) => decided
                         .into_iter()
                         .map(|decision| Verdict {
@@ -457,11 +455,11 @@ impl Inner {
                         .collect(),
                     None => {
                         self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                        self.decide_by_function(until, decisions).await?
+                        self.decide_by_function(deadline, decisions).await?
                     }
                 }
             }
-            _ => self.decide_by_function(until, decisions).await?,
+            _ => self.decide_by_function(deadline, decisions).await?,
         };
         if verdicts.len() != decisions.len() {
             return Err(StoreError::Unavailable(
@@ -490,7 +488,7 @@ impl Inner {
     /// Decides `decisions` in order with one call of the decide function.
     async fn decide_by_function(
         &self,
-        until: Until,
+        deadline: Instant,
         decisions: &[Vec<Queued>],
     ) -> Result<Vec<Verdict>, StoreError> {
         let checks: Vec<Vec<Check<'_>>> = decisions
@@ -498,7 +496,7 @@ impl Inner {
             .map(|d| d.iter().map(Queued::check).collect())
             .collect();
         let call = Call::new(checks.iter().map(|c| &c[..]))?;
-        match self.call(until, &call).await {
+        match self.call(deadline, &call).await {
             Ok(verdicts) => Ok(verdicts),
             Err(Failure::Store(e)) => Err(e),
             Err(Failure::GaveUp(e)) => {
@@ -515,7 +513,7 @@ impl Inner {
     /// when the row changed under the statement (see [`answer`]).
     async fn take(
         &self,
-        until: Until,
+        deadline: Instant,
         units: &Units,
         bucket: &[u8],
         cost: u64,
@@ -526,7 +524,7 @@ impl Inner {
         let params: [&(dyn ToSql + Sync); 5] =
             [&bucket, &cost_param, &units.t, &units.tau, &now_param];
         let row = match self
-            .run(until, self.retry.max_attempts, |conn| async move {
+            .run(deadline, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.decide_one, &params).await
             })
             .await
@@ -547,7 +545,7 @@ impl Inner {
             Some(decision) => Ok(decision),
             // Asked again, the statement reads a clock and a snapshot from after the
             // transactions it waited for.
-            None if again => Box::pin(self.take(until, units, bucket, cost, false)).await,
+            None if again => Box::pin(self.take(deadline, units, bucket, cost, false)).await,
             None => Ok(stale_denial(units, cost, now, seen)?),
         }
     }
@@ -562,7 +560,7 @@ impl Inner {
     /// as rarely as on the decide function alone (one batch in four runs either way).
     async fn take_set(
         &self,
-        until: Until,
+        deadline: Instant,
         checks: &[&Queued],
     ) -> Result<Option<Vec<Decision>>, StoreError> {
         let keys: Vec<&[u8]> = checks.iter().map(|q| q.bucket.as_slice()).collect();
@@ -579,7 +577,7 @@ impl Inner {
             Isolation::Serializable => 1,
         };
         let rows = match self
-            .run(until, attempts, |conn| async move {
+            .run(deadline, attempts, |conn| async move {
                 conn.client.query(&conn.decide_set, &params).await
             })
             .await
@@ -612,7 +610,10 @@ impl Inner {
                 match answer(&q.units, q.cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)? {
                     Some(decision) => decision,
                     // Rare: the row changed under the statement. Asked again alone.
-                    None => self.take(until, &q.units, &q.bucket, q.cost, true).await?,
+                    None => {
+                        self.take(deadline, &q.units, &q.bucket, q.cost, true)
+                            .await?
+                    }
                 };
             decisions.push(decision);
         }
@@ -622,14 +623,14 @@ impl Inner {
     /// Cost 0: reads the row `bucket`, writes nothing.
     async fn peek(
         &self,
-        until: Until,
+        deadline: Instant,
         units: &Units,
         bucket: &[u8],
     ) -> Result<Decision, StoreError> {
         let now_param = self.now_param();
         let params: [&(dyn ToSql + Sync); 2] = [&bucket, &now_param];
         let row = self
-            .run(until, self.retry.max_attempts, |conn| async move {
+            .run(deadline, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.peek_one, &params).await
             })
             .await
@@ -649,7 +650,7 @@ impl Inner {
     }
 
     /// One call of the decide function.
-    async fn call(&self, until: Until, call: &Call) -> Result<Vec<Verdict>, Failure> {
+    async fn call(&self, deadline: Instant, call: &Call) -> Result<Vec<Verdict>, Failure> {
         let now_param = self.now_param();
         let params: [&(dyn ToSql + Sync); 7] = [
             &call.keys,
@@ -661,7 +662,7 @@ impl Inner {
             &call.cost,
         ];
         let row = self
-            .run(until, self.retry.max_attempts, |conn| async move {
+            .run(deadline, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.decide_many, &params).await
             })
             .await?;

@@ -105,8 +105,11 @@ impl std::ops::Deref for Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let (Some(load), Ok(runtime)) = (self.load.take(), tokio::runtime::Handle::try_current())
-        {
+        // Answered leases have nothing left to give back here.
+        let Some(load) = self.load.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let hold = self.hold;
             runtime.spawn(async move {
                 tokio::time::sleep(hold).await;
@@ -382,23 +385,11 @@ mod tests {
         config(pg.url(), Duration::from_secs(5)).unwrap()
     }
 
-    /// A database of its own whose sessions commit synchronously unless told otherwise (the
-    /// test kit's server runs with `synchronous_commit = off`).
-    async fn synchronous_database(pg: &TestPostgres) -> Config {
-        let (client, connection) = tokio_postgres::connect(pg.url(), NoTls).await.unwrap();
-        tokio::spawn(connection);
-        let name = format!("tollgate_sync_{}", std::process::id());
-        // One at a time: several statements in one message would be one transaction, which
-        // CREATE DATABASE refuses.
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {name}"),
-            format!("CREATE DATABASE {name}"),
-            format!("ALTER DATABASE {name} SET synchronous_commit = on"),
-        ] {
-            client.batch_execute(&sql).await.unwrap();
-        }
+    /// Sessions that commit synchronously unless told otherwise (the test kit's server runs
+    /// with `synchronous_commit = off`).
+    fn synchronous_sessions(pg: &TestPostgres) -> Config {
         let mut config = config_of(pg);
-        config.dbname(&name);
+        config.options("-c synchronous_commit=on");
         config
     }
 
@@ -416,7 +407,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sessions_commit_asynchronously_unless_asked_to_wait_for_the_disk() {
         let pg = TestPostgres::start().unwrap();
-        let config = synchronous_database(&pg).await;
+        let config = synchronous_sessions(&pg);
         assert_eq!(setting(&pool(config.clone(), false, 1)).await, "off");
         assert_eq!(setting(&pool(config, true, 1)).await, "on");
     }
