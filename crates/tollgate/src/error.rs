@@ -20,6 +20,12 @@ pub enum CheckError {
         /// The position of the repeated check.
         index: usize,
     },
+    /// A policy name that is empty or longer than [`MAX_NAME_LEN`](crate::store::MAX_NAME_LEN).
+    #[error("check {index} has an empty policy name or one over 128 bytes")]
+    InvalidName {
+        /// The position of the check.
+        index: usize,
+    },
     /// The store cannot decide this check as asked (see the message).
     #[error("{0}")]
     Unsupported(&'static str),

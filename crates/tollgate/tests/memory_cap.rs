@@ -108,3 +108,48 @@ fn a_cost_over_capacity_takes_no_room() {
     );
     assert_eq!(store.len(), 1);
 }
+
+/// Issue 18, point 1: a client that sends its own numbers with every request (an inline policy
+/// per request) used to make the store allocate a table per policy, never freed and not
+/// counted by the cap: about 5 KB per request. Every policy now shares the store's tables, so
+/// such a flood only adds keys, and the cap bounds them in bytes.
+#[test]
+fn a_flood_of_distinct_policies_is_bounded_by_the_cap() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let max_keys = 10_000;
+    let store = MemoryStore::builder()
+        .clock(clock.clone())
+        .max_keys(max_keys)
+        .shards(32)
+        .build();
+    let honest = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
+    let empty = store.allocated_bytes();
+    assert!(store.check(b"honest", &honest, 1).unwrap().allowed);
+    let mut honest_allowed = 1;
+    for i in 0..200_000u64 {
+        let inline = Policy::token_bucket(1 + i, 1, Duration::from_secs(1)).unwrap();
+        match store.check(b"attacker", &inline, 1) {
+            Ok(_) | Err(StoreError::Full { .. }) => {}
+            Err(other) => panic!("{other}"),
+        }
+        if i % 20_000 == 0 && store.check(b"honest", &honest, 1).unwrap().allowed {
+            honest_allowed += 1;
+        }
+    }
+    assert!(store.len() <= max_keys);
+    // The honest client was served exactly: 5 of its 10 checks in the same instant.
+    assert_eq!(honest_allowed, 5);
+    // 32 bytes a slot and a control byte, at most 8/7 × 2 slots per key (a shard's table is at
+    // most 7/8 full and doubles as it grows): under 80 bytes per key.
+    let bytes = store.allocated_bytes() - empty;
+    println!("{bytes} bytes for {} keys", store.len());
+    assert!(
+        bytes <= max_keys * 80,
+        "{bytes} bytes held for {} keys",
+        store.len()
+    );
+    // Once every bucket is full again, they are all idle: a new flood finds room.
+    clock.advance(Duration::from_secs(3600));
+    let fresh = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
+    assert!(store.check(b"newcomer", &fresh, 1).unwrap().allowed);
+}

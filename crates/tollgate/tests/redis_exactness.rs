@@ -115,7 +115,7 @@ async fn a_bucket_is_one_small_key_that_expires_when_full_again() {
             .unwrap()
             .allowed()
     );
-    let key: &[u8] = b"tollgate:v1:{alice}:tb:10:10:1000000000";
+    let key: &[u8] = b"tollgate:v2:{alice}:tb:#10:10:1000000000";
     let bytes = redis_cmd(redis.port(), &[b"MEMORY", b"USAGE", key]).unwrap();
     let bytes = bytes.as_int().expect("an integer");
     println!("MEMORY USAGE of one bucket: {bytes} bytes");
@@ -126,6 +126,30 @@ async fn a_bucket_is_one_small_key_that_expires_when_full_again() {
         (1..=300).contains(&ttl),
         "PTTL {ttl} ms: the time to refill 3 tokens"
     );
+}
+
+/// State written by tollgate's previous key layout (v1, which named every bucket by its
+/// numbers) is neither read nor an error: the v2 bucket starts full, and the v1 key keeps its
+/// TTL and expires.
+#[tokio::test]
+async fn state_of_the_previous_layout_is_ignored() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::connect(redis.url()).await.unwrap();
+    let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+    let v1: &[u8] = b"tollgate:v1:{alice}:tb:10:10:1000000000";
+    // A v1 bucket spent for an hour, with the TTL v1 gave it.
+    let far = b"99999999999999999";
+    redis_cmd(redis.port(), &[b"SET", v1, far, b"PX", b"3600000"]).unwrap();
+    let checks = [
+        Check::new(policy, b"alice", 10),
+        Check::new(policy, b"alice", 10).named("api"),
+    ];
+    for check in checks {
+        let verdict = store.decide(&[check]).await.unwrap();
+        assert!(verdict.allowed(), "{check:?} read a v1 value");
+    }
+    let ttl = redis_cmd(redis.port(), &[b"PTTL", v1]).unwrap();
+    assert!(ttl.as_int().expect("an integer") > 0, "v1 key untouched");
 }
 
 /// The `calls` count of one command in `INFO commandstats`.

@@ -1,5 +1,13 @@
 //! Fixed windows aligned to the UNIX epoch: at most `limit` per window, as Envoy's rate-limit
-//! service counts. The state is the window's index (`now / window`) and the count in it.
+//! service counts. The state is the window's index (`now / window`), the count in it, and the
+//! width it was counted with.
+//!
+//! **A limit that changes.** A bucket is named by its policy's name, not its numbers, so an
+//! operator may change them under it. A new limit applies to the count already taken in the
+//! current window (lowered below it, the window denies until it ends). A new width: until the
+//! window counted under the old width ends, its count counts in whichever window of the new
+//! width holds `now`; once it has ended, counting starts afresh. Either way no count is
+//! forgotten before the window it was taken in ends.
 
 use std::time::Duration;
 
@@ -12,6 +20,8 @@ pub struct FixedWindowState {
     pub window: u64,
     /// Cost taken in that window.
     pub count: u64,
+    /// The window's width, in the clock's unit, when the count was taken (0: never written).
+    pub width: u64,
 }
 
 /// The result of evaluating one check, before anyone writes.
@@ -41,6 +51,7 @@ pub fn decide(
     }
     let width = policy.period().as_u64();
     let index = now.as_u64() / width;
+    let state = carry_over(state, width, now);
     // A clock that stepped back into an earlier window keeps counting the later one.
     let state = if state.window >= index {
         state
@@ -48,6 +59,7 @@ pub fn decide(
         FixedWindowState {
             window: index,
             count: 0,
+            width,
         }
     };
     let end = Nanos::new(state.window.saturating_add(1).saturating_mul(width));
@@ -58,6 +70,24 @@ pub fn decide(
         cost,
         until_end: end - now,
     })
+}
+
+/// The state under a new width: the count of a window that has not ended moves to the window
+/// of `width` that holds `now`; an ended one is forgotten.
+fn carry_over(state: FixedWindowState, width: u64, now: Nanos) -> FixedWindowState {
+    if state.width == width || state.width == 0 {
+        return FixedWindowState { width, ..state };
+    }
+    let old_end = state.window.saturating_add(1).saturating_mul(state.width);
+    FixedWindowState {
+        window: now.as_u64() / width,
+        count: if now.as_u64() < old_end {
+            state.count
+        } else {
+            0
+        },
+        width,
+    }
 }
 
 impl FixedWindowOutcome {
@@ -136,10 +166,55 @@ mod tests {
         let state = FixedWindowState {
             window: 20,
             count: 2,
+            width: 1_000 * MS,
         };
         let o = decide(&p, state, Nanos::new(19_500 * MS), 1).unwrap();
         assert!(!o.allowed());
         assert_eq!(o.decision(false).retry_after, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn a_new_width_carries_the_count_of_a_window_that_has_not_ended() {
+        let minute = Policy::fixed_window(10, Duration::from_secs(60)).unwrap();
+        let second = Policy::fixed_window(10, Duration::from_secs(1)).unwrap();
+        // 10 taken in the minute [60 s, 120 s), at 61 s.
+        let spent = decide(
+            &minute,
+            FixedWindowState::default(),
+            Nanos::new(61_000 * MS),
+            10,
+        )
+        .unwrap()
+        .new_state();
+        // At 90 s under 10 per second: the count carries into [90 s, 91 s).
+        let o = decide(&second, spent, Nanos::new(90_000 * MS), 1).unwrap();
+        assert!(!o.allowed());
+        assert_eq!(o.decision(false).retry_after, Duration::from_secs(1));
+        // The count stands until the minute it was counted in ends.
+        assert!(
+            !decide(&second, spent, Nanos::new(119_999 * MS), 1)
+                .unwrap()
+                .allowed()
+        );
+        // Once the minute has ended, nothing carries over.
+        assert!(
+            decide(&second, spent, Nanos::new(120_000 * MS), 10)
+                .unwrap()
+                .allowed()
+        );
+        // A lower limit applies to the count already taken.
+        let five = Policy::fixed_window(5, Duration::from_secs(60)).unwrap();
+        let half = decide(
+            &minute,
+            FixedWindowState::default(),
+            Nanos::new(61_000 * MS),
+            5,
+        )
+        .unwrap()
+        .new_state();
+        let o = decide(&five, half, Nanos::new(62_000 * MS), 1).unwrap();
+        assert!(!o.allowed());
+        assert_eq!(o.decision(false).remaining, 0);
     }
 
     #[test]

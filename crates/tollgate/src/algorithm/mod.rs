@@ -194,7 +194,14 @@ pub fn decide_all(
         .collect::<Result<Vec<_>, _>>()?;
     let allowed = outcomes.iter().all(Outcome::allowed);
     if allowed {
-        for (outcome, state) in outcomes.iter().zip(states.iter_mut()) {
+        // A peek writes nothing: not even the window it rolled to or the width it read, which
+        // would make a later check see the state as a new width leaves it.
+        for ((outcome, state), _) in outcomes
+            .iter()
+            .zip(states.iter_mut())
+            .zip(checks)
+            .filter(|(_, (_, cost))| *cost > 0)
+        {
             outcome.apply(state);
         }
     }

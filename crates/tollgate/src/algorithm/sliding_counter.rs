@@ -6,6 +6,12 @@
 //! previous window's requests were spread evenly: when they were bunched at its end, up to
 //! nearly twice the limit can pass in one sliding window; when at its start, fewer than the limit.
 //! Use [`sliding_log`](super::sliding_log) when that matters.
+//!
+//! **A limit that changes.** A new limit applies to the counts already taken. A new width
+//! (the state remembers the width it counted with): the estimate under the old width at `now`,
+//! rounded up and capped at the new limit, becomes the count of the new width's current window,
+//! and slides out from there. No count is forgotten sooner than the estimate would forget it,
+//! beyond the cap: an estimate above the new limit already denies the whole window.
 
 use std::time::Duration;
 
@@ -20,6 +26,8 @@ pub struct SlidingCounterState {
     pub previous: u64,
     /// Cost taken in it.
     pub current: u64,
+    /// The window's width, in the clock's unit, when the counts were taken (0: never written).
+    pub width: u64,
 }
 
 /// The result of evaluating one check, before anyone writes.
@@ -49,6 +57,7 @@ pub fn decide(
     }
     let width = policy.period().as_u64();
     let index = now.as_u64() / width;
+    let state = carry_over(state, width, limit, now);
     let (state, elapsed) = if index < state.window {
         // The clock stepped back: weigh the previous window fully (the most conservative view).
         (state, 0)
@@ -59,11 +68,13 @@ pub fn decide(
                 window: index,
                 previous: state.current,
                 current: 0,
+                width,
             },
             _ => SlidingCounterState {
                 window: index,
                 previous: 0,
                 current: 0,
+                width,
             },
         };
         (rolled, now.as_u64() - index * width)
@@ -80,6 +91,38 @@ pub fn decide(
         allowed: cost == 0 || outcome.weighted(state.current + cost) <= wide(limit) * wide(width),
         ..outcome
     })
+}
+
+/// The state under a new width: the old estimate at `now`, rounded up and capped at `limit`,
+/// as the count of the new current window.
+fn carry_over(
+    state: SlidingCounterState,
+    width: u64,
+    limit: u64,
+    now: Nanos,
+) -> SlidingCounterState {
+    if state.width == width || state.width == 0 {
+        return SlidingCounterState { width, ..state };
+    }
+    let old = state.width;
+    let index = now.as_u64() / old;
+    // The estimate scaled by the old width: previous × (old - elapsed) + current × old.
+    let scaled = if index < state.window {
+        (wide(state.previous) + wide(state.current)) * wide(old)
+    } else {
+        let elapsed = wide(now.as_u64() - index * old);
+        match index - state.window {
+            0 => wide(state.previous) * (wide(old) - elapsed) + wide(state.current) * wide(old),
+            1 => wide(state.current) * (wide(old) - elapsed),
+            _ => 0,
+        }
+    };
+    SlidingCounterState {
+        window: now.as_u64() / width,
+        previous: 0,
+        current: narrow(scaled.div_ceil(wide(old))).min(limit),
+        width,
+    }
 }
 
 fn wide(n: u64) -> u128 {
@@ -198,6 +241,31 @@ mod tests {
             o.decision(false).retry_after,
             Duration::from_nanos(700 * MS + 333_333_334)
         );
+    }
+
+    #[test]
+    fn a_new_width_carries_the_estimate() {
+        let second = Policy::sliding_window_counter(10, Duration::from_secs(1)).unwrap();
+        let minute = Policy::sliding_window_counter(10, Duration::from_secs(60)).unwrap();
+        let spent = decide(
+            &second,
+            SlidingCounterState::default(),
+            Nanos::new(5_000 * MS),
+            8,
+        )
+        .unwrap()
+        .new_state();
+        // At 6.5 s the estimate under 1 s windows is 8 × 0.5 = 4: it becomes the count of the
+        // minute [0, 60 s).
+        let o = decide(&minute, spent, Nanos::new(6_500 * MS), 7).unwrap();
+        assert!(!o.allowed());
+        assert_eq!(o.decision(false).remaining, 6);
+        let peek = decide(&minute, spent, Nanos::new(6_500 * MS), 0).unwrap();
+        assert_eq!(peek.new_state().current, 4);
+        // Capped at the new limit.
+        let three = Policy::sliding_window_counter(3, Duration::from_secs(60)).unwrap();
+        let o = decide(&three, spent, Nanos::new(5_000 * MS), 0).unwrap();
+        assert_eq!(o.new_state().current, 3);
     }
 
     #[test]

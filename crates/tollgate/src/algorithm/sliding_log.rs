@@ -23,6 +23,11 @@ impl SlidingLogState {
             .back()
             .is_none_or(|&(ts, _)| ts + window <= now)
     }
+
+    /// The bytes its entries hold on the heap.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<(Nanos, u64)>()
+    }
 }
 
 /// The result of evaluating one check, before anyone writes.

@@ -75,6 +75,10 @@ pub enum LayerError {
     /// Two policies share a name (and so their buckets and headers would collide).
     #[error("two policies are named {0:?}")]
     DuplicateName(String),
+    /// A policy's name is empty or longer than [`MAX_NAME_LEN`](crate::store::MAX_NAME_LEN)
+    /// bytes (it names the policy's buckets in the store).
+    #[error("a policy name must be 1 to 128 bytes long, not {0:?}")]
+    InvalidName(String),
 }
 
 impl RateLimitLayer {
@@ -171,6 +175,9 @@ impl<S: Store> RateLimitLayerBuilder<S> {
             return Err(LayerError::NoPolicy);
         }
         for (i, p) in self.policies.iter().enumerate() {
+            if p.name.is_empty() || p.name.len() > crate::store::MAX_NAME_LEN {
+                return Err(LayerError::InvalidName(p.name.to_string()));
+            }
             if self.policies[..i].iter().any(|q| q.name == p.name) {
                 return Err(LayerError::DuplicateName(p.name.to_string()));
             }

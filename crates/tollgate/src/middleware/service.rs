@@ -127,21 +127,19 @@ async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
         .and_then(|tiers| tiers.policies(&key, parts))
         .unwrap_or_else(|| Arc::clone(&shared.policies));
     let cost = (shared.cost)(parts);
-    // The policy's name scopes its buckets: `api:<key>`, `login:<key>`.
-    let bucket = |p: &NamedPolicy| [p.name.as_bytes(), b":", &key].concat();
+    // Each bucket is named by its policy's name, and keyed by the client's key alone: so every
+    // policy of one client shares a Redis Cluster hash slot, and a check of several of them is
+    // one atomic call there too.
     if let [one] = &policies[..] {
         // The common case, without the lists.
-        let bucket = bucket(one);
-        let checks = [Check::new(one.policy, &bucket, cost)];
-        return decide_checks(shared, &checks, policies).await;
+        let checks = [Check::new(one.policy, &key, cost).named(&one.name)];
+        return decide_checks(shared, &checks, Arc::clone(&policies)).await;
     }
-    let buckets: Vec<Vec<u8>> = policies.iter().map(bucket).collect();
     let checks: Vec<Check<'_>> = policies
         .iter()
-        .zip(&buckets)
-        .map(|(p, bucket)| Check::new(p.policy, bucket, cost))
+        .map(|p| Check::new(p.policy, &key, cost).named(&p.name))
         .collect();
-    decide_checks(shared, &checks, policies).await
+    decide_checks(shared, &checks, Arc::clone(&policies)).await
 }
 
 /// Decides `checks` (one per policy of `policies`), waiting for tokens up to `max_wait`.

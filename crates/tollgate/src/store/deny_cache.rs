@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::{Decision, Nanos};
+use crate::{Decision, Nanos, Policy};
 
 /// How a denied bucket's answer changes while the denial holds (nobody else taking).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +48,9 @@ struct Denial {
     decision: Decision,
     at: Nanos,
     refill: Refill,
+    /// The policy the store decided with: a bucket is named by its policy's name, so its
+    /// numbers may change, and a denial under other numbers says nothing.
+    terms: Policy,
 }
 
 type Shard = Mutex<HashMap<Vec<u8>, Denial, foldhash::fast::FixedState>>;
@@ -85,8 +88,14 @@ impl DenyCache {
         &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
     }
 
-    /// The cached denial of `cost` on `key` at `now`, if one still holds.
-    pub(crate) fn get(&self, key: &[u8], cost: u64, now: Nanos) -> Option<Decision> {
+    /// The cached denial of `cost` on `key` under `terms` at `now`, if one still holds.
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        terms: &Policy,
+        cost: u64,
+        now: Nanos,
+    ) -> Option<Decision> {
         if cost == 0 || self.entries.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -97,7 +106,10 @@ impl DenyCache {
             self.entries.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        if cost < denial.cost || (cost > denial.cost && denial.refill == Refill::Sliding) {
+        if denial.terms != *terms
+            || cost < denial.cost
+            || (cost > denial.cost && denial.refill == Refill::Sliding)
+        {
             return None;
         }
         let elapsed = Duration::from(now - denial.at);
@@ -130,9 +142,11 @@ impl DenyCache {
 
     /// Records what the store answered for `cost` on `key`, asked at `sent`, an answer that
     /// stands for `hold` (for a denial; at most its `retry_after`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn record(
         &self,
         key: &[u8],
+        terms: &Policy,
         cost: u64,
         refill: Refill,
         sent: Nanos,
@@ -168,6 +182,7 @@ impl DenyCache {
                 decision: *decision,
                 at: sent,
                 refill,
+                terms: *terms,
             },
         );
         if replaced.is_none() {
@@ -179,6 +194,10 @@ impl DenyCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn terms() -> Policy {
+        Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap()
+    }
 
     fn denied(retry_ms: u64) -> Decision {
         Decision {
@@ -198,6 +217,7 @@ mod tests {
         let refill = Refill::Every(Nanos::new(100_000_000));
         cache.record(
             b"k",
+            &terms(),
             2,
             refill,
             t0,
@@ -205,19 +225,34 @@ mod tests {
             &denied(100),
         );
         let at = t0 + Nanos::new(40_000_000);
-        let hit = cache.get(b"k", 2, at).unwrap();
+        let hit = cache.get(b"k", &terms(), 2, at).unwrap();
         assert_eq!(hit.retry_after, Duration::from_millis(60));
         assert_eq!(hit.reset_after, Duration::from_millis(860));
         assert_eq!(hit.remaining, 1, "(1000 - 860) / 100 ms per token");
-        let larger = cache.get(b"k", 5, at).unwrap();
+        let other = Policy::token_bucket(20, 10, Duration::from_secs(1)).unwrap();
+        assert!(
+            cache.get(b"k", &other, 2, at).is_none(),
+            "a denial under other numbers says nothing"
+        );
+        let larger = cache.get(b"k", &terms(), 5, at).unwrap();
         assert_eq!(
             larger.retry_after,
             Duration::from_millis(360),
             "860 + 500 - 1000"
         );
-        assert!(cache.get(b"k", 1, at).is_none(), "a smaller cost may pass");
-        assert!(cache.get(b"k", 0, at).is_none(), "a peek always asks");
-        assert!(cache.get(b"k", 2, t0 + Nanos::new(100_000_000)).is_none());
+        assert!(
+            cache.get(b"k", &terms(), 1, at).is_none(),
+            "a smaller cost may pass"
+        );
+        assert!(
+            cache.get(b"k", &terms(), 0, at).is_none(),
+            "a peek always asks"
+        );
+        assert!(
+            cache
+                .get(b"k", &terms(), 2, t0 + Nanos::new(100_000_000))
+                .is_none()
+        );
     }
 
     #[test]
@@ -226,9 +261,10 @@ mod tests {
         let t0 = Nanos::new(1);
         let t = Refill::Every(Nanos::new(100_000_000));
         let hold = Duration::from_millis(100);
-        cache.record(b"k", 1, t, t0, hold, &denied(100));
+        cache.record(b"k", &terms(), 1, t, t0, hold, &denied(100));
         cache.record(
             b"k",
+            &terms(),
             1,
             t,
             t0,
@@ -238,9 +274,9 @@ mod tests {
                 ..denied(0)
             },
         );
-        assert!(cache.get(b"k", 1, t0).is_none());
+        assert!(cache.get(b"k", &terms(), 1, t0).is_none());
         for i in 0..1000u32 {
-            cache.record(&i.to_be_bytes(), 1, t, t0, hold, &denied(100));
+            cache.record(&i.to_be_bytes(), &terms(), 1, t, t0, hold, &denied(100));
         }
         let held: usize = cache.shards.iter().map(|s| s.lock().len()).sum();
         assert!(held <= 16);
@@ -254,26 +290,35 @@ mod tests {
         // Denied for 100 ms, but the oldest entry of a log leaves after 30 ms.
         cache.record(
             b"k",
+            &terms(),
             2,
             Refill::Sliding,
             t0,
             Duration::from_millis(30),
             &denied(100),
         );
-        let hit = cache.get(b"k", 2, t0 + ms(20)).unwrap();
+        let hit = cache.get(b"k", &terms(), 2, t0 + ms(20)).unwrap();
         assert_eq!(hit.remaining, 1);
         assert_eq!(hit.retry_after, Duration::from_millis(80));
         assert_eq!(hit.reset_after, Duration::from_millis(880));
         assert!(
-            cache.get(b"k", 3, t0 + ms(20)).is_none(),
+            cache.get(b"k", &terms(), 3, t0 + ms(20)).is_none(),
             "a larger cost waits longer"
         );
         assert!(
-            cache.get(b"k", 2, t0 + ms(30)).is_none(),
+            cache.get(b"k", &terms(), 2, t0 + ms(30)).is_none(),
             "the hold is over"
         );
         // A denial that stands for no time is not cached.
-        cache.record(b"k", 2, Refill::Sliding, t0, Duration::ZERO, &denied(100));
-        assert!(cache.get(b"k", 2, t0).is_none());
+        cache.record(
+            b"k",
+            &terms(),
+            2,
+            Refill::Sliding,
+            t0,
+            Duration::ZERO,
+            &denied(100),
+        );
+        assert!(cache.get(b"k", &terms(), 2, t0).is_none());
     }
 }

@@ -20,16 +20,41 @@ pub mod redis;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::{Policy, StoreError, Verdict};
+use crate::{CheckError, Policy, StoreError, Verdict};
+
+/// The longest policy name a bucket may carry, in bytes.
+pub const MAX_NAME_LEN: usize = 128;
 
 /// One check: take `cost` tokens from the bucket of `key` under `policy`.
 ///
-/// Buckets are identified by the key *and* the policy: the same key under two policies (10 per
-/// second and 1000 per hour) is two buckets.
+/// A bucket is identified by its policy's *name*, its algorithm and the key — not by the
+/// policy's numbers, which are read at each decision. So an operator can change a named limit
+/// and every bucket keeps its state: a client that spent its bucket stays spent, and no change
+/// of numbers hands out a fresh burst (see [`algorithm`](crate::algorithm) for what each
+/// algorithm does with new numbers). A check without a name is named by its numbers: the same
+/// key under two unnamed policies (10 per second and 1000 per hour) is two buckets.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Check, MemoryStore, Policy};
+///
+/// let store = MemoryStore::new();
+/// let strict = Policy::token_bucket(2, 1, Duration::from_secs(60))?;
+/// let relaxed = Policy::token_bucket(100, 100, Duration::from_secs(1))?;
+/// let spend = Check::new(strict, b"alice", 2).named("api");
+/// assert!(store.decide_sync(&[spend])?.allowed());
+/// // The limit is raised: alice's bucket is the same one, still spent.
+/// let after = store.decide_sync(&[Check::new(relaxed, b"alice", 1).named("api")])?;
+/// assert!(!after.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Check<'k> {
-    /// The policy of the bucket.
+    /// The policy: its numbers decide.
     pub policy: Policy,
+    /// The policy's name, which (with the algorithm and the key) names the bucket; `None`
+    /// names it by the policy's numbers.
+    pub name: Option<&'k str>,
     /// The key, any bytes.
     pub key: &'k [u8],
     /// Tokens to take; 0 peeks.
@@ -37,9 +62,49 @@ pub struct Check<'k> {
 }
 
 impl<'k> Check<'k> {
-    /// A check of `cost` tokens from `key` under `policy`.
+    /// A check of `cost` tokens from `key` under `policy`, its bucket named by the numbers.
     pub fn new(policy: Policy, key: &'k [u8], cost: u64) -> Check<'k> {
-        Check { policy, key, cost }
+        Check {
+            policy,
+            name: None,
+            key,
+            cost,
+        }
+    }
+
+    /// The same check on the bucket named `name` (1 to [`MAX_NAME_LEN`] bytes).
+    pub fn named(self, name: &'k str) -> Check<'k> {
+        Check {
+            name: Some(name),
+            ..self
+        }
+    }
+
+    /// Whether `self` and `other` name the same bucket.
+    pub fn same_bucket(&self, other: &Check<'_>) -> bool {
+        self.key == other.key
+            && self.policy.algorithm() == other.policy.algorithm()
+            && match (self.name, other.name) {
+                (Some(a), Some(b)) => a == b,
+                (None, None) => self.policy == other.policy,
+                _ => false,
+            }
+    }
+
+    /// Refuses a set of checks that no store can decide: a name that is empty or too long, or
+    /// a bucket named twice.
+    pub(crate) fn validate_all(checks: &[Check<'_>]) -> Result<(), CheckError> {
+        for (index, check) in checks.iter().enumerate() {
+            if let Some(name) = check.name {
+                if name.is_empty() || name.len() > MAX_NAME_LEN {
+                    return Err(CheckError::InvalidName { index });
+                }
+            }
+            if checks[..index].iter().any(|c| c.same_bucket(check)) {
+                return Err(CheckError::DuplicateBucket { index });
+            }
+        }
+        Ok(())
     }
 }
 

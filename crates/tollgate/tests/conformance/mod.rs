@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use tollgate::algorithm::{BucketState, decide_all};
-use tollgate::{Check, CheckError, Nanos, Policy, Store, StoreError, Verdict};
+use tollgate::{Algorithm, Check, CheckError, Nanos, Policy, Store, StoreError, Verdict};
 
 /// A store with a clock the test moves.
 pub trait Harness {
@@ -31,10 +31,25 @@ pub trait Harness {
     }
 }
 
+/// What names a bucket besides its key: its policy's name and algorithm, or its numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Name {
+    Named(String, Algorithm),
+    Numbers(Policy),
+}
+
+fn bucket(c: &Check<'_>) -> (Name, Vec<u8>) {
+    let name = match c.name {
+        Some(n) => Name::Named(n.to_owned(), c.policy.algorithm()),
+        None => Name::Numbers(c.policy),
+    };
+    (name, c.key.to_vec())
+}
+
 /// The pure model: the algorithms over a map of states.
 #[derive(Default)]
 pub struct Model {
-    states: HashMap<(Policy, Vec<u8>), BucketState>,
+    states: HashMap<(Name, Vec<u8>), BucketState>,
 }
 
 impl Model {
@@ -50,10 +65,7 @@ impl Model {
             .map(|c| c.policy.at_resolution(unit))
             .collect();
         for (index, c) in checks.iter().enumerate() {
-            if checks[..index]
-                .iter()
-                .any(|d| d.policy == c.policy && d.key == c.key)
-            {
+            if checks[..index].iter().any(|d| d.same_bucket(c)) {
                 return Err(CheckError::DuplicateBucket { index });
             }
         }
@@ -61,7 +73,7 @@ impl Model {
             .iter()
             .map(|c| {
                 self.states
-                    .get(&(c.policy, c.key.to_vec()))
+                    .get(&bucket(c))
                     .cloned()
                     .unwrap_or_else(|| BucketState::new(&c.policy))
             })
@@ -73,7 +85,7 @@ impl Model {
             .collect();
         let mut verdict = decide_all(&pairs, &mut states, now)?;
         for (c, s) in checks.iter().zip(states) {
-            self.states.insert((c.policy, c.key.to_vec()), s);
+            self.states.insert(bucket(c), s);
         }
         let whole = |d: Duration| {
             let n = Nanos::from(d).as_u64();
@@ -120,6 +132,21 @@ impl<'h, H: Harness> Driver<'h, H> {
             .await
             .expect("store failed");
         v.allowed()
+    }
+
+    /// One check of the bucket named `name`; asserts agreement and returns the decision.
+    pub async fn named(
+        &mut self,
+        name: &str,
+        policy: Policy,
+        key: &[u8],
+        cost: u64,
+    ) -> tollgate::Decision {
+        let v = self
+            .decide(&[Check::new(policy, key, cost).named(name)])
+            .await
+            .expect("store failed");
+        v.decisions[0]
     }
 }
 
@@ -262,6 +289,98 @@ pub async fn windows_decide_like_the_model<H: Harness>(h: &H) {
     }
 }
 
+/// A named bucket keeps its state when its numbers change: no fresh burst, and never more than
+/// the new capacity.
+pub async fn numbers_change_under_a_named_bucket<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let key = b"conf:renamed";
+    let slow = Policy::token_bucket(10, 1, Duration::from_secs(60)).unwrap();
+    let fast = per_second(20, 20);
+    assert!(d.named("api", slow, key, 10).await.allowed);
+    // Raised to 20 per second: the spent bucket is still spent (its tat is 10 minutes away,
+    // which is more than the new tolerance of 1 s).
+    let d1 = d.named("api", fast, key, 1).await;
+    assert!(!d1.allowed, "a change of numbers handed out a fresh burst");
+    assert_eq!(d1.remaining, 0);
+    // The state is an absolute time: the bucket is full again when it said it would be.
+    h.advance(Duration::from_secs(590));
+    assert!(!d.named("api", fast, key, 1).await.allowed);
+    h.advance(Duration::from_secs(10));
+    let d2 = d.named("api", fast, key, 0).await;
+    assert_eq!(d2.remaining, 20, "full again, at the new capacity");
+    assert!(d.named("api", fast, key, 15).await.allowed);
+    // Lowered to 3: the bucket never holds more than 3, however long it rests.
+    let small = per_second(3, 3);
+    assert!(d.named("api", small, key, 0).await.remaining <= 3);
+    h.advance(Duration::from_secs(60));
+    assert_eq!(d.named("api", small, key, 0).await.remaining, 3);
+    // The unnamed bucket of the same numbers is another bucket.
+    assert!(d.check(slow, key, 10).await);
+}
+
+/// Named buckets are separate from each other and from unnamed ones.
+pub async fn names_separate_buckets<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let p = per_second(2, 1);
+    let key = b"conf:names";
+    assert!(d.named("a", p, key, 2).await.allowed);
+    assert!(!d.named("a", p, key, 1).await.allowed);
+    assert!(d.named("b", p, key, 2).await.allowed, "another name");
+    assert!(d.check(p, key, 2).await, "no name");
+    // Two names of one key in one call: all or nothing.
+    let both = [
+        Check::new(p, key, 1).named("c"),
+        Check::new(p, key, 1).named("a"),
+    ];
+    assert!(!d.decide(&both).await.unwrap().allowed());
+    assert_eq!(
+        d.named("c", p, key, 0).await.remaining,
+        2,
+        "c was not charged"
+    );
+    // The same name twice in one call is one bucket named twice.
+    let twice = [
+        Check::new(p, key, 1).named("d"),
+        Check::new(per_second(5, 5), key, 1).named("d"),
+    ];
+    assert!(matches!(
+        d.h.store().decide(&twice).await,
+        Err(StoreError::Check(CheckError::DuplicateBucket { index: 1 }))
+    ));
+    let bad = [Check::new(p, key, 1).named("")];
+    assert!(matches!(
+        d.h.store().decide(&bad).await,
+        Err(StoreError::Check(CheckError::InvalidName { .. }))
+    ));
+}
+
+/// Windows keep their counts when a named policy's numbers change.
+pub async fn window_numbers_change_under_a_named_bucket<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let key = b"conf:window-renamed";
+    let pairs = [
+        (
+            Policy::fixed_window(6, Duration::from_secs(2)).unwrap(),
+            Policy::fixed_window(3, Duration::from_millis(300)).unwrap(),
+        ),
+        (
+            Policy::sliding_window_counter(6, Duration::from_secs(2)).unwrap(),
+            Policy::sliding_window_counter(4, Duration::from_millis(300)).unwrap(),
+        ),
+        (
+            Policy::sliding_window_log(6, Duration::from_secs(2)).unwrap(),
+            Policy::sliding_window_log(3, Duration::from_millis(300)).unwrap(),
+        ),
+    ];
+    for (a, b) in pairs {
+        for step in 0..30u64 {
+            let p = if step % 7 < 4 { a } else { b };
+            d.named("w", p, key, step % 3).await;
+            h.advance(Duration::from_millis(41 * (step % 4)));
+        }
+    }
+}
+
 pub async fn idle_keys_behave_as_new<H: Harness>(h: &H) {
     let mut d = Driver::new(h);
     let p = per_second(2, 2);
@@ -277,14 +396,16 @@ pub async fn idle_keys_behave_as_new<H: Harness>(h: &H) {
 macro_rules! conformance_tests {
     ($harness:expr) => {
         $crate::conformance_tests!($harness; token_bucket);
-        $crate::conformance_tests!(@cases $harness; windows_decide_like_the_model);
+        $crate::conformance_tests!(@cases $harness; windows_decide_like_the_model,
+            window_numbers_change_under_a_named_bucket);
     };
     ($harness:expr; token_bucket) => {
         $crate::conformance_tests!(@cases $harness;
             burst_then_deny, refill_after_retry_after, peek_and_denial_take_nothing,
             cost_over_capacity_is_an_error, keys_and_policies_are_separate_buckets,
             awkward_keys_never_collide, several_policies_all_or_nothing,
-            duplicate_bucket_is_an_error, idle_keys_behave_as_new);
+            duplicate_bucket_is_an_error, idle_keys_behave_as_new,
+            numbers_change_under_a_named_bucket, names_separate_buckets);
     };
     (@cases $harness:expr; $($case:ident),*) => {
         $(
@@ -308,4 +429,6 @@ pub async fn all_token_bucket_cases<H: Harness>(h: &H) {
     several_policies_all_or_nothing(h).await;
     duplicate_bucket_is_an_error(h).await;
     idle_keys_behave_as_new(h).await;
+    numbers_change_under_a_named_bucket(h).await;
+    names_separate_buckets(h).await;
 }

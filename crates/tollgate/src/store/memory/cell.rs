@@ -3,7 +3,8 @@
 //! A token bucket is one `AtomicU64` holding its `tat`. Its top bit is a lock taken only by
 //! checks that span several buckets (all or nothing): a single check works by compare-and-swap
 //! and waits only while a multi-bucket check holds that bucket, for a few nanoseconds.
-//! Window algorithms keep their richer state behind a mutex.
+//! Window algorithms keep their richer state behind a mutex, with the policy they were last
+//! charged under (to tell when the state is idle).
 
 use std::hint;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,26 +25,50 @@ impl Cell for AtomicU64 {
         AtomicU64::new(0)
     }
 
-    fn is_idle(&self, _: &Policy, now: Nanos) -> bool {
+    fn is_idle(&self, now: Nanos) -> bool {
         Gcra::is_full(Nanos::new(self.load(Ordering::Acquire)), now)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        0
     }
 }
 
-impl Cell for Mutex<BucketState> {
+/// The state of a window bucket.
+pub(crate) struct Window {
+    pub(crate) state: BucketState,
+    /// The policy the state was last charged under; `None` when never charged.
+    pub(crate) policy: Option<Policy>,
+}
+
+impl Cell for Mutex<Window> {
     fn fresh() -> Self {
         // Any state of another algorithm reads as a fresh one (see `algorithm::evaluate`).
-        Mutex::new(BucketState::TokenBucket(Nanos::ZERO))
+        Mutex::new(Window {
+            state: BucketState::TokenBucket(Nanos::ZERO),
+            policy: None,
+        })
     }
 
-    fn is_idle(&self, policy: &Policy, now: Nanos) -> bool {
-        self.lock().is_idle(policy, now)
+    fn is_idle(&self, now: Nanos) -> bool {
+        let window = self.lock();
+        window
+            .policy
+            .is_none_or(|policy| window.state.is_idle(&policy, now))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match &self.lock().state {
+            BucketState::SlidingWindowLog(log) => log.heap_bytes(),
+            _ => 0,
+        }
     }
 }
 
 /// A cell held by a multi-bucket check. Dropping it releases the cell with `state` written back.
 pub(crate) enum Held<'a> {
     Tat { cell: &'a AtomicU64, tat: u64 },
-    Window(MutexGuard<'a, BucketState>),
+    Window(MutexGuard<'a, Window>),
 }
 
 impl<'a> Held<'a> {
@@ -61,22 +86,26 @@ impl<'a> Held<'a> {
         }
     }
 
-    pub(crate) fn lock_window(cell: &'a Mutex<BucketState>) -> Held<'a> {
+    pub(crate) fn lock_window(cell: &'a Mutex<Window>) -> Held<'a> {
         Held::Window(cell.lock())
     }
 
     pub(crate) fn state(&self) -> BucketState {
         match self {
             Held::Tat { tat, .. } => BucketState::TokenBucket(Nanos::new(*tat)),
-            Held::Window(guard) => (**guard).clone(),
+            Held::Window(guard) => guard.state.clone(),
         }
     }
 
-    pub(crate) fn set(&mut self, state: BucketState) {
+    /// Writes the state charged under `policy`.
+    pub(crate) fn set(&mut self, state: BucketState, policy: Policy) {
         match (self, state) {
             (Held::Tat { tat, .. }, BucketState::TokenBucket(new)) => *tat = new.as_u64(),
-            (Held::Window(guard), state) => **guard = state,
-            // A token-bucket cell only ever gets a token-bucket state: its table's policy is one.
+            (Held::Window(guard), state) => {
+                guard.state = state;
+                guard.policy = Some(policy);
+            }
+            // A token-bucket cell only ever gets a token-bucket state: its table holds those.
             (Held::Tat { .. }, _) => {}
         }
     }

@@ -30,6 +30,14 @@ impl Key {
         }
     }
 
+    /// The bytes allocated for a key too long to be inline.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            Key::Inline { .. } => 0,
+            Key::Heap(bytes) => bytes.len(),
+        }
+    }
+
     /// Whether this is `key`. Every check on a known key makes this comparison once: a short
     /// key is compared in a few overlapping words, inline, rather than by a call to `memcmp`.
     #[inline]

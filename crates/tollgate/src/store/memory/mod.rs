@@ -1,16 +1,29 @@
-//! The in-memory store: one process, exact, lock-free on the common path.
+//! The in-memory store: one process, exact, no exclusive lock on the common path.
 //!
-//! Buckets live in one [`Table`] per policy, sharded by a seeded hash of the key (keys come from
-//! clients; a seeded hasher keeps them from aiming at one shard). A token-bucket check on a known
-//! key reads its cell and updates it with one compare-and-swap under a shared shard lock; a
-//! denial writes nothing. A new key takes its shard's write lock once, to insert.
+//! Buckets live in two tables (token buckets, and windows), sharded by a seeded hash of the
+//! bucket's stored key: its policy's name (or numbers) and the user's key (keys come from
+//! clients; a seeded hasher keeps them from aiming at one shard). A token-bucket check on a
+//! known key takes its shard's read lock (shared: checks never wait for each other), reads the
+//! key's cell and updates it with one compare-and-swap; a denial writes nothing. A new key
+//! takes its shard's write lock once, to insert.
 //!
-//! **Memory is bounded.** Idle keys, whose bucket is full again (or whose window has passed),
-//! are indistinguishable from keys never seen and are dropped, one shard at a time, as new keys
-//! arrive. At most [`MemoryStoreBuilder::max_keys`] keys are held: when a new key finds the
-//! store at its cap and sweeping frees nothing, its check fails with [`StoreError::Full`], which
-//! is transient, so the caller's fail policy decides (allow, deny, ...). Keys already held keep
-//! working. Dropping a live key instead would hand its client a full bucket: an over-grant.
+//! **Memory is bounded by the configuration.** Every policy shares the two tables, so nothing
+//! exists per policy: a client that invents a policy per request (inline numbers) only adds
+//! keys, which the cap counts. Idle keys, whose bucket is full again (or whose window has
+//! passed), are indistinguishable from keys never seen and are dropped, one shard at a time, as
+//! new keys arrive. At most [`MemoryStoreBuilder::max_keys`] keys are held: when a new key
+//! finds the store at its cap and sweeping frees nothing, its check fails with
+//! [`StoreError::Full`], which is transient, so the caller's fail policy decides (allow, deny,
+//! ...). Keys already held keep working. Dropping a live key instead would hand its client a
+//! full bucket: an over-grant.
+//!
+//! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 32 bytes
+//! and a window's 96, plus hashbrown's control byte and its spare capacity (a shard's table is
+//! at most 7/8 full, and at most twice as large as its entries since its last sweep), plus the
+//! stored key's own length when the policy's name (or numbers) and the key exceed 22 bytes,
+//! plus 16 bytes per entry of a sliding log (at most [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT)
+//! per key). So `max_keys` short token-bucket keys take at most about `max_keys × 33 × 2 / (7/8)`
+//! bytes: about 160 MB at the default cap, 75 bytes per key.
 //!
 //! ```
 //! use std::time::Duration;
@@ -29,6 +42,7 @@
 mod cell;
 mod key;
 mod multi;
+mod name;
 mod table;
 
 use std::hash::BuildHasher;
@@ -37,31 +51,27 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::algorithm;
 use crate::algorithm::gcra::Gcra;
-use crate::algorithm::{self, BucketState};
 use crate::store::{Check, Store};
 use crate::{
     Algorithm, CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict,
 };
-use cell::LOCKED;
+use cell::{LOCKED, Window};
+use name::{BucketKey, Prefix};
 use table::{AtCap, KeyCount, Table};
 
-/// The default cap on keys held: about 100 MB for short keys.
+/// The default cap on keys held: about 160 MB at most for short token-bucket keys.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 21;
 
-/// The table of one policy.
-#[derive(Clone)]
-enum AnyTable {
-    TokenBucket(Arc<Table<AtomicU64>>),
-    Window(Arc<Table<Mutex<BucketState>>>),
-}
+/// The most shards a table is split into.
+pub const MAX_SHARDS: usize = 1 << 16;
 
 struct Inner<C> {
     clock: C,
     count: KeyCount,
-    shards: usize,
-    hasher: foldhash::quality::FixedState,
-    tables: papaya::HashMap<Policy, AnyTable, foldhash::fast::RandomState>,
+    buckets: Table<AtomicU64>,
+    windows: Table<Mutex<Window>>,
 }
 
 /// The in-memory store. Cheap to clone: clones share the buckets.
@@ -109,7 +119,7 @@ impl Default for MemoryStore {
 
 fn default_shards() -> usize {
     let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
-    (cores * 16).next_power_of_two()
+    (cores * 16).next_power_of_two().min(MAX_SHARDS)
 }
 
 impl<C: Clock> MemoryStoreBuilder<C> {
@@ -128,15 +138,18 @@ impl<C: Clock> MemoryStoreBuilder<C> {
         self
     }
 
-    /// Shards per policy, rounded up to a power of two (default: 16 per core).
+    /// Shards per table, rounded up to a power of two and kept between 1 and [`MAX_SHARDS`]
+    /// (default: 16 per core). A tuning knob, so a value out of range is brought into it
+    /// rather than refused.
     pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = shards.max(1);
+        self.shards = shards.clamp(1, MAX_SHARDS);
         self
     }
 
     /// Builds the store, with a hasher seeded at random.
     pub fn build(self) -> MemoryStore<C> {
         let seed = std::collections::hash_map::RandomState::new().hash_one(0x7011_6a7e_u64);
+        let hasher = foldhash::quality::FixedState::with_seed(seed);
         MemoryStore {
             inner: Arc::new(Inner {
                 clock: self.clock,
@@ -144,40 +157,51 @@ impl<C: Clock> MemoryStoreBuilder<C> {
                     keys: AtomicUsize::new(0),
                     max_keys: self.max_keys,
                 },
-                shards: self.shards,
-                hasher: foldhash::quality::FixedState::with_seed(seed),
-                tables: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
+                buckets: Table::new(hasher.clone(), self.shards),
+                windows: Table::new(hasher, self.shards),
             }),
         }
     }
 }
 
 impl<C: Clock> MemoryStore<C> {
-    /// Decides one check, synchronously: the fast path for in-process callers.
+    /// Decides one check on the bucket named by `policy`'s numbers, synchronously: the fast
+    /// path for in-process callers. [`MemoryStore::decide_sync`] takes named checks.
     #[inline]
     pub fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, StoreError> {
-        let tables = self.inner.tables.pin();
-        let table = match tables.get(policy) {
-            Some(table) => table,
-            None => tables.get_or_insert_with(*policy, || self.new_table(policy)),
-        };
-        self.check_in(table, key, cost)
+        self.check_in(policy, &BucketKey::new(&Prefix::numbers(policy), key), cost)
     }
 
-    /// A handle bound to one policy, which skips the policy lookup of [`MemoryStore::check`].
+    /// A handle bound to one policy (its buckets named by its numbers), which encodes the
+    /// policy once rather than at every check.
     pub fn limiter(&self, policy: &Policy) -> MemoryLimiter<C> {
         MemoryLimiter {
             store: self.clone(),
-            table: self.table(policy),
+            policy: *policy,
+            prefix: Prefix::numbers(policy),
         }
+    }
+
+    /// A handle bound to one policy whose buckets are named `name` (see [`Check::named`]).
+    pub fn named_limiter(
+        &self,
+        name: &str,
+        policy: &Policy,
+    ) -> Result<MemoryLimiter<C>, CheckError> {
+        Ok(MemoryLimiter {
+            store: self.clone(),
+            policy: *policy,
+            prefix: Prefix::named(policy, name)?,
+        })
     }
 
     /// Decides several checks together, synchronously: all allowed and charged, or none charged.
     pub fn decide_sync(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        Check::validate_all(checks)?;
         match checks {
             [] => Ok(Verdict { decisions: vec![] }),
             [one] => Ok(Verdict {
-                decisions: vec![self.check(one.key, &one.policy, one.cost)?],
+                decisions: vec![self.check_in(&one.policy, &BucketKey::of(one)?, one.cost)?],
             }),
             _ => multi::decide(self, checks),
         }
@@ -193,53 +217,46 @@ impl<C: Clock> MemoryStore<C> {
         self.len() == 0
     }
 
+    /// The bytes the store's tables hold now (see the [module docs](self) for the bound):
+    /// walks every shard, so it is for tests and diagnostics, not for every request.
+    pub fn allocated_bytes(&self) -> usize {
+        self.inner.buckets.allocated_bytes() + self.inner.windows.allocated_bytes()
+    }
+
     #[inline]
     fn now(&self) -> Nanos {
         self.inner.clock.now()
     }
 
-    fn table(&self, policy: &Policy) -> AnyTable {
-        self.inner
-            .tables
-            .pin()
-            .get_or_insert_with(*policy, || self.new_table(policy))
-            .clone()
-    }
-
-    fn new_table(&self, policy: &Policy) -> AnyTable {
-        let (hasher, shards) = (self.inner.hasher.clone(), self.inner.shards);
-        match policy.algorithm() {
-            Algorithm::TokenBucket => {
-                AnyTable::TokenBucket(Arc::new(Table::new(*policy, hasher, shards)))
-            }
-            _ => AnyTable::Window(Arc::new(Table::new(*policy, hasher, shards))),
-        }
-    }
-
     /// One check: reads the clock once, and builds the decision once, from what the bucket's
     /// compare-and-swap loop returns.
     #[inline]
-    fn check_in(&self, table: &AnyTable, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
+    fn check_in(
+        &self,
+        policy: &Policy,
+        bucket: &BucketKey,
+        cost: u64,
+    ) -> Result<Decision, StoreError> {
         let now = self.now();
         let count = &self.inner.count;
-        match table {
-            AnyTable::TokenBucket(t) => {
-                let gcra = Gcra::new(&t.policy);
-                // Checked before the bucket is touched, as the Redis store does: a cost that can
-                // never pass inserts no key and is not retried.
-                gcra.check_cost(cost)?;
-                let tat = self
-                    .with_room(now, || {
-                        t.with_cell(key, now, count, |cell| check_tat(&gcra, cell, now, cost))
-                    })
-                    .map_err(|AtCap| count.full())?;
-                // Evaluated again on the `tat` the loop decided on, the outcome is the loop's own
-                // (a few integer operations), and its cost was taken iff it allows. This keeps
-                // the loop's result one register wide instead of a whole outcome.
-                Ok(gcra.evaluate(tat, now, cost).decision(true))
-            }
-            AnyTable::Window(t) => self.check_window(t, key, cost, now),
+        let key = bucket.as_bytes();
+        if policy.algorithm() != Algorithm::TokenBucket {
+            return self.check_window(policy, key, cost, now);
         }
+        let gcra = Gcra::new(policy);
+        // Checked before the bucket is touched, as the Redis store does: a cost that can
+        // never pass inserts no key and is not retried.
+        gcra.check_cost(cost)?;
+        let table = &self.inner.buckets;
+        let tat = self
+            .with_room(now, || {
+                table.with_cell(key, now, count, |cell| check_tat(&gcra, cell, now, cost))
+            })
+            .map_err(|AtCap| count.full())?;
+        // Evaluated again on the `tat` the loop decided on, the outcome is the loop's own
+        // (a few integer operations), and its cost was taken iff it allows. This keeps
+        // the loop's result one register wide instead of a whole outcome.
+        Ok(gcra.evaluate(tat, now, cost).decision(true))
     }
 
     /// One check of a window algorithm, under its cell's mutex. Out of line: the token-bucket
@@ -247,19 +264,21 @@ impl<C: Clock> MemoryStore<C> {
     #[inline(never)]
     fn check_window(
         &self,
-        table: &Table<Mutex<BucketState>>,
+        policy: &Policy,
         key: &[u8],
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, StoreError> {
         let count = &self.inner.count;
+        let table = &self.inner.windows;
         let decided: Result<Decision, CheckError> = self
             .with_room(now, || {
                 table.with_cell(key, now, count, |cell| {
-                    let mut state = cell.lock();
-                    let outcome = algorithm::evaluate(&table.policy, &state, now, cost)?;
-                    if outcome.allowed() {
-                        outcome.apply(&mut state);
+                    let mut window = cell.lock();
+                    let outcome = algorithm::evaluate(policy, &window.state, now, cost)?;
+                    if outcome.allowed() && cost > 0 {
+                        outcome.apply(&mut window.state);
+                        window.policy = Some(*policy);
                     }
                     Ok(outcome.decision(true))
                 })
@@ -278,7 +297,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// At the cap: sweeps every policy's idle keys, shard by shard, and tries once more. Rare
+    /// At the cap: sweeps both tables' idle keys, shard by shard, and tries once more. Rare
     /// and slow, so kept out of line, out of the inlined path of every check.
     #[cold]
     #[inline(never)]
@@ -287,12 +306,8 @@ impl<C: Clock> MemoryStore<C> {
         now: Nanos,
         attempt: impl FnOnce() -> Result<R, AtCap>,
     ) -> Result<R, AtCap> {
-        for table in self.inner.tables.pin().values() {
-            match table {
-                AnyTable::TokenBucket(t) => t.sweep_all(now, &self.inner.count),
-                AnyTable::Window(t) => t.sweep_all(now, &self.inner.count),
-            }
-        }
+        self.inner.buckets.sweep_all(now, &self.inner.count);
+        self.inner.windows.sweep_all(now, &self.inner.count);
         attempt()
     }
 }
@@ -337,17 +352,19 @@ impl<C: Clock> Store for MemoryStore<C> {
     }
 }
 
-/// A [`MemoryStore`] bound to one policy: `check(key, cost)` with no policy lookup.
+/// A [`MemoryStore`] bound to one policy: `check(key, cost)` with the policy encoded once.
 pub struct MemoryLimiter<C: Clock = MonotonicClock> {
     store: MemoryStore<C>,
-    table: AnyTable,
+    policy: Policy,
+    prefix: Prefix,
 }
 
 impl<C: Clock> Clone for MemoryLimiter<C> {
     fn clone(&self) -> Self {
         MemoryLimiter {
             store: self.store.clone(),
-            table: self.table.clone(),
+            policy: self.policy,
+            prefix: self.prefix.clone(),
         }
     }
 }
@@ -356,6 +373,7 @@ impl<C: Clock> MemoryLimiter<C> {
     /// Takes `cost` tokens from the bucket of `key`.
     #[inline]
     pub fn check(&self, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
-        self.store.check_in(&self.table, key, cost)
+        self.store
+            .check_in(&self.policy, &BucketKey::new(&self.prefix, key), cost)
     }
 }

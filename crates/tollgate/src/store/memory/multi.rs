@@ -1,25 +1,33 @@
 //! Several checks decided together, all or nothing.
 //!
 //! The buckets involved are held at once: first the shard read locks, then the cells, each in
-//! one global order (table, shard, key), so two multi-bucket checks can never wait on each
-//! other in a cycle. Writers (inserts, sweeps) hold one shard at a time and nothing else, so
-//! they cannot close a cycle either. With every bucket held, the pure
+//! one global order (table, shard, stored key), so two multi-bucket checks can never wait on
+//! each other in a cycle. Writers (inserts, sweeps) hold one shard at a time and nothing else,
+//! so they cannot close a cycle either. With every bucket held, the pure
 //! [`decide_all`](crate::algorithm::decide_all) decides and the new states are written back.
 
 use std::sync::atomic::AtomicU64;
 
 use parking_lot::{Mutex, RwLockReadGuard};
 
-use super::cell::Held;
-use super::table::Shard;
-use super::{AnyTable, MemoryStore};
+use super::MemoryStore;
+use super::cell::{Held, Window};
+use super::name::BucketKey;
+use super::table::{Shard, Table};
 use crate::algorithm::{BucketState, decide_all};
 use crate::store::Check;
-use crate::{CheckError, Clock, StoreError, Verdict};
+use crate::{Algorithm, Clock, StoreError, Verdict};
+
+/// One of the store's two tables.
+#[derive(Clone, Copy)]
+enum TableRef<'a> {
+    Buckets(&'a Table<AtomicU64>),
+    Windows(&'a Table<Mutex<Window>>),
+}
 
 enum ShardRead<'a> {
-    TokenBucket(RwLockReadGuard<'a, Shard<AtomicU64>>),
-    Window(RwLockReadGuard<'a, Shard<Mutex<BucketState>>>),
+    Buckets(RwLockReadGuard<'a, Shard<AtomicU64>>),
+    Windows(RwLockReadGuard<'a, Shard<Mutex<Window>>>),
 }
 
 /// Where one check's bucket lives, and its place in the global lock order.
@@ -30,25 +38,33 @@ struct Place {
     hash: u64,
 }
 
-impl AnyTable {
-    fn id(&self) -> usize {
-        match self {
-            AnyTable::TokenBucket(t) => std::sync::Arc::as_ptr(t) as *const () as usize,
-            AnyTable::Window(t) => std::sync::Arc::as_ptr(t) as *const () as usize,
+impl<'a> TableRef<'a> {
+    fn of<C: Clock>(store: &'a MemoryStore<C>, check: &Check<'_>) -> TableRef<'a> {
+        match check.policy.algorithm() {
+            Algorithm::TokenBucket => TableRef::Buckets(&store.inner.buckets),
+            _ => TableRef::Windows(&store.inner.windows),
         }
     }
 
-    fn hash_and_shard(&self, key: &[u8]) -> (u64, usize) {
+    /// The table's place in the lock order.
+    fn id(self) -> usize {
         match self {
-            AnyTable::TokenBucket(t) => (t.hash(key), t.shard_index(t.hash(key))),
-            AnyTable::Window(t) => (t.hash(key), t.shard_index(t.hash(key))),
+            TableRef::Buckets(_) => 0,
+            TableRef::Windows(_) => 1,
         }
     }
 
-    fn read(&self, shard: usize) -> ShardRead<'_> {
+    fn hash_and_shard(self, key: &[u8]) -> (u64, usize) {
         match self {
-            AnyTable::TokenBucket(t) => ShardRead::TokenBucket(t.read(shard)),
-            AnyTable::Window(t) => ShardRead::Window(t.read(shard)),
+            TableRef::Buckets(t) => (t.hash(key), t.shard_index(t.hash(key))),
+            TableRef::Windows(t) => (t.hash(key), t.shard_index(t.hash(key))),
+        }
+    }
+
+    fn read(self, shard: usize) -> ShardRead<'a> {
+        match self {
+            TableRef::Buckets(t) => ShardRead::Buckets(t.read(shard)),
+            TableRef::Windows(t) => ShardRead::Windows(t.read(shard)),
         }
     }
 }
@@ -57,31 +73,28 @@ impl ShardRead<'_> {
     /// Locks the cell of `key`, or `None` if it was swept since it was inserted.
     fn lock(&self, hash: u64, key: &[u8]) -> Option<Held<'_>> {
         match self {
-            ShardRead::TokenBucket(g) => g.find(hash, key).map(|s| Held::lock_tat(&s.cell)),
-            ShardRead::Window(g) => g.find(hash, key).map(|s| Held::lock_window(&s.cell)),
+            ShardRead::Buckets(g) => g.find(hash, key).map(|s| Held::lock_tat(&s.cell)),
+            ShardRead::Windows(g) => g.find(hash, key).map(|s| Held::lock_window(&s.cell)),
         }
     }
 }
 
+/// Decides `checks`, which passed [`Check::validate_all`].
 pub(super) fn decide<C: Clock>(
     store: &MemoryStore<C>,
     checks: &[Check<'_>],
 ) -> Result<Verdict, StoreError> {
-    for (index, check) in checks.iter().enumerate() {
-        if checks[..index]
-            .iter()
-            .any(|c| c.policy == check.policy && c.key == check.key)
-        {
-            return Err(CheckError::DuplicateBucket { index }.into());
-        }
-    }
-    let tables: Vec<AnyTable> = checks.iter().map(|c| store.table(&c.policy)).collect();
-    let mut places: Vec<Place> = checks
+    let keys = checks
+        .iter()
+        .map(BucketKey::of)
+        .collect::<Result<Vec<_>, _>>()?;
+    let tables: Vec<TableRef<'_>> = checks.iter().map(|c| TableRef::of(store, c)).collect();
+    let mut places: Vec<Place> = keys
         .iter()
         .zip(&tables)
         .enumerate()
-        .map(|(check, (c, t))| {
-            let (hash, shard) = t.hash_and_shard(c.key);
+        .map(|(check, (k, t))| {
+            let (hash, shard) = t.hash_and_shard(k.as_bytes());
             Place {
                 check,
                 table: t.id(),
@@ -91,18 +104,23 @@ pub(super) fn decide<C: Clock>(
         })
         .collect();
     places.sort_by(|a, b| {
-        (a.table, a.shard, checks[a.check].key).cmp(&(b.table, b.shard, checks[b.check].key))
+        (a.table, a.shard, keys[a.check].as_bytes()).cmp(&(
+            b.table,
+            b.shard,
+            keys[b.check].as_bytes(),
+        ))
     });
+    let count = &store.inner.count;
     loop {
         // Insert missing keys first, one shard at a time, holding nothing else.
         let now = store.now();
-        for (check, table) in checks.iter().zip(&tables) {
+        for (key, table) in keys.iter().zip(&tables) {
             match table {
-                AnyTable::TokenBucket(t) => t.ensure(check.key, now, &store.inner.count)?,
-                AnyTable::Window(t) => t.ensure(check.key, now, &store.inner.count)?,
+                TableRef::Buckets(t) => t.ensure(key.as_bytes(), now, count)?,
+                TableRef::Windows(t) => t.ensure(key.as_bytes(), now, count)?,
             }
         }
-        if let Some(verdict) = decide_held(store, checks, &tables, &places)? {
+        if let Some(verdict) = decide_held(store, checks, &keys, &tables, &places)? {
             return Ok(verdict);
         }
         // A bucket was swept between its insert and the locks (it was idle, so nothing is
@@ -114,7 +132,8 @@ pub(super) fn decide<C: Clock>(
 fn decide_held<C: Clock>(
     store: &MemoryStore<C>,
     checks: &[Check<'_>],
-    tables: &[AnyTable],
+    keys: &[BucketKey],
+    tables: &[TableRef<'_>],
     places: &[Place],
 ) -> Result<Option<Verdict>, StoreError> {
     let mut shards: Vec<(usize, usize, ShardRead<'_>)> = Vec::with_capacity(places.len());
@@ -133,7 +152,7 @@ fn decide_held<C: Clock>(
             .iter()
             .find(|(t, s, _)| (*t, *s) == (place.table, place.shard))
             .expect("every place's shard was read above");
-        match shard.lock(place.hash, checks[place.check].key) {
+        match shard.lock(place.hash, keys[place.check].as_bytes()) {
             Some(cell) => held[place.check] = Some(cell),
             None => return Ok(None),
         }
@@ -143,8 +162,8 @@ fn decide_held<C: Clock>(
     let pairs: Vec<_> = checks.iter().map(|c| (&c.policy, c.cost)).collect();
     let verdict = decide_all(&pairs, &mut states, store.now())?;
     if verdict.allowed() {
-        for (cell, state) in held.iter_mut().zip(states) {
-            cell.set(state);
+        for ((cell, state), check) in held.iter_mut().zip(states).zip(checks) {
+            cell.set(state, check.policy);
         }
     }
     Ok(Some(verdict))

@@ -1,4 +1,4 @@
-//! [`Table`]: the buckets of one policy, in shards.
+//! [`Table`]: buckets, in shards.
 //!
 //! Each shard is a `hashbrown` table behind a reader-writer lock. A check on a known key takes
 //! the shard's read lock (shared: checks never wait for each other) and then works on the key's
@@ -17,14 +17,16 @@ use hashbrown::HashTable;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::key::Key;
-use crate::{Nanos, Policy, StoreError};
+use crate::{Nanos, StoreError};
 
 /// What a table stores per key.
 pub(crate) trait Cell: Send + Sync + 'static {
     /// The state of a key never seen.
     fn fresh() -> Self;
     /// Whether the cell equals a fresh one at `now` (checked under the shard's write lock).
-    fn is_idle(&self, policy: &Policy, now: Nanos) -> bool;
+    fn is_idle(&self, now: Nanos) -> bool;
+    /// The bytes the cell holds outside its slot.
+    fn heap_bytes(&self) -> usize;
 }
 
 pub(crate) struct Slot<V> {
@@ -72,9 +74,8 @@ impl KeyCount {
 #[derive(Debug)]
 pub(crate) struct AtCap;
 
-/// The shards of one policy.
+/// Buckets in shards, each stored under its [`BucketKey`](super::name::BucketKey).
 pub(crate) struct Table<V> {
-    pub(crate) policy: Policy,
     hasher: foldhash::quality::FixedState,
     shards: Box<[Padded<RwLock<Shard<V>>>]>,
 }
@@ -83,11 +84,7 @@ pub(crate) struct Table<V> {
 const MIN_SWEEP: usize = 64;
 
 impl<V: Cell> Table<V> {
-    pub(crate) fn new(
-        policy: Policy,
-        hasher: foldhash::quality::FixedState,
-        shards: usize,
-    ) -> Self {
+    pub(crate) fn new(hasher: foldhash::quality::FixedState, shards: usize) -> Self {
         let shards = (0..shards.next_power_of_two())
             .map(|_| {
                 Padded(RwLock::new(Shard {
@@ -96,11 +93,7 @@ impl<V: Cell> Table<V> {
                 }))
             })
             .collect();
-        Table {
-            policy,
-            hasher,
-            shards,
-        }
+        Table { hasher, shards }
     }
 
     #[inline]
@@ -204,12 +197,34 @@ impl<V: Cell> Table<V> {
 
     fn sweep(&self, shard: &mut Shard<V>, now: Nanos, count: &KeyCount) {
         let before = shard.slots.len();
-        shard.slots.retain(|s| !s.cell.is_idle(&self.policy, now));
+        shard.slots.retain(|s| !s.cell.is_idle(now));
         shard.slots.shrink_to(0, |s| self.hash(s.key.as_bytes()));
         shard.after_sweep = shard.slots.len();
         count
             .keys
             .fetch_sub(before - shard.after_sweep, Ordering::Relaxed);
+    }
+
+    /// The bytes the table holds: each shard's slots (allocated, used or not, with hashbrown's
+    /// control byte each), keys too long to be stored inline, and cells' own heap (a sliding
+    /// log's entries). Walks every shard.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        let fixed = self.shards.len() * std::mem::size_of::<Padded<RwLock<Shard<V>>>>();
+        let shards: usize = self
+            .shards
+            .iter()
+            .map(|shard| {
+                let shard = shard.0.read();
+                let slots = shard.slots.capacity() * (std::mem::size_of::<Slot<V>>() + 1);
+                let heap: usize = shard
+                    .slots
+                    .iter()
+                    .map(|s| s.key.heap_bytes() + s.cell.heap_bytes())
+                    .sum();
+                slots + heap
+            })
+            .sum();
+        fixed + shards
     }
 
     /// Sweeps every shard that is not busy, one at a time. Used when the store is at its cap.

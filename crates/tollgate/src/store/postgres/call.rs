@@ -39,17 +39,25 @@ impl Units {
     }
 }
 
-/// The row key of the bucket of `key` under `policy`: the versioned policy, then the user's key
-/// as raw bytes. The policy part has a fixed shape, so the two never run into each other.
-pub(crate) fn bucket_key(policy: &Policy, key: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "v1:tb:{}:{}:{}:",
-        policy.capacity(),
-        policy.refill(),
-        policy.period().as_u64()
-    )
+/// The row key of `check`'s bucket: the layout's version, the algorithm, the bucket's name
+/// (`=<length>:<policy name>:`, or `#<capacity>:<refill>:<period_ns>:` when the check has no
+/// name), then the user's key as raw bytes. The name part delimits itself (a length, or a fixed
+/// shape), so names and keys never run into each other. `v1` named every bucket by its numbers
+/// as `v1:tb:<capacity>:<refill>:<period_ns>:`; such rows are never read, and are deleted by the
+/// cleanup once their buckets are full.
+pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
+    let policy = &check.policy;
+    let mut out = match check.name {
+        Some(name) => format!("v2:tb:={}:{name}:", name.len()),
+        None => format!(
+            "v2:tb:#{}:{}:{}:",
+            policy.capacity(),
+            policy.refill(),
+            policy.period().as_u64()
+        ),
+    }
     .into_bytes();
-    out.extend_from_slice(key);
+    out.extend_from_slice(check.key);
     out
 }
 
@@ -87,7 +95,7 @@ impl Call {
         // Distinct buckets in sorted order: every caller locks rows in one global order.
         let mut index: BTreeMap<Vec<u8>, i32> = BTreeMap::new();
         for check in decisions.iter().flat_map(|d| d.iter()) {
-            index.insert(bucket_key(&check.policy, check.key), 0);
+            index.insert(bucket_key(check), 0);
         }
         let mut call = Call::default();
         for (i, (key, slot)) in index.iter_mut().enumerate() {
@@ -101,7 +109,7 @@ impl Call {
             );
             for check in checks {
                 let units = validate(check)?;
-                call.idx.push(index[&bucket_key(&check.policy, check.key)]);
+                call.idx.push(index[&bucket_key(check)]);
                 call.t.push(units.t);
                 call.tau.push(units.tau);
                 call.cost

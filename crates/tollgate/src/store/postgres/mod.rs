@@ -473,6 +473,7 @@ impl Inner {
                     // sooner.
                     cache.record(
                         &q.bucket,
+                        &q.units.policy,
                         q.cost,
                         Refill::Every(q.units.policy.emission_interval()),
                         sent,
@@ -757,6 +758,7 @@ fn set_of_singles(decisions: &[Vec<Queued>]) -> bool {
 /// One check waiting for a call: owned, validated, its row key formatted once.
 struct Queued {
     key: Box<[u8]>,
+    name: Option<Box<str>>,
     cost: u64,
     units: Units,
     bucket: Vec<u8>,
@@ -766,14 +768,19 @@ impl Queued {
     fn new(check: &Check<'_>) -> Result<Queued, CheckError> {
         Ok(Queued {
             key: check.key.into(),
+            name: check.name.map(Into::into),
             cost: check.cost,
             units: call::validate(check)?,
-            bucket: call::bucket_key(&check.policy, check.key),
+            bucket: call::bucket_key(check),
         })
     }
 
     fn check(&self) -> Check<'_> {
-        Check::new(self.units.policy, &self.key, self.cost)
+        let check = Check::new(self.units.policy, &self.key, self.cost);
+        match &self.name {
+            Some(name) => check.named(name),
+            None => check,
+        }
     }
 }
 
@@ -794,20 +801,15 @@ impl Store for PostgresStore {
         if checks.is_empty() {
             return Ok(Verdict { decisions: vec![] });
         }
-        for (index, check) in checks.iter().enumerate() {
-            if checks[..index]
-                .iter()
-                .any(|c| c.policy == check.policy && c.key == check.key)
-            {
-                return Err(CheckError::DuplicateBucket { index }.into());
-            }
-        }
+        Check::validate_all(checks)?;
         let queued = checks
             .iter()
             .map(Queued::new)
             .collect::<Result<Vec<_>, _>>()?;
         if let (Some(cache), [q]) = (&self.inner.deny_cache, &queued[..]) {
-            if let Some(denied) = cache.get(&q.bucket, q.cost, self.inner.local_now()) {
+            if let Some(denied) =
+                cache.get(&q.bucket, &q.units.policy, q.cost, self.inner.local_now())
+            {
                 return Ok(Verdict {
                     decisions: vec![denied],
                 });

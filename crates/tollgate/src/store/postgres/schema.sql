@@ -3,8 +3,11 @@
 -- (identifiers are checked to be plain lowercase names first).
 --
 -- Table: one row per bucket.
---   key  the bucket: `v1:tb:<capacity>:<refill>:<period_ns>:` followed by the user's key, raw
---        bytes (bytea: nothing to escape, nothing to collide);
+--   key  the bucket: `v2:tb:=<name length>:<policy name>:` (or, for a check without a name,
+--        `v2:tb:#<capacity>:<refill>:<period_ns>:`) followed by the user's key, raw bytes
+--        (bytea: nothing to escape, nothing to collide); see call.rs. Named by the policy's
+--        name, not its numbers: they may change and the bucket's state carries over. Rows of
+--        the v1 layout are never read, and the cleanup deletes them once full;
 --   tat  the theoretical arrival time (GCRA) in microseconds of the database's clock: the
 --        time at which the bucket is full again. A missing row, or one whose tat has passed,
 --        is a full bucket, so idle rows can be deleted at any time.

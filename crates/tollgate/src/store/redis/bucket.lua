@@ -5,7 +5,7 @@
 -- and reset, and refuses the reply if its replay disagrees with a flag. So Redis spends its
 -- time on nothing the client could do, and there is one implementation of the answers.
 --
--- KEYS[i]  token buckets, `tollgate:v1:{<escaped user key>}:tb:...` (see keys.rs); the value is
+-- KEYS[i]  token buckets, `tollgate:v2:{<escaped user key>}:tb:...` (see keys.rs); the value is
 --          the theoretical arrival time in microseconds of Redis's clock; TTL: until the
 --          bucket is full again. A missing or unreadable value is a key never seen.
 -- ARGV[1]  "" to read Redis's clock (TIME), or a time in microseconds (tests inject time).

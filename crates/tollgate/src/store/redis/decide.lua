@@ -6,15 +6,18 @@
 -- batch of coalesced checks on one hot key is decided in arrival order, as if they had come
 -- one by one). Denials and peeks (cost 0) never write.
 --
--- KEYS[i]   the buckets, `tollgate:v1:{<escaped user key>}:<kind>:<capacity>:<refill>:<period_ns>`;
---           the hash tag is the user key, so every policy of one key lives in one cluster slot.
+-- KEYS[i]   the buckets, `tollgate:v2:{<escaped user key>}:<kind>:<name>` (keys.rs), named by
+--           the policy's name or numbers, not by the numbers this call decides with: those
+--           may change under a bucket and its state carries over. The hash tag is the user
+--           key, so every policy of one key lives in one cluster slot.
 --           By kind (every time in microseconds of Redis's clock; a missing key is a key never
 --           seen, so every TTL runs until the state can no longer change a decision):
 --   tb  string "<tat>": the theoretical arrival time. TTL: until the bucket is full again.
---   fw  string "<window> <count>": the window's index (now / width) and the cost taken in it.
---       TTL: until the window ends.
---   sc  string "<window> <previous> <current>": the current window's index and the cost taken
---       in the window before it and in it. TTL: until the end of the window after it.
+--   fw  string "<window> <count> <width>": the window's index (now / width), the cost taken in
+--       it, and the width counted with. TTL: until the window ends.
+--   sc  string "<window> <previous> <current> <width>": the current window's index, the cost
+--       taken in the window before it and in it, and the width counted with. TTL: until the
+--       end of the window after it.
 --   sl  list, oldest first, one element per granted request: "<ts>" for cost 1, "<ts>:<cost>"
 --       above (one element per grant, not per token, so a log holds at most `limit` elements
 --       and a grant of cost 100 costs one element). Elements need not be unique: a list keeps
@@ -111,21 +114,31 @@ end
 
 local fixed_window = {
   load = function(key)
-    local v = numbers(key, 2)
-    return { window = v[1], count = v[2] }
+    local v = numbers(key, 3)
+    return { window = v[1], count = v[2], width = v[3] }
   end,
+  -- eval reads the state and never writes it (a denial changes nothing, even when a later
+  -- check of the same run takes from the bucket); apply writes what eval computed.
   eval = function(s, width, limit, cost)
+    local window, count = s.window, s.count
+    -- A new width: the count of a window that has not ended carries over (fixed_window.rs).
+    if s.width ~= 0 and s.width ~= width then
+      if now >= (window + 1) * s.width then
+        count = 0
+      end
+      window = floor(now / width)
+    end
     local index = floor(now / width)
     -- A clock that stepped back into an earlier window keeps counting the later one.
-    if s.window < index then
-      s.window, s.count = index, 0
+    if window < index then
+      window, count = index, 0
     end
-    return { s = s, width = width, limit = limit, cost = cost,
-             until_end = (s.window + 1) * width - now,
-             allowed = cost == 0 or s.count + cost <= limit }
+    return { s = s, window = window, count = count, width = width, limit = limit, cost = cost,
+             until_end = (window + 1) * width - now,
+             allowed = cost == 0 or count + cost <= limit }
   end,
   answer = function(c, taken)
-    local count = c.s.count
+    local count = c.count
     if taken then
       count = count + c.cost
     end
@@ -140,63 +153,82 @@ local fixed_window = {
     return max(0, c.limit - count), retry, reset, retry
   end,
   apply = function(c)
-    c.s.count = c.s.count + c.cost
-    c.s.until_end = c.until_end
+    local s = c.s
+    s.window, s.count, s.width, s.until_end = c.window, c.count + c.cost, c.width, c.until_end
   end,
   store = function(key, s)
-    redis.call('SET', key, string.format('%d %d', s.window, s.count), 'PX', ceil_ms(s.until_end))
+    redis.call('SET', key, string.format('%d %d %d', s.window, s.count, s.width),
+      'PX', ceil_ms(s.until_end))
   end,
 }
 
 local sliding_counter = {
   load = function(key)
-    local v = numbers(key, 3)
-    return { window = v[1], previous = v[2], current = v[3] }
+    local v = numbers(key, 4)
+    return { window = v[1], previous = v[2], current = v[3], width = v[4] }
   end,
   eval = function(s, w, limit, cost)
+    local window, previous, current = s.window, s.previous, s.current
+    -- A new width: the old estimate at now, rounded up and capped at the limit, becomes the
+    -- count of the new current window (sliding_counter.rs). Each product is below
+    -- 2 × limit × width of the old policy, < 2^52.
+    if s.width ~= 0 and s.width ~= w then
+      local old = s.width
+      local oi = floor(now / old)
+      local scaled = 0
+      if oi < window then
+        scaled = (previous + current) * old
+      elseif oi == window then
+        scaled = previous * (old - (now - oi * old)) + current * old
+      elseif oi == window + 1 then
+        scaled = current * (old - (now - oi * old))
+      end
+      window, previous, current = floor(now / w), 0, min(math.ceil(scaled / old), limit)
+    end
     local index = floor(now / w)
     local e = 0
     -- index < window: the clock stepped back; weigh the previous window fully.
-    local back = index < s.window
+    local back = index < window
     if not back then
-      if index - s.window == 1 then
-        s.previous, s.current = s.current, 0
-      elseif index - s.window > 1 then
-        s.previous, s.current = 0, 0
+      if index - window == 1 then
+        previous, current = current, 0
+      elseif index - window > 1 then
+        previous, current = 0, 0
       end
-      s.window = index
+      window = index
       e = now - index * w
     end
     -- current + cost > limit fails whatever the weight; checking it first keeps the products
     -- below 2 × limit × width.
-    local allowed = cost == 0 or (s.current + cost <= limit
-      and s.previous * (w - e) + (s.current + cost) * w <= limit * w)
-    return { s = s, w = w, limit = limit, cost = cost, e = e, back = back, allowed = allowed }
+    local allowed = cost == 0 or (current + cost <= limit
+      and previous * (w - e) + (current + cost) * w <= limit * w)
+    return { s = s, w = w, limit = limit, cost = cost, e = e, back = back, allowed = allowed,
+             window = window, previous = previous, current = current }
   end,
   answer = function(c, taken)
-    local s, w, e, limit = c.s, c.w, c.e, c.limit
-    local current = s.current
+    local w, e, limit, previous = c.w, c.e, c.limit, c.previous
+    local current = c.current
     if taken then
       current = current + c.cost
     end
     -- room may be negative (over the estimate): remaining is then 0.
-    local room = limit * w - (s.previous * (w - e) + current * w)
+    local room = limit * w - (previous * (w - e) + current * w)
     local remaining = max(0, floor(room / w))
     local reset = 0
     if current > 0 then
       reset = 2 * w - e
-    elseif s.previous > 0 then
+    elseif previous > 0 then
       reset = w - e
     end
     local retry, hold = 0, 0
     if not c.allowed then
-      if s.current + c.cost <= limit then
+      if c.current + c.cost <= limit then
         -- Within this window, once enough of `previous` has slid out:
         -- previous × (w - e') <= (limit - current - cost) × w; previous > 0 here.
-        retry = w - min(floor((limit - s.current - c.cost) * w / s.previous), w) - e
+        retry = w - min(floor((limit - c.current - c.cost) * w / previous), w) - e
       else
         -- In the next window, where `current` becomes `previous` (non-zero here).
-        retry = w - e + w - min(floor((limit - c.cost) * w / s.current), w)
+        retry = w - e + w - min(floor((limit - c.cost) * w / c.current), w)
       end
       -- The answer stands until remaining grows (room rises by `previous` per µs), the
       -- window ends (the state rolls over), or the retry time comes.
@@ -205,19 +237,19 @@ local sliding_counter = {
         -- Time stands still for the estimate until the clock is back in its window, while a
         -- cached answer would count down: not worth caching.
         hold = 0
-      elseif s.previous > 0 then
-        hold = min(hold, math.ceil(((remaining + 1) * w - room) / s.previous))
+      elseif previous > 0 then
+        hold = min(hold, math.ceil(((remaining + 1) * w - room) / previous))
       end
     end
     return remaining, retry, reset, hold
   end,
   apply = function(c)
-    c.s.current = c.s.current + c.cost
-    c.s.width = c.w
+    local s = c.s
+    s.window, s.previous, s.current, s.width = c.window, c.previous, c.current + c.cost, c.w
   end,
   store = function(key, s)
     local w = s.width
-    redis.call('SET', key, string.format('%d %d %d', s.window, s.previous, s.current),
+    redis.call('SET', key, string.format('%d %d %d %d', s.window, s.previous, s.current, w),
       'PX', ceil_ms((s.window + 2) * w - now))
   end,
 }

@@ -1,34 +1,40 @@
 //! The Redis key layout.
 //!
 //! ```text
-//! tollgate:v1:{<escaped user key>}:<kind>:<capacity>:<refill>:<period_ns>
+//! tollgate:v2:{<escaped user key>}:<kind>:=<escaped policy name>
+//! tollgate:v2:{<escaped user key>}:<kind>:#<capacity>:<refill>:<period_ns>
 //! ```
 //!
+//! - A bucket is named by its policy's name (`=`), or by its numbers when the check has no
+//!   name (`#`): never by the numbers of a named policy, which are read at each decision, so
+//!   they can change under the bucket and its state carries over.
 //! - `<kind>` names the algorithm, and so the type and shape of the value (see `decide.lua`):
 //!   `tb` token bucket (a string), `fw` fixed window (a string), `sl` sliding-window log (a
 //!   list), `sc` sliding-window counter (a string). For windows, `<capacity>` and `<refill>`
 //!   are both the limit and `<period_ns>` is the window.
-//! - `v1` versions the layout: a future change of the stored value moves to `v2` and never reads
-//!   a `v1` value as something else.
+//! - `v2` versions the layout: `v1` named every bucket by its numbers and stored windows
+//!   without their width. A change of the stored value or the name moves to the next version
+//!   and never reads an older value as something else; older keys are ignored and expire by
+//!   their TTLs.
 //! - The user key is the hash tag, so every policy of one key lands in one Redis Cluster slot and
 //!   a check of several policies of one key is one atomic script there too.
-//! - The user key is percent-escaped: `%`, `{`, `}`, and every byte outside printable ASCII
-//!   (space, newline, control bytes, non-ASCII). The escaped key holds no `}`, so the hash tag
-//!   always ends where the user key ends, and escaping is injective: two different user keys
-//!   never share a bucket, whatever braces, colons or binary they carry.
-//! - The policy is part of the name: the same key under two policies is two buckets, and a
-//!   policy that changes starts fresh buckets instead of reading state kept under other terms.
+//! - The user key and the name are percent-escaped: `%`, `{`, `}`, and every byte outside
+//!   printable ASCII (space, newline, control bytes, non-ASCII). The escaped key holds no `}`,
+//!   so the hash tag always ends where the user key ends, and escaping is injective: two
+//!   different buckets never share a key, whatever braces, colons or binary they carry.
 
 use std::io::Write;
 
-use crate::{Algorithm, Policy};
+use crate::{Algorithm, Check};
 
 /// The prefix of every key tollgate writes.
-pub(crate) const PREFIX: &str = "tollgate:v1:";
+pub(crate) const PREFIX: &str = "tollgate:v2:";
 
-/// The Redis key of the bucket of `key` under `policy`.
-pub(crate) fn bucket_key(policy: &Policy, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(PREFIX.len() + key.len() + 48);
+/// The Redis key of `check`'s bucket.
+pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
+    let (policy, key) = (&check.policy, check.key);
+    let name_len = check.name.map_or(48, str::len);
+    let mut out = Vec::with_capacity(PREFIX.len() + key.len() + name_len + 8);
     out.extend_from_slice(PREFIX.as_bytes());
     out.push(b'{');
     escape_into(key, &mut out);
@@ -39,14 +45,24 @@ pub(crate) fn bucket_key(policy: &Policy, key: &[u8]) -> Vec<u8> {
         Algorithm::SlidingWindowLog => "sl",
         Algorithm::SlidingWindowCounter => "sc",
     };
-    // Writing into a Vec cannot fail.
-    let _ = write!(
-        out,
-        ":{kind}:{}:{}:{}",
-        policy.capacity(),
-        policy.refill(),
-        policy.period().as_u64()
-    );
+    match check.name {
+        Some(name) => {
+            out.push(b':');
+            out.extend_from_slice(kind.as_bytes());
+            out.extend_from_slice(b":=");
+            escape_into(name.as_bytes(), &mut out);
+        }
+        // Writing into a Vec cannot fail.
+        None => {
+            let _ = write!(
+                out,
+                ":{kind}:#{}:{}:{}",
+                policy.capacity(),
+                policy.refill(),
+                policy.period().as_u64()
+            );
+        }
+    }
     out
 }
 
@@ -67,20 +83,43 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::Policy;
 
     fn policy() -> Policy {
         Policy::token_bucket(10, 5, Duration::from_secs(1)).unwrap()
     }
 
+    fn key(name: Option<&str>, key: &[u8]) -> Vec<u8> {
+        let check = Check::new(policy(), key, 1);
+        bucket_key(&match name {
+            Some(name) => check.named(name),
+            None => check,
+        })
+    }
+
     #[test]
     fn layout_is_versioned_and_tagged_by_the_user_key() {
         assert_eq!(
-            bucket_key(&policy(), b"alice"),
-            b"tollgate:v1:{alice}:tb:10:5:1000000000"
+            key(None, b"alice"),
+            b"tollgate:v2:{alice}:tb:#10:5:1000000000"
         );
         assert_eq!(
-            bucket_key(&policy(), b"a}b{c% \n\xff"),
-            b"tollgate:v1:{a%7Db%7Bc%25%20%0A%FF}:tb:10:5:1000000000"
+            key(None, b"a}b{c% \n\xff"),
+            b"tollgate:v2:{a%7Db%7Bc%25%20%0A%FF}:tb:#10:5:1000000000"
+        );
+        assert_eq!(key(Some("api"), b"alice"), b"tollgate:v2:{alice}:tb:=api");
+        assert_eq!(
+            key(Some("per hour"), b"alice"),
+            b"tollgate:v2:{alice}:tb:=per%20hour"
+        );
+    }
+
+    #[test]
+    fn a_named_bucket_does_not_follow_its_numbers() {
+        let other = Policy::token_bucket(99, 1, Duration::from_secs(60)).unwrap();
+        assert_eq!(
+            bucket_key(&Check::new(other, b"alice", 1).named("api")),
+            key(Some("api"), b"alice")
         );
     }
 
@@ -92,23 +131,33 @@ mod tests {
             Policy::sliding_window_log(7, s),
             Policy::sliding_window_counter(7, s),
         ]
-        .map(|p| bucket_key(&p.unwrap(), b"alice"));
+        .map(|p| bucket_key(&Check::new(p.unwrap(), b"alice", 1)));
         assert_eq!(
             keys,
             [
-                b"tollgate:v1:{alice}:fw:7:7:1000000000".to_vec(),
-                b"tollgate:v1:{alice}:sl:7:7:1000000000".to_vec(),
-                b"tollgate:v1:{alice}:sc:7:7:1000000000".to_vec(),
+                b"tollgate:v2:{alice}:fw:#7:7:1000000000".to_vec(),
+                b"tollgate:v2:{alice}:sl:#7:7:1000000000".to_vec(),
+                b"tollgate:v2:{alice}:sc:#7:7:1000000000".to_vec(),
             ]
         );
     }
 
     #[test]
-    fn different_keys_never_collide() {
+    fn different_buckets_never_collide() {
         let keys: [&[u8]; 10] = [
             b"a", b"a ", b"a%20", b"{a}", b"%7Ba%7D", b"a:tb", b"a}:tb", b"", b"\x00", b"%00",
         ];
-        let encoded: HashSet<_> = keys.iter().map(|k| bucket_key(&policy(), k)).collect();
-        assert_eq!(encoded.len(), keys.len());
+        let names = [
+            None,
+            Some("x"),
+            Some("x:"),
+            Some("#10:5:1000000000"),
+            Some("%23"),
+        ];
+        let encoded: HashSet<_> = names
+            .iter()
+            .flat_map(|&n| keys.iter().map(move |k| key(n, k)))
+            .collect();
+        assert_eq!(encoded.len(), keys.len() * names.len());
     }
 }

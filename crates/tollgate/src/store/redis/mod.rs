@@ -271,6 +271,7 @@ impl Inner {
                 {
                     cache.record(
                         &check.bucket,
+                        &check.policy,
                         check.cost,
                         check.refill,
                         sent,
@@ -299,14 +300,7 @@ impl Runner for Inner {
 impl RedisStore {
     /// Checks what can never be decided before touching caches or the network.
     fn encode(&self, checks: &[Check<'_>]) -> Result<Vec<Encoded>, CheckError> {
-        for (index, check) in checks.iter().enumerate() {
-            if checks[..index]
-                .iter()
-                .any(|c| c.policy == check.policy && c.key == check.key)
-            {
-                return Err(CheckError::DuplicateBucket { index });
-            }
-        }
+        Check::validate_all(checks)?;
         if self.inner.is_cluster() && checks.iter().any(|c| c.key != checks[0].key) {
             return Err(CheckError::Unsupported(
                 "in Redis Cluster, the checks of one call must share a key (one hash slot)",
@@ -323,7 +317,12 @@ impl Store for RedisStore {
         }
         let encoded = self.encode(checks)?;
         if let (Some(cache), [check]) = (&self.inner.deny_cache, &encoded[..]) {
-            if let Some(denied) = cache.get(&check.bucket, check.cost, self.inner.local_now()) {
+            if let Some(denied) = cache.get(
+                &check.bucket,
+                &check.policy,
+                check.cost,
+                self.inner.local_now(),
+            ) {
                 return Ok(Verdict {
                     decisions: vec![denied],
                 });

@@ -71,6 +71,8 @@ pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), CheckError> {
 pub(crate) struct Encoded {
     /// The bucket's Redis key.
     pub(crate) bucket: Vec<u8>,
+    /// The policy decided with (the deny cache's terms).
+    pub(crate) policy: Policy,
     code: u8,
     a: u64,
     b: u64,
@@ -106,7 +108,8 @@ impl Encoded {
             }
         };
         Ok(Encoded {
-            bucket: bucket_key(&check.policy, check.key),
+            bucket: bucket_key(check),
+            policy: check.policy,
             code,
             a,
             b,
