@@ -469,3 +469,64 @@ fn layers_without_policies_or_with_duplicate_names_are_refused() {
     );
     let _ = Arc::new(());
 }
+
+/// Issue 18, point 2: a layer with two policies on a Redis Cluster answered every request
+/// `503` (the store refused checks whose bucket names differed, since the middleware put the
+/// policy's name into the key). Buckets are now named by the policy and keyed by the client
+/// alone, so both policies of a client share its hash slot: one atomic script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_policies_of_one_client_on_a_redis_cluster() {
+    let cluster = tollgate_testkit::TestRedisCluster::start(3).expect("start a 3-master cluster");
+    let clock = ManualClock::new(Nanos::new(1_700_000_000_000_000_000));
+    let store = RedisStore::builder("")
+        .cluster(cluster.urls())
+        .test_clock(clock.clone())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("connect to the cluster");
+    let layer = RateLimitLayer::builder(store)
+        .policy("per_second", policy(5, 5))
+        .policy(
+            "per_hour",
+            Policy::token_bucket(8, 8, Duration::from_secs(3600)).unwrap(),
+        )
+        .key(Header::new(axum::http::HeaderName::from_static(
+            "x-api-key",
+        )))
+        .on_store_error(FailPolicy::Allow)
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    let burst = |key: &'static str| {
+        let (client, url) = (client.clone(), format!("{base}/hello"));
+        async move {
+            let mut statuses = Vec::new();
+            for _ in 0..7 {
+                let r = get_with(&client, &url, &[("x-api-key", key)]).await;
+                statuses.push(r.status());
+            }
+            statuses
+        }
+    };
+    let allowed = |statuses: &[StatusCode]| {
+        assert!(
+            statuses
+                .iter()
+                .all(|s| *s == StatusCode::OK || *s == StatusCode::TOO_MANY_REQUESTS),
+            "no 5xx: {statuses:?}"
+        );
+        statuses.iter().filter(|s| **s == StatusCode::OK).count()
+    };
+    for key in ["alice", "bob", "carol"] {
+        assert_eq!(
+            allowed(&burst(key).await),
+            5,
+            "{key}: the per-second bucket"
+        );
+    }
+    // A second on, the per-second bucket is full again; the hourly one holds 3 of 8.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(allowed(&burst("alice").await), 3, "the hourly bucket");
+}
