@@ -1,13 +1,16 @@
 //! Which store the server decides on, from `--store`, wrapped in the fail policy.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 use tollgate::store::guarded::{FailPolicy, Guarded};
 
 use tollgate::store::postgres::Isolation;
-use tollgate::{DynStore, MemoryStore, PostgresStore, RedisStore, Store, StoreError};
+use tollgate::{
+    Clock, DynStore, MemoryStore, MonotonicClock, Nanos, PostgresStore, RedisStore, Store,
+    StoreError,
+};
 
 use crate::cli::{IsolationArg, OnStoreError, PostgresArgs, ServeArgs};
 
@@ -114,7 +117,41 @@ pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynStore>, StoreError> {
 }
 
 fn guard(store: impl Store, on_error: FailPolicy, args: &ServeArgs) -> Arc<dyn DynStore> {
-    Arc::new(Guarded::new(store, on_error).timeout(args.store_timeout()))
+    let log = IncompatibleLog::default();
+    Arc::new(
+        Guarded::new(store, on_error)
+            .timeout(args.store_timeout())
+            .on_incompatible(move |e| log.record(e)),
+    )
+}
+
+/// Logs what the store answered that this program does not understand, at error level and at
+/// most once a second, with how many such answers there were in between: loud enough to be
+/// seen, never a line per request.
+#[derive(Default)]
+struct IncompatibleLog {
+    clock: MonotonicClock,
+    /// When the last line was logged, and the answers since.
+    last: Mutex<(Option<Nanos>, u64)>,
+}
+
+impl IncompatibleLog {
+    const EVERY: Nanos = Nanos::new(1_000_000_000);
+
+    fn record(&self, error: &StoreError) {
+        let now = self.clock.now();
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.1 += 1;
+        if last.0.is_none_or(|at| now - at >= Self::EVERY) {
+            tracing::error!(
+                %error,
+                answers = last.1,
+                "the store answered what this version of tollgate does not understand; the \
+                 fail policy answers meanwhile"
+            );
+            *last = (Some(now), 0);
+        }
+    }
 }
 
 /// The PostgreSQL store that `url` and `args` describe (it connects lazily).

@@ -183,3 +183,35 @@ async fn a_comma_separated_store_is_a_redis_cluster() {
         assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{key}");
     }
 }
+
+/// Issue 18, point 3: an inline policy beyond what the Redis store can compute was refused as
+/// `"field": "cost"`; it is a `400` naming the input to change, and nothing is charged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_policy_beyond_redis_names_its_field() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let (addr, shutdown) = serve(&redis, &[]).await;
+    let client = Client::new();
+    let cases = [
+        (
+            r#"{"key": "k", "capacity": 1, "refill": 1, "period_ms": 4550000000000}"#,
+            "period_ms",
+        ),
+        (
+            r#"{"key": "k", "capacity": 4550000000, "refill": 1, "period_ms": 1000}"#,
+            "capacity",
+        ),
+    ];
+    for (body, field) in cases {
+        let response = client
+            .post(format!("http://{addr}/v1/check"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
+        let problem: serde_json::Value =
+            serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        assert_eq!(problem["field"], field, "{problem}");
+    }
+    shutdown.cancel();
+}

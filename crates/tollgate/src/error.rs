@@ -31,8 +31,12 @@ pub enum CheckError {
     Unsupported(&'static str),
 }
 
-/// Why a store could not decide. [`StoreError::is_transient`] tells a caller whether to apply
-/// its fail policy (open, closed, local) or to report a bad request.
+/// Why a store could not decide. [`StoreError::kind`] tells a caller what to do about it: a
+/// bad check is the caller's to fix; a store that is down, slow or full is *transient* and the
+/// caller's fail policy answers meanwhile; a store that answers what this program does not
+/// understand is *incompatible*, a bug or a misconfiguration that waiting will not fix, which
+/// the fail policy also answers but which must be reported loudly (see
+/// [`Guarded`](crate::store::guarded::Guarded)).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The checks themselves are wrong.
@@ -47,15 +51,77 @@ pub enum StoreError {
     /// The store did not answer within the configured timeout.
     #[error("the store did not answer within {0:?}")]
     Timeout(Duration),
-    /// The store could not be reached or failed.
+    /// The store could not be reached, or failed in a way that may pass (restarting, loading,
+    /// out of connections, a failover).
     #[error("the store is unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store answered what this version of tollgate does not understand: a script or
+    /// statement error, a value of another type under a bucket's key (another program wrote
+    /// it), a reply of the wrong shape, a schema of another version, a permission refused.
+    #[error("the store and this version of tollgate disagree: {0}")]
+    Incompatible(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A store was configured with something it cannot work with (no URL, a bad name).
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+}
+
+/// What kind of failure a [`StoreError`] is, for fail policies and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`StoreError::Check`]: the request is wrong.
+    Check,
+    /// [`StoreError::Full`]: transient.
+    Full,
+    /// [`StoreError::Timeout`]: transient.
+    Timeout,
+    /// [`StoreError::Unavailable`]: transient.
+    Unavailable,
+    /// [`StoreError::Incompatible`]: a bug or a misconfiguration.
+    Incompatible,
+    /// [`StoreError::Config`]: found when the store is built.
+    Config,
+}
+
+impl ErrorKind {
+    /// A short name, for logs and metric labels: `check`, `full`, `timeout`, `unavailable`,
+    /// `incompatible`, `config`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Check => "check",
+            ErrorKind::Full => "full",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Incompatible => "incompatible",
+            ErrorKind::Config => "config",
+        }
+    }
 }
 
 impl StoreError {
+    /// The kind of this failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::Check(_) => ErrorKind::Check,
+            StoreError::Full { .. } => ErrorKind::Full,
+            StoreError::Timeout(_) => ErrorKind::Timeout,
+            StoreError::Unavailable(_) => ErrorKind::Unavailable,
+            StoreError::Incompatible(_) => ErrorKind::Incompatible,
+            StoreError::Config(_) => ErrorKind::Config,
+        }
+    }
+
     /// Whether asking again later may succeed (the store is down, slow or full), as opposed to
-    /// a request that is wrong whatever the store's health.
+    /// a request that is wrong whatever the store's health, or a store that disagrees with
+    /// this program.
     pub fn is_transient(&self) -> bool {
-        !matches!(self, StoreError::Check(_))
+        matches!(
+            self.kind(),
+            ErrorKind::Full | ErrorKind::Timeout | ErrorKind::Unavailable
+        )
+    }
+
+    /// An [`StoreError::Incompatible`] with `message`.
+    pub(crate) fn incompatible(message: impl Into<String>) -> StoreError {
+        StoreError::Incompatible(message.into().into())
     }
 }

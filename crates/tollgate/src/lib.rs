@@ -28,7 +28,12 @@
 //! ```
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
+#![warn(
+    missing_docs,
+    rust_2018_idioms,
+    unreachable_pub,
+    clippy::missing_panics_doc
+)]
 
 pub mod algorithm;
 mod clock;
@@ -43,7 +48,7 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use decision::{Decision, Verdict};
-pub use error::{CheckError, StoreError};
+pub use error::{CheckError, ErrorKind, StoreError};
 pub use nanos::Nanos;
 pub use policy::{Algorithm, MAX_LOG_LIMIT, MAX_TOLERANCE, Policy, PolicyError};
 pub use store::memory::{MemoryLimiter, MemoryStore, MemoryStoreBuilder};

@@ -83,6 +83,15 @@ pub enum PolicyError {
         /// The capacity asked for.
         capacity: u64,
     },
+    /// A store cannot decide this policy: its numbers are beyond the store's range, or the
+    /// store lacks its algorithm (see [`Store::supports`](crate::Store::supports)).
+    #[error("{reason}")]
+    Unsupported {
+        /// The input to change: `capacity`, `refill`, `period` or `algorithm`.
+        field: &'static str,
+        /// Why, for a person.
+        reason: &'static str,
+    },
     /// A sliding-window log over [`MAX_LOG_LIMIT`].
     #[error("a sliding window log holds at most {MAX_LOG_LIMIT} requests, not {capacity}")]
     LogTooLarge {
@@ -92,7 +101,8 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
-    /// The name of the input that is wrong: `capacity`, `refill` or `period`.
+    /// The name of the input that is wrong: `capacity`, `refill`, `period` (or, for a store
+    /// lacking an algorithm, `algorithm`).
     pub fn field(&self) -> &'static str {
         match self {
             PolicyError::ZeroCapacity
@@ -100,6 +110,7 @@ impl PolicyError {
             | PolicyError::LogTooLarge { .. } => "capacity",
             PolicyError::ZeroRefill | PolicyError::RateTooHigh { .. } => "refill",
             PolicyError::ZeroPeriod => "period",
+            PolicyError::Unsupported { field, .. } => field,
         }
     }
 }

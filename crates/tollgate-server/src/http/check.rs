@@ -8,7 +8,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
-use tollgate::{Check, Decision, Policy, StoreError, headers};
+use tollgate::{Check, CheckError, Decision, Policy, StoreError, headers};
 
 use super::AppState;
 use super::problem::Problem;
@@ -28,6 +28,11 @@ pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Res
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
+    // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
+    // fault, and its field says which number to change.
+    if let Err(e) = state.store.supports_dyn(&request.policy) {
+        return Problem::invalid_field(policy_field(e.field()), e.to_string()).into_response();
+    }
     let checks = [Check::new(
         request.policy,
         request.key.as_bytes(),
@@ -41,11 +46,22 @@ pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Res
             }
             None => Problem::store_unavailable("the store answered no decision").into_response(),
         },
-        Err(StoreError::Check(e)) => Problem::invalid_field("cost", e.to_string()).into_response(),
+        Err(StoreError::Check(e @ CheckError::CostExceedsCapacity { .. })) => {
+            Problem::invalid_field("cost", e.to_string()).into_response()
+        }
+        Err(StoreError::Check(e)) => Problem::invalid_field("key", e.to_string()).into_response(),
         Err(e) => {
             state.store_failed(&e);
             Problem::store_unavailable(e.to_string()).into_response()
         }
+    }
+}
+
+/// The request's field for a policy's input: the period is sent as `period_ms`.
+fn policy_field(field: &'static str) -> &'static str {
+    match field {
+        "period" => "period_ms",
+        other => other,
     }
 }
 

@@ -119,9 +119,9 @@ impl<R: Runner> Batcher<R> {
                     lane,
                 };
                 let mut answers = self.runner.run(std::slice::from_ref(&item)).await?;
-                return answers.pop().ok_or_else(|| {
-                    StoreError::Unavailable("the call answered no decision".into())
-                });
+                return answers
+                    .pop()
+                    .ok_or_else(|| StoreError::incompatible("the call answered no decision"));
             }
         };
         answer.await.unwrap_or_else(|_| {
@@ -212,6 +212,8 @@ impl StoreError {
             },
             StoreError::Timeout(d) => StoreError::Timeout(*d),
             StoreError::Unavailable(e) => StoreError::Unavailable(e.to_string().into()),
+            StoreError::Incompatible(e) => StoreError::Incompatible(e.to_string().into()),
+            StoreError::Config(e) => StoreError::Config(e.clone()),
         }
     }
 }

@@ -6,6 +6,14 @@
 //! is wrong in itself (`cost > capacity`) is reported as such whatever the policy. Recovery needs
 //! nothing: the next call goes to the store again.
 //!
+//! A store that answers what this program does not understand ([`StoreError::Incompatible`]: a
+//! script error, a key of another type, a schema of another version) is a bug or a
+//! misconfiguration, not an outage. The request still needs an answer, so the fail policy gives
+//! it too; but such failures are never silent: they are counted apart
+//! ([`GuardStats::incompatible`]), handed to the [`on_incompatible`](Guarded::on_incompatible)
+//! hook (the server logs them at error level, at most once a second), and [`Store::ready`]
+//! fails with the last of them until a decision succeeds again.
+//!
 //! ```
 //! use std::time::Duration;
 //! use tollgate::store::guarded::{FailPolicy, Guarded};
@@ -21,12 +29,14 @@
 //! # }
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
 use super::{Check, Store};
-use crate::{Decision, MemoryStore, StoreError, Verdict};
+use parking_lot::Mutex;
+
+use crate::{Decision, ErrorKind, MemoryStore, StoreError, Verdict};
 
 /// What to answer when the store fails transiently (down, slow, timed out, full).
 #[derive(Clone)]
@@ -60,7 +70,13 @@ pub struct GuardStats {
     pub failed_open: AtomicU64,
     /// Of those, calls answered by the local fallback.
     pub local_fallbacks: AtomicU64,
+    /// Calls the store answered with something this program does not understand (answered by
+    /// the fail policy too, and not counted in `store_errors`).
+    pub incompatible: AtomicU64,
 }
+
+/// Called with each [`StoreError::Incompatible`].
+type IncompatibleHook = Box<dyn Fn(&StoreError) + Send + Sync>;
 
 /// A store with a timeout and a fail policy.
 pub struct Guarded<S> {
@@ -68,6 +84,10 @@ pub struct Guarded<S> {
     on_error: FailPolicy,
     timeout: Option<Duration>,
     stats: GuardStats,
+    /// Whether the last failure was an incompatibility not yet followed by a success.
+    incompatible: AtomicBool,
+    last_incompatibility: Mutex<String>,
+    on_incompatible: Option<IncompatibleHook>,
 }
 
 impl<S: Store> Guarded<S> {
@@ -78,7 +98,17 @@ impl<S: Store> Guarded<S> {
             on_error,
             timeout: None,
             stats: GuardStats::default(),
+            incompatible: AtomicBool::new(false),
+            last_incompatibility: Mutex::new(String::new()),
+            on_incompatible: None,
         }
+    }
+
+    /// Calls `hook` with every [`StoreError::Incompatible`] (to log it; it runs on the
+    /// request's path, so it should be quick).
+    pub fn on_incompatible(mut self, hook: impl Fn(&StoreError) + Send + Sync + 'static) -> Self {
+        self.on_incompatible = Some(Box::new(hook));
+        self
     }
 
     /// Bounds every call, on top of the store's own timeout.
@@ -117,10 +147,29 @@ impl<S: Store> Guarded<S> {
 impl<S: Store> Store for Guarded<S> {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let error = match self.bounded(checks).await {
-            Err(e) if e.is_transient() => e,
-            answered => return answered,
+            Ok(verdict) => {
+                if self.incompatible.load(Ordering::Relaxed) {
+                    self.incompatible.store(false, Ordering::Relaxed);
+                }
+                return Ok(verdict);
+            }
+            Err(e) if e.is_transient() => {
+                self.stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                e
+            }
+            Err(e) if e.kind() == ErrorKind::Incompatible => {
+                self.stats.incompatible.fetch_add(1, Ordering::Relaxed);
+                if let StoreError::Incompatible(why) = &e {
+                    *self.last_incompatibility.lock() = why.to_string();
+                }
+                self.incompatible.store(true, Ordering::Relaxed);
+                if let Some(hook) = &self.on_incompatible {
+                    hook(&e);
+                }
+                e
+            }
+            Err(e) => return Err(e),
         };
-        self.stats.store_errors.fetch_add(1, Ordering::Relaxed);
         match &self.on_error {
             FailPolicy::Deny => Err(error),
             FailPolicy::Allow => {
@@ -135,11 +184,20 @@ impl<S: Store> Store for Guarded<S> {
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
+        if self.incompatible.load(Ordering::Relaxed) {
+            return Err(StoreError::incompatible(
+                self.last_incompatibility.lock().clone(),
+            ));
+        }
         self.store.ready().await
     }
 
     fn name(&self) -> &'static str {
         self.store.name()
+    }
+
+    fn supports(&self, policy: &crate::Policy) -> Result<(), crate::PolicyError> {
+        self.store.supports(policy)
     }
 }
 

@@ -20,7 +20,7 @@ pub mod redis;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::{CheckError, Policy, StoreError, Verdict};
+use crate::{CheckError, Policy, PolicyError, StoreError, Verdict};
 
 /// The longest policy name a bucket may carry, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
@@ -122,6 +122,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// A short name for logs and metrics: `memory`, `redis`, `postgres`.
     fn name(&self) -> &'static str;
+
+    /// Whether this store can decide `policy` at all. A store whose numbers have a narrower
+    /// range than [`Policy`]'s (Redis computes in Lua's doubles) or that lacks an algorithm
+    /// refuses, naming the field, so that a caller checks a policy once, when it is configured
+    /// or received, rather than meeting [`CheckError::Unsupported`] at each decision.
+    fn supports(&self, policy: &Policy) -> Result<(), PolicyError> {
+        let _ = policy;
+        Ok(())
+    }
 }
 
 /// A boxed future, as [`DynStore`] returns.
@@ -139,6 +148,8 @@ pub trait DynStore: Send + Sync + 'static {
     fn ready_dyn(&self) -> BoxFuture<'_, Result<(), StoreError>>;
     /// See [`Store::name`].
     fn name_dyn(&self) -> &'static str;
+    /// See [`Store::supports`].
+    fn supports_dyn(&self, policy: &Policy) -> Result<(), PolicyError>;
 }
 
 impl<S: Store> DynStore for S {
@@ -155,5 +166,9 @@ impl<S: Store> DynStore for S {
 
     fn name_dyn(&self) -> &'static str {
         self.name()
+    }
+
+    fn supports_dyn(&self, policy: &Policy) -> Result<(), PolicyError> {
+        self.supports(policy)
     }
 }

@@ -5,10 +5,24 @@
 use std::collections::BTreeMap;
 
 use crate::algorithm::{BucketState, decide_all};
-use crate::{Algorithm, Check, CheckError, Nanos, Policy, StoreError, Verdict};
+use crate::{Algorithm, Check, CheckError, Nanos, Policy, PolicyError, StoreError, Verdict};
 
 /// The database's clock unit, and so the resolution of every policy it decides.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
+
+const TOKEN_BUCKETS_ONLY: &str = "the PostgreSQL store decides token buckets only";
+
+/// Whether the store decides `policy`: every token bucket (its tolerance, at most 2^62 ns,
+/// fits in a bigint of microseconds).
+pub(crate) fn supports(policy: &Policy) -> Result<(), PolicyError> {
+    if policy.algorithm() != Algorithm::TokenBucket {
+        return Err(PolicyError::Unsupported {
+            field: "algorithm",
+            reason: TOKEN_BUCKETS_ONLY,
+        });
+    }
+    Ok(())
+}
 
 /// A token-bucket policy in the database's units.
 #[derive(Debug, Clone, Copy)]
@@ -23,11 +37,7 @@ pub(crate) struct Units {
 
 impl Units {
     pub(crate) fn of(policy: &Policy) -> Result<Units, CheckError> {
-        if policy.algorithm() != Algorithm::TokenBucket {
-            return Err(CheckError::Unsupported(
-                "the PostgreSQL store decides token buckets only",
-            ));
-        }
+        supports(policy).map_err(|_| CheckError::Unsupported(TOKEN_BUCKETS_ONLY))?;
         let policy = policy.at_resolution(MICROSECOND);
         // tolerance <= 2^62 ns, so both fit in an i64 (as every tat does: now + tau < 2^63).
         let micros = |n: Nanos| i64::try_from(n.as_u64() / 1000).unwrap_or(i64::MAX);
@@ -123,8 +133,7 @@ impl Call {
     /// Replays the call on the state the function locked. `reply` is `{now, the tat of each
     /// key before, then after}`; the replay must end in the state the function wrote.
     pub(crate) fn replay(&self, reply: &[i64]) -> Result<Vec<Verdict>, StoreError> {
-        let malformed =
-            || StoreError::Unavailable("malformed reply from the decide function".into());
+        let malformed = || StoreError::incompatible("malformed reply from the decide function");
         let (&now, tats) = reply.split_first().ok_or_else(malformed)?;
         if tats.len() != 2 * self.keys.len() {
             return Err(malformed());
@@ -163,10 +172,9 @@ impl Call {
             _ => Nanos::ZERO,
         });
         if !replayed.eq(written.iter().map(|&tat| micros(tat))) {
-            return Err(StoreError::Unavailable(
+            return Err(StoreError::incompatible(
                 "the decide function and tollgate's model disagree; is the function of another \
-                 tollgate version? (`tollgate migrate` replaces it)"
-                    .into(),
+                 tollgate version? (`tollgate migrate` replaces it)",
             ));
         }
         Ok(verdicts)

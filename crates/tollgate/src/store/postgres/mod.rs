@@ -60,7 +60,7 @@ use crate::algorithm::gcra::Gcra;
 use crate::{CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict};
 use call::{Call, Units};
 pub use pool::Isolation;
-use pool::{Conn, Pool, Setup, unavailable};
+use pool::{Conn, Pool, Setup, store_error};
 pub use retry::{GiveUp, Retry};
 use schema::Names;
 
@@ -274,7 +274,14 @@ impl PostgresStoreBuilder {
 
     /// Checks the configuration. Connects lazily: a database that is down now makes calls
     /// fail (transiently) until it is up.
+    ///
+    /// Fails with [`StoreError::Config`] for a schema or table name that is not a plain
+    /// identifier, a URL that does not parse, or outside a Tokio runtime (the store runs its
+    /// cleanup on one).
     pub async fn build(self) -> Result<PostgresStore, StoreError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            StoreError::Config("the PostgreSQL store must be built inside a Tokio runtime".into())
+        })?;
         let names = Names::new(&self.schema, &self.table, self.unlogged)?;
         let config = pool::config(&self.url, self.timeout.max(Duration::from_millis(500)))?;
         let setup = Setup {
@@ -302,7 +309,7 @@ impl PostgresStoreBuilder {
             stats: PostgresStats::default(),
         });
         if let Some(every) = self.cleanup_interval {
-            tokio::spawn(cleanup_loop(Arc::downgrade(&inner), every));
+            runtime.spawn(cleanup_loop(Arc::downgrade(&inner), every));
         }
         let batcher = self.coalesce.then(|| {
             Arc::new(Batcher::new(
@@ -381,7 +388,7 @@ impl Inner {
                 let e = match answer {
                     Ok(answer) => return Ok(answer),
                     Err(e) if retry::is_conflict(&e) => e,
-                    Err(e) => return Err(Failure::Store(unavailable(e))),
+                    Err(e) => return Err(Failure::Store(store_error(e))),
                 };
                 let wait = self.retry.backoff(attempt);
                 // The retry's own statement needs time too: at least the wait again.
@@ -407,7 +414,7 @@ impl Inner {
     ) -> Result<Vec<Verdict>, StoreError> {
         self.stats.gave_up.fetch_add(1, Ordering::Relaxed);
         match self.retry.give_up {
-            GiveUp::Unavailable => Err(unavailable(error)),
+            GiveUp::Unavailable => Err(store_error(error)),
             GiveUp::Deny => Ok(decisions
                 .into_iter()
                 .map(|policies| Verdict {
@@ -462,8 +469,8 @@ impl Inner {
             _ => self.decide_by_function(deadline, decisions).await?,
         };
         if verdicts.len() != decisions.len() {
-            return Err(StoreError::Unavailable(
-                "the store answered a different number of decisions".into(),
+            return Err(StoreError::incompatible(
+                "the store answered a different number of decisions",
             ));
         }
         if let Some(cache) = &self.deny_cache {
@@ -537,10 +544,13 @@ impl Inner {
                     .gave_up([&[(units.policy, cost)][..]], e)?
                     .pop()
                     .and_then(|v| v.decisions.into_iter().next())
-                    .ok_or_else(|| StoreError::Unavailable("no decision".into()));
+                    .ok_or_else(|| StoreError::incompatible("no decision"));
             }
         };
-        let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
+        let read = |i: usize| {
+            row.try_get::<_, Option<i64>>(i)
+                .map_err(|e| StoreError::Incompatible(Box::new(e)))
+        };
         let (now, taken, seen) = (read(0)?.unwrap_or(0), read(1)?, read(2)?);
         match answer(units, cost, now, taken, seen)? {
             Some(decision) => Ok(decision),
@@ -600,13 +610,16 @@ impl Inner {
             }
         };
         if rows.len() != checks.len() {
-            return Err(StoreError::Unavailable(
-                "the statement answered a different number of checks".into(),
+            return Err(StoreError::incompatible(
+                "the statement answered a different number of checks",
             ));
         }
         let mut decisions = Vec::with_capacity(checks.len());
         for (row, q) in rows.iter().zip(checks) {
-            let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
+            let read = |i: usize| {
+                row.try_get::<_, Option<i64>>(i)
+                    .map_err(|e| StoreError::Incompatible(Box::new(e)))
+            };
             let decision =
                 match answer(&q.units, q.cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)? {
                     Some(decision) => decision,
@@ -639,10 +652,13 @@ impl Inner {
                 Failure::Store(e) => e,
                 Failure::GaveUp(e) => {
                     self.stats.gave_up.fetch_add(1, Ordering::Relaxed);
-                    unavailable(e)
+                    store_error(e)
                 }
             })?;
-        let read = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(unavailable);
+        let read = |i: usize| {
+            row.try_get::<_, Option<i64>>(i)
+                .map_err(|e| StoreError::Incompatible(Box::new(e)))
+        };
         let now = micros(read(0)?.unwrap_or(0));
         let tat = micros(read(1)?.unwrap_or(0));
         Ok(Gcra::new(&units.policy)
@@ -667,7 +683,9 @@ impl Inner {
                 conn.client.query_one(&conn.decide_many, &params).await
             })
             .await?;
-        let reply: Vec<i64> = row.try_get(0).map_err(unavailable)?;
+        let reply: Vec<i64> = row
+            .try_get(0)
+            .map_err(|e| StoreError::Incompatible(Box::new(e)))?;
         Ok(call.replay(&reply)?)
     }
 
@@ -679,7 +697,7 @@ impl Inner {
             let params: [&(dyn ToSql + Sync); 2] = [&now_param, &self.cleanup_batch];
             let deleted_now = lease.client.execute(&lease.cleanup, &params).await;
             lease.answered();
-            let n = deleted_now.map_err(unavailable)?;
+            let n = deleted_now.map_err(store_error)?;
             deleted += n;
             if n < self.cleanup_batch.unsigned_abs() {
                 return Ok(deleted);
@@ -716,8 +734,8 @@ fn answer(
     let held = micros(taken.saturating_sub(cost_param.saturating_mul(units.t)));
     let outcome = gcra.decide(held, now, cost)?;
     if !outcome.allowed() || outcome.new_tat() != micros(taken) {
-        return Err(StoreError::Unavailable(
-            "the statement and tollgate's model disagree".into(),
+        return Err(StoreError::incompatible(
+            "the statement and tollgate's model disagree",
         ));
     }
     Ok(Some(outcome.decision(true)))
@@ -824,7 +842,7 @@ impl Store for PostgresStore {
                     .decide_batch(std::slice::from_ref(&queued))
                     .await?
                     .pop()
-                    .ok_or_else(|| StoreError::Unavailable("the store answered nothing".into())),
+                    .ok_or_else(|| StoreError::incompatible("the store answered nothing")),
             }
         };
         tokio::time::timeout(timeout, decided)
@@ -843,7 +861,7 @@ impl Store for PostgresStore {
                     let lease = inner.pool.get_at(i).await?;
                     let pong = lease.client.simple_query("SELECT 1").await;
                     lease.answered();
-                    pong.map(drop).map_err(unavailable)
+                    pong.map(drop).map_err(store_error)
                 });
             }
             while let Some(ping) = pings.join_next().await {
@@ -858,5 +876,9 @@ impl Store for PostgresStore {
 
     fn name(&self) -> &'static str {
         "postgres"
+    }
+
+    fn supports(&self, policy: &Policy) -> Result<(), crate::PolicyError> {
+        call::supports(policy)
     }
 }

@@ -238,7 +238,7 @@ impl Connector {
             .config
             .connect(NoTls)
             .await
-            .map_err(unavailable)?;
+            .map_err(store_error)?;
         // The connection's I/O runs on its own task. When it ends (its error is also what the
         // calls in flight got), the client reports closed and the next `get` replaces it.
         tokio::spawn(async move {
@@ -264,7 +264,7 @@ impl Connector {
                     "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
                 )
                 .await
-                .map_err(unavailable)?;
+                .map_err(store_error)?;
         }
         if self.setup.create_schema {
             self.migrated
@@ -281,7 +281,7 @@ impl Connector {
             prepared => prepared,
         };
         let [decide_one, peek_one, decide_many, decide_set, cleanup] =
-            statements.map_err(unavailable)?;
+            statements.map_err(store_error)?;
         Ok(Conn {
             client,
             decide_one,
@@ -318,7 +318,7 @@ impl Connector {
 /// SQL): such a server keeps its own behaviour.
 async fn set_if_known(client: &Client, set: &str) -> Result<(), StoreError> {
     match client.batch_execute(set).await {
-        Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(unavailable(e)),
+        Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(store_error(e)),
         _ => Ok(()),
     }
 }
@@ -334,27 +334,35 @@ fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
     )
 }
 
-/// A failure of the database, with what the server said: tokio-postgres displays an error the
-/// server sent as a bare "db error", which would hide a serialization failure or a missing
-/// table from the logs.
-pub(crate) fn unavailable(e: tokio_postgres::Error) -> StoreError {
-    match e.as_db_error() {
-        Some(db) => StoreError::Unavailable(
-            format!(
-                "{}: {} (SQLSTATE {})",
-                db.severity(),
-                db.message(),
-                db.code().code()
-            )
-            .into(),
-        ),
-        None => StoreError::Unavailable(Box::new(e)),
+/// A failure of the database, classified, with what the server said: tokio-postgres displays
+/// an error the server sent as a bare "db error", which would hide a serialization failure or
+/// a missing table from the logs.
+///
+/// Transient (the fail policy answers until the database is back): no answer at all (a
+/// connection refused, closed or timed out), and the SQLSTATE classes that say the server
+/// cannot serve now: 08 connection exception, 40 transaction rollback (conflicts left after
+/// the retries), 53 insufficient resources, 55 object not in prerequisite state (a lock not
+/// available), 57 operator intervention (shutdown, recovery), 58 system error. Any other error
+/// the server sends (a missing table or function, a type or syntax error, a permission
+/// refused) is a schema or a configuration that disagrees with this program: incompatible.
+pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
+    let Some(db) = e.as_db_error() else {
+        return StoreError::Unavailable(Box::new(e));
+    };
+    let code = db.code().code();
+    let message = format!("{}: {} (SQLSTATE {code})", db.severity(), db.message());
+    if matches!(code.get(..2), Some("08" | "40" | "53" | "55" | "57" | "58")) {
+        StoreError::Unavailable(message.into())
+    } else {
+        StoreError::Incompatible(message.into())
     }
 }
 
 /// Parses a `postgres://` URL (or a key=value string) into a connection config.
 pub(crate) fn config(url: &str, connect_timeout: Duration) -> Result<Config, StoreError> {
-    let mut config: Config = url.parse().map_err(unavailable)?;
+    let mut config: Config = url
+        .parse()
+        .map_err(|e| StoreError::Config(format!("the PostgreSQL URL: {e}")))?;
     config.connect_timeout(connect_timeout);
     if config.get_application_name().is_none() {
         config.application_name("tollgate");

@@ -27,13 +27,10 @@ impl Names {
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
             if !plain {
-                return Err(StoreError::Unavailable(
-                    format!(
-                        "the PostgreSQL {what} name {name:?} must be 1 to 50 lowercase letters, \
-                         digits or underscores, not starting with a digit"
-                    )
-                    .into(),
-                ));
+                return Err(StoreError::Config(format!(
+                    "the PostgreSQL {what} name {name:?} must be 1 to 50 lowercase letters, \
+                     digits or underscores, not starting with a digit"
+                )));
             }
         }
         Ok(Names {
@@ -53,15 +50,15 @@ impl Names {
     /// Creates the schema, the table and the function if they are missing (and replaces the
     /// function, so an upgrade takes effect). Safe to run from many processes at once.
     pub(crate) async fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
-        let unavailable = |e: tokio_postgres::Error| StoreError::Unavailable(Box::new(e));
-        let tx = client.transaction().await.map_err(unavailable)?;
+        let store_error = super::pool::store_error;
+        let tx = client.transaction().await.map_err(store_error)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await
-            .map_err(unavailable)?;
+            .map_err(store_error)?;
         tx.batch_execute(&self.render(include_str!("schema.sql")))
             .await
-            .map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)
+            .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)
     }
 }
 

@@ -56,6 +56,7 @@
 //! checking several policies of one key is atomic. Checks of *different* keys in one call would
 //! span slots: the cluster store refuses them with [`CheckError::Unsupported`].
 
+mod error;
 mod keys;
 mod script;
 
@@ -183,18 +184,28 @@ impl RedisStoreBuilder {
     }
 
     /// Connects (lazily for a single Redis; a cluster must answer to be discovered).
+    ///
+    /// Fails with [`StoreError::Config`] when no URL is given (an empty
+    /// [`cluster`](RedisStoreBuilder::cluster) list) or a URL does not parse, and with a
+    /// transient error when a cluster cannot be reached to be discovered.
     pub async fn build(self) -> Result<RedisStore, StoreError> {
-        let unavailable = |e: redis::RedisError| StoreError::Unavailable(Box::new(e));
+        if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
+            return Err(StoreError::Config(
+                "no Redis URL given (a cluster needs at least one seed node)".into(),
+            ));
+        }
+        let unavailable = error::store_error;
+        let config_error = |e: redis::RedisError| StoreError::Config(e.to_string());
         let connection = if self.urls.len() > 1 {
             let client = redis::cluster::ClusterClient::builder(self.urls.clone())
                 .connection_timeout(self.timeout.max(Duration::from_millis(500)))
                 .response_timeout(self.timeout.max(Duration::from_secs(1)))
                 .retries(2)
                 .build()
-                .map_err(unavailable)?;
+                .map_err(config_error)?;
             Connection::Cluster(client.get_async_connection().await.map_err(unavailable)?)
         } else {
-            let client = redis::Client::open(self.urls[0].as_str()).map_err(unavailable)?;
+            let client = redis::Client::open(self.urls[0].as_str()).map_err(config_error)?;
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(self.timeout.max(Duration::from_millis(200))))
                 .set_response_timeout(Some(self.timeout.max(Duration::from_secs(1))))
@@ -202,7 +213,7 @@ impl RedisStoreBuilder {
                 .set_min_delay(Duration::from_millis(10))
                 .set_max_delay(Duration::from_millis(200));
             Connection::Single(
-                ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?,
+                ConnectionManager::new_lazy_with_config(client, config).map_err(config_error)?,
             )
         };
         let inject_time = self.test_clock.is_some();
@@ -259,8 +270,8 @@ impl Inner {
             .await
             .unwrap_or(Err(StoreError::Timeout(self.timeout)))?;
         if replies.len() != decisions.len() {
-            return Err(StoreError::Unavailable(
-                "the tollgate script answered a different number of decisions".into(),
+            return Err(StoreError::incompatible(
+                "the tollgate script answered a different number of decisions",
             ));
         }
         if let Some(cache) = &self.deny_cache {
@@ -346,9 +357,7 @@ impl Store for RedisStore {
                 .call(std::slice::from_ref(&encoded))
                 .await?
                 .pop()
-                .ok_or_else(|| {
-                    StoreError::Unavailable("the tollgate script answered nothing".into())
-                })?,
+                .ok_or_else(|| StoreError::incompatible("the tollgate script answered nothing"))?,
         };
         Ok(reply.verdict)
     }
@@ -360,9 +369,7 @@ impl Store for RedisStore {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
             };
-            reply
-                .map(drop)
-                .map_err(|e| StoreError::Unavailable(Box::new(e)))
+            reply.map(drop).map_err(error::store_error)
         };
         tokio::time::timeout(self.inner.timeout, ping)
             .await
@@ -371,5 +378,9 @@ impl Store for RedisStore {
 
     fn name(&self) -> &'static str {
         "redis"
+    }
+
+    fn supports(&self, policy: &crate::Policy) -> Result<(), crate::PolicyError> {
+        script::params(policy).map(drop)
     }
 }

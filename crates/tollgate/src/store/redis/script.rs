@@ -5,10 +5,13 @@ use std::time::Duration;
 
 use redis::{Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
+use super::error::store_error;
 use super::keys::bucket_key;
 use crate::algorithm::gcra::Gcra;
 use crate::store::deny_cache::Refill;
-use crate::{Algorithm, Check, CheckError, Decision, Nanos, Policy, StoreError, Verdict};
+use crate::{
+    Algorithm, Check, CheckError, Decision, Nanos, Policy, PolicyError, StoreError, Verdict,
+};
 
 /// Lua numbers are doubles: every quantity must stay an exact integer (below 2^53, with room
 /// for the sums the script forms).
@@ -35,16 +38,22 @@ impl Scripts {
 
 /// A policy in the script's terms: its algorithm code and two numbers (see `decide.lua`), in
 /// microseconds rounded up as [`Policy::at_resolution`] rounds them, so rounding only
-/// under-grants.
-pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), CheckError> {
-    let too_large = || {
-        CheckError::Unsupported(
-            "policy too large for the Redis store (its numbers would pass 2^52 in Lua's doubles)",
-        )
+/// under-grants. Refuses a policy whose numbers could pass 2^52 in Lua's doubles, naming the
+/// field that makes them so: a period of more than about 142 years, a burst that takes longer
+/// to refill, a limit of 2^52, or a sliding counter's limit × window (in µs) of 2^51.
+pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), PolicyError> {
+    let too_large = |field| PolicyError::Unsupported {
+        field,
+        reason: "the Redis store computes in Lua's doubles: this policy's numbers would pass \
+                 2^52 (a period of 142 years, a burst refilled as slowly, or a sliding counter \
+                 whose limit × window in microseconds reaches 2^51)",
     };
     let micros = policy.at_resolution(MICROSECOND);
     let limit = u128::from(policy.capacity());
     let width = u128::from(micros.period().as_u64() / 1000);
+    if width >= MAX_EXACT {
+        return Err(too_large("period"));
+    }
     let (code, a, b) = match policy.algorithm() {
         Algorithm::TokenBucket => {
             let t = u128::from(micros.emission_interval().as_u64() / 1000);
@@ -54,14 +63,17 @@ pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), CheckError> {
         Algorithm::SlidingWindowLog => (2, width, limit),
         Algorithm::SlidingWindowCounter => {
             if limit * width >= MAX_EXACT / 2 {
-                return Err(too_large());
+                return Err(too_large("capacity"));
             }
             (3, width, limit)
         }
     };
     // For a token bucket, t <= tau = b; for windows, both bound the width and the counts.
-    if a >= MAX_EXACT || b >= MAX_EXACT {
-        return Err(too_large());
+    if a >= MAX_EXACT {
+        return Err(too_large("period"));
+    }
+    if b >= MAX_EXACT {
+        return Err(too_large("capacity"));
     }
     // Both fit: below 2^52.
     Ok((code, a as u64, b as u64))
@@ -86,7 +98,10 @@ pub(crate) struct Encoded {
 
 impl Encoded {
     pub(crate) fn new(check: &Check<'_>) -> Result<Encoded, CheckError> {
-        let (code, a, b) = params(&check.policy)?;
+        let (code, a, b) = params(&check.policy).map_err(|e| match e {
+            PolicyError::Unsupported { reason, .. } => CheckError::Unsupported(reason),
+            _ => CheckError::Unsupported("a policy the Redis store cannot decide"),
+        })?;
         let capacity = check.policy.capacity();
         if check.cost > capacity {
             return Err(CheckError::CostExceedsCapacity {
@@ -148,12 +163,12 @@ pub(crate) async fn run(
     let cmd = command(script, now_us, decisions, &keys, &slots, buckets_only);
     let reply = match cmd.query_async(conn).await {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            script.load_async(conn).await.map_err(unavailable)?;
+            script.load_async(conn).await.map_err(store_error)?;
             cmd.query_async(conn).await
         }
         reply => reply,
     };
-    let numbers = numbers(reply.map_err(unavailable)?)?;
+    let numbers = numbers(reply.map_err(store_error)?)?;
     if buckets_only {
         replay(&numbers, decisions, keys.len(), &slots)
     } else {
@@ -345,12 +360,8 @@ fn replay(
     Ok(replies)
 }
 
-fn unavailable(e: redis::RedisError) -> StoreError {
-    StoreError::Unavailable(Box::new(e))
-}
-
 fn malformed(what: &'static str) -> StoreError {
-    StoreError::Unavailable(format!("malformed reply from the tollgate script: {what}").into())
+    StoreError::incompatible(format!("malformed reply from the tollgate script: {what}"))
 }
 
 #[cfg(test)]
@@ -375,9 +386,12 @@ mod tests {
         let day = Duration::from_secs(86_400);
         // 8.64e10 µs × 1e5 ≈ 2^53: the weighted estimate would not be exact.
         let sc = Policy::sliding_window_counter(100_000, day).unwrap();
-        assert!(matches!(params(&sc), Err(CheckError::Unsupported(_))));
+        assert_eq!(params(&sc).unwrap_err().field(), "capacity");
         assert!(params(&Policy::sliding_window_counter(10_000, day).unwrap()).is_ok());
         let fw = Policy::fixed_window(1 << 53, Duration::from_secs(1 << 30)).unwrap();
-        assert!(matches!(params(&fw), Err(CheckError::Unsupported(_))));
+        assert_eq!(params(&fw).unwrap_err().field(), "capacity");
+        // The server's reproduction: a period of 4.55e12 ms is beyond the range by itself.
+        let long = Policy::token_bucket(1, 1, Duration::from_millis(4_550_000_000_000)).unwrap();
+        assert_eq!(params(&long).unwrap_err().field(), "period");
     }
 }
