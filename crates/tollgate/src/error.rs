@@ -26,6 +26,10 @@ pub enum CheckError {
         /// The position of the check.
         index: usize,
     },
+    /// A reservation (or another settlement done once) was settled already, here or on
+    /// another process sharing the store.
+    #[error("this reservation was committed already")]
+    AlreadySettled,
     /// The store cannot decide this check as asked (see the message).
     #[error("{0}")]
     Unsupported(&'static str),

@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use crate::{CheckError, Decision, Nanos, Policy};
 
+/// The furthest past `now` a charge may push a bucket's `tat`: 2^51 µs, about 71 years.
+pub const MAX_DEBT: Nanos = Nanos::new((1 << 51) * 1000);
+
 /// The constants of one token-bucket policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
@@ -87,6 +90,31 @@ impl Gcra {
             new_tat,
             allowed,
         }
+    }
+
+    /// Gives back `amount` tokens at `now`: `tat` moves back by `amount × t`, but never before
+    /// `now` (a full bucket holds no more than its capacity), and a bucket that is full already
+    /// stays as it is. From a bucket in debt, a refund first pays the debt.
+    #[inline]
+    pub fn refund(&self, tat: Nanos, now: Nanos, amount: u64) -> Nanos {
+        if tat <= now {
+            return tat;
+        }
+        tat.saturating_sub(self.emission_interval.saturating_mul(amount))
+            .max(now)
+    }
+
+    /// Takes `amount` tokens at `now` whatever the bucket holds (a reservation committed above
+    /// its estimate): the bucket may go into debt, and then allows nothing until the refill has
+    /// paid it back. The debt is capped at [`MAX_DEBT`] past `now`, which keeps every store's
+    /// arithmetic exact (Redis's doubles included); a charge beyond it blocks the bucket for
+    /// 71 years, which is as good as forever.
+    #[inline]
+    pub fn charge(&self, tat: Nanos, now: Nanos, amount: u64) -> Nanos {
+        let charged = tat
+            .max(now)
+            .saturating_add(self.emission_interval.saturating_mul(amount));
+        charged.min(now.saturating_add(MAX_DEBT))
     }
 
     /// Whether a bucket with state `tat` is full at `now` (and so can be forgotten: a missing key
@@ -277,6 +305,41 @@ mod tests {
                 .unwrap()
                 .allowed()
         );
+    }
+
+    #[test]
+    fn refunds_never_fill_past_capacity_and_charges_go_into_debt() {
+        let g = policy(4, 4, 1000); // 250 ms per token
+        let now = Nanos::new(10_000 * MS);
+        let spent = g.decide(Nanos::ZERO, now, 3).unwrap().new_tat();
+        // Two of three back: one token short of full.
+        let back = g.refund(spent, now, 2);
+        assert_eq!(g.decide(back, now, 0).unwrap().decision(false).remaining, 3);
+        // More than was taken: full, never fuller.
+        let full = g.refund(spent, now, 100);
+        assert_eq!(full, now);
+        assert_eq!(
+            g.refund(Nanos::ZERO, now, 5),
+            Nanos::ZERO,
+            "full stays full"
+        );
+        // A charge of 6 on a full bucket of 4: two tokens of debt, 500 ms before anything
+        // passes, and 750 ms before one token does.
+        let debt = g.charge(Nanos::ZERO, now, 6);
+        assert!(!g.decide(debt, now, 1).unwrap().allowed());
+        assert!(
+            !g.decide(debt, now + Nanos::new(749 * MS), 1)
+                .unwrap()
+                .allowed()
+        );
+        assert!(
+            g.decide(debt, now + Nanos::new(750 * MS), 1)
+                .unwrap()
+                .allowed()
+        );
+        // A refund pays the debt first.
+        assert_eq!(g.refund(debt, now, 2), now + Nanos::new(1000 * MS));
+        assert_eq!(g.charge(Nanos::ZERO, now, u64::MAX), now + MAX_DEBT);
     }
 
     #[test]

@@ -140,6 +140,16 @@ impl DenyCache {
         })
     }
 
+    /// Forgets what is cached for `key` (its bucket was refunded, charged or reset).
+    pub(crate) fn forget(&self, key: &[u8]) {
+        if self.entries.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        if self.shard(key).lock().remove(key).is_some() {
+            self.entries.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Records what the store answered for `cost` on `key`, asked at `sent`, an answer that
     /// stands for `hold` (for a denial; at most its `retry_after`).
     #[allow(clippy::too_many_arguments)]

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod settle;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use tollgate::algorithm::gcra::Gcra;
 use tollgate::algorithm::{BucketState, decide_all};
+use tollgate::store::settle::{Adjustment, Once, Settle, reserve};
 use tollgate::{Algorithm, Check, CheckError, Nanos, Policy, Store, StoreError, Verdict};
 
 /// A store with a clock the test moves.
@@ -99,6 +101,42 @@ impl Model {
     }
 }
 
+impl Model {
+    /// Refunds and charges, as [`Settle::settle`] without a once-id.
+    pub fn settle(
+        &mut self,
+        adjustments: &[(Check<'_>, Adjustment)],
+        now: Nanos,
+        unit: Nanos,
+    ) -> Verdict {
+        let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
+        let mut decisions = Vec::new();
+        for (c, adjustment) in adjustments {
+            let gcra = Gcra::new(&c.policy.at_resolution(unit));
+            let tat = match self.states.get(&bucket(c)) {
+                Some(BucketState::TokenBucket(tat)) => *tat,
+                _ => Nanos::ZERO,
+            };
+            let tat = match *adjustment {
+                Adjustment::Refund(n) => gcra.refund(tat, now, n),
+                Adjustment::Charge(n) => gcra.charge(tat, now, n),
+            };
+            self.states.insert(bucket(c), BucketState::TokenBucket(tat));
+            let mut d = gcra.decide(tat, now, 0).unwrap().decision(false);
+            let n = Nanos::from(d.reset_after).as_u64();
+            d.reset_after = Duration::from_nanos(n.div_ceil(unit.as_u64()) * unit.as_u64());
+            decisions.push(d);
+        }
+        Verdict { decisions }
+    }
+
+    pub fn reset(&mut self, checks: &[Check<'_>]) {
+        for c in checks {
+            self.states.remove(&bucket(c));
+        }
+    }
+}
+
 /// Drives a store and the model side by side.
 pub struct Driver<'h, H: Harness> {
     pub h: &'h H,
@@ -147,6 +185,31 @@ impl<'h, H: Harness> Driver<'h, H> {
             .await
             .expect("store failed");
         v.decisions[0]
+    }
+}
+
+impl<H: Harness> Driver<'_, H>
+where
+    H::S: Settle,
+{
+    /// Settles on both and asserts they agree.
+    pub async fn settle(&mut self, adjustments: &[(Check<'_>, Adjustment)]) -> Verdict {
+        let expected = self
+            .model
+            .settle(adjustments, self.h.now(), self.h.resolution());
+        let got = self
+            .h
+            .store()
+            .settle(None, adjustments)
+            .await
+            .expect("settle failed");
+        assert_eq!(got, expected, "store and model disagree on {adjustments:?}");
+        got
+    }
+
+    pub async fn reset(&mut self, checks: &[Check<'_>]) {
+        self.model.reset(checks);
+        self.h.store().reset(checks).await.expect("reset failed");
     }
 }
 
@@ -381,6 +444,125 @@ pub async fn window_numbers_change_under_a_named_bucket<H: Harness>(h: &H) {
     }
 }
 
+/// Reserve an estimate, commit what was used: the difference comes back, or is taken as debt.
+pub async fn reservations_refunds_and_resets<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    let mut d = Driver::new(h);
+    let budget = Policy::token_bucket(100, 100, Duration::from_secs(10)).unwrap();
+    let key = b"conf:llm";
+    let estimate = [Check::new(budget, key, 60).named("llm")];
+    // The reservation is a decision like any other (the model decides it too).
+    d.model.decide(&estimate, h.now(), h.resolution()).unwrap();
+    let (verdict, reservation) = reserve(h.store(), &estimate).await.unwrap();
+    assert!(verdict.allowed());
+    assert_eq!(verdict.decisions[0].remaining, 40);
+    // Used 25: 35 come back.
+    let refund = [(
+        Check::new(budget, key, 0).named("llm"),
+        Adjustment::Refund(35),
+    )];
+    d.model.settle(&refund, h.now(), h.resolution());
+    let after = reservation.unwrap().commit(h.store(), 25).await.unwrap();
+    assert_eq!(after.decisions[0].remaining, 75);
+    assert_eq!(d.named("llm", budget, key, 0).await.remaining, 75);
+    // Over the estimate: taken without a denial, into debt.
+    let over = [(
+        Check::new(budget, key, 0).named("llm"),
+        Adjustment::Charge(120),
+    )];
+    let v = d.settle(&over).await;
+    assert_eq!(v.decisions[0].remaining, 0);
+    assert!(!d.named("llm", budget, key, 1).await.allowed, "in debt");
+    // 45 tokens of debt: four seconds refill 40 of them, not yet enough for one token; a
+    // refund pays the rest.
+    h.advance(Duration::from_secs(4));
+    assert!(!d.named("llm", budget, key, 1).await.allowed);
+    let back = [(
+        Check::new(budget, key, 0).named("llm"),
+        Adjustment::Refund(50),
+    )];
+    d.settle(&back).await;
+    assert!(d.named("llm", budget, key, 1).await.allowed);
+    // A refund never fills past the capacity.
+    let lots = [(
+        Check::new(budget, key, 0).named("llm"),
+        Adjustment::Refund(1_000_000),
+    )];
+    assert_eq!(d.settle(&lots).await.decisions[0].remaining, 100);
+    // Several buckets at once, and a reset.
+    let second = per_second(5, 5);
+    assert!(d.named("s", second, key, 5).await.allowed);
+    assert!(d.named("llm", budget, key, 30).await.allowed);
+    let both = [
+        (Check::new(second, key, 0).named("s"), Adjustment::Refund(2)),
+        (
+            Check::new(budget, key, 0).named("llm"),
+            Adjustment::Charge(10),
+        ),
+    ];
+    let v = d.settle(&both).await;
+    assert_eq!(
+        (v.decisions[0].remaining, v.decisions[1].remaining),
+        (2, 60)
+    );
+    d.reset(&[Check::new(second, key, 0).named("s")]).await;
+    assert_eq!(d.named("s", second, key, 0).await.remaining, 5);
+    assert_eq!(
+        d.named("llm", budget, key, 0).await.remaining,
+        60,
+        "untouched"
+    );
+    // Cancel gives everything back.
+    let estimate = [Check::new(second, key, 4).named("s")];
+    d.model.decide(&estimate, h.now(), h.resolution()).unwrap();
+    let (_, reservation) = reserve(h.store(), &estimate).await.unwrap();
+    d.model.settle(
+        &[(estimate[0], Adjustment::Refund(4))],
+        h.now(),
+        h.resolution(),
+    );
+    reservation.unwrap().cancel(h.store()).await.unwrap();
+    assert_eq!(d.named("s", second, key, 0).await.remaining, 5);
+}
+
+/// A settlement under a once-id happens at most once.
+pub async fn a_settlement_happens_at_most_once<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    let mut d = Driver::new(h);
+    let p = per_second(10, 1);
+    let key = b"conf:once";
+    assert!(d.named("o", p, key, 8).await.allowed);
+    let refund = [(Check::new(p, key, 0).named("o"), Adjustment::Refund(5))];
+    let once = Once {
+        id: b"reservation-1",
+        ttl: Duration::from_secs(600),
+    };
+    d.model.settle(&refund, h.now(), h.resolution());
+    let first = h.store().settle(Some(once), &refund).await.unwrap();
+    assert_eq!(first.decisions[0].remaining, 7);
+    let again = h.store().settle(Some(once), &refund).await.unwrap_err();
+    assert!(matches!(
+        again,
+        StoreError::Check(CheckError::AlreadySettled)
+    ));
+    assert_eq!(
+        d.named("o", p, key, 0).await.remaining,
+        7,
+        "nothing changed"
+    );
+    // Windows cannot take refunds.
+    let w = Policy::fixed_window(5, Duration::from_secs(1)).unwrap();
+    let refused = [(Check::new(w, key, 0), Adjustment::Refund(1))];
+    assert!(matches!(
+        h.store().settle(None, &refused).await,
+        Err(StoreError::Check(CheckError::Unsupported(_)))
+    ));
+}
+
 pub async fn idle_keys_behave_as_new<H: Harness>(h: &H) {
     let mut d = Driver::new(h);
     let p = per_second(2, 2);
@@ -405,7 +587,8 @@ macro_rules! conformance_tests {
             cost_over_capacity_is_an_error, keys_and_policies_are_separate_buckets,
             awkward_keys_never_collide, several_policies_all_or_nothing,
             duplicate_bucket_is_an_error, idle_keys_behave_as_new,
-            numbers_change_under_a_named_bucket, names_separate_buckets);
+            numbers_change_under_a_named_bucket, names_separate_buckets,
+            reservations_refunds_and_resets, a_settlement_happens_at_most_once);
     };
     (@cases $harness:expr; $($case:ident),*) => {
         $(
@@ -431,4 +614,13 @@ pub async fn all_token_bucket_cases<H: Harness>(h: &H) {
     idle_keys_behave_as_new(h).await;
     numbers_change_under_a_named_bucket(h).await;
     names_separate_buckets(h).await;
+}
+
+/// The settlement cases in turn on one store.
+pub async fn all_settlement_cases<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    reservations_refunds_and_resets(h).await;
+    a_settlement_happens_at_most_once(h).await;
 }

@@ -43,6 +43,7 @@ mod cell;
 mod key;
 mod multi;
 mod name;
+mod settle;
 mod table;
 
 use std::hash::BuildHasher;
@@ -72,6 +73,8 @@ struct Inner<C> {
     count: KeyCount,
     buckets: Table<AtomicU64>,
     windows: Table<Mutex<Window>>,
+    /// Ids of settlements done once ([`Settle`](crate::store::settle::Settle)).
+    once: Mutex<settle::OnceSet>,
 }
 
 /// The in-memory store. Cheap to clone: clones share the buckets.
@@ -159,6 +162,7 @@ impl<C: Clock> MemoryStoreBuilder<C> {
                 },
                 buckets: Table::new(hasher.clone(), self.shards),
                 windows: Table::new(hasher, self.shards),
+                once: Mutex::default(),
             }),
         }
     }

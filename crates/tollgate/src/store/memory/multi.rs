@@ -16,7 +16,7 @@ use super::name::BucketKey;
 use super::table::{Shard, Table};
 use crate::algorithm::{BucketState, decide_all};
 use crate::store::Check;
-use crate::{Algorithm, Clock, StoreError, Verdict};
+use crate::{Algorithm, Clock, Nanos, StoreError, Verdict};
 
 /// One of the store's two tables.
 #[derive(Clone, Copy)]
@@ -84,6 +84,25 @@ pub(super) fn decide<C: Clock>(
     store: &MemoryStore<C>,
     checks: &[Check<'_>],
 ) -> Result<Verdict, StoreError> {
+    with_held(store, checks, |states, now| {
+        let pairs: Vec<_> = checks.iter().map(|c| (&c.policy, c.cost)).collect();
+        let verdict = decide_all(&pairs, states, now)?;
+        let allowed = verdict.allowed();
+        Ok((verdict, allowed))
+    })
+}
+
+/// What runs with every bucket held: it reads and may change the states, at `now`, and says
+/// whether to write them back.
+type Holding<'s> = dyn FnMut(&mut [BucketState], Nanos) -> Result<(Verdict, bool), StoreError> + 's;
+
+/// Holds the buckets of `checks` (which passed [`Check::validate_all`]), inserting the missing
+/// ones, and runs `f` on their states; writes them back when it says so.
+pub(super) fn with_held<C: Clock>(
+    store: &MemoryStore<C>,
+    checks: &[Check<'_>],
+    mut f: impl FnMut(&mut [BucketState], Nanos) -> Result<(Verdict, bool), StoreError>,
+) -> Result<Verdict, StoreError> {
     let keys = checks
         .iter()
         .map(BucketKey::of)
@@ -120,7 +139,7 @@ pub(super) fn decide<C: Clock>(
                 TableRef::Windows(t) => t.ensure(key.as_bytes(), now, count)?,
             }
         }
-        if let Some(verdict) = decide_held(store, checks, &keys, &tables, &places)? {
+        if let Some(verdict) = decide_held(store, checks, &keys, &tables, &places, &mut f)? {
             return Ok(verdict);
         }
         // A bucket was swept between its insert and the locks (it was idle, so nothing is
@@ -135,6 +154,7 @@ fn decide_held<C: Clock>(
     keys: &[BucketKey],
     tables: &[TableRef<'_>],
     places: &[Place],
+    f: &mut Holding<'_>,
 ) -> Result<Option<Verdict>, StoreError> {
     let mut shards: Vec<(usize, usize, ShardRead<'_>)> = Vec::with_capacity(places.len());
     for place in places {
@@ -159,9 +179,8 @@ fn decide_held<C: Clock>(
     }
     let mut held: Vec<Held<'_>> = held.into_iter().flatten().collect();
     let mut states: Vec<BucketState> = held.iter().map(Held::state).collect();
-    let pairs: Vec<_> = checks.iter().map(|c| (&c.policy, c.cost)).collect();
-    let verdict = decide_all(&pairs, &mut states, store.now())?;
-    if verdict.allowed() {
+    let (verdict, write) = f(&mut states, store.now())?;
+    if write {
         for ((cell, state), check) in held.iter_mut().zip(states).zip(checks) {
             cell.set(state, check.policy);
         }

@@ -155,6 +155,16 @@ impl<V: Cell> Table<V> {
         Ok(f(&slot.cell))
     }
 
+    /// Drops `key`'s cell, if it has one: its bucket is as new again.
+    pub(crate) fn remove(&self, key: &[u8], count: &KeyCount) {
+        let hash = self.hash(key);
+        let mut shard = self.shards[self.shard_index(hash)].0.write();
+        if let Ok(slot) = shard.slots.find_entry(hash, |s| s.key.is(key)) {
+            slot.remove();
+            count.keys.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Makes sure `key` has a cell (for callers that then lock several shards themselves).
     pub(crate) fn ensure(
         &self,

@@ -44,6 +44,7 @@ mod call;
 mod pool;
 mod retry;
 mod schema;
+mod settle;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,8 +149,9 @@ impl PostgresStore {
         self.inner.pool.migrate().await
     }
 
-    /// Deletes idle rows (full buckets) in batches until none is left; returns how many. The
-    /// store also does this in the background (see [`PostgresStoreBuilder::cleanup_interval`]).
+    /// Deletes idle rows (full buckets) in batches until none is left, and the settlement ids
+    /// that have expired; returns how many rows of buckets went. The store also does this in
+    /// the background (see [`PostgresStoreBuilder::cleanup_interval`]).
     pub async fn cleanup_idle(&self) -> Result<u64, StoreError> {
         self.inner.cleanup_idle().await
     }
@@ -691,6 +693,11 @@ impl Inner {
 
     async fn cleanup_idle(&self) -> Result<u64, StoreError> {
         let now_param = self.now_param();
+        let lease = self.pool.get().await?;
+        let params: [&(dyn ToSql + Sync); 1] = [&now_param];
+        let forgotten = lease.client.execute(&lease.cleanup_once, &params).await;
+        lease.answered();
+        forgotten.map_err(store_error)?;
         let mut deleted = 0;
         loop {
             let lease = self.pool.get().await?;

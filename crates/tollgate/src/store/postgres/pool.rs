@@ -39,6 +39,9 @@ pub(crate) struct Conn {
     pub(crate) decide_many: Statement,
     pub(crate) decide_set: Statement,
     pub(crate) cleanup: Statement,
+    pub(crate) settle: Statement,
+    pub(crate) reset: Statement,
+    pub(crate) cleanup_once: Statement,
 }
 
 /// How connections are made.
@@ -139,6 +142,13 @@ impl Drop for Load {
 /// Reads a bucket's state without taking anything (cost 0).
 const PEEK_ONE: &str = r#"SELECT coalesce($2::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint),
        (SELECT tat FROM "@schema@"."@table@" WHERE key = $1::bytea)"#;
+
+/// Makes buckets full again: their rows go.
+const RESET: &str = r#"DELETE FROM "@schema@"."@table@" WHERE key = ANY($1::bytea[])"#;
+
+/// Forgets the settlement ids that have expired.
+const CLEANUP_ONCE: &str = r#"DELETE FROM "@schema@"."@table@_once"
+WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)"#;
 
 const DECIDE_MANY: &str = r#"SELECT "@schema@"."@table@_decide"($1, $2, $3, $4, $5, $6, $7)"#;
 
@@ -280,8 +290,16 @@ impl Connector {
             }
             prepared => prepared,
         };
-        let [decide_one, peek_one, decide_many, decide_set, cleanup] =
-            statements.map_err(store_error)?;
+        let [
+            decide_one,
+            peek_one,
+            decide_many,
+            decide_set,
+            cleanup,
+            settle,
+            reset,
+            cleanup_once,
+        ] = statements.map_err(store_error)?;
         Ok(Conn {
             client,
             decide_one,
@@ -289,6 +307,9 @@ impl Connector {
             decide_many,
             decide_set,
             cleanup,
+            settle,
+            reset,
+            cleanup_once,
         })
     }
 }
@@ -296,7 +317,7 @@ impl Connector {
 impl Connector {
     /// The store's statements, prepared one after the other: this runs once per connection,
     /// not per decision.
-    async fn prepare(&self, client: &Client) -> Result<[Statement; 5], tokio_postgres::Error> {
+    async fn prepare(&self, client: &Client) -> Result<[Statement; 8], tokio_postgres::Error> {
         let names = &self.setup.names;
         Ok([
             client
@@ -310,6 +331,11 @@ impl Connector {
             client
                 .prepare(&names.render(include_str!("cleanup.sql")))
                 .await?,
+            client
+                .prepare(&names.render(include_str!("settle.sql")))
+                .await?,
+            client.prepare(&names.render(RESET)).await?,
+            client.prepare(&names.render(CLEANUP_ONCE)).await?,
         ])
     }
 }

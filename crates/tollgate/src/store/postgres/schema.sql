@@ -41,6 +41,13 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@" (
 -- Returns { now, the tat of each key before the call, then after it }: the caller replays
 -- the decisions with the pure functions to report them, and checks that it reaches the same
 -- state.
+-- Ids of settlements done at most once (reservations committed), until they expire; expired
+-- ids are deleted by the cleanup.
+CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@_once" (
+    id bytea PRIMARY KEY,
+    expires bigint NOT NULL
+);
+
 CREATE OR REPLACE FUNCTION "@schema@"."@table@_decide"(
     keys bytea[], now_us bigint, sizes int[], idx int[], t bigint[], tau bigint[], cost bigint[]
 ) RETURNS bigint[] LANGUAGE plpgsql AS $$

@@ -30,15 +30,20 @@ use crate::{Algorithm, Check};
 /// The prefix of every key tollgate writes.
 pub(crate) const PREFIX: &str = "tollgate:v2:";
 
-/// The Redis key of `check`'s bucket.
-pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
-    let (policy, key) = (&check.policy, check.key);
-    let name_len = check.name.map_or(48, str::len);
-    let mut out = Vec::with_capacity(PREFIX.len() + key.len() + name_len + 8);
+/// `tollgate:v2:{<escaped user key>}`: what every key of `key`'s hash slot starts with.
+pub(crate) fn tag_prefix(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PREFIX.len() + key.len() + 64);
     out.extend_from_slice(PREFIX.as_bytes());
     out.push(b'{');
     escape_into(key, &mut out);
     out.push(b'}');
+    out
+}
+
+/// The Redis key of `check`'s bucket.
+pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
+    let policy = &check.policy;
+    let mut out = tag_prefix(check.key);
     let kind = match policy.algorithm() {
         Algorithm::TokenBucket => "tb",
         Algorithm::FixedWindow => "fw",

@@ -59,6 +59,7 @@
 mod error;
 mod keys;
 mod script;
+mod settle;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -25,6 +25,8 @@ pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 pub(crate) struct Scripts {
     general: Script,
     bucket: Script,
+    /// `settle.lua`: refunds and charges (see `settle.rs`).
+    pub(crate) settle: Script,
 }
 
 impl Scripts {
@@ -32,6 +34,7 @@ impl Scripts {
         Scripts {
             general: Script::new(include_str!("decide.lua")),
             bucket: Script::new(include_str!("bucket.lua")),
+            settle: Script::new(include_str!("settle.lua")),
         }
     }
 }

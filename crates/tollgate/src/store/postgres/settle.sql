@@ -1,0 +1,49 @@
+-- Refunds and charges of token buckets outside a decision (a reservation committed): a port of
+-- Gcra::refund and Gcra::charge (algorithm/gcra.rs) in integer microseconds, every bucket in one
+-- statement, at most once per id. Atomic at READ COMMITTED: the upsert locks each row (in key
+-- order, so concurrent settlements never deadlock) and re-reads it if another transaction
+-- changed it.
+--
+--   $1 keys (bytea[], distinct)   $2 t, µs per token   $3 charge (bool[]: false refunds)
+--   $4 amount (capped by the caller so that amount × t <= 2^52)
+--   $5 now in µs, or NULL for clock_timestamp()   $6 a once-id, or NULL   $7 its TTL in µs
+--
+-- A once-id is recorded in `<table>_once` until it expires; a second settlement under it (here
+-- or on any process sharing the database) changes nothing. A charge is capped at now + 2^51
+-- µs (Gcra::charge's MAX_DEBT); a refund never moves a bucket past full (tat = now), and a full
+-- bucket stays as it is.
+--
+-- Returns one row per key, in the order given: now; whether the settlement happened; the
+-- bucket's tat afterwards (NULL when it did not happen).
+WITH clock AS (
+    SELECT coalesce($5::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) AS now
+), once AS (
+    INSERT INTO "@schema@"."@table@_once" AS o (id, expires)
+    SELECT $6::bytea, clock.now + $7::bigint FROM clock WHERE $6::bytea IS NOT NULL
+    ON CONFLICT (id) DO UPDATE SET expires = excluded.expires
+        WHERE o.expires <= (SELECT now FROM clock)
+    RETURNING 1
+), go AS (
+    SELECT $6::bytea IS NULL OR EXISTS (SELECT FROM once) AS ok
+), input AS (
+    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bool[], $4::bigint[])
+        WITH ORDINALITY AS i(key, t, charge, amount, n)
+), settled AS (
+    INSERT INTO "@schema@"."@table@" AS b (key, tat)
+    SELECT input.key,
+           CASE WHEN input.charge
+                THEN least(clock.now + input.amount * input.t, clock.now + 2251799813685248)
+                ELSE 0 END
+    FROM input, clock, go WHERE go.ok ORDER BY input.key
+    ON CONFLICT (key) DO UPDATE SET tat = (
+        SELECT CASE
+            WHEN i.charge THEN least(greatest(b.tat, c.now) + i.amount * i.t,
+                                     c.now + 2251799813685248)
+            WHEN b.tat > c.now THEN greatest(b.tat - i.amount * i.t, c.now)
+            ELSE b.tat END
+        FROM input AS i, clock AS c WHERE i.key = excluded.key)
+    RETURNING b.key, b.tat
+)
+SELECT clock.now, go.ok, settled.tat
+FROM input CROSS JOIN clock CROSS JOIN go LEFT JOIN settled ON settled.key = input.key
+ORDER BY input.n

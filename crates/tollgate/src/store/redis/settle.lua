@@ -1,0 +1,58 @@
+-- tollgate's settlement script: refunds and charges of token buckets outside a decision (a
+-- reservation committed), a port of Gcra::refund and Gcra::charge in algorithm/gcra.rs, all in
+-- one atomic run, at most once per id.
+--
+-- KEYS[1..n] token buckets, `tollgate:v2:{<escaped user key>}:tb:...` (keys.rs; the value is
+--            the theoretical arrival time in µs of Redis's clock, TTL until full again);
+-- KEYS[n+1]  with a once-id only: `tollgate:v2:{<escaped user key>}:once:<hex id>`, in the
+--            slot of the buckets; it holds "1" for the id's TTL.
+-- ARGV[1]    "" to read Redis's clock (TIME), or a time in µs (tests inject time).
+-- ARGV[2]    "" without a once-id, else its TTL in ms.
+-- ARGV[3..]  per bucket, 4 numbers: t (µs per token), tau (capacity × t), 0 to refund or 1 to
+--            charge, and the amount (the caller caps amount × t at 2^52, which changes no
+--            answer: it already covers any backlog and reaches the debt cap).
+--
+-- Returns { now, the tat of each bucket afterwards }, or { -1 } when the once-id was settled
+-- before (then nothing changed).
+--
+-- Integers only, below 2^53: now ≈ 1.8e15 µs, tat <= now + 2^52, a charge capped at now + 2^51.
+
+local now
+local slack = 0
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+  slack = 60000
+else
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
+local n = #KEYS
+if ARGV[2] ~= '' then
+  n = n - 1
+  if not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', ARGV[2]) then
+    return { -1 }
+  end
+end
+
+local max, min = math.max, math.min
+local max_debt = 2251799813685248 -- 2^51 µs
+local out = { now }
+for k = 1, n do
+  local a = 3 + (k - 1) * 4
+  local t, charge, amount = tonumber(ARGV[a]), ARGV[a + 2] == '1', tonumber(ARGV[a + 3])
+  local tat = tonumber(redis.call('GET', KEYS[k]) or '0') or 0
+  if charge then
+    tat = min(max(tat, now) + amount * t, now + max_debt)
+  elseif tat > now then
+    tat = max(tat - amount * t, now)
+  end
+  out[k + 1] = tat
+  if tat > now then
+    redis.call('SET', KEYS[k], string.format('%d', tat), 'PX',
+      string.format('%d', math.ceil((tat - now) / 1000) + slack))
+  else
+    redis.call('DEL', KEYS[k])
+  end
+end
+return out

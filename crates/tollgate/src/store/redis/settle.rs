@@ -1,0 +1,171 @@
+//! [`Settle`] for the Redis store: one run of `settle.lua` per settlement, and `DEL` to reset.
+
+use std::fmt::Write;
+
+use redis::{ErrorKind, Script, ServerErrorKind, Value};
+
+use super::error::store_error;
+use super::keys::{bucket_key, tag_prefix};
+use super::script::MICROSECOND;
+use super::{Connection, RedisStore};
+use crate::algorithm::gcra::Gcra;
+use crate::store::Check;
+use crate::store::settle::{self, Adjustment, Once, Settle};
+use crate::{CheckError, Decision, Nanos, Policy, StoreError, Verdict};
+
+/// Lua's doubles are exact below 2^53: `amount × t` is capped at 2^52 (see `settle.lua`).
+const MAX_SPAN: u64 = 1 << 52;
+
+impl RedisStore {
+    async fn run(&self, cmd: &redis::Cmd, script: &Script) -> Result<Value, StoreError> {
+        let run = async {
+            let mut connection = self.inner.connection.clone();
+            let query = |c: &mut Connection| {
+                let cmd = cmd.clone();
+                let mut c = c.clone();
+                async move {
+                    match &mut c {
+                        Connection::Single(c) => cmd.query_async::<Value>(c).await,
+                        Connection::Cluster(c) => cmd.query_async::<Value>(c).await,
+                    }
+                }
+            };
+            match query(&mut connection).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    match &mut connection {
+                        Connection::Single(c) => script.load_async(c).await,
+                        Connection::Cluster(c) => script.load_async(c).await,
+                    }
+                    .map_err(store_error)?;
+                    query(&mut connection).await.map_err(store_error)
+                }
+                answer => answer.map_err(store_error),
+            }
+        };
+        let timeout = self.inner.timeout;
+        tokio::time::timeout(timeout, run)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(timeout)))
+    }
+
+    fn same_slot(&self, checks: &[Check<'_>]) -> Result<(), CheckError> {
+        if self.inner.is_cluster() && checks.iter().any(|c| c.key != checks[0].key) {
+            return Err(CheckError::Unsupported(
+                "in Redis Cluster, the buckets of one call must share a key (one hash slot)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn micros_policies(policies: &[Policy]) -> impl Iterator<Item = Gcra> + '_ {
+    policies.iter().map(Gcra::new)
+}
+
+impl Settle for RedisStore {
+    async fn settle(
+        &self,
+        once: Option<Once<'_>>,
+        adjustments: &[(Check<'_>, Adjustment)],
+    ) -> Result<Verdict, StoreError> {
+        settle::validate(once, adjustments)?;
+        if adjustments.is_empty() {
+            return Ok(Verdict { decisions: vec![] });
+        }
+        let checks: Vec<Check<'_>> = adjustments.iter().map(|(c, _)| *c).collect();
+        self.same_slot(&checks)?;
+        let script = &self.inner.scripts.settle;
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(checks.len() + usize::from(once.is_some()));
+        let mut keys = Vec::with_capacity(checks.len());
+        for check in &checks {
+            let key = bucket_key(check);
+            cmd.arg(&key);
+            keys.push(key);
+        }
+        if let Some(once) = once {
+            let mut key = tag_prefix(checks[0].key);
+            key.extend_from_slice(b":once:");
+            let mut hex = String::with_capacity(2 * once.id.len());
+            for b in once.id {
+                let _ = write!(hex, "{b:02x}");
+            }
+            key.extend_from_slice(hex.as_bytes());
+            cmd.arg(key);
+        }
+        match self.inner.inject_time {
+            true => cmd.arg(self.inner.local_now().as_u64() / 1000),
+            false => cmd.arg(""),
+        };
+        match once {
+            Some(once) => cmd.arg(
+                u64::try_from(once.ttl.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ),
+            None => cmd.arg(""),
+        };
+        let micros: Vec<Policy> = checks
+            .iter()
+            .map(|c| c.policy.at_resolution(MICROSECOND))
+            .collect();
+        for ((_, adjustment), policy) in adjustments.iter().zip(&micros) {
+            let t = policy.emission_interval().as_u64() / 1000;
+            let tau = policy.tolerance().as_u64() / 1000;
+            let (charge, amount) = match *adjustment {
+                Adjustment::Refund(n) => (0, n),
+                Adjustment::Charge(n) => (1, n),
+            };
+            cmd.arg(t)
+                .arg(tau)
+                .arg(charge)
+                .arg(amount.min(MAX_SPAN / t.max(1)));
+        }
+        let reply = self.run(&cmd, script).await;
+        // Tokens given back make a cached denial of these buckets wrong (and one taken, stale).
+        if let Some(cache) = &self.inner.deny_cache {
+            for key in &keys {
+                cache.forget(key);
+            }
+        }
+        let reply = reply?;
+        let numbers: Vec<i64> = match reply {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::Int(n) => Ok(n),
+                    _ => Err(StoreError::incompatible("malformed reply from settle.lua")),
+                })
+                .collect::<Result<_, _>>()?,
+            _ => return Err(StoreError::incompatible("malformed reply from settle.lua")),
+        };
+        if numbers == [-1] {
+            return Err(CheckError::AlreadySettled.into());
+        }
+        let us = |us: i64| Nanos::new(u64::try_from(us).unwrap_or(0).saturating_mul(1000));
+        let (&now, tats) = numbers
+            .split_first()
+            .filter(|(_, tats)| tats.len() == micros.len())
+            .ok_or_else(|| StoreError::incompatible("malformed reply from settle.lua"))?;
+        let decisions: Vec<Decision> = micros_policies(&micros)
+            .zip(tats)
+            .map(|(gcra, &tat)| gcra.evaluate(us(tat), us(now), 0).decision(false))
+            .collect();
+        Ok(Verdict { decisions })
+    }
+
+    async fn reset(&self, buckets: &[Check<'_>]) -> Result<(), StoreError> {
+        Check::validate_all(buckets)?;
+        for check in buckets {
+            let key = bucket_key(check);
+            if let Some(cache) = &self.inner.deny_cache {
+                cache.forget(&key);
+            }
+            let mut cmd = redis::cmd("DEL");
+            cmd.arg(key);
+            self.run(&cmd, &self.inner.scripts.settle).await?;
+        }
+        Ok(())
+    }
+}
