@@ -64,11 +64,60 @@ impl Bucket {
         Ok(Decision {
             allowed,
             limit: capacity,
-            remaining: floor_u64(&self.tokens),
+            // In debt (after a charge), no whole token is left.
+            remaining: floor_u64(&self.tokens.clone().max(BigRational::zero())),
             retry_after: Duration::from_nanos(ceil_u64(&retry)),
             reset_after: Duration::from_nanos(ceil_u64(&reset)),
         })
     }
+}
+
+impl Bucket {
+    /// Refills to `now`, then gives back `n` tokens, never above the capacity.
+    fn refund(&mut self, now: u64, n: u64) {
+        self.refill(now);
+        self.tokens = (&self.tokens + rat(n)).min(self.capacity.clone());
+    }
+
+    /// Refills to `now`, then takes `n` tokens whatever it holds (it may go below zero).
+    fn charge(&mut self, now: u64, n: u64) {
+        self.refill(now);
+        self.tokens -= rat(n);
+    }
+
+    fn refill(&mut self, now: u64) {
+        let refilled = &self.tokens + rat(now - self.last) * &self.rate;
+        self.tokens = refilled.min(self.capacity.clone());
+        self.last = now;
+    }
+}
+
+/// One step of a sequence with settlements.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Decide(u64),
+    Refund(u64),
+    Charge(u64),
+}
+
+fn ops(policy: Policy) -> impl Strategy<Value = Vec<(u64, Op)>> {
+    let period = policy.period().as_u64();
+    let capacity = policy.capacity();
+    prop::collection::vec(
+        (
+            prop_oneof![Just(0u64), 0..period / 4 + 1, 0..2 * period],
+            prop_oneof![
+                4 => (0..=capacity).prop_map(Op::Decide),
+                2 => (0..=2 * capacity).prop_map(Op::Refund),
+                1 => (0..=2 * capacity).prop_map(Op::Charge),
+            ],
+        ),
+        1..80,
+    )
+}
+
+fn policy_and_ops() -> impl Strategy<Value = (Policy, Vec<(u64, Op)>)> {
+    policies().prop_flat_map(|p| (Just(p), ops(p)))
 }
 
 fn policies() -> impl Strategy<Value = Policy> {
@@ -163,6 +212,86 @@ proptest! {
                 sum += cost;
                 let bound = rat(policy.capacity()) + rat(refill) * rat(t1 - t0) / rat(period);
                 prop_assert!(rat(sum) <= bound, "{} allowed in [{}, {}]", sum, t0, t1);
+            }
+        }
+    }
+
+    /// With refunds and charges in the sequence, GCRA still equals the exact bucket (which
+    /// never holds more than its capacity) on every decision.
+    #[test]
+    fn refunds_and_charges_equal_the_exact_bucket((policy, ops) in policy_and_ops()) {
+        let t = policy.emission_interval().as_u64();
+        let mut model = Bucket::new(policy.capacity(), BigRational::new(1.into(), t.into()));
+        let gcra = Gcra::new(&policy);
+        let mut tat = Nanos::ZERO;
+        let mut now = 1_000_000_000_000u64;
+        model.last = now;
+        for (advance, op) in ops {
+            now += advance;
+            let at = Nanos::new(now);
+            match op {
+                Op::Decide(cost) => {
+                    let expected = model.decide(now, cost);
+                    let got = gcra.decide(tat, at, cost).map(|o| {
+                        if o.allowed() {
+                            tat = o.new_tat();
+                        }
+                        o.decision(true)
+                    });
+                    prop_assert_eq!(got, expected, "at {} cost {}", now, cost);
+                }
+                Op::Refund(n) => {
+                    model.refund(now, n);
+                    tat = gcra.refund(tat, at, n);
+                }
+                Op::Charge(n) => {
+                    model.charge(now, n);
+                    tat = gcra.charge(tat, at, n);
+                }
+            }
+        }
+    }
+
+    /// Over any interval, tokens allowed minus tokens refunded never exceed a full bucket plus
+    /// the exact refill, refunds in the sequence or not.
+    #[test]
+    fn refunds_never_over_grant_at_the_exact_rate((policy, ops) in policy_and_ops()) {
+        let gcra = Gcra::new(&policy);
+        let (refill, period) = (policy.refill(), policy.period().as_u64());
+        let mut tat = Nanos::ZERO;
+        let mut now = 0u64;
+        // (time, tokens allowed (+) or refunded (-)), refunds counted as what the bucket took
+        // back: the tokens (or fraction of one) it was short of full, at most the amount.
+        let mut flow: Vec<(u64, BigRational)> = Vec::new();
+        let t = policy.emission_interval().as_u64();
+        for (advance, op) in ops {
+            now += advance;
+            let at = Nanos::new(now);
+            match op {
+                Op::Decide(cost) => {
+                    if let Ok(o) = gcra.decide(tat, at, cost) {
+                        if o.allowed() {
+                            tat = o.new_tat();
+                            flow.push((now, rat(cost)));
+                        }
+                    }
+                }
+                Op::Refund(n) => {
+                    let before = tat;
+                    tat = gcra.refund(tat, at, n);
+                    let back = rat(before.as_u64().saturating_sub(tat.as_u64())) / rat(t);
+                    flow.push((now, -back));
+                }
+                // Charges are the debt term of the bound; this property is about refunds.
+                Op::Charge(_) => {}
+            }
+        }
+        for (i, (t0, _)) in flow.iter().enumerate() {
+            let mut sum = BigRational::zero();
+            for (t1, tokens) in &flow[i..] {
+                sum += tokens;
+                let bound = rat(policy.capacity()) + rat(refill) * rat(t1 - t0) / rat(period);
+                prop_assert!(sum <= bound, "{} net allowed in [{}, {}]", sum, t0, t1);
             }
         }
     }
