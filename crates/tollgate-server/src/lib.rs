@@ -21,7 +21,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use cli::{MigrateArgs, ServeArgs};
-use tollgate::{DynStore, StoreError};
+use tollgate::StoreError;
+use tollgate::store::settle::DynSettle;
 
 /// How long the server waits at start for its store to answer.
 const WARM_UP: Duration = Duration::from_secs(3);
@@ -50,6 +51,9 @@ pub enum ServeError {
         "`migrate` creates the PostgreSQL schema: --store must be a postgres:// URL, not {0:?}"
     )]
     NothingToMigrate(String),
+    /// The system's random source failed (reservations are signed with a random secret).
+    #[error("the system's random source failed")]
+    Random,
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Http(#[source] io::Error),
@@ -90,7 +94,12 @@ pub async fn serve(args: ServeArgs, shutdown: CancellationToken) -> Result<(), S
         args.on_store_error,
         args.store_timeout()
     );
-    let state = Arc::new(http::AppState::new(store, args.store_timeout()));
+    // Servers that share a store share this secret, to commit each other's reservations.
+    let secret = std::env::var_os("TOLLGATE_RESERVATION_SECRET");
+    let secret = secret.as_ref().map(|s| s.as_encoded_bytes());
+    let state =
+        http::AppState::new(store, args.store_timeout(), secret).map_err(|_| ServeError::Random)?;
+    let state = Arc::new(state);
     http::serve(listener, state, shutdown)
         .await
         .map_err(ServeError::Http)
@@ -123,7 +132,7 @@ pub async fn migrate(args: MigrateArgs) -> Result<(), ServeError> {
 
 /// Asks the store until it answers (or `within` passes), so that a store connecting lazily has
 /// done its TCP and TLS handshakes before the first request, whose timeout is far shorter.
-async fn warm_up(store: &dyn DynStore, within: Duration) -> Result<(), StoreError> {
+async fn warm_up(store: &dyn DynSettle, within: Duration) -> Result<(), StoreError> {
     let mut last = StoreError::Timeout(within);
     let attempts = async {
         loop {

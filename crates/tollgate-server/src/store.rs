@@ -5,12 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 use tollgate::store::guarded::{FailPolicy, Guarded};
+use tollgate::store::settle::{DynSettle, Settle};
 
 use tollgate::store::postgres::Isolation;
-use tollgate::{
-    Clock, DynStore, MemoryStore, MonotonicClock, Nanos, PostgresStore, RedisStore, Store,
-    StoreError,
-};
+use tollgate::{Clock, MemoryStore, MonotonicClock, Nanos, PostgresStore, RedisStore, StoreError};
 
 use crate::cli::{IsolationArg, OnStoreError, PostgresArgs, ServeArgs};
 
@@ -85,7 +83,7 @@ fn redact(url: &str) -> String {
 }
 
 /// Opens the store `args` name, bounded by its timeout and wrapped in its fail policy.
-pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynStore>, StoreError> {
+pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynSettle>, StoreError> {
     let memory = || MemoryStore::builder().max_keys(args.max_keys).build();
     let on_error = match args.on_store_error {
         OnStoreError::Allow => FailPolicy::Allow,
@@ -116,7 +114,7 @@ pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynStore>, StoreError> {
     }
 }
 
-fn guard(store: impl Store, on_error: FailPolicy, args: &ServeArgs) -> Arc<dyn DynStore> {
+fn guard(store: impl Settle, on_error: FailPolicy, args: &ServeArgs) -> Arc<dyn DynSettle> {
     let log = IncompatibleLog::default();
     Arc::new(
         Guarded::new(store, on_error)

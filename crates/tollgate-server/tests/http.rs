@@ -10,7 +10,8 @@ use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tollgate::{DynStore, ManualClock, MemoryStore, Nanos};
+use tollgate::store::settle::DynSettle;
+use tollgate::{ManualClock, MemoryStore, Nanos};
 use tollgate_server::http::{self, AppState};
 
 struct Server {
@@ -23,12 +24,16 @@ struct Server {
 impl Server {
     async fn start() -> Server {
         let clock = ManualClock::new(Nanos::new(1_000_000_000));
-        let store: Arc<dyn DynStore> =
+        let store: Arc<dyn DynSettle> =
             Arc::new(MemoryStore::builder().clock(clock.clone()).build());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
-        let state = Arc::new(AppState::new(store, Duration::from_secs(1)));
+        let state = AppState::new(store, Duration::from_secs(1), None)
+            .unwrap()
+            .clock(clock.clone())
+            .reservation_ttl(Duration::from_secs(600));
+        let state = Arc::new(state);
         tokio::spawn(http::serve(listener, state, shutdown.clone()));
         Server {
             addr,
@@ -288,4 +293,184 @@ async fn health_and_readiness() {
         json_of(ready).await,
         json!({"status": "ready", "store": "memory"})
     );
+}
+
+impl Server {
+    async fn to(&self, path: &str, body: &Value) -> Response {
+        self.client
+            .post(format!("http://{}{path}", self.addr))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    fn bucket_url(&self, query: &str) -> String {
+        format!("http://{}/v1/buckets/inline/alice?{query}", self.addr)
+    }
+}
+
+const ALICE: &str = "capacity=10&refill=10&period_ms=1000";
+
+/// An LLM-style gateway: reserve an estimate, then commit what the call used.
+#[tokio::test]
+async fn reserve_then_commit_gives_back_what_was_not_used() {
+    let server = Server::start().await;
+    let reserved = server.to("/v1/reserve", &alice(Some(8))).await;
+    assert_eq!(reserved.status(), StatusCode::OK);
+    let body = json_of(reserved).await;
+    assert_eq!(body["remaining"], 2);
+    let token = body["reservation"]
+        .as_str()
+        .expect("a reservation")
+        .to_owned();
+    // Used 3 of 8: 5 come back.
+    let commit = json!({"reservation": token, "used": 3});
+    let committed = server.to("/v1/commit", &commit).await;
+    assert_eq!(committed.status(), StatusCode::OK);
+    assert_eq!(json_of(committed).await["remaining"], 7);
+    // The bucket says so without being charged.
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(peek.status(), StatusCode::OK);
+    assert_eq!(json_of(peek).await["remaining"], 7);
+    // A second commit of the same reservation changes nothing.
+    let again = server.to("/v1/commit", &commit).await;
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+    assert_eq!(
+        header(&again, "content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(json_of(again).await["field"], "reservation");
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(peek).await["remaining"], 7);
+    // Over the estimate: the extra is taken without a denial.
+    let body = json_of(server.to("/v1/reserve", &alice(Some(2))).await).await;
+    let over = json!({"reservation": body["reservation"], "used": 9});
+    let committed = server.to("/v1/commit", &over).await;
+    assert_eq!(committed.status(), StatusCode::OK);
+    assert_eq!(json_of(committed).await["remaining"], 0);
+    assert_eq!(
+        server.check(&alice(None)).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // DELETE: the bucket is full again.
+    let deleted = server
+        .client
+        .delete(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(peek).await["remaining"], 10);
+    // A denied reservation hands out nothing.
+    server.to("/v1/check", &alice(Some(10))).await;
+    let denied = server.to("/v1/reserve", &alice(Some(1))).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(json_of(denied).await.get("reservation").is_none());
+}
+
+/// Unknown, forged, expired or reused reservations are `409`s; bad input `400`s naming the
+/// field; nothing changes.
+#[tokio::test]
+async fn bad_commits_and_bucket_requests_change_nothing() {
+    let server = Server::start().await;
+    let body = json_of(server.to("/v1/reserve", &alice(Some(4))).await).await;
+    let token = body["reservation"].as_str().unwrap().to_owned();
+    let mut forged = token.clone().into_bytes();
+    let last = forged.len() - 1;
+    forged[last] = if forged[last] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    for (body, status, field) in [
+        (
+            json!({"reservation": forged, "used": 0}),
+            409,
+            "reservation",
+        ),
+        (
+            json!({"reservation": "garbage", "used": 0}),
+            409,
+            "reservation",
+        ),
+        (json!({"reservation": token, "used": -1}), 400, "used"),
+        (json!({"reservation": token, "used": 1.5}), 400, "used"),
+        (json!({"reservation": token}), 400, "used"),
+        (json!({"used": 1}), 400, "reservation"),
+        (json!({"reservation": 7, "used": 1}), 400, "reservation"),
+        (
+            json!({"reservation": token, "used": 1, "extra": 1}),
+            400,
+            "extra",
+        ),
+    ] {
+        let response = server.to("/v1/commit", &body).await;
+        assert_eq!(response.status().as_u16(), status, "{body}");
+        assert_eq!(json_of(response).await["field"], field, "{body}");
+    }
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(peek).await["remaining"], 6, "nothing was refunded");
+    // Expired: ten minutes on, the reservation is refused.
+    server.clock.advance(Duration::from_secs(600));
+    let expired = server
+        .to("/v1/commit", &json!({"reservation": token, "used": 0}))
+        .await;
+    assert_eq!(expired.status(), StatusCode::CONFLICT);
+    assert!(
+        json_of(expired).await["detail"]
+            .as_str()
+            .unwrap()
+            .contains("expired")
+    );
+    // Buckets: an unknown policy, missing or bad numbers.
+    for (path, field) in [
+        (
+            "/v1/buckets/api/alice?capacity=10&refill=10&period_ms=1000",
+            "policy",
+        ),
+        (
+            "/v1/buckets/inline/alice?capacity=10&refill=10",
+            "period_ms",
+        ),
+        (
+            "/v1/buckets/inline/alice?capacity=0&refill=10&period_ms=1",
+            "capacity",
+        ),
+        (
+            "/v1/buckets/inline/alice?capacity=x&refill=10&period_ms=1",
+            "capacity",
+        ),
+        (
+            "/v1/buckets/inline/alice?capacity=1&refill=1&period_ms=1&cost=1",
+            "cost",
+        ),
+    ] {
+        let url = format!("http://{}{path}", server.addr);
+        for response in [
+            server.client.get(&url).send().await.unwrap(),
+            server.client.delete(&url).send().await.unwrap(),
+        ] {
+            assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
+            assert_eq!(json_of(response).await["field"], field, "{path}");
+        }
+    }
 }

@@ -64,7 +64,7 @@ async fn serve(redis: &TestRedis, extra: &[&str]) -> (SocketAddr, CancellationTo
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let state = Arc::new(AppState::new(store, args.store_timeout()));
+    let state = Arc::new(AppState::new(store, args.store_timeout(), None).unwrap());
     tokio::spawn(http::serve(listener, state, shutdown.clone()));
     (addr, shutdown)
 }

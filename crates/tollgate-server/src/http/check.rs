@@ -28,10 +28,21 @@ pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Res
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
+    match decide(&state, &request).await {
+        Ok(decision) => answer(&request.policy, &decision, None),
+        Err(problem) => problem.into_response(),
+    }
+}
+
+/// Decides `request` on the store: its decision, or the problem to answer.
+pub(super) async fn decide(state: &AppState, request: &CheckRequest) -> Result<Decision, Problem> {
     // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
     // fault, and its field says which number to change.
     if let Err(e) = state.store.supports_dyn(&request.policy) {
-        return Problem::invalid_field(policy_field(e.field()), e.to_string()).into_response();
+        return Err(Problem::invalid_field(
+            policy_field(e.field()),
+            e.to_string(),
+        ));
     }
     let checks = [Check::new(
         request.policy,
@@ -42,17 +53,24 @@ pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Res
         Ok(verdict) => match verdict.decisions.first() {
             Some(decision) => {
                 state.store_answered();
-                answer(&request.policy, decision)
+                Ok(*decision)
             }
-            None => Problem::store_unavailable("the store answered no decision").into_response(),
+            None => Err(Problem::store_unavailable("the store answered no decision")),
         },
-        Err(StoreError::Check(e @ CheckError::CostExceedsCapacity { .. })) => {
-            Problem::invalid_field("cost", e.to_string()).into_response()
+        Err(e) => Err(store_problem(state, e)),
+    }
+}
+
+/// The problem to answer for a store's error.
+pub(super) fn store_problem(state: &AppState, error: StoreError) -> Problem {
+    match error {
+        StoreError::Check(e @ CheckError::CostExceedsCapacity { .. }) => {
+            Problem::invalid_field("cost", e.to_string())
         }
-        Err(StoreError::Check(e)) => Problem::invalid_field("key", e.to_string()).into_response(),
-        Err(e) => {
+        StoreError::Check(e) => Problem::invalid_field("key", e.to_string()),
+        e => {
             state.store_failed(&e);
-            Problem::store_unavailable(e.to_string()).into_response()
+            Problem::store_unavailable(e.to_string())
         }
     }
 }
@@ -65,7 +83,7 @@ fn policy_field(field: &'static str) -> &'static str {
     }
 }
 
-async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> {
+pub(super) async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> {
     match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(MAX_BODY_BYTES)),
@@ -75,19 +93,28 @@ async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> {
     }
 }
 
-fn answer(policy: &Policy, decision: &Decision) -> Response {
+/// The answer of a decision: `200` or `429`, its JSON body (with `extra` fields, such as a
+/// reservation), the RateLimit headers, and `Retry-After` when denied.
+pub(super) fn answer(
+    policy: &Policy,
+    decision: &Decision,
+    extra: Option<(&str, serde_json::Value)>,
+) -> Response {
     let status = if decision.allowed {
         StatusCode::OK
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    let body = json!({
+    let mut body = json!({
         "allowed": decision.allowed,
         "limit": decision.limit,
         "remaining": decision.remaining,
         "retry_after_ms": decision.retry_after_ms(),
         "reset_after_ms": decision.reset_after_ms(),
     });
+    if let Some((name, value)) = extra {
+        body[name] = value;
+    }
     let mut response = (status, body.to_string()).into_response();
     let h = response.headers_mut();
     h.insert(

@@ -8,6 +8,8 @@ pub use check::MAX_BODY_BYTES;
 mod health;
 pub mod problem;
 pub mod request;
+pub mod reservation;
+mod settle;
 
 use std::io;
 use std::sync::Arc;
@@ -20,14 +22,21 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tollgate::{DynStore, StoreError};
+use tollgate::StoreError;
+use tollgate::store::settle::DynSettle;
 
 use problem::Problem;
+use reservation::Signer;
+use tollgate::{Clock, MonotonicClock};
 
 /// What every handler shares.
 pub struct AppState {
-    store: Arc<dyn DynStore>,
+    store: Arc<dyn DynSettle>,
     ready_timeout: Duration,
+    signer: Signer,
+    /// The time reservations expire by.
+    clock: Arc<dyn Clock>,
+    reservation_ttl: Duration,
     /// Whether the last decision failed: failures are logged when they start and end, not
     /// once per request.
     failing: AtomicBool,
@@ -35,12 +44,33 @@ pub struct AppState {
 
 impl AppState {
     /// Handlers deciding on `store`; `/readyz` waits at most `ready_timeout` for it.
-    pub fn new(store: Arc<dyn DynStore>, ready_timeout: Duration) -> AppState {
-        AppState {
+    /// Reservations are signed with `secret` (servers sharing a store must share it), or with
+    /// a secret made at random; they last [`reservation::DEFAULT_TTL`].
+    pub fn new(
+        store: Arc<dyn DynSettle>,
+        ready_timeout: Duration,
+        secret: Option<&[u8]>,
+    ) -> Result<AppState, ring::error::Unspecified> {
+        Ok(AppState {
             store,
             ready_timeout,
+            signer: Signer::new(secret)?,
+            clock: Arc::new(MonotonicClock::new()),
+            reservation_ttl: reservation::DEFAULT_TTL,
             failing: AtomicBool::new(false),
-        }
+        })
+    }
+
+    /// Reservations expire by `clock` (the store's, in tests that move time by hand).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// How long a reservation may wait for its commit.
+    pub fn reservation_ttl(mut self, ttl: Duration) -> Self {
+        self.reservation_ttl = ttl;
+        self
     }
 
     /// Notes that a decision failed with `error`.
@@ -62,6 +92,12 @@ impl AppState {
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
+        .route("/v1/reserve", post(settle::reserve))
+        .route("/v1/commit", post(settle::commit))
+        .route(
+            "/v1/buckets/{policy}/{key}",
+            get(settle::get_bucket).delete(settle::delete_bucket),
+        )
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .fallback(not_found)

@@ -71,6 +71,19 @@ impl Problem {
         }
     }
 
+    /// 409: a reservation that cannot be committed (unknown, forged, expired, or committed
+    /// already); nothing changed.
+    pub fn reservation_conflict(detail: impl Into<String>) -> Problem {
+        Problem {
+            status: StatusCode::CONFLICT,
+            kind: "reservation-conflict",
+            title: "The reservation cannot be committed",
+            detail: detail.into(),
+            field: Some(Cow::Borrowed("reservation")),
+            retry_after_secs: None,
+        }
+    }
+
     /// 404 for a path the server does not serve.
     pub fn not_found(path: &str) -> Problem {
         Problem {

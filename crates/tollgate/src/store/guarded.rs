@@ -29,10 +29,12 @@
 //! # }
 //! ```
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
+use super::settle::{Adjustment, Once, Settle};
 use super::{Check, Store};
 use parking_lot::Mutex;
 
@@ -198,6 +200,36 @@ impl<S: Store> Store for Guarded<S> {
 
     fn supports(&self, policy: &crate::Policy) -> Result<(), crate::PolicyError> {
         self.store.supports(policy)
+    }
+}
+
+/// Settlements are bounded by the timeout too, but no fail policy answers for them: a refund
+/// that did not happen must not be reported as done, so its error reaches the caller.
+impl<S: Settle> Settle for Guarded<S> {
+    async fn settle(
+        &self,
+        once: Option<Once<'_>>,
+        adjustments: &[(Check<'_>, Adjustment)],
+    ) -> Result<Verdict, StoreError> {
+        self.bound(self.store.settle(once, adjustments)).await
+    }
+
+    async fn reset(&self, buckets: &[Check<'_>]) -> Result<(), StoreError> {
+        self.bound(self.store.reset(buckets)).await
+    }
+}
+
+impl<S> Guarded<S> {
+    async fn bound<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match self.timeout {
+            Some(limit) => tokio::time::timeout(limit, call)
+                .await
+                .unwrap_or(Err(StoreError::Timeout(limit))),
+            None => call.await,
+        }
     }
 }
 
