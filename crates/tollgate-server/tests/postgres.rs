@@ -116,3 +116,28 @@ fn migrate_creates_the_schema_and_refuses_stores_without_one() {
     assert!(!ok);
     assert!(stderr.contains("table name"), "{stderr}");
 }
+
+/// Issue 11: three servers on one PostgreSQL, reservations made on one, committed on another,
+/// replayed on the third: the bound holds and every replay is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_servers_reserve_and_commit_within_the_bound() {
+    let pg = TestPostgres::start().expect("start PostgreSQL");
+    let args = [
+        "--store",
+        pg.url(),
+        "--postgres-table",
+        "reservations",
+        "--store-timeout-ms",
+        "2000",
+    ];
+    let servers: Vec<Tollgate> = (0..3)
+        .map(|_| Tollgate::start_with_env(&args, &[support::SECRET]))
+        .collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let key = format!("reserve-{}", std::process::id());
+    let body = format!(
+        r#"{{"key": "{key}", "capacity": 10, "refill": 10, "period_ms": 1000, "cost": 4}}"#
+    );
+    let settled = support::reserve_and_commit(&addrs, &body, 4).await;
+    support::assert_settled_within_the_bound(&settled);
+}

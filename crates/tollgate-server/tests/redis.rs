@@ -215,3 +215,21 @@ async fn an_inline_policy_beyond_redis_names_its_field() {
     }
     shutdown.cancel();
 }
+
+/// Issue 11: three servers on one Redis, reservations made on one, committed on another,
+/// replayed on the third: the bound holds (kept = reserved - refunded <= 10 + 10/s) and every
+/// replay is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_servers_reserve_and_commit_within_the_bound() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let servers: Vec<Tollgate> = (0..3)
+        .map(|_| Tollgate::start_with_env(&["--store", redis.url()], &[support::SECRET]))
+        .collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let key = format!("reserve-{}", std::process::id());
+    let body = format!(
+        r#"{{"key": "{key}", "capacity": 10, "refill": 10, "period_ms": 1000, "cost": 4}}"#
+    );
+    let settled = support::reserve_and_commit(&addrs, &body, 4).await;
+    support::assert_settled_within_the_bound(&settled);
+}

@@ -120,3 +120,114 @@ pub async fn hammer(servers: &[SocketAddr], body: &str) -> (u64, u64) {
         other.load(Ordering::Relaxed),
     )
 }
+
+/// What [`reserve_and_commit`] saw.
+#[derive(Debug, Default)]
+pub struct Settled {
+    /// Tokens reserved by reservations allowed.
+    pub reserved: u64,
+    /// Tokens given back by their commits.
+    pub refunded: u64,
+    /// Commits replayed on another server and refused with 409.
+    pub replays_refused: u64,
+    /// Answers that were none of 200, 429, or a replay's 409.
+    pub other: u64,
+    /// Seconds from the first request to the last answer.
+    pub seconds: f64,
+}
+
+/// 48 concurrent clients spread over `servers` for 3 s: each reserves `cost` (the `body` of a
+/// check) on one server, commits a varying part of it on the next, then replays that commit on
+/// the third, which must be refused.
+pub async fn reserve_and_commit(servers: &[SocketAddr], body: &str, cost: u64) -> Settled {
+    use serde_json::{Value, json};
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    let deadline = start + Nanos::new(3_000_000_000);
+    let counts: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
+    let client = Client::new();
+    let servers: Vec<SocketAddr> = servers.to_vec();
+    let tasks: Vec<_> = (0..48usize)
+        .map(|i| {
+            let url = |n: usize, path: &str| format!("http://{}{path}", servers[n % servers.len()]);
+            let (reserve, commit, replay) = (
+                url(i, "/v1/reserve"),
+                url(i + 1, "/v1/commit"),
+                url(i + 2, "/v1/commit"),
+            );
+            let (client, body, counts) = (client.clone(), body.to_owned(), counts.clone());
+            tokio::spawn(async move {
+                let mut round = 0u64;
+                while clock.now() < deadline {
+                    round += 1;
+                    let Ok(response) = client.post(&reserve).body(body.clone()).send().await else {
+                        counts[3].fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    match response.status() {
+                        StatusCode::OK => {}
+                        StatusCode::TOO_MANY_REQUESTS => continue,
+                        _ => {
+                            counts[3].fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    }
+                    let answer: Value = match response.bytes().await {
+                        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                        Err(_) => Value::Null,
+                    };
+                    let used = (round + i as u64) % (cost + 1);
+                    let commit_body =
+                        json!({"reservation": answer["reservation"], "used": used}).to_string();
+                    counts[0].fetch_add(cost, Ordering::Relaxed);
+                    let committed = client.post(&commit).body(commit_body.clone()).send().await;
+                    match committed.map(|r| r.status()) {
+                        Ok(StatusCode::OK) => counts[1].fetch_add(cost - used, Ordering::Relaxed),
+                        _ => counts[3].fetch_add(1, Ordering::Relaxed),
+                    };
+                    let replayed = client.post(&replay).body(commit_body).send().await;
+                    match replayed.map(|r| r.status()) {
+                        Ok(StatusCode::CONFLICT) => counts[2].fetch_add(1, Ordering::Relaxed),
+                        _ => counts[3].fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a client task panicked");
+    }
+    let load = |i: usize| counts[i].load(Ordering::Relaxed);
+    Settled {
+        reserved: load(0),
+        refunded: load(1),
+        replays_refused: load(2),
+        other: load(3),
+        seconds: Duration::from(clock.now() - start).as_secs_f64(),
+    }
+}
+
+/// The shared secret the servers of a test sign reservations with.
+pub const SECRET: (&str, &str) = ("TOLLGATE_RESERVATION_SECRET", "a secret the servers share");
+
+/// Asserts the bound of reservations across servers: reserved minus refunded never exceeds a
+/// full bucket (10) plus the refill (10/s) over the run, every replay was refused, and the run
+/// was not trivially denied.
+pub fn assert_settled_within_the_bound(settled: &Settled) {
+    println!("{settled:?}");
+    assert_eq!(
+        settled.other, 0,
+        "answers other than 200, 429 and a replay's 409"
+    );
+    let net = settled.reserved - settled.refunded;
+    let bound = 10.0 + 10.0 * settled.seconds;
+    assert!(
+        (net as f64) <= bound,
+        "{net} tokens kept, the bound is {bound:.1}"
+    );
+    assert!(
+        net >= 25,
+        "only {net} tokens kept: the servers denied too much"
+    );
+    assert!(settled.replays_refused > 0);
+}
