@@ -530,3 +530,73 @@ async fn two_policies_of_one_client_on_a_redis_cluster() {
     clock.advance(Duration::from_secs(1));
     assert_eq!(allowed(&burst("alice").await), 3, "the hourly bucket");
 }
+
+/// `cost_after`: reserve an estimate, charge what the handler says it used.
+#[tokio::test]
+async fn cost_after_charges_the_actual_cost_from_the_response() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy(
+            "llm",
+            Policy::token_bucket(100, 100, Duration::from_secs(3600)).unwrap(),
+        )
+        .key(Header::new(axum::http::HeaderName::from_static(
+            "x-api-key",
+        )))
+        .cost(|_| 40)
+        .cost_after(|response| {
+            response
+                .headers
+                .get("x-llm-tokens")?
+                .to_str()
+                .ok()?
+                .parse()
+                .ok()
+        })
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/complete",
+            get(|query: axum::extract::RawQuery| async move {
+                let used = query.0.unwrap_or_default();
+                let mut response = axum::response::Response::new(axum::body::Body::from("done"));
+                if let Ok(value) = used.parse::<axum::http::HeaderValue>() {
+                    if !used.is_empty() {
+                        response.headers_mut().insert("x-llm-tokens", value);
+                    }
+                }
+                response
+            }),
+        )
+        .layer(layer);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = Client::new();
+    let call = |used: &str| {
+        let url = format!("http://{addr}/complete?{used}");
+        let client = client.clone();
+        async move { get_with(&client, &url, &[("x-api-key", "alice")]).await }
+    };
+    // 40 reserved of 100; the call used 10, so 30 come back.
+    let first = call("10").await;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(header(&first, "ratelimit"), Some("\"llm\";r=60;t=1440"));
+    // The next reservation sees the refund: 100 - 10 - 40 = 50.
+    let second = call("70").await;
+    assert_eq!(header(&second, "ratelimit"), Some("\"llm\";r=50;t=1800"));
+    // It used 70: 30 more than reserved, taken without a denial: 100 - 10 - 70 = 20 left.
+    // A response that says nothing keeps its whole reservation of 40: none left after.
+    let third = call("").await;
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_secs(720)); // 20 tokens refill: 40 in all
+    let fourth = call("").await;
+    assert_eq!(fourth.status(), StatusCode::OK);
+    assert_eq!(header(&fourth, "ratelimit"), Some("\"llm\";r=0;t=3600"));
+    assert_eq!(
+        call("").await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "kept"
+    );
+}

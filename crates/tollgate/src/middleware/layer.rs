@@ -15,6 +15,7 @@ use super::response::Rejection;
 use super::service::RateLimit;
 use super::tiers::{NamedPolicy, Tiers};
 use crate::store::guarded::{FailPolicy, Guarded};
+use crate::store::settle::{DynSettle, Settle};
 use crate::{DynStore, Policy, Store};
 
 /// What to do with a request that has no key.
@@ -28,6 +29,10 @@ pub enum MissingKey {
 }
 
 type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+type CostAfterFn = dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync;
+/// Turns the layer's guarded store into the settling store `cost_after` commits on (set only
+/// where the store can settle).
+type MakeSettle<S> = dyn FnOnce(Arc<Guarded<S>>) -> Arc<dyn DynSettle>;
 type RejectFn = dyn Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync;
 
 /// What every service of one layer shares: one limiter, never a budget per clone or per
@@ -38,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) policies: Arc<[NamedPolicy]>,
     pub(crate) tiers: Option<Box<dyn Tiers>>,
     pub(crate) cost: Box<CostFn>,
+    /// The actual cost read from the response, and the store to commit it on.
+    pub(crate) cost_after: Option<(Box<CostAfterFn>, Arc<dyn DynSettle>)>,
     pub(crate) on_missing_key: MissingKey,
     pub(crate) legacy_headers: bool,
     pub(crate) max_wait: Duration,
@@ -64,6 +71,7 @@ pub struct RateLimitLayerBuilder<S> {
     legacy_headers: bool,
     max_wait: Duration,
     reject: Option<Box<RejectFn>>,
+    cost_after: Option<(Box<CostAfterFn>, Box<MakeSettle<S>>)>,
 }
 
 /// Why a layer could not be built.
@@ -79,6 +87,10 @@ pub enum LayerError {
     /// bytes (it names the policy's buckets in the store).
     #[error("a policy name must be 1 to 128 bytes long, not {0:?}")]
     InvalidName(String),
+    /// `cost_after` gives tokens back, which only a token bucket can take (a window cannot
+    /// tell which window they were taken in).
+    #[error("cost_after needs token-bucket policies; {0:?} is a window")]
+    CostAfterNeedsTokenBucket(String),
 }
 
 impl RateLimitLayer {
@@ -96,6 +108,7 @@ impl RateLimitLayer {
             legacy_headers: false,
             max_wait: Duration::ZERO,
             reject: None,
+            cost_after: None,
         }
     }
 }
@@ -178,14 +191,21 @@ impl<S: Store> RateLimitLayerBuilder<S> {
             if p.name.is_empty() || p.name.len() > crate::store::MAX_NAME_LEN {
                 return Err(LayerError::InvalidName(p.name.to_string()));
             }
+            if self.cost_after.is_some() && p.policy.algorithm() != crate::Algorithm::TokenBucket {
+                return Err(LayerError::CostAfterNeedsTokenBucket(p.name.to_string()));
+            }
             if self.policies[..i].iter().any(|q| q.name == p.name) {
                 return Err(LayerError::DuplicateName(p.name.to_string()));
             }
         }
-        let store = Guarded::new(self.store, self.on_store_error).timeout(self.timeout);
+        let store = Arc::new(Guarded::new(self.store, self.on_store_error).timeout(self.timeout));
+        let cost_after = self
+            .cost_after
+            .map(|(cost, make)| (cost, make(Arc::clone(&store))));
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
-                store: Arc::new(store),
+                store,
+                cost_after,
                 key: self.key,
                 policies: self.policies.into(),
                 tiers: self.tiers,
@@ -196,6 +216,38 @@ impl<S: Store> RateLimitLayerBuilder<S> {
                 reject: self.reject,
             }),
         })
+    }
+}
+
+impl<S: Settle> RateLimitLayerBuilder<S> {
+    /// Charges the actual cost, known only from the response (an LLM call's tokens, rows,
+    /// bytes): [`cost`](Self::cost) is reserved before the inner service runs, then `cost_after`
+    /// reads the response (a header or an extension the handler set) and the difference is
+    /// given back, or taken without a denial (see [`Reservation`](crate::store::settle)). A
+    /// response it answers `None` for keeps the reserved charge, as does a failed service.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::middleware::RateLimitLayer;
+    /// use tollgate::{MemoryStore, Policy};
+    ///
+    /// // 100,000 LLM tokens a minute per client; reserve 4,000 per call, charge what it used.
+    /// let layer = RateLimitLayer::builder(MemoryStore::new())
+    ///     .policy("llm", Policy::token_bucket(100_000, 100_000, Duration::from_secs(60))?)
+    ///     .cost(|_| 4_000)
+    ///     .cost_after(|response| {
+    ///         response.headers.get("x-llm-tokens")?.to_str().ok()?.parse().ok()
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost_after(
+        mut self,
+        cost: impl Fn(&http::response::Parts) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        let make: Box<MakeSettle<S>> = Box::new(|store| store as Arc<dyn DynSettle>);
+        self.cost_after = Some((Box::new(cost), make));
+        self
     }
 }
 

@@ -16,6 +16,7 @@ use tower_service::Service;
 use super::layer::{MissingKey, Shared};
 use super::response::{self, Rejection, RejectionKind};
 use super::tiers::NamedPolicy;
+use crate::store::settle::Adjustment;
 use crate::{Check, CheckError, Decision, StoreError, Verdict};
 
 /// The response body: the inner service's, or the layer's own answer.
@@ -89,9 +90,20 @@ where
 {
     let (parts, body) = request.into_parts();
     let grpc = response::is_grpc(&parts.headers);
+    // With `cost_after`, what was reserved, to commit once the response tells the actual cost.
+    let reserved = match &shared.cost_after {
+        Some(_) => shared
+            .key
+            .extract(&parts)
+            .map(|key| (key, (shared.cost)(&parts))),
+        None => None,
+    };
     let (mut response, state) = match decide(&shared, &parts).await {
         Outcome::Pass(state) => {
-            let response = inner.call(Request::from_parts(parts, body)).await?;
+            let mut response = inner.call(Request::from_parts(parts, body)).await?;
+            if let (Some((key, cost)), Some((policies, _))) = (&reserved, &state) {
+                response = commit(&shared, response, policies, key, *cost).await;
+            }
             (response.map(Either::Left), state)
         }
         Outcome::Reject(kind, state) => {
@@ -112,6 +124,35 @@ where
         );
     }
     Ok(response)
+}
+
+/// Commits the actual cost `cost_after` reads from `response` on the buckets that reserved
+/// `cost`. A response it reads nothing from, or a commit that fails, keeps the reserved charge:
+/// the safe side.
+async fn commit<B>(
+    shared: &Shared,
+    response: Response<B>,
+    policies: &[NamedPolicy],
+    key: &[u8],
+    cost: u64,
+) -> Response<B> {
+    let Some((cost_after, store)) = &shared.cost_after else {
+        return response;
+    };
+    let (parts, body) = response.into_parts();
+    if let Some(used) = cost_after(&parts) {
+        let adjustment = if used <= cost {
+            Adjustment::Refund(cost - used)
+        } else {
+            Adjustment::Charge(used - cost)
+        };
+        let adjustments: Vec<_> = policies
+            .iter()
+            .map(|p| (Check::new(p.policy, key, cost).named(&p.name), adjustment))
+            .collect();
+        let _ = store.settle_dyn(None, &adjustments).await;
+    }
+    Response::from_parts(parts, body)
 }
 
 async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
