@@ -73,15 +73,15 @@ impl Harness for Postgres {
 
 mod plain {
     use super::*;
-    conformance_tests!(Postgres::start(false, Isolation::ReadCommitted).await; token_bucket);
+    conformance_tests!(Postgres::start(false, Isolation::ReadCommitted).await);
 }
 
 mod with_deny_cache_and_coalescing {
     use super::*;
-    conformance_tests!(Postgres::start(true, Isolation::ReadCommitted).await; token_bucket);
+    conformance_tests!(Postgres::start(true, Isolation::ReadCommitted).await);
 }
 
 mod serializable {
     use super::*;
-    conformance_tests!(Postgres::start(false, Isolation::Serializable).await; token_bucket);
+    conformance_tests!(Postgres::start(false, Isolation::Serializable).await);
 }

@@ -50,7 +50,7 @@ async fn schema_is_made_on_first_use_in_the_configured_place_and_can_be_unlogged
         .unwrap();
     assert_eq!(rows.len(), 1);
     let key: Vec<u8> = rows[0].get(0);
-    assert!(key.starts_with(b"v1:tb:5:5:1000000000:") && key.ends_with(b":k"));
+    assert!(key.starts_with(b"v2:tb:#5:5:1000000000:") && key.ends_with(b":k"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

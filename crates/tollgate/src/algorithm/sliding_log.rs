@@ -24,6 +24,13 @@ impl SlidingLogState {
             .is_none_or(|&(ts, _)| ts + window <= now)
     }
 
+    /// A log of `(time, cost)` entries, oldest first (as a store read them back).
+    pub fn from_entries(entries: impl IntoIterator<Item = (Nanos, u64)>) -> SlidingLogState {
+        SlidingLogState {
+            entries: entries.into_iter().collect(),
+        }
+    }
+
     /// The bytes its entries hold on the heap.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<(Nanos, u64)>()

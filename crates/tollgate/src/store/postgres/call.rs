@@ -10,46 +10,59 @@ use crate::{Algorithm, Check, CheckError, Nanos, Policy, PolicyError, StoreError
 /// The database's clock unit, and so the resolution of every policy it decides.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
-const TOKEN_BUCKETS_ONLY: &str = "the PostgreSQL store decides token buckets only";
-
-/// Whether the store decides `policy`: every token bucket (its tolerance, at most 2^62 ns,
-/// fits in a bigint of microseconds).
+/// Whether the store decides `policy`: every policy does (products are computed in numeric,
+/// and every time fits a bigint of microseconds).
 pub(crate) fn supports(policy: &Policy) -> Result<(), PolicyError> {
-    if policy.algorithm() != Algorithm::TokenBucket {
-        return Err(PolicyError::Unsupported {
-            field: "algorithm",
-            reason: TOKEN_BUCKETS_ONLY,
-        });
-    }
+    let _ = policy;
     Ok(())
 }
 
-/// A token-bucket policy in the database's units.
+/// A policy in the database's units.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Units {
     /// The policy at microsecond resolution: what the replay decides with.
     pub(crate) policy: Policy,
-    /// µs per token, rounded up.
+    /// The algorithm, as `decide_any` numbers it: 0 token bucket, 1 fixed window, 2 sliding
+    /// log, 3 sliding counter.
+    pub(crate) code: i32,
+    /// Token bucket: µs per token, rounded up. Windows: the width in µs, rounded up.
     pub(crate) t: i64,
-    /// capacity × t.
+    /// Token bucket: capacity × t. Windows: the limit.
     pub(crate) tau: i64,
 }
 
 impl Units {
     pub(crate) fn of(policy: &Policy) -> Result<Units, CheckError> {
-        supports(policy).map_err(|_| CheckError::Unsupported(TOKEN_BUCKETS_ONLY))?;
         let policy = policy.at_resolution(MICROSECOND);
-        // tolerance <= 2^62 ns, so both fit in an i64 (as every tat does: now + tau < 2^63).
+        // tolerance and period are at most 2^62 ns, so both fit in an i64 (as every tat does:
+        // now + tau < 2^63).
         let micros = |n: Nanos| i64::try_from(n.as_u64() / 1000).unwrap_or(i64::MAX);
+        let limit = i64::try_from(policy.capacity()).unwrap_or(i64::MAX);
+        let (code, t, tau) = match policy.algorithm() {
+            Algorithm::TokenBucket => (
+                0,
+                micros(policy.emission_interval()),
+                micros(policy.tolerance()),
+            ),
+            Algorithm::FixedWindow => (1, micros(policy.period()), limit),
+            Algorithm::SlidingWindowLog => (2, micros(policy.period()), limit),
+            Algorithm::SlidingWindowCounter => (3, micros(policy.period()), limit),
+        };
         Ok(Units {
-            t: micros(policy.emission_interval()),
-            tau: micros(policy.tolerance()),
             policy,
+            code,
+            t,
+            tau,
         })
+    }
+
+    pub(crate) fn is_token_bucket(&self) -> bool {
+        self.code == 0
     }
 }
 
-/// The row key of `check`'s bucket: the layout's version, the algorithm, the bucket's name
+/// The row key of `check`'s bucket: the layout's version, the algorithm (`tb`, or a window's
+/// `fw`, `sl`, `sc`, whose rows live in `<table>_windows`), the bucket's name
 /// (`=<length>:<policy name>:`, or `#<capacity>:<refill>:<period_ns>:` when the check has no
 /// name), then the user's key as raw bytes. The name part delimits itself (a length, or a fixed
 /// shape), so names and keys never run into each other. `v1` named every bucket by its numbers
@@ -57,10 +70,16 @@ impl Units {
 /// cleanup once their buckets are full.
 pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
     let policy = &check.policy;
+    let kind = match policy.algorithm() {
+        Algorithm::TokenBucket => "tb",
+        Algorithm::FixedWindow => "fw",
+        Algorithm::SlidingWindowLog => "sl",
+        Algorithm::SlidingWindowCounter => "sc",
+    };
     let mut out = match check.name {
-        Some(name) => format!("v2:tb:={}:{name}:", name.len()),
+        Some(name) => format!("v2:{kind}:={}:{name}:", name.len()),
         None => format!(
-            "v2:tb:#{}:{}:{}:",
+            "v2:{kind}:#{}:{}:{}:",
             policy.capacity(),
             policy.refill(),
             policy.period().as_u64()
@@ -119,6 +138,11 @@ impl Call {
             );
             for check in checks {
                 let units = validate(check)?;
+                if !units.is_token_bucket() {
+                    return Err(CheckError::Unsupported(
+                        "the decide function takes token buckets; windows go to decide_any",
+                    ));
+                }
                 call.idx.push(index[&bucket_key(check)]);
                 call.t.push(units.t);
                 call.tau.push(units.tau);
@@ -216,7 +240,7 @@ mod tests {
     }
 
     #[test]
-    fn windows_and_impossible_costs_are_refused_before_any_io() {
+    fn the_token_bucket_function_refuses_windows_and_impossible_costs() {
         let w = Policy::fixed_window(5, Duration::from_secs(1)).unwrap();
         assert!(matches!(
             Call::new([&[Check::new(w, b"k", 1)][..]]),

@@ -45,6 +45,7 @@ mod pool;
 mod retry;
 mod schema;
 mod settle;
+mod windows;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -440,6 +441,13 @@ impl Inner {
     async fn decide_batch(&self, decisions: &[Vec<Queued>]) -> Result<Vec<Verdict>, StoreError> {
         let sent = self.local_now();
         let deadline = Instant::now() + self.timeout;
+        if decisions
+            .iter()
+            .flatten()
+            .any(|q| !q.units.is_token_bucket())
+        {
+            return self.decide_windows(deadline, decisions).await;
+        }
         let verdicts = match decisions {
             [one] if one.len() == 1 => {
                 let q = &one[0];
@@ -491,6 +499,53 @@ impl Inner {
                     );
                 }
             }
+        }
+        Ok(verdicts)
+    }
+
+    /// Decides `decisions`, some with a window among their checks: one call of `decide_any`
+    /// per decision, in order. (Windows are not coalesced into set statements as token buckets
+    /// are: each decision is its own call.)
+    async fn decide_windows(
+        &self,
+        deadline: Instant,
+        decisions: &[Vec<Queued>],
+    ) -> Result<Vec<Verdict>, StoreError> {
+        let mut verdicts = Vec::with_capacity(decisions.len());
+        for decision in decisions {
+            let call = windows::AnyCall::new(
+                decision
+                    .iter()
+                    .map(|q| (q.bucket.as_slice(), &q.units, q.cost)),
+            );
+            let now_param = self.now_param();
+            let params: [&(dyn ToSql + Sync); 6] = [
+                &call.keys,
+                &call.kinds,
+                &call.a,
+                &call.b,
+                &call.cost,
+                &now_param,
+            ];
+            let row = match self
+                .run(deadline, self.retry.max_attempts, |conn| async move {
+                    conn.client.query_one(&conn.decide_any, &params).await
+                })
+                .await
+            {
+                Ok(row) => row,
+                Err(Failure::Store(e)) => return Err(e),
+                Err(Failure::GaveUp(e)) => {
+                    let policies: Vec<(Policy, u64)> =
+                        decision.iter().map(|q| (q.units.policy, q.cost)).collect();
+                    verdicts.extend(self.gave_up([&policies[..]], e)?);
+                    continue;
+                }
+            };
+            let reply: Vec<i64> = row
+                .try_get(0)
+                .map_err(|e| StoreError::Incompatible(Box::new(e)))?;
+            verdicts.push(call.replay(&reply)?);
         }
         Ok(verdicts)
     }

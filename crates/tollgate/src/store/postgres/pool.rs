@@ -42,6 +42,7 @@ pub(crate) struct Conn {
     pub(crate) settle: Statement,
     pub(crate) reset: Statement,
     pub(crate) cleanup_once: Statement,
+    pub(crate) decide_any: Statement,
 }
 
 /// How connections are made.
@@ -143,11 +144,19 @@ impl Drop for Load {
 const PEEK_ONE: &str = r#"SELECT coalesce($2::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint),
        (SELECT tat FROM "@schema@"."@table@" WHERE key = $1::bytea)"#;
 
-/// Makes buckets full again: their rows go.
-const RESET: &str = r#"DELETE FROM "@schema@"."@table@" WHERE key = ANY($1::bytea[])"#;
+/// Makes buckets full again: their rows go (a token bucket's or a window's).
+const RESET: &str = r#"WITH w AS (
+    DELETE FROM "@schema@"."@table@_windows" WHERE key = ANY($1::bytea[])
+) DELETE FROM "@schema@"."@table@" WHERE key = ANY($1::bytea[])"#;
 
-/// Forgets the settlement ids that have expired.
-const CLEANUP_ONCE: &str = r#"DELETE FROM "@schema@"."@table@_once"
+const DECIDE_ANY: &str = r#"SELECT "@schema@"."@table@_decide_any"($1, $2, $3, $4, $5, $6)"#;
+
+/// Forgets the settlement ids that have expired, and the windows that ended a minute ago.
+const CLEANUP_ONCE: &str = r#"WITH w AS (
+    DELETE FROM "@schema@"."@table@_windows"
+    WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+        - 60000000
+) DELETE FROM "@schema@"."@table@_once"
 WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)"#;
 
 const DECIDE_MANY: &str = r#"SELECT "@schema@"."@table@_decide"($1, $2, $3, $4, $5, $6, $7)"#;
@@ -299,6 +308,7 @@ impl Connector {
             settle,
             reset,
             cleanup_once,
+            decide_any,
         ] = statements.map_err(store_error)?;
         Ok(Conn {
             client,
@@ -310,6 +320,7 @@ impl Connector {
             settle,
             reset,
             cleanup_once,
+            decide_any,
         })
     }
 }
@@ -317,7 +328,7 @@ impl Connector {
 impl Connector {
     /// The store's statements, prepared one after the other: this runs once per connection,
     /// not per decision.
-    async fn prepare(&self, client: &Client) -> Result<[Statement; 8], tokio_postgres::Error> {
+    async fn prepare(&self, client: &Client) -> Result<[Statement; 9], tokio_postgres::Error> {
         let names = &self.setup.names;
         Ok([
             client
@@ -336,6 +347,7 @@ impl Connector {
                 .await?,
             client.prepare(&names.render(RESET)).await?,
             client.prepare(&names.render(CLEANUP_ONCE)).await?,
+            client.prepare(&names.render(DECIDE_ANY)).await?,
         ])
     }
 }

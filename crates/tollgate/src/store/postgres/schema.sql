@@ -96,3 +96,164 @@ BEGIN
     RETURN array_prepend(at_us, old || cur);
 END
 $$;
+
+-- Window buckets: one row each, `key` as in the table above with the window's kind (`v2:fw:`,
+-- `v2:sl:`, `v2:sc:`), `state` the algorithm's state in microseconds of the database's clock, and
+-- `expires` the time from which the state no longer changes any decision (the cleanup deletes
+-- the row a minute after). By kind:
+--   fw  {window, count, width}: the window's index (now / width), the cost taken in it, and the
+--       width counted with (fixed_window.rs);
+--   sc  {window, previous, current, width}: as fw, with the window before (sliding_counter.rs);
+--   sl  {ts, cost, ts, cost, ...}: the grants still in the window, oldest first (sliding_log.rs).
+CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@_windows" (
+    key bytea PRIMARY KEY,
+    state bigint[] NOT NULL,
+    expires bigint NOT NULL
+);
+
+-- Decides one decision whose checks may be of any algorithm, all or nothing: a port of
+-- algorithm::decide_all over gcra.rs, fixed_window.rs, sliding_counter.rs and sliding_log.rs,
+-- computing whether each check passes and the state it leaves (not the answers: tollgate replays
+-- the decision with the pure functions from the states returned, and checks it reaches the
+-- states written). Rows are locked first, token buckets then windows, each in key order (every
+-- caller locks in that one order, so concurrent calls never deadlock), and the clock is read
+-- after the locks. Products are computed in numeric: exact whatever the numbers.
+--
+--   keys   the buckets (distinct), one per check;   kinds  0 token bucket, 1 fixed window,
+--   2 sliding log, 3 sliding counter;   a, b  token bucket: t (µs per token) and tau; windows:
+--   the width (µs) and the limit;   cost  per check (0 peeks);   now_us  NULL for
+--   clock_timestamp().
+--
+-- Returns { now, allowed (0/1), then per check: the length of its state before, that state, the
+-- length of its state after, that state } (a token bucket's state is {tat}).
+CREATE OR REPLACE FUNCTION "@schema@"."@table@_decide_any"(
+    keys bytea[], kinds int[], a bigint[], b bigint[], cost bigint[], now_us bigint
+) RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE
+    n int := coalesce(array_length(keys, 1), 0);
+    at bigint;
+    locked bigint;
+    st bigint[];
+    tats bigint[] := '{}';
+    states text[] := '{}';
+    ok boolean[] := '{}';
+    all_ok boolean := true;
+    news text[] := '{}';
+    ends bigint[] := '{}';
+    answer bigint[];
+    win bigint; cnt bigint; w0 bigint; prev bigint; cur bigint; idx bigint; e bigint;
+    oi bigint; scaled numeric; used bigint; newest bigint; w bigint; base bigint;
+    new_state bigint[];
+BEGIN
+    -- Lock token buckets, then windows, each in key order; a missing row is a new bucket.
+    WITH l AS (
+        INSERT INTO "@schema@"."@table@" AS t (key, tat)
+        SELECT u.k, 0 FROM unnest(keys, kinds) AS u(k, kind) WHERE u.kind = 0 ORDER BY u.k
+        ON CONFLICT (key) DO UPDATE SET tat = t.tat
+        RETURNING 1
+    ) SELECT count(*) INTO locked FROM l;
+    WITH l AS (
+        INSERT INTO "@schema@"."@table@_windows" AS x (key, state, expires)
+        SELECT u.k, '{}', 0 FROM unnest(keys, kinds) AS u(k, kind) WHERE u.kind <> 0
+        ORDER BY u.k
+        ON CONFLICT (key) DO UPDATE SET state = x.state
+        RETURNING 1
+    ) SELECT count(*) INTO locked FROM l;
+    at := coalesce(now_us, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+    answer := ARRAY[at, 0];
+    FOR j IN 1 .. n LOOP
+        IF kinds[j] = 0 THEN
+            SELECT ARRAY[t.tat] INTO st FROM "@schema@"."@table@" AS t WHERE t.key = keys[j];
+        ELSE
+            SELECT x.state INTO st FROM "@schema@"."@table@_windows" AS x WHERE x.key = keys[j];
+        END IF;
+        st := coalesce(st, '{}');
+        states := states || st::text;
+        w := a[j];
+        IF kinds[j] = 0 THEN
+            base := greatest(coalesce(st[1], 0), at);
+            ok := ok || (cost[j] = 0 OR base + cost[j] * a[j] - at <= b[j]);
+            new_state := ARRAY[base + cost[j] * a[j]];
+            ends := ends || 0;
+        ELSIF kinds[j] = 1 THEN
+            win := coalesce(st[1], 0); cnt := coalesce(st[2], 0); w0 := coalesce(st[3], 0);
+            IF w0 <> 0 AND w0 <> w THEN
+                IF at >= (win + 1) * w0 THEN cnt := 0; END IF;
+                win := at / w;
+            END IF;
+            idx := at / w;
+            IF win < idx THEN win := idx; cnt := 0; END IF;
+            ok := ok || (cost[j] = 0 OR cnt + cost[j] <= b[j]);
+            new_state := ARRAY[win, cnt + cost[j], w];
+            ends := ends || ((win + 1) * w);
+        ELSIF kinds[j] = 3 THEN
+            win := coalesce(st[1], 0); prev := coalesce(st[2], 0); cur := coalesce(st[3], 0);
+            w0 := coalesce(st[4], 0);
+            IF w0 <> 0 AND w0 <> w THEN
+                oi := at / w0;
+                IF oi < win THEN
+                    scaled := (prev + cur)::numeric * w0;
+                ELSIF oi = win THEN
+                    scaled := prev::numeric * (w0 - (at - oi * w0)) + cur::numeric * w0;
+                ELSIF oi = win + 1 THEN
+                    scaled := cur::numeric * (w0 - (at - oi * w0));
+                ELSE
+                    scaled := 0;
+                END IF;
+                win := at / w; prev := 0; cur := least(ceil(scaled / w0), b[j])::bigint;
+            END IF;
+            idx := at / w;
+            IF idx < win THEN
+                e := 0;
+            ELSE
+                IF idx - win = 1 THEN prev := cur; cur := 0;
+                ELSIF idx - win > 1 THEN prev := 0; cur := 0;
+                END IF;
+                win := idx; e := at - idx * w;
+            END IF;
+            ok := ok || (cost[j] = 0 OR
+                prev::numeric * (w - e) + (cur + cost[j])::numeric * w <= b[j]::numeric * w);
+            new_state := ARRAY[win, prev, cur + cost[j], w];
+            ends := ends || ((win + 2) * w);
+        ELSE
+            -- The log's grants still in the window (a prefix has left: it is sorted).
+            used := 0;
+            new_state := '{}';
+            FOR i IN 1 .. coalesce(array_length(st, 1), 0) / 2 LOOP
+                IF st[2 * i - 1] + w > at THEN
+                    used := used + st[2 * i];
+                    new_state := new_state || ARRAY[st[2 * i - 1], st[2 * i]];
+                END IF;
+            END LOOP;
+            ok := ok || (cost[j] = 0 OR used + cost[j] <= b[j]);
+            IF cost[j] > 0 THEN
+                newest := coalesce(new_state[array_length(new_state, 1) - 1], at);
+                new_state := new_state || ARRAY[greatest(newest, at), cost[j]];
+            END IF;
+            ends := ends || coalesce(new_state[array_length(new_state, 1) - 1] + w, 0);
+        END IF;
+        news := news || new_state::text;
+        all_ok := all_ok AND ok[j];
+    END LOOP;
+    IF all_ok THEN
+        answer[2] := 1;
+    END IF;
+    FOR j IN 1 .. n LOOP
+        st := states[j]::bigint[];
+        answer := answer || coalesce(array_length(st, 1), 0)::bigint || st;
+        IF all_ok AND cost[j] > 0 THEN
+            new_state := news[j]::bigint[];
+            IF kinds[j] = 0 THEN
+                UPDATE "@schema@"."@table@" SET tat = new_state[1] WHERE key = keys[j];
+            ELSE
+                UPDATE "@schema@"."@table@_windows" SET state = new_state, expires = ends[j]
+                WHERE key = keys[j];
+            END IF;
+            answer := answer || coalesce(array_length(new_state, 1), 0)::bigint || new_state;
+        ELSE
+            answer := answer || coalesce(array_length(st, 1), 0)::bigint || st;
+        END IF;
+    END LOOP;
+    RETURN answer;
+END
+$$;
