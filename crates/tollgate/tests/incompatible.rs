@@ -140,3 +140,42 @@ fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
         }
     }
 }
+
+/// Servers of two layouts on one store would keep separate buckets: readiness says so.
+#[tokio::test]
+async fn another_layout_in_redis_fails_readiness() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::connect(redis.url()).await.unwrap();
+    store.ready().await.unwrap();
+    let layout = redis_cmd(redis.port(), &[b"GET", b"tollgate:layout"]).unwrap();
+    assert_eq!(layout.as_str(), Some("v2"), "{layout:?}");
+    redis_cmd(redis.port(), &[b"SET", b"tollgate:layout", b"v3"]).unwrap();
+    let error = store.ready().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Incompatible);
+    assert!(error.to_string().contains("\"v3\""), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_layout_in_postgres_fails_readiness_until_migrated() {
+    let pg = TestPostgres::start().unwrap();
+    let store = PostgresStore::builder(pg.url())
+        .table("layout")
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    store.ready().await.unwrap();
+    let (client, connection) = tokio_postgres::connect(pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("COMMENT ON TABLE tollgate.layout IS 'tollgate layout v3'")
+        .await
+        .unwrap();
+    let error = store.ready().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Incompatible);
+    assert!(error.to_string().contains("layout v3"), "{error}");
+    store.migrate().await.unwrap();
+    store.ready().await.unwrap();
+}

@@ -913,7 +913,8 @@ impl Store for PostgresStore {
     }
 
     /// Asks on every connection at once, so that a probe also opens (and prepares) the ones
-    /// not used yet, rather than leaving that to the first requests.
+    /// not used yet, rather than leaving that to the first requests; and checks that the
+    /// table is of this version's layout ([`StoreError::Incompatible`] otherwise).
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
             let mut pings = tokio::task::JoinSet::new();
@@ -921,9 +922,29 @@ impl Store for PostgresStore {
                 let inner = Arc::clone(&self.inner);
                 pings.spawn(async move {
                     let lease = inner.pool.get_at(i).await?;
-                    let pong = lease.client.simple_query("SELECT 1").await;
+                    if i > 0 {
+                        let pong = lease.client.simple_query("SELECT 1").await;
+                        lease.answered();
+                        return pong.map(drop).map_err(store_error);
+                    }
+                    // One connection also checks that the table is of this version's layout.
+                    let query = inner.pool.names().layout_query();
+                    let layout = lease.client.query_one(query.as_str(), &[]).await;
                     lease.answered();
-                    pong.map(drop).map_err(store_error)
+                    let layout: String = layout
+                        .map_err(store_error)?
+                        .try_get(0)
+                        .map_err(|e| StoreError::Incompatible(Box::new(e)))?;
+                    if layout != schema::LAYOUT {
+                        return Err(StoreError::incompatible(format!(
+                            "the table holds {:?}, this tollgate writes {:?}: servers of two \
+                             versions would keep separate buckets; upgrade them together \
+                             (`tollgate migrate` sets the layout)",
+                            layout,
+                            schema::LAYOUT
+                        )));
+                    }
+                    Ok(())
                 });
             }
             while let Some(ping) = pings.join_next().await {

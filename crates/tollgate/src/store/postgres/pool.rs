@@ -162,6 +162,11 @@ WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1
 const DECIDE_MANY: &str = r#"SELECT "@schema@"."@table@_decide"($1, $2, $3, $4, $5, $6, $7)"#;
 
 impl Pool {
+    /// Where the store's tables are.
+    pub(crate) fn names(&self) -> &Names {
+        &self.connector.setup.names
+    }
+
     pub(crate) fn new(setup: Setup, connections: usize, hold: Duration) -> Pool {
         Pool {
             connector: Arc::new(Connector {

@@ -17,7 +17,17 @@ pub(crate) struct Names {
 /// concurrent `CREATE ... IF NOT EXISTS` can otherwise fail on PostgreSQL's catalog.
 const MIGRATION_LOCK: i64 = 0x746f_6c6c_6761_7465; // "tollgate"
 
+/// What `schema.sql` writes as the table's comment: the version of the layout of its rows.
+pub(crate) const LAYOUT: &str = "tollgate layout v2";
+
 impl Names {
+    /// Reads the table's layout version (its comment).
+    pub(crate) fn layout_query(&self) -> String {
+        self.render(
+            r#"SELECT coalesce(obj_description('"@schema@"."@table@"'::regclass, 'pg_class'), '')"#,
+        )
+    }
+
     /// Checks that both names are plain identifiers, so they can be spliced into SQL.
     pub(crate) fn new(schema: &str, table: &str, unlogged: bool) -> Result<Names, StoreError> {
         for (what, name) in [("schema", schema), ("table", table)] {

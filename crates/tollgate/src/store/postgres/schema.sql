@@ -41,6 +41,11 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@" (
 -- Returns { now, the tat of each key before the call, then after it }: the caller replays
 -- the decisions with the pure functions to report them, and checks that it reaches the same
 -- state.
+-- The layout's version, which every server checks in its readiness probe: servers of two
+-- layouts would keep separate buckets on one database, so they must not run side by side
+-- unnoticed. `tollgate migrate` (and the first use by a new version) sets it.
+COMMENT ON TABLE "@schema@"."@table@" IS 'tollgate layout v2';
+
 -- Ids of settlements done at most once (reservations committed), until they expire; expired
 -- ids are deleted by the cleanup.
 CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@_once" (

@@ -27,8 +27,15 @@ use std::io::Write;
 
 use crate::{Algorithm, Check};
 
-/// The prefix of every key tollgate writes.
+/// The prefix of every bucket's key.
 pub(crate) const PREFIX: &str = "tollgate:v2:";
+
+/// The layout this version writes, recorded under [`LAYOUT_KEY`] (without a TTL) so that
+/// servers of two versions on one Redis notice each other.
+pub(crate) const LAYOUT: &str = "v2";
+
+/// Where the layout is recorded.
+pub(crate) const LAYOUT_KEY: &str = "tollgate:layout";
 
 /// `tollgate:v2:{<escaped user key>}`: what every key of `key`'s hash slot starts with.
 pub(crate) fn tag_prefix(key: &[u8]) -> Vec<u8> {

@@ -73,6 +73,10 @@ use super::{Check, Store};
 use crate::{CheckError, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 use script::{Encoded, Reply, Scripts};
 
+/// Records this version's layout unless one is recorded, and answers the one recorded.
+const LAYOUT_SCRIPT: &str =
+    "redis.call('SET', KEYS[1], ARGV[1], 'NX') return redis.call('GET', KEYS[1])";
+
 /// The default bound on one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -363,14 +367,32 @@ impl Store for RedisStore {
         Ok(reply.verdict)
     }
 
+    /// Asks Redis, and checks that the layout this version writes is the one its other
+    /// servers write: the key `tollgate:layout` holds it (set by the first server to ask).
+    /// Servers of two layouts would keep separate buckets on one Redis, so a server that finds
+    /// another layout there is not ready ([`StoreError::Incompatible`]) until they agree.
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
-            let cmd = redis::cmd("PING");
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(LAYOUT_SCRIPT)
+                .arg(1)
+                .arg(keys::LAYOUT_KEY)
+                .arg(keys::LAYOUT);
             let reply: Result<String, _> = match self.inner.connection.clone() {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
             };
-            reply.map(drop).map_err(error::store_error)
+            let layout = reply.map_err(error::store_error)?;
+            if layout != keys::LAYOUT {
+                return Err(StoreError::incompatible(format!(
+                    "this Redis holds tollgate layout {layout:?} ({}), this tollgate writes \
+                     {:?}: servers of two versions would keep separate buckets; upgrade them \
+                     together",
+                    keys::LAYOUT_KEY,
+                    keys::LAYOUT
+                )));
+            }
+            Ok(())
         };
         tokio::time::timeout(self.inner.timeout, ping)
             .await
