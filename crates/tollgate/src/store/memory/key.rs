@@ -1,9 +1,13 @@
 //! [`Key`]: a key stored inline when short, so most entries cost no allocation of their own.
+//!
+//! A stored key is a bucket's name (its policy's name, or its numbers: 9 to 14 bytes for
+//! common policies) followed by the client's key, so 30 bytes inline hold a user id or an IPv4
+//! address under any policy.
 
 /// Bytes stored inside the key itself; longer keys go to the heap.
-const INLINE: usize = 22;
+const INLINE: usize = 30;
 
-/// An owned key of 24 bytes: inline up to 22 bytes (most user ids, IPs and API keys), boxed above.
+/// An owned key of 32 bytes: inline up to 30 bytes, boxed above.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Key {
     Inline { len: u8, bytes: [u8; INLINE] },
@@ -52,7 +56,8 @@ impl Key {
             0 => true,
             1..4 => chunks_eq::<1>(stored, key, &[0, n / 2, n - 1]),
             4..8 => chunks_eq::<4>(stored, key, &[0, n - 4]),
-            8..=24 => chunks_eq::<8>(stored, key, &[0, (n - 8) / 2, n - 8]),
+            8..=16 => chunks_eq::<8>(stored, key, &[0, n - 8]),
+            17..=32 => chunks_eq::<8>(stored, key, &[0, 8, n - 16, n - 8]),
             _ => stored == key,
         }
     }
@@ -71,13 +76,13 @@ mod tests {
 
     #[test]
     fn round_trips_short_and_long_keys() {
-        assert_eq!(std::mem::size_of::<Key>(), 24);
-        for len in [0, 1, 21, 22, 23, 300] {
+        assert_eq!(std::mem::size_of::<Key>(), 32);
+        for len in [0, 1, 21, 29, 30, 31, 300] {
             let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
             assert_eq!(Key::new(&key).as_bytes(), &key[..]);
         }
-        assert!(matches!(Key::new(&[7; 22]), Key::Inline { .. }));
-        assert!(matches!(Key::new(&[7; 23]), Key::Heap(_)));
+        assert!(matches!(Key::new(&[7; 30]), Key::Inline { .. }));
+        assert!(matches!(Key::new(&[7; 31]), Key::Heap(_)));
     }
 
     #[test]

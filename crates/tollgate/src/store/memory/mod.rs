@@ -17,13 +17,13 @@
 //! ...). Keys already held keep working. Dropping a live key instead would hand its client a
 //! full bucket: an over-grant.
 //!
-//! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 32 bytes
-//! and a window's 96, plus hashbrown's control byte and its spare capacity (a shard's table is
+//! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 40 bytes
+//! and a window's 120, plus hashbrown's control byte and its spare capacity (a shard's table is
 //! at most 7/8 full, and at most twice as large as its entries since its last sweep), plus the
-//! stored key's own length when the policy's name (or numbers) and the key exceed 22 bytes,
+//! stored key's own length when the policy's name (or numbers) and the key exceed 30 bytes,
 //! plus 16 bytes per entry of a sliding log (at most [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT)
-//! per key). So `max_keys` short token-bucket keys take at most about `max_keys × 33 × 2 / (7/8)`
-//! bytes: about 160 MB at the default cap, 75 bytes per key.
+//! per key). So `max_keys` short token-bucket keys take at most about `max_keys × 41 × 2 / (7/8)`
+//! bytes: about 94 bytes per key, 197 MB at the default cap.
 //!
 //! ```
 //! use std::time::Duration;
@@ -62,7 +62,7 @@ use cell::{LOCKED, Window};
 use name::{BucketKey, Prefix};
 use table::{AtCap, KeyCount, Table};
 
-/// The default cap on keys held: about 160 MB at most for short token-bucket keys.
+/// The default cap on keys held: about 197 MB at most for short token-bucket keys.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 21;
 
 /// The most shards a table is split into.

@@ -18,14 +18,16 @@ use crate::{Algorithm, CheckError, Policy};
 /// Bytes held on the stack; longer bucket keys (a long name or key) go to the heap.
 const STACK: usize = 64;
 
-/// The longest prefix: a tag, the algorithm, and three varints of up to 10 bytes, or a name.
-const MAX_PREFIX: usize = 3 + MAX_NAME_LEN;
+/// Prefix bytes held inline: a tag, the algorithm and three varints of up to 10 bytes fit, as
+/// does a name of up to 37 bytes; a longer name goes to the heap. (Small, because an unnamed
+/// check builds its prefix at every decision.)
+const INLINE_PREFIX: usize = 40;
 
 /// A bucket's prefix (its name or numbers), built once per policy.
 #[derive(Clone)]
-pub(crate) struct Prefix {
-    len: u8,
-    bytes: [u8; MAX_PREFIX],
+pub(crate) enum Prefix {
+    Inline { len: u8, bytes: [u8; INLINE_PREFIX] },
+    Heap(Box<[u8]>),
 }
 
 impl Prefix {
@@ -52,10 +54,16 @@ impl Prefix {
             .ok()
             .filter(|&n| n > 0 && usize::from(n) <= MAX_NAME_LEN)
             .ok_or(CheckError::InvalidName { index: 0 })?;
-        let mut p = Prefix::start(policy, 1);
-        p.push(&[len]);
-        p.push(name.as_bytes());
-        Ok(p)
+        let head = Prefix::start(policy, 1);
+        if 3 + name.len() <= INLINE_PREFIX {
+            let mut p = head;
+            p.push(&[len]);
+            p.push(name.as_bytes());
+            return Ok(p);
+        }
+        Ok(Prefix::Heap(
+            [head.as_bytes(), &[len], name.as_bytes()].concat().into(),
+        ))
     }
 
     fn start(policy: &Policy, tag: u8) -> Prefix {
@@ -65,18 +73,21 @@ impl Prefix {
             Algorithm::SlidingWindowLog => 2,
             Algorithm::SlidingWindowCounter => 3,
         };
-        let mut p = Prefix {
+        let mut p = Prefix::Inline {
             len: 0,
-            bytes: [0; MAX_PREFIX],
+            bytes: [0; INLINE_PREFIX],
         };
         p.push(&[tag, algorithm]);
         p
     }
 
-    fn push(&mut self, bytes: &[u8]) {
-        let at = usize::from(self.len);
-        self.bytes[at..at + bytes.len()].copy_from_slice(bytes);
-        self.len += bytes.len() as u8;
+    /// Appends to an inline prefix (callers stay within [`INLINE_PREFIX`]).
+    fn push(&mut self, more: &[u8]) {
+        if let Prefix::Inline { len, bytes } = self {
+            let at = usize::from(*len);
+            bytes[at..at + more.len()].copy_from_slice(more);
+            *len += more.len() as u8;
+        }
     }
 
     fn varint(&mut self, mut n: u64) {
@@ -93,7 +104,10 @@ impl Prefix {
 
     #[inline]
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
+        match self {
+            Prefix::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Prefix::Heap(bytes) => bytes,
+        }
     }
 }
 
@@ -181,5 +195,10 @@ mod tests {
         assert_eq!(Prefix::of(&p, Some("api")).unwrap().as_bytes().len(), 6);
         assert!(Prefix::of(&p, Some("")).is_err());
         assert!(Prefix::of(&p, Some(&"x".repeat(MAX_NAME_LEN + 1))).is_err());
+        let long = "x".repeat(MAX_NAME_LEN);
+        assert_eq!(
+            Prefix::of(&p, Some(&long)).unwrap().as_bytes().len(),
+            3 + MAX_NAME_LEN
+        );
     }
 }

@@ -246,3 +246,20 @@ impl<V: Cell> Table<V> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use parking_lot::Mutex;
+
+    use super::Slot;
+    use crate::store::memory::cell::Window;
+
+    /// The sizes the store's documentation gives in bytes.
+    #[test]
+    fn slots_are_the_documented_size() {
+        assert_eq!(std::mem::size_of::<Slot<AtomicU64>>(), 40);
+        assert_eq!(std::mem::size_of::<Slot<Mutex<Window>>>(), 120);
+    }
+}
