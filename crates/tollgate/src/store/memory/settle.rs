@@ -11,8 +11,10 @@ use crate::store::Check;
 use crate::store::settle::{self, Adjustment, Once, Settle};
 use crate::{Algorithm, CheckError, Clock, Nanos, StoreError, Verdict};
 
-/// Ids settled once, each until it expires. Bounded by the store's key cap (each id counts as a
-/// key): about 60 bytes each with a 16-byte id.
+/// Ids settled once, each until it expires. At most as many as the store's key cap
+/// ([`MemoryStoreBuilder::max_keys`](super::MemoryStoreBuilder::max_keys)), about 60 bytes each
+/// with a 16-byte id; when full and none has expired, a settlement under a new id is refused
+/// with [`StoreError::Full`].
 #[derive(Default)]
 pub(super) struct OnceSet {
     ids: HashMap<Box<[u8]>, Nanos>,
