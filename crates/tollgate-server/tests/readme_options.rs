@@ -1,157 +1,421 @@
-//! Issue 18, point 5: the README's table of `tollgate serve` options is what `--help` says.
-//! Every option of `--help` has a row, every row names a real option, and each default the
-//! README gives is the one `--help` prints (`[default: X]`), or, for an option whose default
-//! depends on the store, the numbers its help text gives.
+//! Issue 18, point 5: what the README says is what the program does. The README's table of
+//! `tollgate serve` options (section "The server") is checked against the real binary's
+//! `tollgate serve --help`:
+//!
+//! - every long option `--help` lists has a row, and every option a row names exists;
+//! - where `--help` prints `[default: X]`, the README's default is X (backticks and thousands
+//!   separators aside: `2,097,152` is `2097152`);
+//! - a flag without a default is `off` in the README;
+//! - an option whose default depends on the store has no `[default: …]`; its help text says
+//!   `(default: 50 for Redis and memory, 100 for PostgreSQL)`, and the README must give the same
+//!   value for the same stores: `50 (Redis, memory), 100 (PostgreSQL)`.
+//!
+//! `a_readme_that_disagrees_with_help_is_caught` shows each check failing on a README edited to
+//! be wrong.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-/// An option of `--help`: whether it takes a value, its `[default: …]`, and its text.
+/// The README, as compiled in: editing it rebuilds this test.
+const README: &str = include_str!("../../../README.md");
+
+/// An option of `--help`.
 #[derive(Debug, Default)]
 struct HelpOption {
+    /// `--name <VALUE>` rather than a flag.
     takes_value: bool,
+    /// What `[default: …]` says.
     default: Option<String>,
+    /// The description, on one line.
     text: String,
 }
 
-fn help_options() -> BTreeMap<String, HelpOption> {
+/// `tollgate serve --help`, from the binary this package builds.
+fn serve_help() -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args(["serve", "--help"])
         .output()
         .expect("tollgate serve --help runs");
-    assert!(output.status.success());
-    let help = String::from_utf8(output.stdout).expect("UTF-8 help");
+    assert!(
+        output.status.success(),
+        "tollgate serve --help failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("the help is UTF-8")
+}
+
+/// The long options of clap's long help: an option's line is indented by 2 to 6 spaces and starts
+/// with `--name` (or `-h, --name`); its description and `[default: …]` follow, indented more.
+fn parse_help(help: &str) -> BTreeMap<String, HelpOption> {
     let mut options = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in help.lines() {
         let trimmed = line.trim_start();
-        let flag = trimmed
-            .strip_prefix("-h, ")
-            .unwrap_or(trimmed)
-            .strip_prefix("--")
-            .filter(|_| line.starts_with("  "));
-        if let Some(flag) = flag.filter(|_| !line.starts_with("          ")) {
-            let name = flag
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            let option = HelpOption {
-                takes_value: flag.contains('<'),
-                ..HelpOption::default()
-            };
-            options.insert(name.clone(), option);
-            current = Some(name);
-            continue;
+        let indent = line.len() - trimmed.len();
+        if (2..=6).contains(&indent) {
+            let spec = trimmed
+                .split_once(", ")
+                .filter(|(short, _)| short.starts_with('-') && !short.starts_with("--"))
+                .map_or(trimmed, |(_, long)| long);
+            if let Some(spec) = spec.strip_prefix("--") {
+                let name = spec
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                let option = HelpOption {
+                    takes_value: spec.contains('<'),
+                    ..HelpOption::default()
+                };
+                options.insert(name.clone(), option);
+                current = Some(name);
+                continue;
+            }
         }
         let Some(option) = current.as_ref().and_then(|name| options.get_mut(name)) else {
             continue;
         };
-        if let Some(default) = trimmed
+        match trimmed
             .strip_prefix("[default: ")
             .and_then(|d| d.strip_suffix(']'))
         {
-            option.default = Some(default.to_owned());
-        } else {
-            option.text.push_str(trimmed);
-            option.text.push(' ');
+            Some(default) => option.default = Some(default.to_owned()),
+            None if !trimmed.is_empty() => {
+                option.text.push_str(trimmed);
+                option.text.push(' ');
+            }
+            None => {}
         }
     }
-    options.remove("help");
     options
 }
 
-/// The README's rows: each option it names, with the default it gives.
-fn readme_rows() -> Vec<(String, String)> {
-    let readme = include_str!("../../../README.md");
+/// A row of the README's options table.
+#[derive(Debug)]
+struct Row {
+    /// The options it names, without `--` and placeholders: `postgres-schema`, `postgres-table`.
+    names: Vec<String>,
+    /// Its default cell, as written.
+    default: String,
+    /// The whole row, for messages.
+    line: String,
+}
+
+/// Splits a Markdown table row into its cells, ignoring `|` inside backticks.
+fn cells(line: &str) -> Vec<String> {
+    let mut cells = Vec::new();
+    let mut cell = String::new();
+    let mut in_code = false;
+    for c in line.trim().trim_start_matches('|').chars() {
+        match c {
+            '`' => {
+                in_code = !in_code;
+                cell.push(c);
+            }
+            '|' if !in_code => cells.push(std::mem::take(&mut cell).trim().to_owned()),
+            _ => cell.push(c),
+        }
+    }
+    if !cell.trim().is_empty() {
+        cells.push(cell.trim().to_owned());
+    }
+    cells
+}
+
+/// The rows of the options table in the README's section "## The server" (rows that start with
+/// "| `--"), or an error saying what is missing.
+fn parse_readme(readme: &str) -> Result<Vec<Row>, String> {
+    let start = readme
+        .find("\n## The server\n")
+        .ok_or("the README has no section \"## The server\"")?;
+    let section = &readme[start + 1..];
+    let section = &section[..section[1..]
+        .find("\n## ")
+        .map_or(section.len(), |end| end + 1)];
     let mut rows = Vec::new();
-    for line in readme.lines().filter(|l| l.starts_with("| `--")) {
-        let cells: Vec<&str> = line.split(" | ").collect();
-        let names: Vec<String> = cells[0]
-            .trim_start_matches("| ")
-            .split(", ")
-            .map(|n| {
-                n.trim_matches('`')
-                    .trim_start_matches("--")
-                    .split_whitespace()
+    for line in section.lines().filter(|l| l.starts_with("| `--")) {
+        let cells = cells(line);
+        let [names, default, ..] = cells.as_slice() else {
+            return Err(format!(
+                "a row of the options table without a default: {line:?}"
+            ));
+        };
+        let names = names
+            .split('`')
+            .filter_map(|span| span.strip_prefix("--"))
+            .map(|spec| {
+                spec.split_whitespace()
                     .next()
                     .unwrap_or_default()
                     .to_owned()
             })
             .collect();
-        let defaults: Vec<&str> = cells[1].split(", ").collect();
-        for (i, name) in names.iter().enumerate() {
-            // A row of several options gives a default each, or one for all.
-            let default = defaults.get(i).or(defaults.first()).copied().unwrap_or("");
-            rows.push((name.clone(), default.to_owned()));
-        }
+        rows.push(Row {
+            names,
+            default: default.clone(),
+            line: line.to_owned(),
+        });
     }
-    rows
+    if rows.is_empty() {
+        return Err(
+            "no options table (rows starting with \"| `--\") under \"## The server\"".into(),
+        );
+    }
+    Ok(rows)
 }
 
-/// A default as written in the README: backticks and thousands separators dropped.
+/// A default as written in the README or `--help`: backticks dropped, and thousands separators
+/// dropped from a number (`2,097,152` is `2097152`).
 fn normalized(default: &str) -> String {
-    let bare = default.trim().trim_matches('`');
-    if bare.chars().all(|c| c.is_ascii_digit() || c == ',') {
-        bare.replace(',', "")
-    } else {
-        bare.to_owned()
+    let bare = default.trim().replace('`', "");
+    let groups: Vec<&str> = bare.split(',').collect();
+    let separated = groups.len() > 1
+        && (1..=3).contains(&groups[0].len())
+        && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()))
+        && groups[1..].iter().all(|g| g.len() == 3);
+    if separated { groups.concat() } else { bare }
+}
+
+/// The store names of a list such as "Redis, memory" or "Redis and memory", lowercased.
+fn stores(list: &str) -> BTreeSet<String> {
+    list.split(',')
+        .flat_map(|part| part.split(" and "))
+        .map(|store| store.trim().to_lowercase())
+        .filter(|store| !store.is_empty())
+        .collect()
+}
+
+/// Per-store defaults as the README writes them, `50 (Redis, memory), 100 (PostgreSQL)`: each
+/// store and its value. `None` when the text is not of that form.
+fn readme_per_store(default: &str) -> Option<BTreeMap<String, String>> {
+    let mut map = BTreeMap::new();
+    let mut rest = default.trim();
+    while !rest.is_empty() {
+        let (value, after) = rest.split_once('(')?;
+        let (list, after) = after.split_once(')')?;
+        let value = normalized(value);
+        if value.is_empty() {
+            return None;
+        }
+        for store in stores(list) {
+            map.insert(store, value.clone());
+        }
+        rest = after.trim_start().trim_start_matches(',').trim_start();
+    }
+    (!map.is_empty()).then_some(map)
+}
+
+/// Per-store defaults as `--help` writes them, `(default: 50 for Redis and memory, 100 for
+/// PostgreSQL)`: each store and its value. `None` when the help text gives none.
+fn help_per_store(text: &str) -> Option<BTreeMap<String, String>> {
+    let (_, after) = text.split_once("(default: ")?;
+    let (list, _) = after.split_once(')')?;
+    let mut map = BTreeMap::new();
+    // "50 for Redis and memory, 100 for PostgreSQL": a new item starts with a value and " for ".
+    let mut items: Vec<String> = Vec::new();
+    for part in list.split(", ") {
+        match items.last_mut() {
+            Some(last) if !part.contains(" for ") => {
+                last.push_str(", ");
+                last.push_str(part);
+            }
+            _ => items.push(part.to_owned()),
+        }
+    }
+    for item in items {
+        let (value, list) = item.split_once(" for ")?;
+        for store in stores(list) {
+            map.insert(store, normalized(value));
+        }
+    }
+    (!map.is_empty()).then_some(map)
+}
+
+/// Everything on which the README's table and `--help` disagree, one message each, naming the
+/// option and quoting both.
+fn disagreements(help: &BTreeMap<String, HelpOption>, rows: &[Row]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for name in help.keys().filter(|name| *name != "help") {
+        if !rows.iter().any(|row| row.names.contains(name)) {
+            let option = &help[name];
+            problems.push(format!(
+                "`--{name}` is in `tollgate serve --help` ({:?}, default {:?}) but has no row in \
+                 the README's options table",
+                option.text.trim(),
+                option.default
+            ));
+        }
+    }
+    for row in rows {
+        if row.names.is_empty() {
+            problems.push(format!("a README row names no option: {:?}", row.line));
+            continue;
+        }
+        // A row of several options gives one default each ("`tollgate`, `buckets`"), or one
+        // for all of them.
+        let split: Vec<&str> = row.default.split(", ").collect();
+        let defaults: Vec<&str> = if row.names.len() == 1 {
+            vec![row.default.as_str()]
+        } else if split.len() == row.names.len() {
+            split
+        } else if split.len() == 1 {
+            vec![row.default.as_str(); row.names.len()]
+        } else {
+            problems.push(format!(
+                "the README row {:?} names {} options but gives {} defaults",
+                row.line,
+                row.names.len(),
+                split.len()
+            ));
+            continue;
+        };
+        for (name, readme) in row.names.iter().zip(defaults) {
+            let Some(option) = help.get(name) else {
+                problems.push(format!(
+                    "the README's row {:?} names `--{name}`, which `tollgate serve --help` does \
+                     not list",
+                    row.line
+                ));
+                continue;
+            };
+            if let Some(problem) = disagreement(name, option, readme) {
+                problems.push(problem);
+            }
+        }
+    }
+    problems
+}
+
+/// How the README's default `readme` for `--name` disagrees with `--help`, if it does.
+fn disagreement(name: &str, option: &HelpOption, readme: &str) -> Option<String> {
+    let text = option.text.trim();
+    match (&option.default, option.takes_value) {
+        (Some(help), _) => (normalized(readme) != normalized(help)).then(|| {
+            format!(
+                "`--{name}`: the README's default is {readme:?}, `tollgate serve --help` says \
+                 [default: {help}]"
+            )
+        }),
+        (None, false) => (normalized(readme) != "off").then(|| {
+            format!(
+                "`--{name}` is a flag, off unless given (`--help`: {text:?}): the README's \
+                 default should be `off`, not {readme:?}"
+            )
+        }),
+        (None, true) => match (help_per_store(text), readme_per_store(readme)) {
+            (Some(help), Some(ours)) if help == ours => None,
+            (Some(help), _) => Some(format!(
+                "`--{name}`: the README's default is {readme:?}, `tollgate serve --help` says \
+                 {text:?} (per store: {help:?})"
+            )),
+            (None, _) => Some(format!(
+                "`--{name}`: `tollgate serve --help` gives no default ({text:?}), the README's \
+                 is {readme:?}; give one in the help, or check this option here"
+            )),
+        },
     }
 }
 
 #[test]
 fn the_readme_option_table_is_what_help_says() {
-    let help = help_options();
-    let rows = readme_rows();
-    assert!(
-        help.len() >= 10,
-        "too few options parsed from --help: {help:?}"
+    let help_text = serve_help();
+    let help = parse_help(&help_text);
+    // The parser found every long option the help mentions, wherever it mentions one.
+    let mentioned: BTreeSet<&str> = help_text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter_map(|word| word.strip_prefix("--"))
+        .filter(|name| !name.is_empty())
+        .collect();
+    let parsed: BTreeSet<&str> = help.keys().map(String::as_str).collect();
+    assert_eq!(
+        mentioned, parsed,
+        "the options parsed from `tollgate serve --help` are not those it mentions:\n{help_text}"
     );
-    for name in help.keys() {
+    for expected in [
+        "listen",
+        "store",
+        "store-timeout-ms",
+        "postgres-connections",
+    ] {
         assert!(
-            rows.iter().any(|(row, _)| row == name),
-            "`--{name}` is in `tollgate serve --help` but not in the README's table"
+            parsed.contains(expected),
+            "no --{expected} in:\n{help_text}"
         );
     }
-    for (name, default) in &rows {
-        let option = help
-            .get(name)
-            .unwrap_or_else(|| panic!("the README's table names `--{name}`, which --help lacks"));
-        match (&option.default, option.takes_value) {
-            (Some(expected), _) => assert_eq!(
-                normalized(default),
-                *expected,
-                "`--{name}`: the README says {default:?}, --help says [default: {expected}]"
-            ),
-            (None, false) => assert_eq!(
-                default, "off",
-                "`--{name}` is a flag: the README's default should be `off`, not {default:?}"
-            ),
-            (None, true) => {
-                // A default that depends on the store: each number the README gives is one
-                // the help text gives.
-                let numbers = default
-                    .split(|c: char| !c.is_ascii_digit())
-                    .filter(|n| !n.is_empty());
-                let mut any = false;
-                for n in numbers {
-                    any = true;
-                    assert!(
-                        option.text.contains(&format!("{n} ")),
-                        "`--{name}`: the README's default {default:?} has {n}, --help says: {}",
-                        option.text
-                    );
-                }
-                assert!(any, "`--{name}`: no default in the README ({default:?})");
-            }
-        }
-    }
+
+    let rows = parse_readme(README).unwrap_or_else(|e| panic!("{e}"));
+    let problems = disagreements(&help, &rows);
+    assert!(
+        problems.is_empty(),
+        "README.md's `tollgate serve` options table disagrees with `tollgate serve --help`:\n- {}",
+        problems.join("\n- ")
+    );
 }
 
 #[test]
-fn a_wrong_default_would_be_caught() {
-    // The comparison the test above makes, on a default the README could get wrong.
-    assert_ne!(normalized("`60`"), "50");
+fn a_readme_that_disagrees_with_help_is_caught() {
+    let help = parse_help(&serve_help());
+    // (what to change in the README, into what, the option a message must name)
+    let edits = [
+        ("| 2,097,152 |", "| 2,000,000 |", "--max-keys"),
+        ("| `127.0.0.1:8080` |", "| `0.0.0.0:8080` |", "--listen"),
+        ("100 (PostgreSQL)", "200 (PostgreSQL)", "--store-timeout-ms"),
+        ("50 (Redis, memory)", "50 (Redis)", "--store-timeout-ms"),
+        (
+            "50 (Redis, memory), 100 (PostgreSQL)",
+            "`50`",
+            "--store-timeout-ms",
+        ),
+        (
+            "`tollgate`, `buckets`",
+            "`tollgate`, `bucket`",
+            "--postgres-table",
+        ),
+        (
+            "| `--postgres-unlogged` | off |",
+            "| `--postgres-unlogged` | on |",
+            "--postgres-unlogged",
+        ),
+        (
+            "| `--postgres-connections` | 4 |",
+            "| `--postgres-conns` | 4 |",
+            "--postgres-conns",
+        ),
+        (
+            "| `--postgres-connections` | 4 |",
+            "| `--max-keys` | 2097152 |",
+            "--postgres-connections",
+        ),
+    ];
+    for (from, to, option) in edits {
+        assert!(
+            README.contains(from),
+            "the README no longer has {from:?}: update this test"
+        );
+        let edited = README.replacen(from, to, 1);
+        let rows = parse_readme(&edited).unwrap_or_else(|e| panic!("{e}"));
+        let problems = disagreements(&help, &rows);
+        assert!(
+            problems.iter().any(|p| p.contains(&format!("`{option}`"))),
+            "a README with {to:?} instead of {from:?} passed, or no message named `{option}`: \
+             {problems:#?}"
+        );
+    }
+    assert!(parse_readme(&README.replace("\n## The server\n", "\n## Serving\n")).is_err());
+}
+
+#[test]
+fn defaults_are_compared_as_written() {
     assert_eq!(normalized("2,097,152"), "2097152");
     assert_eq!(normalized("`read-committed`"), "read-committed");
+    assert_eq!(normalized("`tollgate`"), "tollgate");
+    assert_ne!(normalized("`60`"), "50");
+    let readme = readme_per_store("50 (Redis, memory), 100 (PostgreSQL)").unwrap();
+    let help = help_per_store("The bound (default: 50 for Redis and memory, 100 for PostgreSQL) ");
+    assert_eq!(Some(readme.clone()), help);
+    assert_eq!(readme["memory"], "50");
+    assert_eq!(readme["postgresql"], "100");
+    assert_eq!(readme_per_store("`50`"), None);
+    assert_eq!(help_per_store("The bound on one store call"), None);
+    assert_eq!(cells("| `a|b` | c |"), ["`a|b`".to_owned(), "c".to_owned()]);
 }
