@@ -52,9 +52,22 @@ fn ceil_div(d: Duration, unit: u128) -> u64 {
 pub struct Verdict {
     /// One decision per check, in the order the checks were given.
     pub decisions: Vec<Decision>,
+    /// Whether a fail policy gave this answer instead of the store (failing open, or deciding
+    /// in local memory while the store was down). Such an answer took nothing from the store:
+    /// giving its tokens back there ([`Settle`](crate::store::settle::Settle)) would hand out
+    /// tokens nobody paid, so refunds of it are skipped.
+    pub by_fail_policy: bool,
 }
 
 impl Verdict {
+    /// The store's answer: `decisions`, one per check.
+    pub fn new(decisions: Vec<Decision>) -> Verdict {
+        Verdict {
+            decisions,
+            by_fail_policy: false,
+        }
+    }
+
     /// Whether every check allowed (and so every bucket paid).
     pub fn allowed(&self) -> bool {
         self.decisions.iter().all(|d| d.allowed)
@@ -109,12 +122,10 @@ mod tests {
 
     #[test]
     fn verdict_reports_the_longest_wait() {
-        let v = Verdict {
-            decisions: vec![
-                denied(Duration::from_secs(1)),
-                denied(Duration::from_secs(5)),
-            ],
-        };
+        let v = Verdict::new(vec![
+            denied(Duration::from_secs(1)),
+            denied(Duration::from_secs(5)),
+        ]);
         assert!(!v.allowed());
         assert_eq!(v.retry_after(), Duration::from_secs(5));
         assert_eq!(

@@ -55,7 +55,7 @@ fn multi_bucket_checks_racing_single_checks_stay_exact() {
     assert!(store.check(b"k", &second, 0).unwrap().allowed);
     let (multi, single) = (AtomicU64::new(0), AtomicU64::new(0));
     let done = AtomicBool::new(false);
-    thread::scope(|s| {
+    let ms = thread::scope(|s| {
         for worker in 0..4 {
             let (store, multi, single, done) = (&store, &multi, &single, &done);
             s.spawn(move || {
@@ -71,24 +71,34 @@ fn multi_bucket_checks_racing_single_checks_stay_exact() {
                 }
             });
         }
-        for _ in 0..3000 {
+        // 3 s of time, and more while a kind of worker has not run yet (a loaded machine may
+        // not schedule them until the clock has moved on).
+        let mut ms = 0;
+        while ms < 3000
+            || (ms < 60_000
+                && (multi.load(Ordering::Relaxed) == 0 || single.load(Ordering::Relaxed) == 0))
+        {
             clock.advance(Duration::from_millis(1));
             thread::yield_now();
+            ms += 1;
         }
         done.store(true, Ordering::Release);
+        ms
     });
     let (multi, single) = (
         multi.load(Ordering::Relaxed),
         single.load(Ordering::Relaxed),
     );
     assert!(multi <= 25, "hourly bucket paid {multi}");
+    // The burst of 10, and a token every 100 ms.
+    let bound = 10 + ms / 100;
     assert!(
-        multi + single <= 40,
-        "per-second bucket paid {multi} + {single}"
+        multi + single <= bound,
+        "per-second bucket paid {multi} + {single} in {ms} ms"
     );
     // Both kinds made progress and the per-second budget was spent.
     assert!(multi > 0 && single > 0, "{multi} {single}");
-    assert!(multi + single >= 39, "{multi} + {single}");
+    assert!(multi + single >= bound - 1, "{multi} + {single} in {ms} ms");
 }
 
 /// Real time: 64 tokio tasks on a 2-thread runtime and 2 plain threads for 3 s.

@@ -34,9 +34,11 @@ async fn a_key_of_another_type_is_incompatible_counted_and_fails_readiness() {
 
     let seen = Arc::new(AtomicUsize::new(0));
     let hook = Arc::clone(&seen);
-    let guarded = Guarded::new(store, FailPolicy::Allow).on_incompatible(move |_| {
-        hook.fetch_add(1, Ordering::Relaxed);
-    });
+    let guarded = Guarded::new(store, FailPolicy::Allow)
+        .unready_for(Duration::from_millis(300))
+        .on_incompatible(move |_| {
+            hook.fetch_add(1, Ordering::Relaxed);
+        });
     // Fail-open still answers the request...
     assert!(guarded.decide(&check).await.unwrap().allowed());
     // ...but says so: counted apart, handed to the hook, and readiness fails with the reason.
@@ -48,6 +50,13 @@ async fn a_key_of_another_type_is_incompatible_counted_and_fails_readiness() {
     // A decision that succeeds clears readiness.
     let fine = [Check::new(log, b"bob", 1).named("log")];
     assert!(guarded.decide(&fine).await.unwrap().allowed());
+    guarded.ready().await.unwrap();
+    // So does a quiet spell: an instance without traffic is ready again once the store is
+    // fixed, without a decision to prove it.
+    let answer = guarded.decide(&check).await.unwrap();
+    assert!(answer.by_fail_policy, "the fail policy answered");
+    guarded.ready().await.unwrap_err();
+    tokio::time::sleep(Duration::from_millis(350)).await;
     guarded.ready().await.unwrap();
 }
 

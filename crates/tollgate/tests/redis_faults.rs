@@ -136,3 +136,40 @@ async fn failures_leak_no_connections() {
         .count();
     assert!(count <= 3, "{count} client connections");
 }
+
+/// A reservation the fail policy allowed took nothing from Redis: cancelling it once Redis is
+/// back must not give its tokens back there (a client would get tokens nobody paid). Nor may
+/// a local fallback's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_the_fail_policy_allowed_gives_nothing_back() {
+    use tollgate::store::settle::reserve;
+
+    let redis = TestRedis::start().unwrap();
+    // Without the deny cache, whose remembered denial would answer before the store is asked.
+    let raw = RedisStore::builder(redis.url())
+        .timeout(TIMEOUT)
+        .deny_cache(false)
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::token_bucket(5, 1, Duration::from_secs(3600)).unwrap();
+    let spend = [Check::new(policy, b"k", 5).named("api")];
+    assert!(raw.decide(&spend).await.unwrap().allowed());
+
+    for on_error in [FailPolicy::Allow, FailPolicy::Local(MemoryStore::new())] {
+        let guarded = Guarded::new(raw.clone(), on_error).timeout(TIMEOUT);
+        let port = redis.port();
+        let sleeper = std::thread::spawn(move || redis_cmd(port, &[b"DEBUG", b"SLEEP", b"0.5"]));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let check = [Check::new(policy, b"k", 3).named("api")];
+        let (verdict, reservation) = reserve(&guarded, &check).await.unwrap();
+        assert!(verdict.allowed() && verdict.by_fail_policy, "{verdict:?}");
+        sleeper.join().unwrap().unwrap();
+
+        let after = reservation.unwrap().cancel(&guarded).await.unwrap();
+        assert!(!after.by_fail_policy);
+        assert_eq!(after.decisions[0].remaining, 0, "nothing given back");
+        let peek = [Check::new(policy, b"k", 1).named("api")];
+        assert!(!raw.decide(&peek).await.unwrap().allowed());
+    }
+}

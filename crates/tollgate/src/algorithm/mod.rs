@@ -45,13 +45,18 @@ impl BucketState {
 
     /// Whether the state at `now` is the same as a key never seen, so it can be dropped.
     pub fn is_idle(&self, policy: &Policy, now: Nanos) -> bool {
-        let width = policy.period().as_u64();
+        // A window is numbered in the width it was counted in, which the state keeps (the
+        // policy's period may have changed since); a state without one is the policy's.
+        let width = |stored: u64| match stored {
+            0 => policy.period().as_u64(),
+            w => w,
+        };
         match self {
             BucketState::TokenBucket(tat) => Gcra::is_full(*tat, now),
-            BucketState::FixedWindow(s) => s.count == 0 || s.window < now.as_u64() / width,
+            BucketState::FixedWindow(s) => s.count == 0 || s.window < now.as_u64() / width(s.width),
             BucketState::SlidingWindowLog(s) => s.is_idle(policy.period(), now),
             BucketState::SlidingWindowCounter(s) => {
-                (s.previous == 0 && s.current == 0) || s.window + 1 < now.as_u64() / width
+                (s.previous == 0 && s.current == 0) || s.window + 1 < now.as_u64() / width(s.width)
             }
         }
     }
@@ -205,7 +210,7 @@ pub fn decide_all(
             outcome.apply(state);
         }
     }
-    Ok(Verdict {
-        decisions: outcomes.iter().map(|o| o.decision(allowed)).collect(),
-    })
+    Ok(Verdict::new(
+        outcomes.iter().map(|o| o.decision(allowed)).collect(),
+    ))
 }

@@ -76,7 +76,9 @@ where
 
 /// How a request was decided.
 enum Outcome {
-    Pass(Option<(Arc<[NamedPolicy]>, Vec<Decision>)>),
+    /// Allowed; `paid` unless a fail policy allowed it (the store took nothing, so nothing
+    /// may be given back).
+    Pass(Option<(Arc<[NamedPolicy]>, Vec<Decision>)>, bool),
     Reject(RejectionKind, Option<(Arc<[NamedPolicy]>, Vec<Decision>)>),
 }
 
@@ -99,10 +101,10 @@ where
         None => None,
     };
     let (mut response, state) = match decide(&shared, &parts).await {
-        Outcome::Pass(state) => {
+        Outcome::Pass(state, paid) => {
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
             if let (Some((key, cost)), Some((policies, _))) = (&reserved, &state) {
-                response = commit(&shared, response, policies, key, *cost).await;
+                response = commit(&shared, response, policies, key, *cost, paid).await;
             }
             (response.map(Either::Left), state)
         }
@@ -135,17 +137,16 @@ async fn commit<B>(
     policies: &[NamedPolicy],
     key: &[u8],
     cost: u64,
+    paid: bool,
 ) -> Response<B> {
     let Some((cost_after, store)) = &shared.cost_after else {
         return response;
     };
     let (parts, body) = response.into_parts();
-    if let Some(used) = cost_after(&parts) {
-        let adjustment = if used <= cost {
-            Adjustment::Refund(cost - used)
-        } else {
-            Adjustment::Charge(used - cost)
-        };
+    let used = cost_after(&parts);
+    if let Some(adjustment) = used.map(|used| Adjustment::commit(cost, used, paid))
+        && !adjustment.is_nothing()
+    {
         let adjustments: Vec<_> = policies
             .iter()
             .map(|p| (Check::new(p.policy, key, cost).named(&p.name), adjustment))
@@ -158,7 +159,7 @@ async fn commit<B>(
 async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
     let Some(key) = shared.key.extract(parts) else {
         return match shared.on_missing_key {
-            MissingKey::Allow => Outcome::Pass(None),
+            MissingKey::Allow => Outcome::Pass(None, true),
             MissingKey::Reject => Outcome::Reject(RejectionKind::MissingKey, None),
         };
     };
@@ -201,7 +202,8 @@ async fn decide_checks(
             Err(_) => return Outcome::Reject(RejectionKind::StoreUnavailable, None),
         };
         if verdict.allowed() {
-            return Outcome::Pass(Some((policies, verdict.decisions)));
+            let paid = !verdict.by_fail_policy;
+            return Outcome::Pass(Some((policies, verdict.decisions)), paid);
         }
         let wait = verdict.retry_after();
         if waited + wait > shared.max_wait {

@@ -12,7 +12,9 @@
 //! it too; but such failures are never silent: they are counted apart
 //! ([`GuardStats::incompatible`]), handed to the [`on_incompatible`](Guarded::on_incompatible)
 //! hook (the server logs them at error level, at most once a second), and [`Store::ready`]
-//! fails with the last of them until a decision succeeds again.
+//! fails with the last of them until a decision succeeds again, or
+//! [`unready_for`](Guarded::unready_for) ([`INCOMPATIBLE_FOR`] by default) passes without another (an instance that gets no traffic must not stay unready for good once the
+//! store is fixed).
 //!
 //! ```
 //! use std::time::Duration;
@@ -38,7 +40,7 @@ use super::settle::{Adjustment, Once, Settle};
 use super::{Check, Store};
 use parking_lot::Mutex;
 
-use crate::{Decision, ErrorKind, MemoryStore, StoreError, Verdict};
+use crate::{Clock, Decision, ErrorKind, MemoryStore, MonotonicClock, Nanos, StoreError, Verdict};
 
 /// What to answer when the store fails transiently (down, slow, timed out, full).
 #[derive(Clone)]
@@ -77,6 +79,10 @@ pub struct GuardStats {
     pub incompatible: AtomicU64,
 }
 
+/// How long an incompatible answer keeps [`Store::ready`] failing, without a success or
+/// another such answer in between.
+pub const INCOMPATIBLE_FOR: Duration = Duration::from_secs(10);
+
 /// Called with each [`StoreError::Incompatible`].
 type IncompatibleHook = Box<dyn Fn(&StoreError) + Send + Sync>;
 
@@ -88,8 +94,11 @@ pub struct Guarded<S> {
     stats: GuardStats,
     /// Whether the last failure was an incompatibility not yet followed by a success.
     incompatible: AtomicBool,
-    last_incompatibility: Mutex<String>,
+    /// What it was, and when.
+    last_incompatibility: Mutex<(String, Option<Nanos>)>,
+    clock: MonotonicClock,
     on_incompatible: Option<IncompatibleHook>,
+    unready_for: Duration,
 }
 
 impl<S: Store> Guarded<S> {
@@ -101,8 +110,10 @@ impl<S: Store> Guarded<S> {
             timeout: None,
             stats: GuardStats::default(),
             incompatible: AtomicBool::new(false),
-            last_incompatibility: Mutex::new(String::new()),
+            last_incompatibility: Mutex::new((String::new(), None)),
+            clock: MonotonicClock::new(),
             on_incompatible: None,
+            unready_for: INCOMPATIBLE_FOR,
         }
     }
 
@@ -110,6 +121,13 @@ impl<S: Store> Guarded<S> {
     /// request's path, so it should be quick).
     pub fn on_incompatible(mut self, hook: impl Fn(&StoreError) + Send + Sync + 'static) -> Self {
         self.on_incompatible = Some(Box::new(hook));
+        self
+    }
+
+    /// How long an incompatible answer keeps [`Store::ready`] failing when no decision
+    /// succeeds and no other such answer comes meanwhile.
+    pub fn unready_for(mut self, period: Duration) -> Self {
+        self.unready_for = period;
         self
     }
 
@@ -162,7 +180,7 @@ impl<S: Store> Store for Guarded<S> {
             Err(e) if e.kind() == ErrorKind::Incompatible => {
                 self.stats.incompatible.fetch_add(1, Ordering::Relaxed);
                 if let StoreError::Incompatible(why) = &e {
-                    *self.last_incompatibility.lock() = why.to_string();
+                    *self.last_incompatibility.lock() = (why.to_string(), Some(self.clock.now()));
                 }
                 self.incompatible.store(true, Ordering::Relaxed);
                 if let Some(hook) = &self.on_incompatible {
@@ -180,16 +198,20 @@ impl<S: Store> Store for Guarded<S> {
             }
             FailPolicy::Local(local) => {
                 self.stats.local_fallbacks.fetch_add(1, Ordering::Relaxed);
-                local.decide_sync(checks)
+                let mut verdict = local.decide_sync(checks)?;
+                verdict.by_fail_policy = true;
+                Ok(verdict)
             }
         }
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
         if self.incompatible.load(Ordering::Relaxed) {
-            return Err(StoreError::incompatible(
-                self.last_incompatibility.lock().clone(),
-            ));
+            let (why, at) = self.last_incompatibility.lock().clone();
+            if at.is_some_and(|at| self.clock.now() - at < Nanos::from(self.unready_for)) {
+                return Err(StoreError::incompatible(why));
+            }
+            self.incompatible.store(false, Ordering::Relaxed);
         }
         self.store.ready().await
     }
@@ -235,8 +257,8 @@ impl<S> Guarded<S> {
 
 /// The fail-open answer: allowed, as from full buckets.
 fn allow_all(checks: &[Check<'_>]) -> Verdict {
-    Verdict {
-        decisions: checks
+    let mut verdict = Verdict::new(
+        checks
             .iter()
             .map(|c| Decision {
                 allowed: true,
@@ -246,5 +268,7 @@ fn allow_all(checks: &[Check<'_>]) -> Verdict {
                 reset_after: Duration::ZERO,
             })
             .collect(),
-    }
+    );
+    verdict.by_fail_policy = true;
+    verdict
 }

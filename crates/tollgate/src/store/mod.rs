@@ -87,7 +87,18 @@ impl<'k> Check<'k> {
             && self.policy.algorithm() == other.policy.algorithm()
             && match (self.name, other.name) {
                 (Some(a), Some(b)) => a == b,
-                (None, None) => self.policy == other.policy,
+                // Named by the numbers a store keys it by (not, say, the resolution).
+                (None, None) => {
+                    (
+                        self.policy.capacity(),
+                        self.policy.refill(),
+                        self.policy.period(),
+                    ) == (
+                        other.policy.capacity(),
+                        other.policy.refill(),
+                        other.policy.period(),
+                    )
+                }
                 _ => false,
             }
     }

@@ -55,6 +55,25 @@ pub enum Adjustment {
     Charge(u64),
 }
 
+impl Adjustment {
+    /// What committing `used` tokens makes of a reservation of `reserved`: the difference given
+    /// back, or taken without a denial. A reservation the fail policy allowed (`paid` false:
+    /// the store took nothing, see [`Verdict::by_fail_policy`]) gets nothing back, since a
+    /// refund would hand out tokens nobody paid; a charge beyond it is still taken.
+    pub fn commit(reserved: u64, used: u64, paid: bool) -> Adjustment {
+        match used.checked_sub(reserved) {
+            Some(over) if over > 0 => Adjustment::Charge(over),
+            _ if paid => Adjustment::Refund(reserved - used),
+            _ => Adjustment::Refund(0),
+        }
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_nothing(self) -> bool {
+        matches!(self, Adjustment::Refund(0) | Adjustment::Charge(0))
+    }
+}
+
 /// A settlement done at most once: `id` is recorded in the store (for `ttl`, after which a
 /// settlement under it would be allowed again, so `ttl` must outlive whatever carries the id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +148,7 @@ pub async fn reserve<S: Settle>(
     let verdict = store.decide(checks).await?;
     let reservation = verdict.allowed().then(|| Reservation {
         buckets: checks.iter().map(Bucket::of).collect(),
+        paid: !verdict.by_fail_policy,
     });
     Ok((verdict, reservation))
 }
@@ -167,6 +187,8 @@ impl Bucket {
 #[must_use = "a reservation dropped keeps its whole charge; commit or cancel it"]
 pub struct Reservation {
     buckets: Vec<Bucket>,
+    /// Whether the store took the reserved tokens (not a fail policy's answer).
+    paid: bool,
 }
 
 impl Reservation {
@@ -186,14 +208,7 @@ impl Reservation {
     fn adjustments(&self, used: u64) -> Vec<(Check<'_>, Adjustment)> {
         self.buckets
             .iter()
-            .map(|b| {
-                let adjustment = if used <= b.reserved {
-                    Adjustment::Refund(b.reserved - used)
-                } else {
-                    Adjustment::Charge(used - b.reserved)
-                };
-                (b.check(), adjustment)
-            })
+            .map(|b| (b.check(), Adjustment::commit(b.reserved, used, self.paid)))
             .collect()
     }
 }

@@ -127,7 +127,7 @@ impl Model {
             d.reset_after = Duration::from_nanos(n.div_ceil(unit.as_u64()) * unit.as_u64());
             decisions.push(d);
         }
-        Verdict { decisions }
+        Verdict::new(decisions)
     }
 
     pub fn reset(&mut self, checks: &[Check<'_>]) {

@@ -97,13 +97,16 @@ impl<'a> Held<'a> {
         }
     }
 
-    /// Writes the state charged under `policy`.
-    pub(crate) fn set(&mut self, state: BucketState, policy: Policy) {
+    /// Writes the state charged under `policy` (`None`: nothing was charged, as for a check of
+    /// cost 0, so the policy it was last charged under still says when it is idle).
+    pub(crate) fn set(&mut self, state: BucketState, policy: Option<Policy>) {
         match (self, state) {
             (Held::Tat { tat, .. }, BucketState::TokenBucket(new)) => *tat = new.as_u64(),
             (Held::Window(guard), state) => {
                 guard.state = state;
-                guard.policy = Some(policy);
+                if policy.is_some() {
+                    guard.policy = policy;
+                }
             }
             // A token-bucket cell only ever gets a token-bucket state: its table holds those.
             (Held::Tat { .. }, _) => {}

@@ -203,10 +203,12 @@ impl<C: Clock> MemoryStore<C> {
     pub fn decide_sync(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         Check::validate_all(checks)?;
         match checks {
-            [] => Ok(Verdict { decisions: vec![] }),
-            [one] => Ok(Verdict {
-                decisions: vec![self.check_in(&one.policy, &BucketKey::of(one)?, one.cost)?],
-            }),
+            [] => Ok(Verdict::new(Vec::new())),
+            [one] => Ok(Verdict::new(vec![self.check_in(
+                &one.policy,
+                &BucketKey::of(one)?,
+                one.cost,
+            )?])),
             _ => multi::decide(self, checks),
         }
     }

@@ -182,7 +182,7 @@ fn decide_held<C: Clock>(
     let (verdict, write) = f(&mut states, store.now())?;
     if write {
         for ((cell, state), check) in held.iter_mut().zip(states).zip(checks) {
-            cell.set(state, check.policy);
+            cell.set(state, (check.cost > 0).then_some(check.policy));
         }
     }
     Ok(Some(verdict))

@@ -110,7 +110,7 @@ impl<C: Clock> MemoryStore<C> {
                 *state = BucketState::TokenBucket(tat);
                 decisions.push(gcra.evaluate(tat, now, 0).decision(false));
             }
-            Ok((Verdict { decisions }, true))
+            Ok((Verdict::new(decisions), true))
         })
     }
 }

@@ -420,17 +420,19 @@ impl Inner {
             GiveUp::Unavailable => Err(store_error(error)),
             GiveUp::Deny => Ok(decisions
                 .into_iter()
-                .map(|policies| Verdict {
-                    decisions: policies
-                        .iter()
-                        .map(|(policy, _)| Decision {
-                            allowed: false,
-                            limit: policy.capacity(),
-                            remaining: 0,
-                            retry_after: self.retry.max_backoff,
-                            reset_after: Duration::from(policy.tolerance()),
-                        })
-                        .collect(),
+                .map(|policies| {
+                    Verdict::new(
+                        policies
+                            .iter()
+                            .map(|(policy, _)| Decision {
+                                allowed: false,
+                                limit: policy.capacity(),
+                                remaining: 0,
+                                retry_after: self.retry.max_backoff,
+                                reset_after: Duration::from(policy.tolerance()),
+                            })
+                            .collect(),
+                    )
                 })
                 .collect()),
         }
@@ -457,18 +459,14 @@ impl Inner {
                     self.take(deadline, &q.units, &q.bucket, q.cost, true)
                         .await?
                 };
-                vec![Verdict {
-                    decisions: vec![decision],
-                }]
+                vec![Verdict::new(vec![decision])]
             }
             _ if set_of_singles(decisions) => {
                 let checks: Vec<&Queued> = decisions.iter().map(|d| &d[0]).collect();
                 match self.take_set(deadline, &checks).await? {
                     Some(decided) => decided
                         .into_iter()
-                        .map(|decision| Verdict {
-                            decisions: vec![decision],
-                        })
+                        .map(|decision| Verdict::new(vec![decision]))
                         .collect(),
                     None => {
                         self.stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -748,11 +746,19 @@ impl Inner {
 
     async fn cleanup_idle(&self) -> Result<u64, StoreError> {
         let now_param = self.now_param();
-        let lease = self.pool.get().await?;
-        let params: [&(dyn ToSql + Sync); 1] = [&now_param];
-        let forgotten = lease.client.execute(&lease.cleanup_once, &params).await;
-        lease.answered();
-        forgotten.map_err(store_error)?;
+        loop {
+            let lease = self.pool.get().await?;
+            let params: [&(dyn ToSql + Sync); 2] = [&now_param, &self.cleanup_batch];
+            let forgotten = lease.client.query_one(&lease.cleanup_once, &params).await;
+            lease.answered();
+            let row = forgotten.map_err(store_error)?;
+            let counts = row.try_get(0).and_then(|w| Ok((w, row.try_get(1)?)));
+            let (windows, ids): (i64, i64) =
+                counts.map_err(|e| StoreError::Incompatible(Box::new(e)))?;
+            if windows.max(ids) < self.cleanup_batch {
+                break;
+            }
+        }
         let mut deleted = 0;
         loop {
             let lease = self.pool.get().await?;
@@ -879,7 +885,7 @@ impl Runner for Inner {
 impl Store for PostgresStore {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         if checks.is_empty() {
-            return Ok(Verdict { decisions: vec![] });
+            return Ok(Verdict::new(Vec::new()));
         }
         Check::validate_all(checks)?;
         let queued = checks
@@ -890,9 +896,7 @@ impl Store for PostgresStore {
             if let Some(denied) =
                 cache.get(&q.bucket, &q.units.policy, q.cost, self.inner.local_now())
             {
-                return Ok(Verdict {
-                    decisions: vec![denied],
-                });
+                return Ok(Verdict::new(vec![denied]));
             }
         }
         let timeout = self.inner.timeout;

@@ -152,12 +152,28 @@ const RESET: &str = r#"WITH w AS (
 const DECIDE_ANY: &str = r#"SELECT "@schema@"."@table@_decide_any"($1, $2, $3, $4, $5, $6)"#;
 
 /// Forgets the settlement ids that have expired, and the windows that ended a minute ago.
+/// Deletes up to $2 expired settlement ids and up to $2 idle window rows (expired a minute
+/// ago), skipping rows a decision holds; answers how many went. Run until it answers fewer
+/// than 2 × $2, as the bucket cleanup is.
 const CLEANUP_ONCE: &str = r#"WITH w AS (
     DELETE FROM "@schema@"."@table@_windows"
-    WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
-        - 60000000
-) DELETE FROM "@schema@"."@table@_once"
-WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)"#;
+    WHERE key IN (
+        SELECT key FROM "@schema@"."@table@_windows"
+        WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) - 60000000
+        LIMIT $2 FOR UPDATE SKIP LOCKED
+    )
+    AND expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) - 60000000
+    RETURNING 1
+), o AS (
+    DELETE FROM "@schema@"."@table@_once"
+    WHERE id IN (
+        SELECT id FROM "@schema@"."@table@_once"
+        WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+        LIMIT $2 FOR UPDATE SKIP LOCKED
+    )
+    AND expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+    RETURNING 1
+) SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM o)"#;
 
 const DECIDE_MANY: &str = r#"SELECT "@schema@"."@table@_decide"($1, $2, $3, $4, $5, $6, $7)"#;
 
@@ -385,7 +401,8 @@ fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
 /// connection refused, closed or timed out), and the SQLSTATE classes that say the server
 /// cannot serve now: 08 connection exception, 40 transaction rollback (conflicts left after
 /// the retries), 53 insufficient resources, 55 object not in prerequisite state (a lock not
-/// available), 57 operator intervention (shutdown, recovery), 58 system error. Any other error
+/// available), 57 operator intervention (shutdown, recovery), 58 system error, and 25006 (a
+/// read-only transaction: a standby not yet promoted). Any other error
 /// the server sends (a missing table or function, a type or syntax error, a permission
 /// refused) is a schema or a configuration that disagrees with this program: incompatible.
 pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
@@ -394,7 +411,8 @@ pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
     };
     let code = db.code().code();
     let message = format!("{}: {} (SQLSTATE {code})", db.severity(), db.message());
-    if matches!(code.get(..2), Some("08" | "40" | "53" | "55" | "57" | "58")) {
+    // 25006: a read-only transaction, as on a standby that a failover has not promoted yet.
+    if matches!(code.get(..2), Some("08" | "40" | "53" | "55" | "57" | "58")) || code == "25006" {
         StoreError::Unavailable(message.into())
     } else {
         StoreError::Incompatible(message.into())

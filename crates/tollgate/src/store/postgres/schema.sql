@@ -205,7 +205,7 @@ BEGIN
                 ELSE
                     scaled := 0;
                 END IF;
-                win := at / w; prev := 0; cur := least(ceil(scaled / w0), b[j])::bigint;
+                win := at / w; prev := 0; cur := least(div(scaled + w0 - 1, w0), b[j])::bigint;
             END IF;
             idx := at / w;
             IF idx < win THEN

@@ -24,7 +24,7 @@ impl Settle for PostgresStore {
     ) -> Result<Verdict, StoreError> {
         settle::validate(once, adjustments)?;
         if adjustments.is_empty() {
-            return Ok(Verdict { decisions: vec![] });
+            return Ok(Verdict::new(Vec::new()));
         }
         let inner = &self.inner;
         let mut keys = Vec::with_capacity(adjustments.len());
@@ -93,7 +93,7 @@ impl Settle for PostgresStore {
                     .decision(false),
             );
         }
-        Ok(Verdict { decisions })
+        Ok(Verdict::new(decisions))
     }
 
     async fn reset(&self, buckets: &[Check<'_>]) -> Result<(), StoreError> {

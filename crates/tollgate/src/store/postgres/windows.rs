@@ -113,7 +113,7 @@ fn state_of(kind: i32, state: &[i64]) -> Option<BucketState> {
         (1, &[window, c, width]) => BucketState::FixedWindow(FixedWindowState {
             window: count(window),
             count: count(c),
-            width: count(width) * 1000,
+            width: count(width).saturating_mul(1000),
         }),
         (3, []) => BucketState::SlidingWindowCounter(SlidingCounterState::default()),
         (3, &[window, previous, current, width]) => {
@@ -121,7 +121,7 @@ fn state_of(kind: i32, state: &[i64]) -> Option<BucketState> {
                 window: count(window),
                 previous: count(previous),
                 current: count(current),
-                width: count(width) * 1000,
+                width: count(width).saturating_mul(1000),
             })
         }
         (2, entries) if entries.len() % 2 == 0 => BucketState::SlidingWindowLog(

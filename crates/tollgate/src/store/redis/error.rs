@@ -9,9 +9,10 @@ use crate::StoreError;
 /// Transient: no answer (I/O, a timeout, a connection refused or dropped, no node for a slot),
 /// and the server's "not now" (`LOADING`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`,
 /// `READONLY` during a failover, `MOVED`/`ASK` the client could not follow, `BUSY` with another
-/// script, `OOM`, `NOREPLICAS`). Incompatible: an error running the script, a value of another
-/// type under a bucket's key (`WRONGTYPE`: another program wrote it), a refused permission
-/// (`NOPERM`, a failed authentication), a reply the client cannot parse.
+/// script, `OOM`, `NOREPLICAS`), and a reply the client cannot parse (a connection cut in the
+/// middle of one). Incompatible: an error running the script, a value of another type under a
+/// bucket's key (`WRONGTYPE`: another program wrote it), a refused permission (`NOPERM`, a
+/// failed authentication), a reply of another type than the script returns.
 pub(crate) fn store_error(e: RedisError) -> StoreError {
     let transient = match e.kind() {
         ErrorKind::Server(kind) => matches!(
@@ -26,8 +27,7 @@ pub(crate) fn store_error(e: RedisError) -> StoreError {
                 | ServerErrorKind::ExecAbort
         ),
         ErrorKind::Extension => matches!(e.code(), Some("BUSY" | "OOM" | "NOREPLICAS")),
-        ErrorKind::Parse
-        | ErrorKind::UnexpectedReturnType
+        ErrorKind::UnexpectedReturnType
         | ErrorKind::AuthenticationFailed
         | ErrorKind::InvalidClientConfig => false,
         _ => true,

@@ -113,6 +113,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     inject_time: bool,
     deny_cache: Option<DenyCache>,
+    /// Ids for settlements that came without one (used in a cluster only).
+    settle_ids: settle::SettleIds,
 }
 
 impl RedisStore {
@@ -231,6 +233,7 @@ impl RedisStoreBuilder {
                 .unwrap_or_else(|| Arc::new(MonotonicClock::new())),
             inject_time,
             deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
+            settle_ids: settle::SettleIds::new(),
         });
         let batcher = self.batch.then(|| {
             Arc::new(Batcher::new(
@@ -329,7 +332,7 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         if checks.is_empty() {
-            return Ok(Verdict { decisions: vec![] });
+            return Ok(Verdict::new(Vec::new()));
         }
         let encoded = self.encode(checks)?;
         if let (Some(cache), [check]) = (&self.inner.deny_cache, &encoded[..]) {
@@ -339,9 +342,7 @@ impl Store for RedisStore {
                 check.cost,
                 self.inner.local_now(),
             ) {
-                return Ok(Verdict {
-                    decisions: vec![denied],
-                });
+                return Ok(Verdict::new(vec![denied]));
             }
         }
         let reply = match &self.batcher {

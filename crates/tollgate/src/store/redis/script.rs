@@ -292,7 +292,7 @@ fn parse(numbers: &[u64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, Stor
             holds.push(Duration::from_micros(next()?));
         }
         replies.push(Reply {
-            verdict: Verdict { decisions: decided },
+            verdict: Verdict::new(decided),
             holds,
         });
     }
@@ -356,7 +356,7 @@ fn replay(
             decided.push(decision);
         }
         replies.push(Reply {
-            verdict: Verdict { decisions: decided },
+            verdict: Verdict::new(decided),
             holds,
         });
     }

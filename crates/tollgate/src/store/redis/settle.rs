@@ -16,6 +16,45 @@ use crate::{CheckError, Decision, Nanos, Policy, StoreError, Verdict};
 /// Lua's doubles are exact below 2^53: `amount × t` is capped at 2^52 (see `settle.lua`).
 const MAX_SPAN: u64 = 1 << 52;
 
+/// How long an id made for a settlement is remembered: longer than any resend of it.
+const RESEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Ids for the settlements of a cluster store: a random 64-bit prefix per store and a counter,
+/// unique across processes without a random source per call.
+pub(super) struct SettleIds {
+    prefix: [u8; 16],
+    counter: std::sync::atomic::AtomicU64,
+}
+
+impl SettleIds {
+    pub(super) fn new() -> SettleIds {
+        use std::hash::{BuildHasher, Hasher};
+        // The standard library seeds each thread's first RandomState from the system's random
+        // source (later ones count up from it): two hashes make 128 bits no other process has.
+        let mut prefix = [0; 16];
+        for (half, salt) in prefix.chunks_mut(8).zip([0u8, 1]) {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u32(std::process::id());
+            hasher.write_u8(salt);
+            half.copy_from_slice(&hasher.finish().to_le_bytes());
+        }
+        SettleIds {
+            prefix,
+            counter: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn next(&self) -> [u8; 24] {
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut id = [0; 24];
+        id[..16].copy_from_slice(&self.prefix);
+        id[16..].copy_from_slice(&n.to_le_bytes());
+        id
+    }
+}
+
 impl RedisStore {
     async fn run(&self, cmd: &redis::Cmd, script: &Script) -> Result<Value, StoreError> {
         let run = async {
@@ -70,10 +109,22 @@ impl Settle for RedisStore {
     ) -> Result<Verdict, StoreError> {
         settle::validate(once, adjustments)?;
         if adjustments.is_empty() {
-            return Ok(Verdict { decisions: vec![] });
+            return Ok(Verdict::new(Vec::new()));
         }
         let checks: Vec<Check<'_>> = adjustments.iter().map(|(c, _)| *c).collect();
         self.same_slot(&checks)?;
+        // The cluster client sends a command again when its connection broke before the reply
+        // came, which would give a refund twice: there every settlement runs under an id, so a
+        // resent one finds it done.
+        let auto_id;
+        let (once, resent_is_done) = match once {
+            None if self.inner.is_cluster() => {
+                auto_id = self.inner.settle_ids.next();
+                let ttl = RESEND_WINDOW.max(2 * self.inner.timeout);
+                (Some(Once { id: &auto_id, ttl }), true)
+            }
+            once => (once, false),
+        };
         let script = &self.inner.scripts.settle;
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash())
@@ -141,6 +192,12 @@ impl Settle for RedisStore {
             _ => return Err(StoreError::incompatible("malformed reply from settle.lua")),
         };
         if numbers == [-1] {
+            if resent_is_done {
+                // Our own id: the first send was applied and its reply lost. Answer the state.
+                let peeks: Vec<Check<'_>> =
+                    checks.iter().map(|c| Check { cost: 0, ..*c }).collect();
+                return crate::Store::decide(self, &peeks).await;
+            }
             return Err(CheckError::AlreadySettled.into());
         }
         let us = |us: i64| Nanos::new(u64::try_from(us).unwrap_or(0).saturating_mul(1000));
@@ -152,7 +209,7 @@ impl Settle for RedisStore {
             .zip(tats)
             .map(|(gcra, &tat)| gcra.evaluate(us(tat), us(now), 0).decision(false))
             .collect();
-        Ok(Verdict { decisions })
+        Ok(Verdict::new(decisions))
     }
 
     async fn reset(&self, buckets: &[Check<'_>]) -> Result<(), StoreError> {
