@@ -1,9 +1,12 @@
 //! The command line: `tollgate [serve] [--listen ADDR] [--store URL] ...`.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
 
 use crate::store::StoreSpec;
 
@@ -34,6 +37,20 @@ pub enum Command {
     /// Measure a store beside the approaches teams publish, and write the report.
     #[command(subcommand)]
     Bench(BenchTarget),
+    /// Work with config files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `tollgate config`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check a config file: print its policies and exit 0, or print what is wrong (file, line,
+    /// column, field) and exit 1.
+    Check {
+        /// The file.
+        file: PathBuf,
+    },
 }
 
 /// `tollgate bench`'s targets.
@@ -60,7 +77,7 @@ pub struct MigrateArgs {
 }
 
 /// Options of the PostgreSQL store.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct PostgresArgs {
     /// The schema holding the buckets table.
     #[arg(long, default_value = "tollgate")]
@@ -90,8 +107,9 @@ pub struct PostgresArgs {
     pub postgres_connections: usize,
 }
 
-/// `--postgres-isolation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `--postgres-isolation`, and `[store.postgres] isolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum IsolationArg {
     /// READ COMMITTED.
     ReadCommitted,
@@ -102,6 +120,12 @@ pub enum IsolationArg {
 /// `tollgate serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    /// The config file (TOML): store, listeners, fail policy, named policies. Flags given on
+    /// the command line override it. Without one, the embedded default: the flags' defaults,
+    /// inline policies only.
+    #[arg(long, env = "TOLLGATE_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// Where the HTTP/JSON API listens; port 0 picks a free port (printed at start).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -129,20 +153,57 @@ pub struct ServeArgs {
     /// The PostgreSQL store's options.
     #[command(flatten)]
     pub postgres: PostgresArgs,
+
+    /// How log lines are written (to stderr): `text` or `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// The options given on the command line (or by environment), which override the file.
+    #[arg(skip)]
+    pub given: Given,
 }
 
-impl ServeArgs {
-    /// `--store-timeout-ms`, or the store's default.
-    pub fn store_timeout(&self) -> Duration {
-        self.store_timeout.unwrap_or(match self.store {
-            StoreSpec::Postgres(_) => tollgate::store::postgres::DEFAULT_TIMEOUT,
-            _ => tollgate::store::redis::DEFAULT_TIMEOUT,
-        })
+/// The ids of the options given on the command line or by environment, rather than defaulted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Given(BTreeSet<String>);
+
+impl Given {
+    /// What `matches` (those of `serve`, or of the command itself) were given.
+    pub fn of(matches: &ArgMatches) -> Given {
+        Given(
+            matches
+                .ids()
+                .filter(|id| {
+                    matches!(
+                        matches.value_source(id.as_str()),
+                        Some(clap::parser::ValueSource::CommandLine)
+                            | Some(clap::parser::ValueSource::EnvVariable)
+                    )
+                })
+                .map(|id| id.as_str().to_owned())
+                .collect(),
+        )
+    }
+
+    /// Whether the option with clap id `id` was given.
+    pub fn has(&self, id: &str) -> bool {
+        self.0.contains(id)
     }
 }
 
+/// `--log-format`, and `[log] format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// The fail policy, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnStoreError {
     /// Fail open: allow.
     Allow,

@@ -9,11 +9,16 @@
 
 mod bench;
 pub mod cli;
+pub mod config;
 pub mod http;
+pub mod metrics;
+mod reload;
+pub mod settings;
 pub mod store;
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +26,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use cli::{MigrateArgs, ServeArgs};
+use config::{Config, ConfigError};
+use settings::Settings;
 use tollgate::StoreError;
 use tollgate::store::settle::DynSettle;
 
@@ -30,6 +37,9 @@ const WARM_UP: Duration = Duration::from_secs(3);
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The config file was refused.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -54,6 +64,9 @@ pub enum ServeError {
     /// The system's random source failed (reservations are signed with a random secret).
     #[error("the system's random source failed")]
     Random,
+    /// The metrics could not be registered.
+    #[error("the metrics could not be registered: {0}")]
+    Metrics(#[from] prometheus::Error),
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Http(#[source] io::Error),
@@ -64,45 +77,188 @@ pub enum ServeError {
 
 pub use bench::bench;
 
-/// Opens the store, binds the listener, announces both on stdout, and serves until `shutdown`
-/// is cancelled and the requests in flight are answered.
-pub async fn serve(args: ServeArgs, shutdown: CancellationToken) -> Result<(), ServeError> {
-    let store = store::open(&args)
-        .await
-        .map_err(|source| ServeError::Store {
-            store: args.store.to_string(),
-            source,
-        })?;
-    if let Err(e) = warm_up(store.as_ref(), WARM_UP).await {
-        eprintln!(
-            "tollgate: the store does not answer yet ({e}); serving anyway, with the fail \
-             policy `{}` until it does",
-            args.on_store_error
-        );
+/// The settings `args` ask for: the config file they name (or none: the embedded default),
+/// under the options given on the command line; its policies checked against the store.
+pub fn prepare(args: &ServeArgs) -> Result<Settings, ServeError> {
+    let config = args.config.as_deref().map(Config::load).transpose()?;
+    let settings = Settings::resolve(args, config.as_ref());
+    check_policies(
+        settings.config.as_deref(),
+        &settings.store,
+        &settings.policies,
+    )?;
+    Ok(settings)
+}
+
+/// Refuses policies the store cannot decide (numbers beyond its range), naming where the file
+/// defines each.
+pub(crate) fn check_policies(
+    file: Option<&Path>,
+    store: &store::StoreSpec,
+    policies: &config::Policies,
+) -> Result<(), ConfigError> {
+    for p in policies.iter() {
+        if let Err(e) = store::supports(store, &p.policy) {
+            return Err(ConfigError {
+                file: file.map(Path::to_owned).unwrap_or_default(),
+                at: Some(p.defined_at),
+                field: format!("policies.{}.{}", p.name, e.field()),
+                message: format!("the {store} store cannot decide it: {e}"),
+            });
+        }
     }
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: args.listen,
-            source,
-        })?;
-    let local = listener.local_addr().map_err(ServeError::Http)?;
-    // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
-    println!(
-        "tollgate listening on http://{local} (store: {}, on store error: {}, timeout {:?})",
-        args.store,
-        args.on_store_error,
-        args.store_timeout()
+    Ok(())
+}
+
+/// `tollgate config check FILE`: the policies it defines, one line each, or why it is refused.
+pub fn check_config(path: &Path) -> Result<String, ConfigError> {
+    let config = Config::load(path)?;
+    if let Some(store) = &config.store {
+        check_policies(Some(path), store, &config.policies)?;
+    }
+    let mut out = format!(
+        "{}: ok, {} {}\n",
+        path.display(),
+        config.policies.len(),
+        if config.policies.len() == 1 {
+            "policy"
+        } else {
+            "policies"
+        }
     );
-    // Servers that share a store share this secret, to commit each other's reservations.
-    let secret = std::env::var_os("TOLLGATE_RESERVATION_SECRET");
-    let secret = secret.as_ref().map(|s| s.as_encoded_bytes());
-    let state =
-        http::AppState::new(store, args.store_timeout(), secret).map_err(|_| ServeError::Random)?;
-    let state = Arc::new(state);
-    http::serve(listener, state, shutdown)
-        .await
-        .map_err(ServeError::Http)
+    for p in config.policies.iter() {
+        out.push_str(&format!(
+            "  {}: {}, capacity {}, {}{}\n",
+            p.name,
+            http::policy_algorithm(p.policy.algorithm()),
+            p.policy.capacity(),
+            match p.policy.algorithm() {
+                tollgate::Algorithm::TokenBucket => format!(
+                    "refill {} every {}",
+                    p.policy.refill(),
+                    humantime::format_duration(Duration::from(p.policy.period()))
+                ),
+                _ => format!(
+                    "window {}",
+                    humantime::format_duration(Duration::from(p.policy.period()))
+                ),
+            },
+            if p.shadow { ", shadow" } else { "" }
+        ));
+    }
+    Ok(out)
+}
+
+/// Opens the store, binds the listener, announces both on stdout, and serves until `shutdown`
+/// is cancelled and the requests in flight are answered. The config file, if any, is watched
+/// and reloaded (and on SIGHUP); `args` are the options the reloads resolve under.
+pub async fn serve(
+    args: ServeArgs,
+    settings: Settings,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let server = Server::bind(args, settings).await?;
+    // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
+    let s = &server.settings;
+    println!(
+        "tollgate listening on http://{} (store: {}, on store error: {}, timeout {:?}, \
+         config: {}, {} named {})",
+        server.local_addr,
+        s.store,
+        s.on_store_error,
+        s.store_timeout,
+        s.config
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |p| p.display().to_string()),
+        s.policies.len(),
+        if s.policies.len() == 1 {
+            "policy"
+        } else {
+            "policies"
+        },
+    );
+    server.run(shutdown).await
+}
+
+/// A server with its store open and its listener bound, not serving yet.
+pub struct Server {
+    args: ServeArgs,
+    settings: Settings,
+    state: Arc<http::AppState>,
+    listener: http::conn::Counted,
+    local_addr: SocketAddr,
+}
+
+impl Server {
+    /// Opens the store `settings` name and binds the HTTP listener.
+    pub async fn bind(args: ServeArgs, settings: Settings) -> Result<Server, ServeError> {
+        let metrics = Arc::new(metrics::Metrics::new()?);
+        let health = Arc::new(store::StoreHealth::new(
+            Arc::clone(&metrics),
+            settings.on_store_error,
+        ));
+        let store = store::open(&settings, Arc::clone(&health))
+            .await
+            .map_err(|source| ServeError::Store {
+                store: settings.store.to_string(),
+                source,
+            })?;
+        if let Err(e) = warm_up(store.as_ref(), WARM_UP).await {
+            tracing::warn!(
+                error = %e,
+                "the store does not answer yet; serving anyway, with the fail policy `{}` \
+                 until it does",
+                settings.on_store_error
+            );
+        }
+        let listener =
+            TcpListener::bind(settings.listen)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    addr: settings.listen,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(ServeError::Http)?;
+        // Servers that share a store share this secret, to commit each other's reservations.
+        let secret = std::env::var_os("TOLLGATE_RESERVATION_SECRET");
+        let secret = secret.as_ref().map(|s| s.as_encoded_bytes());
+        let state = http::AppState::new(store, settings.store_timeout, secret)
+            .map_err(|_| ServeError::Random)?
+            .observed(Arc::clone(&metrics), health)
+            .policies(settings.policies.clone(), settings.inline_policies);
+        metrics.stamp_config();
+        let listener =
+            http::conn::Counted::new(listener, http::conn::DEFAULT_MAX_CONNECTIONS, metrics);
+        Ok(Server {
+            args,
+            settings,
+            state: Arc::new(state),
+            listener,
+            local_addr,
+        })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until `shutdown` is cancelled and the requests in flight are answered, reloading
+    /// the config file meanwhile.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
+        if let Some(path) = self.settings.config.clone() {
+            tokio::spawn(reload::watch(
+                path,
+                self.args,
+                self.settings,
+                Arc::clone(&self.state),
+                shutdown.clone(),
+            ));
+        }
+        http::serve(self.listener, self.state, shutdown)
+            .await
+            .map_err(ServeError::Http)
+    }
 }
 
 /// Creates the PostgreSQL schema, table and function that `args` name.

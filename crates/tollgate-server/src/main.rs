@@ -1,42 +1,80 @@
-//! `tollgate`: parses the command line, turns SIGINT/SIGTERM into a graceful shutdown, runs.
+//! `tollgate`: parses the command line, reads the config, sets up logging, turns SIGINT/SIGTERM
+//! into a graceful shutdown, runs.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use tokio_util::sync::CancellationToken;
-use tollgate_server::cli::{Cli, Command};
+use tollgate_server::cli::{Cli, Command, ConfigCommand, Given, LogFormat};
 
 /// How long requests in flight get to finish after a signal before the process exits anyway.
 const GRACE: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let cli = Cli::parse();
-    let args = match cli.command {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let mut args = match cli.command {
         Some(Command::Serve(args)) => args,
-        Some(Command::Migrate(args)) => return report(tollgate_server::migrate(args).await),
-        Some(Command::Bench(target)) => return report(tollgate_server::bench(target).await),
+        Some(Command::Migrate(args)) => {
+            init_logs(LogFormat::Text);
+            return report(tollgate_server::migrate(args).await);
+        }
+        Some(Command::Bench(target)) => {
+            init_logs(LogFormat::Text);
+            return report(tollgate_server::bench(target).await);
+        }
+        Some(Command::Config(ConfigCommand::Check { file })) => {
+            return match tollgate_server::check_config(&file) {
+                Ok(report) => {
+                    print!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         None => cli.serve,
     };
+    args.given = Given::of(matches.subcommand_matches("serve").unwrap_or(&matches));
+    // A bad config file stops the server before anything starts.
+    let settings = match tollgate_server::prepare(&args) {
+        Ok(settings) => settings,
+        Err(e) => return report(Err(e)),
+    };
+    init_logs(settings.log_format);
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let server = tollgate_server::serve(args, shutdown.clone());
+    let server = tollgate_server::serve(args, settings, shutdown.clone());
     let outcome = tokio::select! {
         outcome = server => outcome,
         () = async { shutdown.cancelled().await; tokio::time::sleep(GRACE).await } => {
-            eprintln!("tollgate: requests still in flight after {GRACE:?}; exiting anyway");
+            tracing::error!("requests still in flight after {GRACE:?}; exiting anyway");
             return ExitCode::FAILURE;
         }
     };
     report(outcome)
+}
+
+/// Logs to stderr, at `info` unless `RUST_LOG` says otherwise.
+fn init_logs(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
 }
 
 fn report(outcome: Result<(), tollgate_server::ServeError>) -> ExitCode {
@@ -56,7 +94,7 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
                 signal.recv().await;
             }
             Err(e) => {
-                eprintln!("tollgate: cannot watch SIGTERM ({e}); stop me with SIGINT");
+                tracing::warn!(error = %e, "cannot watch SIGTERM; stop me with SIGINT");
                 std::future::pending::<()>().await;
             }
         }
@@ -65,6 +103,6 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
     }
-    eprintln!("tollgate: shutting down; finishing requests in flight");
+    tracing::info!("shutting down; finishing requests in flight");
     shutdown.cancel();
 }

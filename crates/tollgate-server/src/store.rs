@@ -1,6 +1,7 @@
 //! Which store the server decides on, from `--store`, wrapped in the fail policy.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
@@ -8,9 +9,14 @@ use tollgate::store::guarded::{FailPolicy, Guarded};
 use tollgate::store::settle::{DynSettle, Settle};
 
 use tollgate::store::postgres::Isolation;
-use tollgate::{Clock, MemoryStore, MonotonicClock, Nanos, PostgresStore, RedisStore, StoreError};
+use tollgate::{
+    Clock, ErrorKind, MemoryStore, MonotonicClock, Nanos, Policy, PolicyError, PostgresStore,
+    RedisStore, StoreError,
+};
 
-use crate::cli::{IsolationArg, OnStoreError, PostgresArgs, ServeArgs};
+use crate::cli::{IsolationArg, OnStoreError, PostgresArgs};
+use crate::metrics::Metrics;
+use crate::settings::Settings;
 
 /// A parsed `--store` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,45 +88,108 @@ fn redact(url: &str) -> String {
     }
 }
 
-/// Opens the store `args` name, bounded by its timeout and wrapped in its fail policy.
-pub async fn open(args: &ServeArgs) -> Result<Arc<dyn DynSettle>, StoreError> {
-    let memory = || MemoryStore::builder().max_keys(args.max_keys).build();
-    let on_error = match args.on_store_error {
+/// Opens the store `settings` name, bounded by its timeout and wrapped in its fail policy;
+/// its failures are reported to `health`.
+pub async fn open(
+    settings: &Settings,
+    health: Arc<StoreHealth>,
+) -> Result<Arc<dyn DynSettle>, StoreError> {
+    let memory = || MemoryStore::builder().max_keys(settings.max_keys).build();
+    let on_error = match settings.on_store_error {
         OnStoreError::Allow => FailPolicy::Allow,
         OnStoreError::Deny => FailPolicy::Deny,
         OnStoreError::Local => FailPolicy::Local(memory()),
     };
-    match &args.store {
-        StoreSpec::Memory => Ok(guard(memory(), on_error, args)),
+    let timeout = settings.store_timeout;
+    match &settings.store {
+        StoreSpec::Memory => Ok(guard(memory(), on_error, timeout, health)),
         StoreSpec::Redis(url) => {
             let store = RedisStore::builder(url.as_str())
-                .timeout(args.store_timeout())
+                .timeout(timeout)
                 .build()
                 .await?;
-            Ok(guard(store, on_error, args))
+            Ok(guard(store, on_error, timeout, health))
         }
         StoreSpec::RedisCluster(urls) => {
             let store = RedisStore::builder(urls[0].as_str())
                 .cluster(urls.iter().cloned())
-                .timeout(args.store_timeout())
+                .timeout(timeout)
                 .build()
                 .await?;
-            Ok(guard(store, on_error, args))
+            Ok(guard(store, on_error, timeout, health))
         }
         StoreSpec::Postgres(url) => {
-            let store = postgres(url, &args.postgres, args.store_timeout()).await?;
-            Ok(guard(store, on_error, args))
+            let store = postgres(url, &settings.postgres, timeout).await?;
+            Ok(guard(store, on_error, timeout, health))
         }
     }
 }
 
-fn guard(store: impl Settle, on_error: FailPolicy, args: &ServeArgs) -> Arc<dyn DynSettle> {
-    let log = IncompatibleLog::default();
+/// Whether `policy` is one the store `spec` names can decide (checked without connecting).
+pub fn supports(spec: &StoreSpec, policy: &Policy) -> Result<(), PolicyError> {
+    match spec {
+        StoreSpec::Memory => Ok(()),
+        StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => RedisStore::supports_policy(policy),
+        StoreSpec::Postgres(_) => PostgresStore::supports_policy(policy),
+    }
+}
+
+fn guard<S: Settle>(
+    store: S,
+    on_error: FailPolicy,
+    timeout: Duration,
+    health: Arc<StoreHealth>,
+) -> Arc<dyn DynSettle> {
     Arc::new(
         Guarded::new(store, on_error)
-            .timeout(args.store_timeout())
-            .on_incompatible(move |e| log.record(e)),
+            .timeout(timeout)
+            .on_error(move |e| health.failed(e)),
     )
+}
+
+/// The store's health as the server sees it: failures counted by kind, a line logged when it
+/// starts failing and when it answers again (never one per request), and what it answers that
+/// this program does not understand logged at error level at most once a second.
+pub struct StoreHealth {
+    metrics: Arc<Metrics>,
+    fail_policy: OnStoreError,
+    failing: AtomicBool,
+    incompatible: IncompatibleLog,
+}
+
+impl StoreHealth {
+    /// Reports to `metrics`; the fail policy is named in the logs.
+    pub fn new(metrics: Arc<Metrics>, fail_policy: OnStoreError) -> StoreHealth {
+        StoreHealth {
+            metrics,
+            fail_policy,
+            failing: AtomicBool::new(false),
+            incompatible: IncompatibleLog::default(),
+        }
+    }
+
+    /// A store call failed with `error`.
+    pub fn failed(&self, error: &StoreError) {
+        self.metrics.store_error(error.kind());
+        if error.kind() == ErrorKind::Incompatible {
+            self.incompatible.record(error);
+        }
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            let answer = match self.fail_policy {
+                OnStoreError::Allow => "allowing every request (fail open)",
+                OnStoreError::Deny => "answering 503 (fail closed)",
+                OnStoreError::Local => "deciding in this process's memory",
+            };
+            tracing::warn!(%error, "the store is failing; {answer} until it answers again");
+        }
+    }
+
+    /// A store call succeeded.
+    pub fn answered(&self) {
+        if self.failing.load(Ordering::Relaxed) && self.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!("the store answers again; deciding on it");
+        }
+    }
 }
 
 /// Logs what the store answered that this program does not understand, at error level and at

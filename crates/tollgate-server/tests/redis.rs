@@ -4,16 +4,13 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use reqwest::{Client, StatusCode};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tollgate::{Clock, MonotonicClock, Nanos};
 use tollgate_server::cli::{Cli, ServeArgs};
-use tollgate_server::http::{self, AppState};
 use tollgate_testkit::{TestRedis, TestRedisCluster};
 
 use support::Tollgate;
@@ -59,13 +56,13 @@ async fn serve(redis: &TestRedis, extra: &[&str]) -> (SocketAddr, CancellationTo
     ];
     argv.extend_from_slice(extra);
     // Without a subcommand, the options are `serve`'s.
+    argv.extend_from_slice(&["--listen", "127.0.0.1:0"]);
     let args: ServeArgs = Cli::try_parse_from(argv).unwrap().serve;
-    let store = tollgate_server::store::open(&args).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let settings = tollgate_server::prepare(&args).unwrap();
+    let server = tollgate_server::Server::bind(args, settings).await.unwrap();
+    let addr = server.local_addr();
     let shutdown = CancellationToken::new();
-    let state = Arc::new(AppState::new(store, args.store_timeout(), None).unwrap());
-    tokio::spawn(http::serve(listener, state, shutdown.clone()));
+    tokio::spawn(server.run(shutdown.clone()));
     (addr, shutdown)
 }
 

@@ -1,4 +1,4 @@
-//! `POST /v1/check`: one check of an inline token-bucket policy.
+//! `POST /v1/check`: one check of configured policies by name, or of an inline token bucket.
 
 use std::sync::Arc;
 
@@ -7,18 +7,16 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use serde_json::json;
-use tollgate::{Check, CheckError, Decision, Policy, StoreError, headers};
+use serde_json::{Value, json};
+use tollgate::{CheckError, Decision, Policy, StoreError, headers};
 
 use super::AppState;
+use super::decide::{Decided, Part, decide};
 use super::problem::Problem;
-use super::request::CheckRequest;
+use super::request::{CheckRequest, Target};
 
 /// The longest body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-/// The name an inline policy goes by in the `RateLimit` headers.
-const INLINE: &str = "inline";
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -28,58 +26,27 @@ pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Res
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
-    match decide(&state, &request).await {
-        Ok(decision) => answer(&request.policy, &decision, None),
+    let entries = match state.live.load().resolve(&request.target) {
+        Ok(entries) => entries,
+        Err(problem) => return problem.into_response(),
+    };
+    match decide(&state, entries, request.key.as_bytes(), request.cost).await {
+        Ok(decided) => {
+            let listed = matches!(request.target, Target::Named { listed: true, .. });
+            answer_decided(&decided, listed, None)
+        }
         Err(problem) => problem.into_response(),
     }
 }
 
-/// Decides `request` on the store: its decision, or the problem to answer.
-pub(super) async fn decide(state: &AppState, request: &CheckRequest) -> Result<Decision, Problem> {
-    // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
-    // fault, and its field says which number to change.
-    if let Err(e) = state.store.supports_dyn(&request.policy) {
-        return Err(Problem::invalid_field(
-            policy_field(e.field()),
-            e.to_string(),
-        ));
-    }
-    let checks = [Check::new(
-        request.policy,
-        request.key.as_bytes(),
-        request.cost,
-    )];
-    match state.store.decide_dyn(&checks).await {
-        Ok(verdict) => match verdict.decisions.first() {
-            Some(decision) => {
-                state.store_answered();
-                Ok(*decision)
-            }
-            None => Err(Problem::store_unavailable("the store answered no decision")),
-        },
-        Err(e) => Err(store_problem(state, e)),
-    }
-}
-
 /// The problem to answer for a store's error.
-pub(super) fn store_problem(state: &AppState, error: StoreError) -> Problem {
+pub(super) fn store_problem(error: StoreError) -> Problem {
     match error {
         StoreError::Check(e @ CheckError::CostExceedsCapacity { .. }) => {
             Problem::invalid_field("cost", e.to_string())
         }
         StoreError::Check(e) => Problem::invalid_field("key", e.to_string()),
-        e => {
-            state.store_failed(&e);
-            Problem::store_unavailable(e.to_string())
-        }
-    }
-}
-
-/// The request's field for a policy's input: the period is sent as `period_ms`.
-fn policy_field(field: &'static str) -> &'static str {
-    match field {
-        "period" => "period_ms",
-        other => other,
+        e => Problem::store_unavailable(e.to_string()),
     }
 }
 
@@ -93,42 +60,91 @@ pub(super) async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> 
     }
 }
 
-/// The answer of a decision: `200` or `429`, its JSON body (with `extra` fields, such as a
-/// reservation), the RateLimit headers, and `Retry-After` when denied.
-pub(super) fn answer(
-    policy: &Policy,
-    decision: &Decision,
-    extra: Option<(&str, serde_json::Value)>,
+/// The answer of a request's decision: the most restrictive part in the top-level fields, and
+/// with `listed` (the request named a list of policies), one entry per policy.
+pub(super) fn answer_decided(
+    decided: &Decided,
+    listed: bool,
+    extra: Option<(&str, Value)>,
 ) -> Response {
-    let status = if decision.allowed {
-        StatusCode::OK
-    } else {
-        StatusCode::TOO_MANY_REQUESTS
-    };
-    let mut body = json!({
+    let shown = decided.shown();
+    let mut body = fields(&shown.decision);
+    body["allowed"] = Value::Bool(decided.allowed());
+    if shown.entry.named {
+        body["policy"] = Value::from(&*shown.entry.name);
+    }
+    if decided.shadow_denied() {
+        body["shadow_denied"] = Value::Bool(true);
+    }
+    if listed {
+        body["policies"] = decided.parts.iter().map(part).collect();
+    }
+    if let Some((name, value)) = extra {
+        body[name] = value;
+    }
+    respond(
+        decided.allowed(),
+        body,
+        &shown.entry.name,
+        &shown.entry.policy,
+        &shown.decision,
+    )
+}
+
+/// The answer of one bucket's state (a commit's, a bucket's).
+pub(super) fn answer(name: &str, policy: &Policy, decision: &Decision) -> Response {
+    let mut body = fields(decision);
+    body["policy"] = Value::from(name);
+    respond(decision.allowed, body, name, policy, decision)
+}
+
+fn part(part: &Part) -> Value {
+    let mut v = fields(&part.decision);
+    v["policy"] = Value::from(&*part.entry.name);
+    if part.shadow_denied {
+        v["shadow_denied"] = Value::Bool(true);
+    }
+    v
+}
+
+fn fields(decision: &Decision) -> Value {
+    json!({
         "allowed": decision.allowed,
         "limit": decision.limit,
         "remaining": decision.remaining,
         "retry_after_ms": decision.retry_after_ms(),
         "reset_after_ms": decision.reset_after_ms(),
-    });
-    if let Some((name, value)) = extra {
-        body[name] = value;
-    }
+    })
+}
+
+/// `200` or `429` with `body`, the RateLimit headers of `decision` under the policy `name`,
+/// and `Retry-After` when denied.
+fn respond(
+    allowed: bool,
+    body: Value,
+    name: &str,
+    policy: &Policy,
+    decision: &Decision,
+) -> Response {
+    let status = if allowed {
+        StatusCode::OK
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
     let mut response = (status, body.to_string()).into_response();
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    // Both values are built from numbers and a fixed name: always valid header text.
-    if let Ok(v) = HeaderValue::try_from(headers::rate_limit_policy(INLINE, policy)) {
+    // Names are letters, digits, `_`, `-` and `.`, quoted: always valid header text.
+    if let Ok(v) = HeaderValue::try_from(headers::rate_limit_policy(name, policy)) {
         h.insert(RATELIMIT_POLICY.clone(), v);
     }
-    if let Ok(v) = HeaderValue::try_from(headers::rate_limit(INLINE, decision)) {
+    if let Ok(v) = HeaderValue::try_from(headers::rate_limit(name, decision)) {
         h.insert(RATELIMIT.clone(), v);
     }
-    if !decision.allowed {
+    if !allowed {
         h.insert(
             header::RETRY_AFTER,
             HeaderValue::from(decision.retry_after_secs()),

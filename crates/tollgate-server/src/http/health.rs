@@ -33,3 +33,13 @@ pub(super) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         .into_response(),
     }
 }
+
+/// `GET /metrics`: Prometheus's text exposition format.
+pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let mut response = state.metrics.render().into_response();
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}

@@ -1,11 +1,19 @@
-//! The HTTP/JSON front end: `POST /v1/check`, `GET /healthz`, `GET /readyz`.
+//! The HTTP/JSON front end: `POST /v1/check`, `/v1/reserve`, `/v1/commit`,
+//! `GET|DELETE /v1/buckets/{policy}/{key}`, `GET /v1/policies`, `/healthz`, `/readyz` and
+//! `/metrics`.
 //!
-//! Every answer is JSON; every error is `application/problem+json` ([`problem`]), including
-//! unknown paths and methods, so a client never has to parse an HTML or plain-text error page.
+//! Every answer is JSON (but the metrics); every error is `application/problem+json`
+//! ([`problem`]), including unknown paths and methods, so a client never has to parse an HTML
+//! or plain-text error page.
 
 mod check;
 pub use check::MAX_BODY_BYTES;
+pub mod conn;
+mod decide;
 mod health;
+pub mod live;
+mod policies;
+pub use policies::algorithm as policy_algorithm;
 pub mod problem;
 pub mod request;
 pub mod reservation;
@@ -13,18 +21,20 @@ mod settle;
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use axum::Router;
 use axum::http::{Method, Uri};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tollgate::StoreError;
 use tollgate::store::settle::DynSettle;
 
+use crate::config::Policies;
+use crate::metrics::Metrics;
+use crate::store::StoreHealth;
+use live::Live;
 use problem::Problem;
 use reservation::Signer;
 use tollgate::{Clock, MonotonicClock};
@@ -36,29 +46,82 @@ pub struct AppState {
     signer: Signer,
     /// The time reservations expire by.
     clock: Arc<dyn Clock>,
+    /// Times store calls, for the metrics.
+    timer: MonotonicClock,
     reservation_ttl: Duration,
-    /// Whether the last decision failed: failures are logged when they start and end, not
-    /// once per request.
-    failing: AtomicBool,
+    live: ArcSwap<Live>,
+    metrics: Arc<Metrics>,
+    health: Arc<StoreHealth>,
 }
 
 impl AppState {
     /// Handlers deciding on `store`; `/readyz` waits at most `ready_timeout` for it.
     /// Reservations are signed with `secret` (servers sharing a store must share it), or with
-    /// a secret made at random; they last [`reservation::DEFAULT_TTL`].
+    /// a secret made at random; they last [`reservation::DEFAULT_TTL`]. No configured
+    /// policies, inline ones allowed, metrics of its own: see [`policies`](Self::policies) and
+    /// [`observed`](Self::observed).
     pub fn new(
         store: Arc<dyn DynSettle>,
         ready_timeout: Duration,
         secret: Option<&[u8]>,
     ) -> Result<AppState, ring::error::Unspecified> {
+        let metrics = Arc::new(Metrics::new().map_err(|_| ring::error::Unspecified)?);
+        let health = Arc::new(StoreHealth::new(
+            Arc::clone(&metrics),
+            crate::cli::OnStoreError::Deny,
+        ));
         Ok(AppState {
             store,
             ready_timeout,
             signer: Signer::new(secret)?,
             clock: Arc::new(MonotonicClock::new()),
+            timer: MonotonicClock::new(),
             reservation_ttl: reservation::DEFAULT_TTL,
-            failing: AtomicBool::new(false),
+            live: ArcSwap::from_pointee(Live::new(Policies::default(), true, &metrics)),
+            metrics,
+            health,
         })
+    }
+
+    /// Reports to `metrics`, and store calls to `health` (which the store's fail policy
+    /// reports its failures to).
+    pub fn observed(mut self, metrics: Arc<Metrics>, health: Arc<StoreHealth>) -> Self {
+        self.live = ArcSwap::from_pointee(Live::new(
+            self.live.load().policies.clone(),
+            self.live.load().inline_policies,
+            &metrics,
+        ));
+        self.metrics = metrics;
+        self.health = health;
+        self
+    }
+
+    /// Serves `policies`, and inline policies only if `inline` allows.
+    pub fn policies(self, policies: Policies, inline: bool) -> Self {
+        self.reload(policies, inline);
+        self
+    }
+
+    /// Puts `policies` in force for the next requests (a reload): buckets keep their state,
+    /// since they are named by policy name and key. The series of policies no longer
+    /// configured are dropped.
+    pub fn reload(&self, policies: Policies, inline: bool) {
+        let old = self
+            .live
+            .swap(Arc::new(Live::new(policies, inline, &self.metrics)));
+        let live = self.live.load();
+        for gone in old
+            .policies
+            .iter()
+            .filter(|p| live.policies.get(&p.name).is_none())
+        {
+            self.metrics.forget_policy(&gone.name);
+        }
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Reservations expire by `clock` (the store's, in tests that move time by hand).
@@ -72,20 +135,6 @@ impl AppState {
         self.reservation_ttl = ttl;
         self
     }
-
-    /// Notes that a decision failed with `error`.
-    fn store_failed(&self, error: &StoreError) {
-        if !self.failing.swap(true, Ordering::Relaxed) {
-            tracing::warn!(%error, "the store fails; answering 503 until it recovers");
-        }
-    }
-
-    /// Notes that a decision succeeded.
-    fn store_answered(&self) {
-        if self.failing.load(Ordering::Relaxed) && self.failing.swap(false, Ordering::Relaxed) {
-            tracing::info!("the store answers again");
-        }
-    }
 }
 
 /// The routes, for embedding in another axum application.
@@ -98,7 +147,9 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/buckets/{policy}/{key}",
             get(settle::get_bucket).delete(settle::delete_bucket),
         )
+        .route("/v1/policies", get(policies::list))
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(health::metrics))
         .route("/readyz", get(health::readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -107,11 +158,15 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// Serves `state` on `listener` until `shutdown` is cancelled, then stops accepting and
 /// returns once the requests in flight are answered.
-pub async fn serve(
-    listener: TcpListener,
+pub async fn serve<L>(
+    listener: L,
     state: Arc<AppState>,
     shutdown: CancellationToken,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await

@@ -59,6 +59,22 @@ impl Problem {
         }
     }
 
+    /// 403: the request carries its own numbers, and this server takes configured policies
+    /// only (`http.inline_policies = false`).
+    pub fn inline_refused() -> Problem {
+        Problem {
+            status: StatusCode::FORBIDDEN,
+            kind: "inline-policies-refused",
+            title: "This server takes configured policies only",
+            detail: "inline policies (capacity, refill, period_ms) are turned off on this \
+                     server (http.inline_policies = false); name a configured policy with \
+                     \"policy\", see GET /v1/policies"
+                .to_owned(),
+            field: Some(Cow::Borrowed("policy")),
+            retry_after_secs: None,
+        }
+    }
+
     /// 503: the store failed and the fail policy is to deny.
     pub fn store_unavailable(detail: impl Into<String>) -> Problem {
         Problem {

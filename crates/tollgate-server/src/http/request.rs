@@ -1,5 +1,8 @@
-//! The body of `POST /v1/check`, validated field by field so that every refusal names its
-//! field: `{"key": "alice", "capacity": 10, "refill": 10, "period_ms": 1000, "cost": 1}`.
+//! The body of `POST /v1/check` (and `/v1/reserve`), validated field by field so that every
+//! refusal names its field: a configured policy by name, `{"policy": "api", "key": "alice",
+//! "cost": 1}`, several all-or-nothing, `{"policies": ["per_second", "per_hour"], "key": ...}`,
+//! or an inline token bucket, `{"key": "alice", "capacity": 10, "refill": 10, "period_ms":
+//! 1000}`.
 //!
 //! The body is read as a JSON object first and each field checked by hand (rather than derived)
 //! because serde's messages name a field for some mistakes and only a line and column for others.
@@ -14,15 +17,42 @@ use super::problem::Problem;
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
 
-const FIELDS: [&str; 5] = ["key", "capacity", "refill", "period_ms", "cost"];
+/// The most policies one check may name.
+pub const MAX_POLICIES_PER_CHECK: usize = 16;
+
+const FIELDS: [&str; 7] = [
+    "key",
+    "cost",
+    "policy",
+    "policies",
+    "capacity",
+    "refill",
+    "period_ms",
+];
+const INLINE_FIELDS: [&str; 3] = ["capacity", "refill", "period_ms"];
+
+/// Which policies a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// An inline token-bucket policy: the client's numbers.
+    Inline(Policy),
+    /// Configured policies by name (`"policy"`: one; `"policies"`: one or more, and then the
+    /// answer lists each).
+    Named {
+        /// The names, without duplicates.
+        names: Vec<String>,
+        /// Whether they came as a `"policies"` list.
+        listed: bool,
+    },
+}
 
 /// A valid check request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckRequest {
     /// The bucket's key.
     pub key: String,
-    /// The inline token-bucket policy.
-    pub policy: Policy,
+    /// The policies.
+    pub target: Target,
     /// Tokens to take; 0 peeks.
     pub cost: u64,
 }
@@ -47,10 +77,13 @@ impl CheckRequest {
         }
 
         let key = key(&fields)?;
+        let cost = integer(&fields, "cost")?.unwrap_or(1);
+        if let Some(target) = named(&fields)? {
+            return Ok(CheckRequest { key, target, cost });
+        }
         let capacity = integer(&fields, "capacity")?.ok_or_else(|| missing("capacity"))?;
         let refill = integer(&fields, "refill")?.ok_or_else(|| missing("refill"))?;
         let period_ms = integer(&fields, "period_ms")?.ok_or_else(|| missing("period_ms"))?;
-        let cost = integer(&fields, "cost")?.unwrap_or(1);
 
         let policy = Policy::token_bucket(capacity, refill, Duration::from_millis(period_ms))
             .map_err(|e| {
@@ -66,8 +99,75 @@ impl CheckRequest {
                 format!("cost {cost} exceeds the capacity {capacity}: it can never be allowed"),
             ));
         }
-        Ok(CheckRequest { key, policy, cost })
+        Ok(CheckRequest {
+            key,
+            target: Target::Inline(policy),
+            cost,
+        })
     }
+}
+
+/// The configured policies the request names, if it names any.
+fn named(fields: &Map<String, Value>) -> Result<Option<Target>, Problem> {
+    let (names, listed) = match (fields.get("policy"), fields.get("policies")) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => {
+            return Err(Problem::invalid_field(
+                "policies",
+                "give either policy (one name) or policies (a list), not both",
+            ));
+        }
+        (Some(Value::String(name)), None) => (vec![name.clone()], false),
+        (Some(other), None) => {
+            return Err(Problem::invalid_field(
+                "policy",
+                format!("policy must be a policy's name, not {}", kind(other)),
+            ));
+        }
+        (None, Some(Value::Array(items))) => {
+            if items.is_empty() || items.len() > MAX_POLICIES_PER_CHECK {
+                return Err(Problem::invalid_field(
+                    "policies",
+                    format!(
+                        "policies must list 1 to {MAX_POLICIES_PER_CHECK} names, got {}",
+                        items.len()
+                    ),
+                ));
+            }
+            let mut names: Vec<String> = Vec::with_capacity(items.len());
+            for item in items {
+                let Value::String(name) = item else {
+                    return Err(Problem::invalid_field(
+                        "policies",
+                        format!("policies must list names, not {}", kind(item)),
+                    ));
+                };
+                if names.contains(name) {
+                    return Err(Problem::invalid_field(
+                        "policies",
+                        format!("{name:?} is listed twice"),
+                    ));
+                }
+                names.push(name.clone());
+            }
+            (names, true)
+        }
+        (None, Some(other)) => {
+            return Err(Problem::invalid_field(
+                "policies",
+                format!("policies must be a list of names, not {}", kind(other)),
+            ));
+        }
+    };
+    if let Some(inline) = INLINE_FIELDS.iter().find(|f| fields.contains_key(**f)) {
+        return Err(Problem::invalid_field(
+            *inline,
+            format!(
+                "{inline} is for an inline policy; a configured policy has its numbers in the                  server's config"
+            ),
+        ));
+    }
+    Ok(Some(Target::Named { names, listed }))
 }
 
 fn key(fields: &Map<String, Value>) -> Result<String, Problem> {

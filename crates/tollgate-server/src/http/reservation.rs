@@ -1,7 +1,8 @@
 //! The reservations `POST /v1/reserve` hands out: signed tokens, committed at most once.
 //!
 //! A reservation travels to the client and back as an opaque string: what was reserved (the
-//! policy's numbers, the key, the cost), an id and an expiry, signed with HMAC-SHA256 under the
+//! policy's name or numbers, the key, the cost, whether the store took it or the fail policy
+//! allowed it), an id and an expiry, signed with HMAC-SHA256 under the
 //! server's secret, and base64url-encoded. So the server keeps nothing per reservation, and a
 //! client cannot mint one (a forged or altered token fails the signature) nor stretch one (the
 //! expiry is signed). What a signature cannot stop, a replay of the same token, the store stops:
@@ -24,7 +25,7 @@ use tollgate::{Algorithm, Nanos, Policy};
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
 /// The format's version, first byte of every token.
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 /// Bytes of a reservation's id.
 pub const ID_BYTES: usize = 16;
 /// The signature's length (HMAC-SHA256).
@@ -37,8 +38,13 @@ pub struct Reserved {
     pub id: [u8; ID_BYTES],
     /// When the reservation lapses, in nanoseconds since the UNIX epoch.
     pub expires: Nanos,
-    /// The inline policy reserved under.
+    /// The policy reserved under: an inline one's numbers, or a named one's at the time.
     pub policy: Policy,
+    /// The configured policy's name; `None` for an inline policy.
+    pub name: Option<String>,
+    /// Whether the store took the tokens (not the fail policy's answer while it was down): a
+    /// commit gives tokens back only then.
+    pub paid: bool,
     /// The bucket's key.
     pub key: String,
     /// The tokens reserved.
@@ -83,7 +89,8 @@ impl Signer {
 
     /// The token of `reserved`.
     pub fn sign(&self, reserved: &Reserved) -> String {
-        let mut bytes = Vec::with_capacity(64 + reserved.key.len());
+        let name = reserved.name.as_deref().unwrap_or("");
+        let mut bytes = Vec::with_capacity(64 + name.len() + reserved.key.len());
         bytes.push(VERSION);
         bytes.extend_from_slice(&reserved.id);
         bytes.extend_from_slice(&reserved.expires.as_u64().to_be_bytes());
@@ -96,6 +103,10 @@ impl Signer {
         ] {
             bytes.extend_from_slice(&n.to_be_bytes());
         }
+        bytes.push(u8::from(reserved.paid));
+        // Names are at most 64 bytes (the config refuses longer ones).
+        bytes.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+        bytes.extend_from_slice(&name.as_bytes()[..name.len().min(255)]);
         bytes.extend_from_slice(reserved.key.as_bytes());
         let mac = hmac::sign(&self.key, &bytes);
         bytes.extend_from_slice(mac.as_ref());
@@ -135,6 +146,13 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
         rest = tail;
     }
     let [capacity, refill, period, cost] = numbers;
+    let (&paid, rest) = rest.split_first()?;
+    let (&name_len, rest) = rest.split_first()?;
+    let (name, rest) = rest.split_at_checked(usize::from(name_len))?;
+    let name = match name {
+        [] => None,
+        name => Some(String::from_utf8(name.to_vec()).ok()?),
+    };
     let period = Duration::from_nanos(period);
     let policy = match algorithm {
         0 => Policy::token_bucket(capacity, refill, period).ok()?,
@@ -144,6 +162,8 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
         id: *id,
         expires: Nanos::new(u64::from_be_bytes(*expires)),
         policy,
+        name,
+        paid: paid == 1,
         key: String::from_utf8(rest.to_vec()).ok()?,
         cost,
     })
@@ -167,6 +187,8 @@ mod tests {
             id: [7; ID_BYTES],
             expires: Nanos::new(2_000),
             policy: Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap(),
+            name: Some("api".into()),
+            paid: true,
             key: "alice".into(),
             cost: 4,
         }

@@ -1,9 +1,9 @@
 //! Reservations and buckets: `POST /v1/reserve`, `POST /v1/commit`, and
 //! `GET|DELETE /v1/buckets/{policy}/{key}`.
 //!
-//! Until the server has a config file of named policies, `{policy}` is `inline`, with the
-//! policy's numbers in the query string (`?capacity=10&refill=10&period_ms=1000`), naming the
-//! same bucket as a `/v1/check` with those numbers.
+//! `{policy}` is a configured policy's name, or `inline` with the policy's numbers in the query
+//! string (`?capacity=10&refill=10&period_ms=1000`, where inline policies are allowed), naming
+//! the same bucket as a `/v1/check` with those numbers.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,49 +15,77 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use tollgate::store::settle::{Adjustment, Once};
-use tollgate::{Check, CheckError, Clock, Nanos, Policy, StoreError};
+use tollgate::{Algorithm, CheckError, Clock, Nanos, Policy, StoreError};
 
 use super::AppState;
-use super::check::{answer, decide, read_body, store_problem};
+use super::check::{answer, answer_decided, read_body, store_problem};
+use super::decide::{check, decide};
+use super::live::Entry;
 use super::problem::Problem;
-use super::request::{CheckRequest, MAX_KEY_BYTES};
+use super::request::{CheckRequest, MAX_KEY_BYTES, Target};
 use super::reservation::{Refused, Reserved};
 
-/// `POST /v1/reserve`: the check's answer, and when allowed, the reservation to commit.
+/// `POST /v1/reserve`: the check's answer, and when allowed, the reservation to commit. It
+/// takes one token-bucket policy (a window cannot give tokens back).
 pub(super) async fn reserve(State(state): State<Arc<AppState>>, body: Body) -> Response {
     let request = match read_body(body).await.and_then(|b| CheckRequest::parse(&b)) {
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
-    let decision = match decide(&state, &request).await {
-        Ok(decision) => decision,
+    if let Target::Named { names, .. } = &request.target
+        && names.len() > 1
+    {
+        return Problem::invalid_field("policies", "a reservation takes one policy")
+            .into_response();
+    }
+    let entries = match state.live.load().resolve(&request.target) {
+        Ok(entries) => entries,
         Err(problem) => return problem.into_response(),
     };
-    if !decision.allowed {
-        return answer(&request.policy, &decision, None);
+    if let Some(window) = entries
+        .iter()
+        .find(|e| e.policy.algorithm() != Algorithm::TokenBucket)
+    {
+        return Problem::invalid_field(
+            "policy",
+            format!(
+                "{:?} is a window: reservations need a token bucket (a window cannot tell \
+                 which window a returned token was taken in)",
+                &*window.name
+            ),
+        )
+        .into_response();
+    }
+    let decided = match decide(&state, entries, request.key.as_bytes(), request.cost).await {
+        Ok(decided) => decided,
+        Err(problem) => return problem.into_response(),
+    };
+    if !decided.allowed() {
+        return answer_decided(&decided, false, None);
     }
     let Ok(id) = state.signer.id() else {
         // The tokens stay taken: a reservation that cannot be handed out is one dropped.
         return Problem::store_unavailable("no random id could be made for the reservation")
             .into_response();
     };
+    let entry = &decided.parts[0].entry;
     let reserved = Reserved {
         id,
         expires: state.clock.now() + Nanos::from(state.reservation_ttl),
-        policy: request.policy,
+        policy: entry.policy,
+        name: entry.named.then(|| entry.name.to_string()),
+        // A fail policy's answer or a shadow's denial took nothing: nothing to give back.
+        paid: decided.paid && !decided.shadow_denied(),
         key: request.key,
         cost: request.cost,
     };
     let token = state.signer.sign(&reserved);
-    answer(
-        &request.policy,
-        &decision,
-        Some(("reservation", Value::String(token))),
-    )
+    answer_decided(&decided, false, Some(("reservation", Value::String(token))))
 }
 
 /// `POST /v1/commit` with `{"reservation": "...", "used": N}`: gives back `reserved - used`
-/// (or takes `used - reserved` without a denial), once; answers the bucket's state.
+/// (or takes `used - reserved` without a denial), once; answers the bucket's state. A
+/// configured policy is settled under its numbers of now (a reload may have changed them).
 pub(super) async fn commit(State(state): State<Arc<AppState>>, body: Body) -> Response {
     let (token, used) = match read_body(body).await.and_then(|b| parse_commit(&b)) {
         Ok(parsed) => parsed,
@@ -70,12 +98,20 @@ pub(super) async fn commit(State(state): State<Arc<AppState>>, body: Body) -> Re
             return Problem::reservation_conflict(refused.to_string()).into_response();
         }
     };
-    let adjustment = if used <= reserved.cost {
-        Adjustment::Refund(reserved.cost - used)
-    } else {
-        Adjustment::Charge(used - reserved.cost)
+    let entry = match &reserved.name {
+        None => state.live.load().inline_entry(reserved.policy),
+        Some(name) => match state.live.load().entry(name) {
+            Some(entry) if entry.policy.algorithm() == Algorithm::TokenBucket => entry,
+            _ => {
+                return Problem::reservation_conflict(format!(
+                    "the policy {name:?} is no longer a configured token bucket"
+                ))
+                .into_response();
+            }
+        },
     };
-    let check = Check::new(reserved.policy, reserved.key.as_bytes(), 0);
+    let adjustment = Adjustment::commit(reserved.cost, used, reserved.paid);
+    let bucket = check(&entry, reserved.key.as_bytes(), 0);
     // The id is remembered a minute past the expiry, so a replay can never outlive it.
     let once = Once {
         id: &reserved.id,
@@ -83,18 +119,18 @@ pub(super) async fn commit(State(state): State<Arc<AppState>>, body: Body) -> Re
     };
     match state
         .store
-        .settle_dyn(Some(once), &[(check, adjustment)])
+        .settle_dyn(Some(once), &[(bucket, adjustment)])
         .await
     {
         Ok(verdict) => match verdict.decisions.first() {
-            Some(decision) => answer(&reserved.policy, decision, None),
+            Some(decision) => answer(&entry.name, &entry.policy, decision),
             None => Problem::store_unavailable("the store answered no bucket").into_response(),
         },
         Err(StoreError::Check(CheckError::AlreadySettled)) => Problem::reservation_conflict(
             "the reservation was committed already (here or on another server)",
         )
         .into_response(),
-        Err(e) => store_problem(&state, e).into_response(),
+        Err(e) => store_problem(e).into_response(),
     }
 }
 
@@ -104,12 +140,12 @@ pub(super) async fn get_bucket(
     Path((policy, key)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let request = match bucket_request(&policy, key, &query) {
-        Ok(request) => request,
+    let entry = match bucket(&state, &policy, &key, &query) {
+        Ok(entry) => entry,
         Err(problem) => return problem.into_response(),
     };
-    match decide(&state, &request).await {
-        Ok(decision) => answer(&request.policy, &decision, None),
+    match decide(&state, vec![entry], key.as_bytes(), 0).await {
+        Ok(decided) => answer_decided(&decided, false, None),
         Err(problem) => problem.into_response(),
     }
 }
@@ -120,14 +156,14 @@ pub(super) async fn delete_bucket(
     Path((policy, key)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let request = match bucket_request(&policy, key, &query) {
-        Ok(request) => request,
+    let entry = match bucket(&state, &policy, &key, &query) {
+        Ok(entry) => entry,
         Err(problem) => return problem.into_response(),
     };
-    let check = [Check::new(request.policy, request.key.as_bytes(), 0)];
-    match state.store.reset_dyn(&check).await {
+    let buckets = [check(&entry, key.as_bytes(), 0)];
+    match state.store.reset_dyn(&buckets).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => store_problem(&state, e).into_response(),
+        Err(e) => store_problem(e).into_response(),
     }
 }
 
@@ -183,26 +219,35 @@ fn used(fields: &Map<String, Value>) -> Result<u64, Problem> {
     }
 }
 
-/// The bucket `{policy}/{key}` names, as a check of cost 0.
-fn bucket_request(
+/// The bucket `{policy}/{key}` names: a configured policy's, or an inline one's by the
+/// numbers of the query string.
+fn bucket(
+    state: &AppState,
     policy: &str,
-    key: String,
+    key: &str,
     query: &HashMap<String, String>,
-) -> Result<CheckRequest, Problem> {
-    if policy != "inline" {
-        return Err(Problem::invalid_field(
-            "policy",
-            format!(
-                "no policy named {policy:?}: this server has no named policies yet; use \
-                 `inline` with ?capacity=..&refill=..&period_ms=.."
-            ),
-        ));
-    }
+) -> Result<Entry, Problem> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
         return Err(Problem::invalid_field(
             "key",
             format!("key must be 1 to {MAX_KEY_BYTES} bytes"),
         ));
+    }
+    let live = state.live.load();
+    if policy != "inline" {
+        let entry = live
+            .entry(policy)
+            .ok_or_else(|| live.unknown("policy", policy))?;
+        if let Some(unknown) = query.keys().next() {
+            return Err(Problem::invalid_field(
+                unknown.clone(),
+                format!("unknown parameter {unknown:?}: a configured policy takes none"),
+            ));
+        }
+        return Ok(entry);
+    }
+    if !live.inline_policies {
+        return Err(Problem::inline_refused());
     }
     if let Some(unknown) = query
         .keys()
@@ -238,9 +283,5 @@ fn bucket_request(
             };
             Problem::invalid_field(field, e.to_string())
         })?;
-    Ok(CheckRequest {
-        key,
-        policy,
-        cost: 0,
-    })
+    Ok(live.inline_entry(policy))
 }

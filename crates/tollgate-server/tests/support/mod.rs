@@ -5,12 +5,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
+use serde_json::Value;
 use tollgate::{Clock, MonotonicClock, Nanos};
 
 /// A running `tollgate serve`; killed when dropped.
@@ -52,6 +54,11 @@ impl Tollgate {
             addr,
             banner,
         }
+    }
+
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends SIGTERM, with kill(1): std can only send SIGKILL.
@@ -230,4 +237,85 @@ pub fn assert_settled_within_the_bound(settled: &Settled) {
         "only {net} tokens kept: the servers denied too much"
     );
     assert!(settled.replays_refused > 0);
+}
+
+/// The issue's minimal config file, as written there.
+pub const MINIMAL: &str = r#"[store]
+url = "memory"            # or redis://…, rediss://…, a comma-separated cluster, postgres://…
+
+[http]
+listen = "127.0.0.1:8080"
+
+[policies.api]
+capacity = 10             # the burst
+refill = 10               # tokens added every `period`
+period = "1s"             # humantime durations: "100ms", "1s", "1m", "1h", "1d"
+"#;
+
+/// Helpers of the configured server's tests.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub async fn check(client: &Client, server: &Tollgate, body: Value) -> (StatusCode, Value) {
+    let response = client
+        .post(format!("http://{}/v1/check", server.addr))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap())
+}
+
+pub async fn get(client: &Client, server: &Tollgate, path: &str) -> String {
+    client
+        .get(format!("http://{}{path}", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The value of the sample `series` (name and labels, as the text format writes them).
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Polls `GET /v1/policies` until `ready` holds of it; how long that took.
+pub async fn until_policies(
+    client: &Client,
+    server: &Tollgate,
+    ready: impl Fn(&Value) -> bool,
+) -> Duration {
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    loop {
+        let policies: Value =
+            serde_json::from_str(&get(client, server, "/v1/policies").await).unwrap();
+        let took = Duration::from(clock.now() - start);
+        if ready(&policies) {
+            return took;
+        }
+        assert!(took < Duration::from_secs(5), "never reloaded: {policies}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn capacity_of(policies: &Value, name: &str) -> Option<u64> {
+    policies["policies"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == name)?["capacity"]
+        .as_u64()
 }

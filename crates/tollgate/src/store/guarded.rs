@@ -83,13 +83,13 @@ pub struct GuardStats {
 /// another such answer in between.
 pub const INCOMPATIBLE_FOR: Duration = Duration::from_secs(10);
 
-/// Called with each [`StoreError::Incompatible`].
-type IncompatibleHook = Box<dyn Fn(&StoreError) + Send + Sync>;
+/// Called with a store's failure.
+type ErrorHook = Box<dyn Fn(&StoreError) + Send + Sync>;
 
 /// A store with a timeout and a fail policy.
 pub struct Guarded<S> {
     store: S,
-    on_error: FailPolicy,
+    fail_policy: FailPolicy,
     timeout: Option<Duration>,
     stats: GuardStats,
     /// Whether the last failure was an incompatibility not yet followed by a success.
@@ -97,22 +97,24 @@ pub struct Guarded<S> {
     /// What it was, and when.
     last_incompatibility: Mutex<(String, Option<Nanos>)>,
     clock: MonotonicClock,
-    on_incompatible: Option<IncompatibleHook>,
+    on_incompatible: Option<ErrorHook>,
+    on_error: Option<ErrorHook>,
     unready_for: Duration,
 }
 
 impl<S: Store> Guarded<S> {
-    /// Wraps `store`; failures are handled by `on_error`.
-    pub fn new(store: S, on_error: FailPolicy) -> Guarded<S> {
+    /// Wraps `store`; failures are handled by `fail_policy`.
+    pub fn new(store: S, fail_policy: FailPolicy) -> Guarded<S> {
         Guarded {
             store,
-            on_error,
+            fail_policy,
             timeout: None,
             stats: GuardStats::default(),
             incompatible: AtomicBool::new(false),
             last_incompatibility: Mutex::new((String::new(), None)),
             clock: MonotonicClock::new(),
             on_incompatible: None,
+            on_error: None,
             unready_for: INCOMPATIBLE_FOR,
         }
     }
@@ -128,6 +130,15 @@ impl<S: Store> Guarded<S> {
     /// succeeds and no other such answer comes meanwhile.
     pub fn unready_for(mut self, period: Duration) -> Self {
         self.unready_for = period;
+        self
+    }
+
+    /// Calls `hook` with every failure of a decision that the fail policy answers (transient
+    /// or incompatible; not a check refused for itself): to count them by
+    /// [`kind`](StoreError::kind), or to note that the store is down. It runs on the request's
+    /// path, so it should be quick.
+    pub fn on_error(mut self, hook: impl Fn(&StoreError) + Send + Sync + 'static) -> Self {
+        self.on_error = Some(Box::new(hook));
         self
     }
 
@@ -190,7 +201,10 @@ impl<S: Store> Store for Guarded<S> {
             }
             Err(e) => return Err(e),
         };
-        match &self.on_error {
+        if let Some(hook) = &self.on_error {
+            hook(&error);
+        }
+        match &self.fail_policy {
             FailPolicy::Deny => Err(error),
             FailPolicy::Allow => {
                 self.stats.failed_open.fetch_add(1, Ordering::Relaxed);

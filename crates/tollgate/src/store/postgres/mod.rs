@@ -882,6 +882,14 @@ impl Runner for Inner {
     }
 }
 
+impl PostgresStore {
+    /// Whether this store can decide `policy` (its numbers within the store's range), without
+    /// a store at hand: what [`Store::supports`] answers, for checking a config file.
+    pub fn supports_policy(policy: &Policy) -> Result<(), crate::PolicyError> {
+        call::supports(policy)
+    }
+}
+
 impl Store for PostgresStore {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         if checks.is_empty() {
@@ -966,6 +974,6 @@ impl Store for PostgresStore {
     }
 
     fn supports(&self, policy: &Policy) -> Result<(), crate::PolicyError> {
-        call::supports(policy)
+        PostgresStore::supports_policy(policy)
     }
 }

@@ -329,6 +329,14 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// Whether this store can decide `policy` (its numbers within the store's range), without
+    /// a store at hand: what [`Store::supports`] answers, for checking a config file.
+    pub fn supports_policy(policy: &crate::Policy) -> Result<(), crate::PolicyError> {
+        script::params(policy).map(drop)
+    }
+}
+
 impl Store for RedisStore {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         if checks.is_empty() {
@@ -405,6 +413,6 @@ impl Store for RedisStore {
     }
 
     fn supports(&self, policy: &crate::Policy) -> Result<(), crate::PolicyError> {
-        script::params(policy).map(drop)
+        RedisStore::supports_policy(policy)
     }
 }

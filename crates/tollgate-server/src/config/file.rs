@@ -1,0 +1,79 @@
+//! The config file as TOML reads it, before its values are checked: every section and key the
+//! file may hold, and nothing else (an unknown key is an error, so a misspelling is never
+//! silently ignored).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::cli::{IsolationArg, LogFormat, OnStoreError};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct File {
+    #[serde(default)]
+    pub(super) store: StoreFile,
+    #[serde(default)]
+    pub(super) http: HttpFile,
+    #[serde(default)]
+    pub(super) log: LogFile,
+    pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StoreFile {
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) timeout: Option<Spanned<String>>,
+    pub(super) on_error: Option<OnStoreError>,
+    pub(super) max_keys: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(super) postgres: PostgresFile,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PostgresFile {
+    pub(super) schema: Option<String>,
+    pub(super) table: Option<String>,
+    pub(super) unlogged: Option<bool>,
+    pub(super) synchronous_commit: Option<bool>,
+    pub(super) isolation: Option<IsolationArg>,
+    pub(super) connections: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HttpFile {
+    pub(super) listen: Option<SocketAddr>,
+    pub(super) inline_policies: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LogFile {
+    pub(super) format: Option<LogFormat>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PolicyFile {
+    pub(super) capacity: Spanned<u64>,
+    pub(super) refill: Option<Spanned<u64>>,
+    pub(super) period: Spanned<String>,
+    pub(super) algorithm: Option<Spanned<AlgorithmName>>,
+    #[serde(default)]
+    pub(super) shadow: bool,
+}
+
+/// A policy's `algorithm`, as the file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum AlgorithmName {
+    TokenBucket,
+    FixedWindow,
+    SlidingLog,
+    SlidingCounter,
+}

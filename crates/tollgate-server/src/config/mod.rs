@@ -1,0 +1,183 @@
+//! The config file (`tollgate serve --config FILE`, or `TOLLGATE_CONFIG`): the store, the
+//! listeners, the fail policy and the named policies, in TOML.
+//!
+//! ```toml
+//! [store]
+//! url = "memory"
+//!
+//! [http]
+//! listen = "127.0.0.1:8080"
+//!
+//! [policies.api]
+//! capacity = 10
+//! refill = 10
+//! period = "1s"
+//! ```
+//!
+//! Every refusal names the file, the line and column, and the field ([`ConfigError`]). A file
+//! says only what it sets: whatever it leaves out keeps the command line's value (its default,
+//! or the flag given), and a flag given on the command line overrides the file.
+
+mod error;
+mod file;
+mod policies;
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use error::ConfigError;
+pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
+use toml::Spanned;
+
+use crate::cli::{IsolationArg, LogFormat, OnStoreError};
+use crate::store::StoreSpec;
+
+/// A config file, read and checked: what it sets (`None` where it is silent) and its policies.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// `[store] url`.
+    pub store: Option<StoreSpec>,
+    /// `[store] timeout`.
+    pub store_timeout: Option<Duration>,
+    /// `[store] on_error`.
+    pub on_store_error: Option<OnStoreError>,
+    /// `[store] max_keys`.
+    pub max_keys: Option<usize>,
+    /// `[store.postgres]`.
+    pub postgres: PostgresConfig,
+    /// `[http] listen`.
+    pub listen: Option<SocketAddr>,
+    /// `[http] inline_policies`.
+    pub inline_policies: Option<bool>,
+    /// `[log] format`.
+    pub log_format: Option<LogFormat>,
+    /// `[policies.*]`.
+    pub policies: Policies,
+}
+
+/// `[store.postgres]`: what it sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostgresConfig {
+    /// `schema`.
+    pub schema: Option<String>,
+    /// `table`.
+    pub table: Option<String>,
+    /// `unlogged`.
+    pub unlogged: Option<bool>,
+    /// `synchronous_commit`.
+    pub synchronous_commit: Option<bool>,
+    /// `isolation`.
+    pub isolation: Option<IsolationArg>,
+    /// `connections`.
+    pub connections: Option<usize>,
+}
+
+impl Config {
+    /// Reads and checks the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, &e))?;
+        Config::parse(path, &text)
+    }
+
+    /// Checks `text`, the contents of the file at `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let refuse = |span: Option<Range<usize>>, field: &str, message: String| -> ConfigError {
+            ConfigError::at(path, text, span, field, message)
+        };
+        let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+            // A syntax error has no field; the text it points at (a duplicate key, say) tells.
+            let at = e
+                .span()
+                .and_then(|span| text.get(span))
+                .filter(|t| !t.is_empty() && t.len() <= 64 && !t.contains('\n'))
+                .map_or_else(String::new, |t| format!("`{t}`"));
+            refuse(e.span(), &at, e.message().to_owned())
+        })?;
+        let file: file::File = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            // `Spanned` values show in the path as a private field of their own.
+            let field = e
+                .path()
+                .to_string()
+                .replace(".$__serde_spanned_private_value", "");
+            let field = if field == "." { String::new() } else { field };
+            refuse(e.inner().span(), &field, e.inner().message().to_owned())
+        })?;
+
+        let store = file
+            .store
+            .url
+            .map(|url| {
+                StoreSpec::parse(url.get_ref())
+                    .map_err(|e| refuse(Some(url.span()), "store.url", e))
+            })
+            .transpose()?;
+        let store_timeout = file
+            .store
+            .timeout
+            .map(|t| duration(&t).map_err(|e| refuse(Some(t.span()), "store.timeout", e)))
+            .transpose()?;
+        let max_keys = file
+            .store
+            .max_keys
+            .map(|n| at_least_one(&n).map_err(|e| refuse(Some(n.span()), "store.max_keys", e)))
+            .transpose()?;
+        let pg = file.store.postgres;
+        let connections = pg
+            .connections
+            .map(|n| {
+                at_least_one(&n)
+                    .map_err(|e| refuse(Some(n.span()), "store.postgres.connections", e))
+            })
+            .transpose()?;
+        let policies = Policies::compile(file.policies, &refuse, &|offset| {
+            error::line_and_column(text, offset)
+        })?;
+        Ok(Config {
+            path: path.to_owned(),
+            store,
+            store_timeout,
+            on_store_error: file.store.on_error,
+            max_keys,
+            postgres: PostgresConfig {
+                schema: pg.schema,
+                table: pg.table,
+                unlogged: pg.unlogged,
+                synchronous_commit: pg.synchronous_commit,
+                isolation: pg.isolation,
+                connections,
+            },
+            listen: file.http.listen,
+            inline_policies: file.http.inline_policies,
+            log_format: file.log.format,
+            policies,
+        })
+    }
+}
+
+/// A humantime duration of at least a millisecond: `"100ms"`, `"1s"`, `"1m"`, `"1h"`, `"1d"`.
+fn duration(value: &Spanned<String>) -> Result<Duration, String> {
+    let text = value.get_ref();
+    let d = humantime::parse_duration(text).map_err(|e| {
+        format!("{text:?} is not a duration ({e}); write one such as \"100ms\", \"1s\", \"1m\", \"1h\" or \"1d\"")
+    })?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("must be at least 1ms, got {text:?}"));
+    }
+    Ok(d)
+}
+
+fn at_least_one(value: &Spanned<u64>) -> Result<usize, String> {
+    match *value.get_ref() {
+        0 => Err("must be at least 1, got 0".to_owned()),
+        n => usize::try_from(n).map_err(|_| format!("{n} is too large")),
+    }
+}
+
+/// The embedded default: no file, so everything from the command line's defaults and inline
+/// policies only. Used when neither `--config` nor `TOLLGATE_CONFIG` names a file.
+pub const EMBEDDED_DEFAULT: &str =
+    "the embedded default (memory store, HTTP on 127.0.0.1:8080, inline policies allowed)";

@@ -1,0 +1,189 @@
+//! `[policies.NAME]`: the named policies, checked and built.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+
+use tollgate::{Policy, PolicyError};
+use toml::Spanned;
+
+use super::ConfigError;
+use super::file::{AlgorithmName, PolicyFile};
+
+/// The most policies a file may name: each has its own metrics series and entry in memory.
+pub const MAX_POLICIES: usize = 4096;
+
+/// The longest policy name (a bucket's name in every store).
+const MAX_NAME: usize = 64;
+
+/// A configured policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedPolicy {
+    /// Its name, which names its buckets in the store.
+    pub name: Arc<str>,
+    /// Its numbers.
+    pub policy: Policy,
+    /// Decided and charged, but never denies.
+    pub shadow: bool,
+    /// Where the file defines it: line and column of its name.
+    pub defined_at: (usize, usize),
+}
+
+/// The configured policies, by name, listed sorted by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policies {
+    by_name: HashMap<Arc<str>, NamedPolicy>,
+    sorted: Vec<Arc<str>>,
+}
+
+impl Policies {
+    /// The policy named `name`.
+    pub fn get(&self, name: &str) -> Option<&NamedPolicy> {
+        self.by_name.get(name)
+    }
+
+    /// Every policy, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &NamedPolicy> {
+        self.sorted.iter().filter_map(|name| self.by_name.get(name))
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    pub(super) fn compile(
+        file: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
+        refuse: &Refuse<'_>,
+        locate: &dyn Fn(usize) -> (usize, usize),
+    ) -> Result<Policies, ConfigError> {
+        let Some(file) = file else {
+            return Ok(Policies::default());
+        };
+        let span = file.span();
+        let file = file.into_inner();
+        if file.len() > MAX_POLICIES {
+            return Err(refuse(
+                Some(span),
+                "policies",
+                format!(
+                    "{} policies; at most {MAX_POLICIES} are allowed",
+                    file.len()
+                ),
+            ));
+        }
+        let mut policies = Policies::default();
+        for (name, p) in file {
+            let field = format!("policies.{name}");
+            let span = p.span();
+            check_name(&name).map_err(|e| refuse(Some(span.clone()), &field, e))?;
+            let (policy, shadow) = compile_one(p.get_ref()).map_err(|(span, key, message)| {
+                refuse(Some(span), &format!("{field}.{key}"), message)
+            })?;
+            let name: Arc<str> = name.into();
+            policies.sorted.push(Arc::clone(&name));
+            policies.by_name.insert(
+                Arc::clone(&name),
+                NamedPolicy {
+                    name,
+                    policy,
+                    shadow,
+                    defined_at: locate(span.start),
+                },
+            );
+        }
+        Ok(policies)
+    }
+}
+
+/// A name fit for a store key, a metrics label and a header: letters, digits, `_`, `-`, `.`.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Err(format!(
+            "a policy's name must be 1 to {MAX_NAME} characters, got {}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Err(format!(
+            "{c:?} in the name {name:?}: a policy's name may hold letters, digits, `_`, `-` and `.`"
+        ));
+    }
+    if name == "inline" {
+        return Err(
+            "\"inline\" names the policies clients send in a request; choose another name"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+type Refusal = (Range<usize>, &'static str, String);
+
+/// Makes the error for a span of the file, a field and a message.
+pub(super) type Refuse<'a> = dyn Fn(Option<Range<usize>>, &str, String) -> ConfigError + 'a;
+
+fn compile_one(p: &PolicyFile) -> Result<(Policy, bool), Refusal> {
+    let capacity = *p.capacity.get_ref();
+    if capacity == 0 {
+        return Err((
+            p.capacity.span(),
+            "capacity",
+            "must be at least 1, got 0".to_owned(),
+        ));
+    }
+    let period = super::duration(&p.period).map_err(|e| (p.period.span(), "period", e))?;
+    let algorithm = p
+        .algorithm
+        .as_ref()
+        .map_or(AlgorithmName::TokenBucket, |a| *a.get_ref());
+    let built = match algorithm {
+        AlgorithmName::TokenBucket => {
+            let refill = p.refill.as_ref().map_or(capacity, |r| *r.get_ref());
+            if refill == 0 {
+                let span = p.refill.as_ref().map(Spanned::span).unwrap_or_default();
+                return Err((span, "refill", "must be at least 1, got 0".to_owned()));
+            }
+            Policy::token_bucket(capacity, refill, period)
+        }
+        window => {
+            if let Some(refill) = &p.refill {
+                return Err((
+                    refill.span(),
+                    "refill",
+                    "a window policy has no refill: its count starts afresh each `period`; \
+                     remove `refill`, or use algorithm = \"token_bucket\""
+                        .to_owned(),
+                ));
+            }
+            match window {
+                AlgorithmName::FixedWindow => Policy::fixed_window(capacity, period),
+                AlgorithmName::SlidingLog => Policy::sliding_window_log(capacity, period),
+                _ => Policy::sliding_window_counter(capacity, period),
+            }
+        }
+    };
+    let policy = built.map_err(|e| refusal(p, &e))?;
+    Ok((policy, p.shadow))
+}
+
+/// The library's refusal, pointed at the key it is about.
+fn refusal(p: &PolicyFile, e: &PolicyError) -> Refusal {
+    match e.field() {
+        "refill" => (
+            p.refill.as_ref().map_or(p.capacity.span(), Spanned::span),
+            "refill",
+            e.to_string(),
+        ),
+        "period" => (p.period.span(), "period", e.to_string()),
+        _ => (p.capacity.span(), "capacity", e.to_string()),
+    }
+}

@@ -1,0 +1,183 @@
+//! A request's policies decided on the store: all-or-nothing, with shadow policies that are
+//! charged exactly as if enforced but never deny, and every outcome counted.
+//!
+//! A shadow policy must not change what the enforced ones decide. So when only shadow
+//! policies deny a check of several, nothing was charged (a denial takes nothing), and the
+//! enforced policies are decided again on their own: they are charged as if the shadow policy
+//! were not there, and the shadow policy's bucket is left as its denial left it, as it would be
+//! if it were enforced.
+
+use std::time::Duration;
+
+use tollgate::{Check, Clock, Decision, Verdict};
+
+use super::AppState;
+use super::check::store_problem;
+use super::live::Entry;
+use super::problem::Problem;
+
+/// One policy's part of an answer.
+pub(super) struct Part {
+    /// The policy.
+    pub(super) entry: Entry,
+    /// Its decision.
+    pub(super) decision: Decision,
+    /// It denied, but is in shadow mode: the request goes on.
+    pub(super) shadow_denied: bool,
+}
+
+/// A request's decision.
+pub(super) struct Decided {
+    /// One part per policy, in the request's order.
+    pub(super) parts: Vec<Part>,
+    /// Whether the store took the tokens (rather than the fail policy answering).
+    pub(super) paid: bool,
+}
+
+impl Decided {
+    /// Whether the request may go on.
+    pub(super) fn allowed(&self) -> bool {
+        self.parts
+            .iter()
+            .all(|p| p.decision.allowed || p.shadow_denied)
+    }
+
+    /// Whether a shadow policy would have denied it.
+    pub(super) fn shadow_denied(&self) -> bool {
+        self.parts.iter().any(|p| p.shadow_denied)
+    }
+
+    /// The part to show in the answer's top-level fields and headers: the most restrictive of
+    /// the enforced decisions (as [`Verdict::most_restrictive`] picks), or of all when every
+    /// policy is a shadow that denied.
+    pub(super) fn shown(&self) -> &Part {
+        let enforced: Vec<&Part> = self.parts.iter().filter(|p| !p.shadow_denied).collect();
+        let pool = if enforced.is_empty() {
+            self.parts.iter().collect()
+        } else {
+            enforced
+        };
+        let allowed = pool.iter().all(|p| p.decision.allowed);
+        let pick = if allowed {
+            pool.iter().min_by_key(|p| p.decision.remaining)
+        } else {
+            pool.iter()
+                .filter(|p| !p.decision.allowed)
+                .max_by_key(|p| p.decision.retry_after)
+        };
+        // `parts` is never empty: a request names at least one policy.
+        pick.copied().unwrap_or(&self.parts[0])
+    }
+}
+
+/// Decides `cost` tokens of `key` under `entries`.
+pub(super) async fn decide(
+    state: &AppState,
+    entries: Vec<Entry>,
+    key: &[u8],
+    cost: u64,
+) -> Result<Decided, Problem> {
+    for entry in &entries {
+        // A policy the store cannot decide at all (beyond Redis's range, say): an inline
+        // one is the request's fault, and its field says which number to change.
+        if let Err(e) = state.store.supports_dyn(&entry.policy) {
+            let field = match (entry.named, e.field()) {
+                (true, _) => "policy",
+                (false, "period") => "period_ms",
+                (false, other) => other,
+            };
+            return Err(Problem::invalid_field(field, e.to_string()));
+        }
+    }
+    let checks: Vec<Check<'_>> = entries.iter().map(|e| check(e, key, cost)).collect();
+    let verdict = match call(state, &checks).await {
+        Ok(verdict) => verdict,
+        Err(problem) => {
+            for entry in &entries {
+                entry.counters.error.inc();
+            }
+            return Err(problem);
+        }
+    };
+    let paid = !verdict.by_fail_policy;
+    let only_shadows_deny = !verdict.allowed()
+        && entries
+            .iter()
+            .zip(&verdict.decisions)
+            .all(|(e, d)| d.allowed || e.shadow);
+    let mut decisions = verdict.decisions;
+    if only_shadows_deny && entries.iter().any(|e| !e.shadow) {
+        let enforced: Vec<Check<'_>> = entries
+            .iter()
+            .filter(|e| !e.shadow)
+            .map(|e| check(e, key, cost))
+            .collect();
+        let again = call(state, &enforced).await.inspect_err(|_| {
+            for entry in &entries {
+                entry.counters.error.inc();
+            }
+        })?;
+        let mut again = again.decisions.into_iter();
+        for (entry, decision) in entries.iter().zip(&mut decisions) {
+            if !entry.shadow {
+                *decision = again.next().unwrap_or(*decision);
+            }
+        }
+    }
+    let enforced_allow = entries
+        .iter()
+        .zip(&decisions)
+        .all(|(e, d)| d.allowed || e.shadow);
+    let parts: Vec<Part> = entries
+        .into_iter()
+        .zip(decisions)
+        .map(|(entry, decision)| {
+            let shadow_denied = entry.shadow && !decision.allowed && enforced_allow;
+            let counter = match (decision.allowed, shadow_denied) {
+                (true, _) => &entry.counters.allowed,
+                (false, true) => &entry.counters.shadow_denied,
+                (false, false) => &entry.counters.denied,
+            };
+            counter.inc();
+            Part {
+                entry,
+                decision,
+                shadow_denied,
+            }
+        })
+        .collect();
+    Ok(Decided { parts, paid })
+}
+
+/// The check of `entry`: a configured policy's buckets go by its name, an inline one's by its
+/// numbers.
+pub(super) fn check<'a>(entry: &'a Entry, key: &'a [u8], cost: u64) -> Check<'a> {
+    let check = Check::new(entry.policy, key, cost);
+    if entry.named {
+        check.named(&entry.name)
+    } else {
+        check
+    }
+}
+
+/// One store call: timed, its fail-policy answers counted, the store's recovery noted.
+pub(super) async fn call(state: &AppState, checks: &[Check<'_>]) -> Result<Verdict, Problem> {
+    let started = state.timer.now();
+    let result = state.store.decide_dyn(checks).await;
+    let took = Duration::from(state.timer.now() - started);
+    state.metrics.store_latency.observe(took.as_secs_f64());
+    match result {
+        Ok(verdict) if verdict.decisions.len() == checks.len() => {
+            if verdict.by_fail_policy {
+                state.metrics.fail_policy_decisions.inc();
+            } else {
+                state.health.answered();
+            }
+            Ok(verdict)
+        }
+        Ok(_) => Err(Problem::store_unavailable(
+            "the store answered another number of decisions than it was asked",
+        )),
+        Err(e) => Err(store_problem(e)),
+    }
+}

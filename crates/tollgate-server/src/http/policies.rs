@@ -1,0 +1,52 @@
+//! `GET /v1/policies`: the configured policies, as a client needs them to choose one.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tollgate::Algorithm;
+
+use super::AppState;
+
+pub(super) async fn list(State(state): State<Arc<AppState>>) -> Response {
+    let live = state.live.load();
+    let policies: Vec<Value> = live
+        .policies
+        .iter()
+        .map(|p| {
+            let mut v = json!({
+                "name": &*p.name,
+                "algorithm": algorithm(p.policy.algorithm()),
+                "capacity": p.policy.capacity(),
+                "period_ms": p.policy.period().as_u64() / 1_000_000,
+                "shadow": p.shadow,
+            });
+            if p.policy.algorithm() == Algorithm::TokenBucket {
+                v["refill"] = Value::from(p.policy.refill());
+            }
+            v
+        })
+        .collect();
+    let body = json!({
+        "policies": policies,
+        "inline_policies": live.inline_policies,
+    });
+    let mut response = body.to_string().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The config file's name of an algorithm.
+pub fn algorithm(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::TokenBucket => "token_bucket",
+        Algorithm::FixedWindow => "fixed_window",
+        Algorithm::SlidingWindowLog => "sliding_log",
+        Algorithm::SlidingWindowCounter => "sliding_counter",
+    }
+}

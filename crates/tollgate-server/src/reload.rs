@@ -1,0 +1,120 @@
+//! Live reload: the config file is read again when it changes and on SIGHUP, and a good edit
+//! puts its policies in force for the next decisions, buckets kept.
+//!
+//! The file is polled ([`POLL`]) rather than watched through inotify: editors write in place
+//! or rename over the file, and Kubernetes swaps a symlink to a new directory; reading the
+//! path again sees all three the same way, with nothing to re-arm. A change is applied once
+//! two reads in a row agree, so a file caught half-written is not refused as a bad edit.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ServeArgs;
+use crate::config::Config;
+use crate::http::AppState;
+use crate::settings::Settings;
+
+/// How often the file is read.
+pub(crate) const POLL: Duration = Duration::from_millis(250);
+
+/// Reloads `path` until `shutdown`; `running` is what the server started with.
+pub(crate) async fn watch(
+    path: PathBuf,
+    args: ServeArgs,
+    running: Settings,
+    state: Arc<AppState>,
+    shutdown: CancellationToken,
+) {
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(signal) => Some(signal),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGHUP; the file is still polled");
+            None
+        }
+    };
+    let read = || std::fs::read(&path).ok();
+    // What is in force, and what the last read saw.
+    let mut applied = read();
+    let mut seen = applied.clone();
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let forced = tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => false,
+            Some(()) = async { match hangup.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            } } => true,
+        };
+        let now = read();
+        let settled = now == seen;
+        seen = now.clone();
+        if forced || (settled && now != applied) {
+            applied = now;
+            reload(&path, &args, &running, &state, forced);
+        }
+    }
+}
+
+/// Reads `path` and puts it in force, or logs why not and keeps the running config.
+fn reload(
+    path: &std::path::Path,
+    args: &ServeArgs,
+    running: &Settings,
+    state: &AppState,
+    forced: bool,
+) {
+    let why = if forced { "SIGHUP" } else { "the file changed" };
+    let config = Config::load(path).and_then(|config| {
+        let settings = Settings::resolve(args, Some(&config));
+        crate::check_policies(Some(path), &running.store, &settings.policies)?;
+        Ok(settings)
+    });
+    let settings = match config {
+        Ok(settings) => settings,
+        Err(error) => {
+            state.metrics().reloaded(false);
+            tracing::error!(%error, trigger = why, "config reload refused; the running config stays in force");
+            return;
+        }
+    };
+    for changed in needs_restart(running, &settings) {
+        tracing::warn!(
+            setting = changed,
+            "the config file changes a setting that takes effect on restart only; the running value stays"
+        );
+    }
+    state.reload(settings.policies.clone(), settings.inline_policies);
+    state.metrics().reloaded(true);
+    tracing::info!(
+        trigger = why,
+        policies = settings.policies.len(),
+        inline_policies = settings.inline_policies,
+        "config reloaded"
+    );
+}
+
+/// The settings that differ between `running` and `new` and need a restart to change.
+fn needs_restart(running: &Settings, new: &Settings) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    let mut differ = |name, differs: bool| {
+        if differs {
+            changed.push(name);
+        }
+    };
+    differ("http.listen", running.listen != new.listen);
+    differ("store.url", running.store != new.store);
+    differ(
+        "store.on_error",
+        running.on_store_error != new.on_store_error,
+    );
+    differ("store.timeout", running.store_timeout != new.store_timeout);
+    differ("store.max_keys", running.max_keys != new.max_keys);
+    differ("store.postgres", running.postgres != new.postgres);
+    differ("log.format", running.log_format != new.log_format);
+    changed
+}

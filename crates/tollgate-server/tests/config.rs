@@ -1,0 +1,345 @@
+//! The configured server, run as a black box: the config file, its errors, live reload, named
+//! checks, shadow mode and the metrics.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use support::{MINIMAL, Tollgate, check, get, metric, write};
+
+#[tokio::test]
+async fn the_minimal_file_works_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "tollgate.toml", MINIMAL);
+    // The harness's `--listen 127.0.0.1:0` is a flag given: it overrides the file's address.
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    assert!(
+        server.banner.contains("1 named policy"),
+        "{}",
+        server.banner
+    );
+    let client = Client::new();
+    for i in 0..10 {
+        let (status, body) =
+            check(&client, &server, json!({"policy": "api", "key": "alice"})).await;
+        assert_eq!(status, StatusCode::OK, "{i}: {body}");
+        assert_eq!(body["policy"], "api");
+    }
+    let (status, body) = check(&client, &server, json!({"policy": "api", "key": "alice"})).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["remaining"], 0);
+}
+
+#[tokio::test]
+async fn the_environment_names_the_file_and_only_flags_given_override_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{MINIMAL}\n");
+    let text = text.replace("url = \"memory\"", "url = \"memory\"\non_error = \"deny\"");
+    let file = write(dir.path(), "tollgate.toml", &text);
+    let server = Tollgate::start_with_env(&[], &[("TOLLGATE_CONFIG", file.to_str().unwrap())]);
+    assert!(
+        server.banner.contains("on store error: deny"),
+        "{}",
+        server.banner
+    );
+    let server = Tollgate::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--on-store-error",
+        "local",
+    ]);
+    assert!(
+        server.banner.contains("on store error: local"),
+        "{}",
+        server.banner
+    );
+}
+
+/// `tollgate config check FILE`: its exit status and what it printed on stdout and stderr.
+fn config_check(file: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["config", "check"])
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn config_check_prints_the_policies_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MINIMAL}\n[policies.login]\nalgorithm = \"sliding_counter\"\ncapacity = 5\nperiod = \"1m\"\nshadow = true\n"
+    );
+    let file = write(dir.path(), "tollgate.toml", &text);
+    let (ok, out, err) = config_check(&file);
+    assert!(ok, "{err}");
+    assert!(out.contains("ok, 2 policies"), "{out}");
+    assert!(
+        out.contains("api: token_bucket, capacity 10, refill 10 every 1s"),
+        "{out}"
+    );
+    assert!(
+        out.contains("login: sliding_counter, capacity 5, window 1m, shadow"),
+        "{out}"
+    );
+}
+
+#[test]
+fn every_class_of_bad_file_names_its_line_column_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = |body: &str| format!("[store]\nurl = \"memory\"\n\n[policies.api]\n{body}\n");
+    let cases = [
+        // (what, file, expected error after the file's name)
+        (
+            "syntax",
+            "[store\nurl = \"memory\"\n".to_owned(),
+            ":1:7: ",
+        ),
+        (
+            "unknown key",
+            policy("capacity = 10\nperiod = \"1s\"\ncapacty = 3"),
+            ":7:1: policies.api.capacty: unknown field `capacty`",
+        ),
+        (
+            "unknown section",
+            "[stor]\nurl = \"memory\"\n".to_owned(),
+            ":1:2: stor: unknown field `stor`",
+        ),
+        (
+            "wrong type",
+            policy("capacity = \"ten\"\nperiod = \"1s\""),
+            ":5:12: policies.api.capacity: invalid type: string \"ten\", expected u64",
+        ),
+        (
+            "out of range",
+            policy("capacity = 0\nperiod = \"1s\""),
+            ":5:12: policies.api.capacity: must be at least 1, got 0",
+        ),
+        (
+            "negative",
+            policy("capacity = -1\nperiod = \"1s\""),
+            ":5:12: policies.api.capacity: invalid value: integer `-1`, expected u64",
+        ),
+        (
+            "unknown algorithm",
+            policy("capacity = 10\nperiod = \"1s\"\nalgorithm = \"leaky_bucket\""),
+            ":7:13: policies.api.algorithm: unknown variant `leaky_bucket`, expected one of `token_bucket`, `fixed_window`, `sliding_log`, `sliding_counter`",
+        ),
+        (
+            "bad duration",
+            policy("capacity = 10\nperiod = \"1 fortnight\""),
+            ":6:10: policies.api.period: \"1 fortnight\" is not a duration",
+        ),
+        (
+            "missing key",
+            policy("capacity = 10"),
+            ":4:1: policies.api: missing field `period`",
+        ),
+        (
+            "refill on a window",
+            policy("algorithm = \"fixed_window\"\ncapacity = 10\nrefill = 5\nperiod = \"1s\""),
+            ":7:10: policies.api.refill: a window policy has no refill",
+        ),
+        (
+            "bad store",
+            "[store]\nurl = \"mysql://db\"\n".to_owned(),
+            ":2:7: store.url: ",
+        ),
+        (
+            "bad name",
+            "[policies.\"a b\"]\ncapacity = 1\nperiod = \"1s\"\n".to_owned(),
+            ":1:1: policies.a b: ' ' in the name",
+        ),
+        (
+            "a store's range",
+            "[store]\nurl = \"redis://127.0.0.1:1\"\n[policies.api]\nalgorithm = \"sliding_counter\"\ncapacity = 100000000\nperiod = \"1d\"\n".to_owned(),
+            ":3:1: policies.api.capacity: the redis at redis://127.0.0.1:1 store cannot decide it",
+        ),
+    ];
+    for (what, text, expected) in cases {
+        let file = write(dir.path(), "bad.toml", &text);
+        let (ok, out, err) = config_check(&file);
+        assert!(!ok, "{what}: accepted\n{out}");
+        let expected = format!("{}{expected}", file.display());
+        assert!(
+            err.starts_with(&expected),
+            "{what}:\n  {err}  does not start with\n  {expected}"
+        );
+        // A server never starts on it, and says the same.
+        let status = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["--listen", "127.0.0.1:0", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(!status.status.success(), "{what}: the server started");
+        let said = String::from_utf8(status.stderr).unwrap();
+        assert!(said.contains(&expected), "{what}: {said}");
+    }
+}
+
+#[tokio::test]
+async fn named_checks_unknown_names_and_refused_inline_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MINIMAL}inline_policies = false\n[policies.hourly]\ncapacity = 3\nperiod = \"1h\"\n"
+    )
+    .replace("[http]\nlisten = \"127.0.0.1:8080\"\n", "");
+    let text = text.replace("inline_policies = false\n", "") + "[http]\ninline_policies = false\n";
+    let file = write(dir.path(), "tollgate.toml", &text);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+
+    let (status, body) = check(&client, &server, json!({"policy": "nope", "key": "a"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["field"], "policy", "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("configured: api, hourly"),
+        "{body}"
+    );
+
+    let inline = json!({"key": "a", "capacity": 5, "refill": 5, "period_ms": 1000});
+    let (status, body) = check(&client, &server, inline).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["field"], "policy");
+
+    // All or nothing: the hourly bucket binds after 3, and the per-second one is not charged
+    // for the denied fourth.
+    let both = json!({"policies": ["api", "hourly"], "key": "b"});
+    for _ in 0..3 {
+        let (status, body) = check(&client, &server, both.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, body) = check(&client, &server, both.clone()).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(
+        body["policy"], "hourly",
+        "the most restrictive is shown: {body}"
+    );
+    assert_eq!(body["policies"][0]["policy"], "api");
+    assert_eq!(body["policies"][1]["allowed"], false);
+    let (_, api) = check(
+        &client,
+        &server,
+        json!({"policy": "api", "key": "b", "cost": 0}),
+    )
+    .await;
+    assert_eq!(api["remaining"], 7, "{api}");
+
+    let listed: Value = serde_json::from_str(&get(&client, &server, "/v1/policies").await).unwrap();
+    assert_eq!(
+        listed,
+        json!({"inline_policies": false, "policies": [
+            {"name": "api", "algorithm": "token_bucket", "capacity": 10, "refill": 10, "period_ms": 1000, "shadow": false},
+            {"name": "hourly", "algorithm": "token_bucket", "capacity": 3, "refill": 3, "period_ms": 3600000, "shadow": false},
+        ]})
+    );
+}
+
+#[tokio::test]
+async fn shadow_mode_never_denies_and_counts_what_it_would_have_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{MINIMAL}\n[policies.new]\ncapacity = 2\nperiod = \"1h\"\nshadow = true\n");
+    let file = write(dir.path(), "tollgate.toml", &text);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    for i in 0..5 {
+        let (status, body) = check(&client, &server, json!({"policy": "new", "key": "a"})).await;
+        assert_eq!(status, StatusCode::OK, "{i}: {body}");
+        assert_eq!(body.get("shadow_denied").is_some(), i >= 2, "{i}: {body}");
+    }
+    // Beside an enforced policy, the shadow does not change what it decides: the enforced
+    // bucket is charged each time, as if the shadow were not there.
+    for i in 0..4 {
+        let both = json!({"policies": ["api", "new"], "key": "b"});
+        let (status, body) = check(&client, &server, both).await;
+        assert_eq!(status, StatusCode::OK, "{i}: {body}");
+        assert_eq!(body["policies"][0]["remaining"], 9 - i, "{i}: {body}");
+        assert_eq!(body.get("shadow_denied").is_some(), i >= 2, "{i}: {body}");
+    }
+    let metrics = get(&client, &server, "/metrics").await;
+    let series = |policy: &str, outcome: &str| {
+        metric(
+            &metrics,
+            &format!("tollgate_decisions_total{{outcome=\"{outcome}\",policy=\"{policy}\"}}"),
+        )
+    };
+    assert_eq!(series("new", "allowed"), 4.0);
+    assert_eq!(series("new", "shadow_denied"), 5.0);
+    assert_eq!(series("new", "denied"), 0.0);
+    assert_eq!(series("api", "allowed"), 4.0);
+}
+
+#[tokio::test]
+async fn metrics_pass_promtool_and_count_the_decisions_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "tollgate.toml", MINIMAL);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    for _ in 0..12 {
+        check(&client, &server, json!({"policy": "api", "key": "m"})).await;
+    }
+    check(
+        &client,
+        &server,
+        json!({"key": "m", "capacity": 1, "refill": 1, "period_ms": 1000}),
+    )
+    .await;
+    let text = get(&client, &server, "/metrics").await;
+    let series = |s: &str| metric(&text, s);
+    assert_eq!(
+        series("tollgate_decisions_total{outcome=\"allowed\",policy=\"api\"}"),
+        10.0
+    );
+    assert_eq!(
+        series("tollgate_decisions_total{outcome=\"denied\",policy=\"api\"}"),
+        2.0
+    );
+    assert_eq!(
+        series("tollgate_decisions_total{outcome=\"allowed\",policy=\"inline\"}"),
+        1.0
+    );
+    assert_eq!(series("tollgate_store_call_duration_seconds_count"), 13.0);
+    assert_eq!(series("tollgate_fail_policy_decisions_total"), 0.0);
+    assert_eq!(series("tollgate_build_info{version=\"0.1.0\"}"), 1.0);
+    assert!(series("tollgate_http_connections_total") >= 1.0);
+    assert!(series("tollgate_config_last_reload_success_timestamp_seconds") > 1.7e9);
+
+    let promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut promtool = match promtool {
+        Ok(child) => child,
+        Err(e) => panic!(
+            "promtool ({e}) is needed to check /metrics: `apt-get install prometheus` \
+             (scripts/test installs it)"
+        ),
+    };
+    use std::io::Write;
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
