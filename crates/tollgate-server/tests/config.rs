@@ -343,3 +343,118 @@ async fn metrics_pass_promtool_and_count_the_decisions_made() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The commented example shows every key, and is a good file.
+#[test]
+fn the_example_file_is_good_and_shows_every_key() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tollgate.toml");
+    let (ok, out, err) = config_check(&example);
+    assert!(ok, "{err}");
+    assert!(out.contains("ok, 3 policies"), "{out}");
+    let text = std::fs::read_to_string(&example).unwrap();
+    for key in [
+        "[store]",
+        "url =",
+        "timeout =",
+        "on_error =",
+        "max_keys =",
+        "[store.postgres]",
+        "schema =",
+        "table =",
+        "unlogged =",
+        "synchronous_commit =",
+        "isolation =",
+        "connections =",
+        "[http]",
+        "listen =",
+        "inline_policies =",
+        "[log]",
+        "format =",
+        "capacity =",
+        "refill =",
+        "period =",
+        "algorithm =",
+        "shadow =",
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(key)),
+            "the example lacks {key}"
+        );
+    }
+}
+
+/// A store that does not answer: the fail policy answers, and the metrics say so by kind.
+#[tokio::test]
+async fn metrics_count_store_errors_by_kind_and_the_fail_policy_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = MINIMAL.replace("url = \"memory\"", "url = \"redis://127.0.0.1:1\"");
+    let file = write(dir.path(), "tollgate.toml", &text);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    for _ in 0..3 {
+        let (status, body) = check(&client, &server, json!({"policy": "api", "key": "a"})).await;
+        assert_eq!(status, StatusCode::OK, "fail open: {body}");
+    }
+    let text = get(&client, &server, "/metrics").await;
+    assert_eq!(metric(&text, "tollgate_fail_policy_decisions_total"), 3.0);
+    assert!(
+        metric(&text, "tollgate_store_errors_total{kind=\"unavailable\"}") >= 3.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "tollgate_decisions_total{outcome=\"allowed\",policy=\"api\"}"
+        ),
+        3.0
+    );
+}
+
+/// Reservations take configured policies by name, and settle under the numbers in force.
+#[tokio::test]
+async fn a_named_reservation_commits_under_its_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "tollgate.toml",
+        &MINIMAL.replace("period = \"1s\"", "period = \"1h\""),
+    );
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    let post = |path: &'static str, body: Value| {
+        let client = client.clone();
+        let addr = server.addr;
+        async move {
+            let response = client
+                .post(format!("http://{addr}{path}"))
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+            (status, body)
+        }
+    };
+    let (status, reserved) = post(
+        "/v1/reserve",
+        json!({"policy": "api", "key": "r", "cost": 6}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{reserved}");
+    assert_eq!(reserved["remaining"], 4);
+    let token = reserved["reservation"].clone();
+    let (status, committed) = post("/v1/commit", json!({"reservation": token, "used": 2})).await;
+    assert_eq!(status, StatusCode::OK, "{committed}");
+    assert_eq!(
+        (
+            committed["policy"].as_str(),
+            committed["remaining"].as_u64()
+        ),
+        (Some("api"), Some(8))
+    );
+    let bucket = get(&client, &server, "/v1/buckets/api/r").await;
+    assert!(bucket.contains("\"remaining\":8"), "{bucket}");
+    let (status, _) = post("/v1/commit", json!({"reservation": token, "used": 2})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}

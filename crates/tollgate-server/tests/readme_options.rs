@@ -302,6 +302,17 @@ fn disagreement(name: &str, option: &HelpOption, readme: &str) -> Option<String>
                  default should be `off`, not {readme:?}"
             )
         }),
+        // An option unset unless given, or named by its environment variable.
+        (None, true) if text.contains("[env: ") => {
+            let var = text.split("[env: ").nth(1)?.split('=').next()?;
+            let expected = format!("none (`{var}`)");
+            (normalized(readme) != normalized(&expected)).then(|| {
+                format!(
+                    "`--{name}` has no default but the environment's {var}: the README's \
+                     default should be {expected:?}, not {readme:?}"
+                )
+            })
+        }
         (None, true) => match (help_per_store(text), readme_per_store(readme)) {
             (Some(help), Some(ours)) if help == ours => None,
             (Some(help), _) => Some(format!(
