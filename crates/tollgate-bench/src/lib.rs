@@ -35,7 +35,9 @@ pub mod redis;
 pub mod report;
 pub mod stats;
 
-pub use crate::http::{HttpBenchArgs, HttpReport, Variant, run_http};
+pub use crate::http::{
+    HttpBenchArgs, HttpReport, POLICY_NAME, Variant, allow_all, run_http, run_http_with,
+};
 pub use crate::postgres::{PostgresBenchArgs, PostgresReport, run_postgres};
 pub use crate::redis::{Approach, RedisBenchArgs, Scenario, run_redis};
 pub use error::BenchError;

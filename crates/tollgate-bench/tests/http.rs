@@ -17,15 +17,21 @@ async fn a_short_run_measures_every_variant_without_a_rejection() {
     };
     let report = run_http(&args).await.unwrap();
 
+    // The server's variant needs the server's router: `tollgate bench http` runs it (tested
+    // there).
+    let variants: Vec<Variant> = Variant::ALL
+        .into_iter()
+        .filter(|v| *v != Variant::Server)
+        .collect();
     assert_eq!(report.runs.len(), 2 * 3);
-    assert_eq!(report.variants(), Variant::ALL);
+    assert_eq!(report.variants(), variants);
     // Alternated: each round runs every variant in turn.
     let order: Vec<(usize, Variant)> = report.runs.iter().map(|r| (r.round, r.variant)).collect();
     assert_eq!(
         order,
         [1, 2]
             .into_iter()
-            .flat_map(|round| Variant::ALL.map(|v| (round, v)))
+            .flat_map(|round| variants.iter().map(move |v| (round, *v)))
             .collect::<Vec<_>>()
     );
     for run in &report.runs {
@@ -44,7 +50,7 @@ async fn a_short_run_measures_every_variant_without_a_rejection() {
             assert!(run.cpu_per_request().is_some(), "{run:?}");
         }
     }
-    for variant in Variant::ALL {
+    for &variant in &variants {
         let s = report.summary(variant).unwrap();
         assert_eq!(s.runs, 2);
         assert!(s.requests_per_sec > 0.0, "{s:?}");

@@ -1,7 +1,16 @@
 //! `tollgate bench`: runs a benchmark of `tollgate-bench` and prints its report.
 
+use std::sync::Arc;
+
+use clap::Parser;
+
 use crate::ServeError;
-use crate::cli::BenchTarget;
+use crate::cli::{BenchTarget, Cli};
+use crate::config::Config;
+use crate::http::AppState;
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+use crate::store::StoreHealth;
 
 /// Runs the benchmark `target` names, prints its Markdown report on stdout and says on stderr
 /// where the report and its chart were written.
@@ -16,11 +25,45 @@ pub async fn bench(target: BenchTarget) -> Result<(), ServeError> {
             (report.to_markdown(), args.out)
         }
         BenchTarget::Http(args) => {
-            let report = tollgate_bench::run_http(&args).await?;
+            let report = tollgate_bench::run_http_with(&args, Some(server_router().await?)).await?;
             (report.to_markdown(), args.out)
         }
     };
     println!("{markdown}");
     eprintln!("tollgate bench: report written to {}", out.display());
     Ok(())
+}
+
+/// `tollgate serve`'s router as the embedded default runs it (memory store, fail open, 50 ms
+/// timeout), with the benchmark's policy configured by name, as a config file would.
+async fn server_router() -> Result<axum::Router, ServeError> {
+    let allow_all = tollgate_bench::allow_all()?;
+    let file = format!(
+        "[policies.{}]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n",
+        tollgate_bench::POLICY_NAME,
+        allow_all.capacity(),
+        allow_all.refill(),
+        allow_all.period().as_u64()
+    );
+    let config = Config::parse(std::path::Path::new("bench.toml"), &file)?;
+    let args = Cli::try_parse_from(["tollgate"])
+        .map_err(|e| tollgate_bench::BenchError::Args(e.to_string()))?
+        .serve;
+    let settings = Settings::resolve(&args, Some(&config));
+    let metrics = Arc::new(Metrics::new()?);
+    let health = Arc::new(StoreHealth::new(
+        Arc::clone(&metrics),
+        settings.on_store_error,
+    ));
+    let store = crate::store::open(&settings, Arc::clone(&health))
+        .await
+        .map_err(|source| ServeError::Store {
+            store: settings.store.to_string(),
+            source,
+        })?;
+    let state = AppState::new(store, settings.store_timeout, None)
+        .map_err(|_| ServeError::Random)?
+        .observed(metrics, health)
+        .policies(settings.policies, settings.inline_policies);
+    Ok(crate::http::router(Arc::new(state)))
 }

@@ -140,3 +140,48 @@ fn a_taken_port_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// `tollgate bench http` measures the server's own router beside the middleware: every check
+/// by name answered 200 with the RateLimit headers.
+#[test]
+fn bench_http_measures_the_server_variant() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "bench",
+            "http",
+            "--seconds",
+            "0.3",
+            "--rounds",
+            "1",
+            "--connections",
+            "4",
+            "--keys",
+            "20",
+            "--warmup",
+            "0",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8(run.stdout).unwrap();
+    assert!(
+        run.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| server |"))
+        .unwrap_or_else(|| panic!("no server row in\n{report}"));
+    // | variant | requests/s | × bare | × bare per round | p50 | p99 | p50+ | p99+ | CPU | CPU+ |
+    // responses | non-200 | errors |
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(&cells[12..14], ["0", "0"], "{row}");
+    assert!(
+        report.contains("server: ≥ 0.8× the bare handler"),
+        "{report}"
+    );
+    assert!(out.path().join("http.md").exists());
+}

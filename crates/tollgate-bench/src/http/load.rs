@@ -10,15 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{HOST, HeaderName, HeaderValue};
-use hyper::{Request, StatusCode, Uri};
+use hyper::header::{CONTENT_TYPE, HOST, HeaderName, HeaderValue};
+use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::server::X_API_KEY;
+use super::server::{POLICY_NAME, X_API_KEY};
+use super::variant::Variant;
 use crate::BenchError;
 use crate::clock::{self, Stopwatch};
 use crate::stats::Histogram;
@@ -26,37 +27,70 @@ use crate::stats::Histogram;
 /// The header the middleware adds to every response it lets through.
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// What every request carries. All variants get the same requests, `x-api-key` included (only
-/// the keyed variant reads it), so the client and the HTTP parsing cost the same in every run.
+/// What every request carries. The middleware's variants get the same requests, `x-api-key`
+/// included (only the keyed variant reads it), so the client and the HTTP parsing cost the same
+/// in every run; the server's variant posts a check of the same keys instead.
 #[derive(Clone)]
 pub(crate) struct Requests {
     uri: Uri,
     host: HeaderValue,
     keys: Arc<[HeaderValue]>,
+    /// For the server: one `/v1/check` body per key.
+    checks: Option<Arc<[Bytes]>>,
 }
 
 impl Requests {
-    /// `GET /hello` to `addr`, with `keys` distinct API keys (at least one).
-    pub(crate) fn new(addr: SocketAddr, keys: usize) -> Result<Requests, BenchError> {
+    /// `GET /hello` to `addr` (or the server's `POST /v1/check`), with `keys` distinct API keys
+    /// (at least one).
+    pub(crate) fn new(
+        addr: SocketAddr,
+        keys: usize,
+        variant: Variant,
+    ) -> Result<Requests, BenchError> {
         let invalid = |e: &dyn std::fmt::Display| BenchError::Args(format!("request: {e}"));
         let keys: Vec<HeaderValue> = (0..keys.max(1))
             .map(|i| HeaderValue::try_from(format!("key-{i:05}")))
             .collect::<Result<_, _>>()
             .map_err(|e| invalid(&e))?;
+        let checks = (variant == Variant::Server).then(|| {
+            (0..keys.len())
+                .map(|i| {
+                    Bytes::from(format!(
+                        "{{\"policy\":\"{POLICY_NAME}\",\"key\":\"key-{i:05}\"}}"
+                    ))
+                })
+                .collect()
+        });
         Ok(Requests {
-            uri: Uri::from_static("/hello"),
+            uri: Uri::from_static(if checks.is_some() {
+                "/v1/check"
+            } else {
+                "/hello"
+            }),
             host: HeaderValue::try_from(addr.to_string()).map_err(|e| invalid(&e))?,
             keys: keys.into(),
+            checks,
         })
     }
 
     /// The `n`th request of a worker; `n` walks the keys so that all of them are used.
-    fn build(&self, n: usize) -> Request<Empty<Bytes>> {
-        let mut request = Request::new(Empty::new());
+    fn build(&self, n: usize) -> Request<Full<Bytes>> {
+        let mut request = match &self.checks {
+            Some(bodies) => {
+                let mut post = Request::new(Full::new(bodies[n % bodies.len()].clone()));
+                *post.method_mut() = Method::POST;
+                post.headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                post
+            }
+            None => Request::new(Full::new(Bytes::new())),
+        };
         *request.uri_mut() = self.uri.clone();
         let headers = request.headers_mut();
         headers.insert(HOST, self.host.clone());
-        headers.insert(X_API_KEY.clone(), self.keys[n % self.keys.len()].clone());
+        if self.checks.is_none() {
+            headers.insert(X_API_KEY.clone(), self.keys[n % self.keys.len()].clone());
+        }
         request
     }
 }
@@ -159,7 +193,7 @@ pub(crate) async fn run(
 
 /// One client connection: the handle to send on, and the task that drives its I/O.
 struct Connection {
-    sender: SendRequest<Empty<Bytes>>,
+    sender: SendRequest<Full<Bytes>>,
     driver: JoinHandle<Result<(), hyper::Error>>,
 }
 
@@ -234,8 +268,8 @@ async fn drive(
 
 /// One request and its whole response: the status, and whether it had a `RateLimit` header.
 async fn exchange(
-    sender: &mut SendRequest<Empty<Bytes>>,
-    request: Request<Empty<Bytes>>,
+    sender: &mut SendRequest<Full<Bytes>>,
+    request: Request<Full<Bytes>>,
 ) -> Result<(StatusCode, bool), hyper::Error> {
     sender.ready().await?;
     let response = sender.send_request(request).await?;

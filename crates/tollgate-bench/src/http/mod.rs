@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use report::{Comparison, GOAL_RATIO, HttpReport, Run, Summary};
+pub use server::{POLICY_NAME, allow_all};
 pub use variant::Variant;
 
 use crate::BenchError;
@@ -70,6 +71,15 @@ impl Default for HttpBenchArgs {
 /// A request the middleware rejects, or one that fails, does not stop the run: it is counted,
 /// and the report's last goal is then not met.
 pub async fn run_http(args: &HttpBenchArgs) -> Result<HttpReport, BenchError> {
+    run_http_with(args, None).await
+}
+
+/// [`run_http`], with `tollgate serve`'s router as the [`Variant::Server`] variant when given
+/// (it must configure the policy [`POLICY_NAME`] as [`allow_all`]).
+pub async fn run_http_with(
+    args: &HttpBenchArgs,
+    server: Option<axum::Router>,
+) -> Result<HttpReport, BenchError> {
     let run_time = seconds(args.seconds, "--seconds")?;
     if args.connections == 0 {
         return Err(BenchError::Args("--connections must be at least 1".into()));
@@ -85,10 +95,11 @@ pub async fn run_http(args: &HttpBenchArgs) -> Result<HttpReport, BenchError> {
     let variants: Vec<Variant> = Variant::ALL
         .into_iter()
         .filter(|v| *v != Variant::TollgateKeys || args.keys > 0)
+        .filter(|v| *v != Variant::Server || server.is_some())
         .collect();
     let mut servers = Vec::with_capacity(variants.len());
     for &variant in &variants {
-        servers.push(Server::start(variant).await?);
+        servers.push(Server::start(variant, server.as_ref()).await?);
     }
     let mut report = HttpReport {
         seconds_per_run: args.seconds,
@@ -122,7 +133,7 @@ async fn measure(
 ) -> Result<(), BenchError> {
     let requests: Vec<Requests> = servers
         .iter()
-        .map(|s| Requests::new(s.addr, args.keys))
+        .map(|s| Requests::new(s.addr, args.keys, s.variant))
         .collect::<Result<_, _>>()?;
     if let Some(warmup) = warmup {
         // Connections, the allocator, the store's cells for every key: none of that is what

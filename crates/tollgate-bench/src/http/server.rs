@@ -22,13 +22,14 @@ use crate::BenchError;
 /// The header [`Variant::TollgateKeys`] is keyed by.
 pub(crate) static X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
-/// The policy's name, as it appears in the `RateLimit` headers.
-pub(crate) const POLICY_NAME: &str = "allow_all";
+/// The policy's name, as it appears in the `RateLimit` headers (and as the server variant's
+/// configured policy is named).
+pub const POLICY_NAME: &str = "allow_all";
 
 /// A bucket no load generator can empty: 10^9 tokens refilled at 10^9 per second. Every request
 /// still takes the whole decision path (a compare-and-swap on its key's cell, the headers), and
 /// none is rejected, so the 200s of the variants are the same work but for the middleware.
-fn allow_all() -> Result<Policy, BenchError> {
+pub fn allow_all() -> Result<Policy, BenchError> {
     Ok(Policy::token_bucket(
         1_000_000_000,
         1_000_000_000,
@@ -42,12 +43,15 @@ async fn hello() -> &'static str {
     "hello\n"
 }
 
-fn router(variant: Variant) -> Result<Router, BenchError> {
+fn router(variant: Variant, server: Option<&Router>) -> Result<Router, BenchError> {
     let app = Router::new().route("/hello", get(hello));
     Ok(match variant {
         Variant::Bare => app,
         Variant::Tollgate => app.layer(layer(ClientIp::new())?),
         Variant::TollgateKeys => app.layer(layer(Header::new(X_API_KEY.clone()))?),
+        Variant::Server => server.cloned().ok_or_else(|| {
+            BenchError::Args("the server variant needs the server's router".into())
+        })?,
     })
 }
 
@@ -69,9 +73,13 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Serves `variant` on an ephemeral port of `127.0.0.1`, on the caller's runtime.
-    pub(crate) async fn start(variant: Variant) -> Result<Server, BenchError> {
-        let app = router(variant)?;
+    /// Serves `variant` on an ephemeral port of `127.0.0.1`, on the caller's runtime;
+    /// [`Variant::Server`] serves `server`, `tollgate serve`'s router.
+    pub(crate) async fn start(
+        variant: Variant,
+        server: Option<&Router>,
+    ) -> Result<Server, BenchError> {
+        let app = router(variant, server)?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         // Small responses on keep-alive connections: send each at once.

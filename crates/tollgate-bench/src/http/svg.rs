@@ -17,6 +17,7 @@ fn color(variant: Variant) -> &'static str {
         Variant::Bare => "#888888",
         Variant::Tollgate => "#2b7bb9",
         Variant::TollgateKeys => "#5a9e4b",
+        Variant::Server => "#c0504d",
     }
 }
 

@@ -1,4 +1,5 @@
-//! The servers measured: the same `GET /hello` handler, bare or behind tollgate's middleware.
+//! The servers measured: the same `GET /hello` handler, bare or behind tollgate's middleware,
+//! and `tollgate serve`'s own router answering `POST /v1/check` by a policy's name.
 
 use std::fmt;
 
@@ -11,11 +12,19 @@ pub enum Variant {
     Tollgate,
     /// The same, keyed by the `x-api-key` header, which the load spreads over many keys.
     TollgateKeys,
+    /// `tollgate serve`'s router (memory store, a configured policy): `POST /v1/check` with
+    /// `{"policy": "allow_all", "key": ...}`, the keys spread as for `tollgate_keys`.
+    Server,
 }
 
 impl Variant {
     /// Every variant, in report order.
-    pub const ALL: [Variant; 3] = [Variant::Bare, Variant::Tollgate, Variant::TollgateKeys];
+    pub const ALL: [Variant; 4] = [
+        Variant::Bare,
+        Variant::Tollgate,
+        Variant::TollgateKeys,
+        Variant::Server,
+    ];
 
     /// The name used in the report.
     pub fn name(self) -> &'static str {
@@ -23,6 +32,7 @@ impl Variant {
             Variant::Bare => "bare",
             Variant::Tollgate => "tollgate",
             Variant::TollgateKeys => "tollgate_keys",
+            Variant::Server => "server",
         }
     }
 
@@ -36,6 +46,20 @@ impl Variant {
             Variant::TollgateKeys => {
                 "the same behind RateLimitLayer, MemoryStore, keyed by the x-api-key header"
             }
+            Variant::Server => {
+                "tollgate serve's router, memory store: POST /v1/check {\"policy\": \"allow_all\", \"key\": ...}"
+            }
+        }
+    }
+
+    /// The share of the bare handler's requests/s it should reach; `None` for the bare one.
+    pub fn goal(self) -> Option<f64> {
+        match self {
+            Variant::Bare => None,
+            Variant::Tollgate | Variant::TollgateKeys => Some(0.9),
+            // The server parses a JSON body and writes one: more work than a middleware in
+            // front of a static handler.
+            Variant::Server => Some(0.8),
         }
     }
 

@@ -7,11 +7,13 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use serde_json::{Value, json};
-use tollgate::{CheckError, Decision, Policy, StoreError, headers};
+use std::fmt::Write as _;
+
+use tollgate::{CheckError, Decision, StoreError, headers};
 
 use super::AppState;
-use super::decide::{Decided, Part, decide};
+use super::decide::{Decided, decide};
+use super::live::Entry;
 use super::problem::Problem;
 use super::request::{CheckRequest, Target};
 
@@ -65,83 +67,92 @@ pub(super) async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> 
 pub(super) fn answer_decided(
     decided: &Decided,
     listed: bool,
-    extra: Option<(&str, Value)>,
+    extra: Option<(&str, &str)>,
 ) -> Response {
     let shown = decided.shown();
-    let mut body = fields(&shown.decision);
-    body["allowed"] = Value::Bool(decided.allowed());
+    let allowed = decided.allowed();
+    let mut body = String::with_capacity(160);
+    body.push('{');
+    fields(&mut body, allowed, &shown.decision);
+    if listed {
+        body.push_str(",\"policies\":[");
+        for (i, part) in decided.parts.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push('{');
+            fields(&mut body, part.decision.allowed, &part.decision);
+            string(&mut body, "policy", &part.entry.name);
+            if part.shadow_denied {
+                body.push_str(",\"shadow_denied\":true");
+            }
+            body.push('}');
+        }
+        body.push(']');
+    }
     if shown.entry.named {
-        body["policy"] = Value::from(&*shown.entry.name);
+        string(&mut body, "policy", &shown.entry.name);
     }
     if decided.shadow_denied() {
-        body["shadow_denied"] = Value::Bool(true);
-    }
-    if listed {
-        body["policies"] = decided.parts.iter().map(part).collect();
+        body.push_str(",\"shadow_denied\":true");
     }
     if let Some((name, value)) = extra {
-        body[name] = value;
+        string(&mut body, name, value);
     }
-    respond(
-        decided.allowed(),
+    body.push('}');
+    respond(allowed, body, &shown.entry, &shown.decision)
+}
+
+/// The answer of one bucket's state (a commit's).
+pub(super) fn answer(entry: &Entry, decision: &Decision) -> Response {
+    let mut body = String::with_capacity(128);
+    body.push('{');
+    fields(&mut body, decision.allowed, decision);
+    string(&mut body, "policy", &entry.name);
+    body.push('}');
+    respond(decision.allowed, body, entry, decision)
+}
+
+/// A decision's fields, written by hand: every value is a number or a boolean, and they are
+/// the hot path's whole body.
+fn fields(body: &mut String, allowed: bool, decision: &Decision) {
+    // Writing to a String cannot fail.
+    let _ = write!(
         body,
-        &shown.entry.name,
-        &shown.entry.policy,
-        &shown.decision,
-    )
+        "\"allowed\":{allowed},\"limit\":{},\"remaining\":{},\"reset_after_ms\":{},\"retry_after_ms\":{}",
+        decision.limit,
+        decision.remaining,
+        decision.reset_after_ms(),
+        decision.retry_after_ms(),
+    );
 }
 
-/// The answer of one bucket's state (a commit's, a bucket's).
-pub(super) fn answer(name: &str, policy: &Policy, decision: &Decision) -> Response {
-    let mut body = fields(decision);
-    body["policy"] = Value::from(name);
-    respond(decision.allowed, body, name, policy, decision)
+/// `,"name":"value"`. Every string the server writes here is a policy's name (letters, digits,
+/// `_`, `-`, `.`), `inline`, or a base64url reservation: nothing JSON must escape.
+fn string(body: &mut String, name: &str, value: &str) {
+    debug_assert!(!value.contains(['"', '\\']) && !value.chars().any(char::is_control));
+    let _ = write!(body, ",\"{name}\":\"{value}\"");
 }
 
-fn part(part: &Part) -> Value {
-    let mut v = fields(&part.decision);
-    v["policy"] = Value::from(&*part.entry.name);
-    if part.shadow_denied {
-        v["shadow_denied"] = Value::Bool(true);
-    }
-    v
-}
-
-fn fields(decision: &Decision) -> Value {
-    json!({
-        "allowed": decision.allowed,
-        "limit": decision.limit,
-        "remaining": decision.remaining,
-        "retry_after_ms": decision.retry_after_ms(),
-        "reset_after_ms": decision.reset_after_ms(),
-    })
-}
-
-/// `200` or `429` with `body`, the RateLimit headers of `decision` under the policy `name`,
-/// and `Retry-After` when denied.
-fn respond(
-    allowed: bool,
-    body: Value,
-    name: &str,
-    policy: &Policy,
-    decision: &Decision,
-) -> Response {
+/// `200` or `429` with `body`, the RateLimit headers of `decision` under `entry`'s policy, and
+/// `Retry-After` when denied.
+fn respond(allowed: bool, body: String, entry: &Entry, decision: &Decision) -> Response {
     let status = if allowed {
         StatusCode::OK
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    let mut response = (status, body.to_string()).into_response();
+    let mut response = (status, body).into_response();
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    // Names are letters, digits, `_`, `-` and `.`, quoted: always valid header text.
-    if let Ok(v) = HeaderValue::try_from(headers::rate_limit_policy(name, policy)) {
-        h.insert(RATELIMIT_POLICY.clone(), v);
+    if let Some(v) = &entry.policy_header {
+        h.insert(RATELIMIT_POLICY.clone(), v.clone());
     }
-    if let Ok(v) = HeaderValue::try_from(headers::rate_limit(name, decision)) {
+    // Built from numbers and a policy's name, quoted: always valid header text.
+    if let Ok(v) = HeaderValue::try_from(headers::rate_limit(&entry.name, decision)) {
         h.insert(RATELIMIT.clone(), v);
     }
     if !allowed {

@@ -7,6 +7,7 @@
 //! were not there, and the shadow policy's bucket is left as its denial left it, as it would be
 //! if it were enforced.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{Check, Clock, Decision, Verdict};
@@ -19,7 +20,7 @@ use super::problem::Problem;
 /// One policy's part of an answer.
 pub(super) struct Part {
     /// The policy.
-    pub(super) entry: Entry,
+    pub(super) entry: Arc<Entry>,
     /// Its decision.
     pub(super) decision: Decision,
     /// It denied, but is in shadow mode: the request goes on.
@@ -73,18 +74,18 @@ impl Decided {
 /// Decides `cost` tokens of `key` under `entries`.
 pub(super) async fn decide(
     state: &AppState,
-    entries: Vec<Entry>,
+    entries: Vec<Arc<Entry>>,
     key: &[u8],
     cost: u64,
 ) -> Result<Decided, Problem> {
-    for entry in &entries {
-        // A policy the store cannot decide at all (beyond Redis's range, say): an inline
-        // one is the request's fault, and its field says which number to change.
+    // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
+    // fault when inline, and its field says which number to change. A configured one was
+    // checked against the store when the config was read.
+    for entry in entries.iter().filter(|e| !e.named) {
         if let Err(e) = state.store.supports_dyn(&entry.policy) {
-            let field = match (entry.named, e.field()) {
-                (true, _) => "policy",
-                (false, "period") => "period_ms",
-                (false, other) => other,
+            let field = match e.field() {
+                "period" => "period_ms",
+                other => other,
             };
             return Err(Problem::invalid_field(field, e.to_string()));
         }

@@ -1,10 +1,12 @@
 //! What a reload may change while the server runs: the named policies, whether inline
-//! policies are allowed, and each policy's metric counters (looked up once per config).
+//! policies are allowed, and each policy's entry (its metric counters and its
+//! `RateLimit-Policy` header, built once per config rather than once per request).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tollgate::Policy;
+use axum::http::HeaderValue;
+use tollgate::{Policy, headers};
 
 use super::problem::Problem;
 use super::request::Target;
@@ -17,13 +19,12 @@ pub struct Live {
     pub policies: Policies,
     /// Whether clients may send their own numbers.
     pub inline_policies: bool,
-    counters: HashMap<Arc<str>, PolicyCounters>,
+    entries: HashMap<Arc<str>, Arc<Entry>>,
     inline: PolicyCounters,
     inline_name: Arc<str>,
 }
 
 /// One policy of a request, resolved.
-#[derive(Clone)]
 pub struct Entry {
     /// The name its buckets go by (`inline` for an inline policy, whose buckets are named by
     /// their numbers).
@@ -36,19 +37,51 @@ pub struct Entry {
     pub shadow: bool,
     /// Its metrics.
     pub counters: PolicyCounters,
+    /// Its `RateLimit-Policy` header.
+    pub policy_header: Option<HeaderValue>,
+}
+
+impl Entry {
+    fn new(
+        name: Arc<str>,
+        named: bool,
+        policy: Policy,
+        shadow: bool,
+        counters: PolicyCounters,
+    ) -> Entry {
+        // Names are letters, digits, `_`, `-` and `.`, quoted: always valid header text.
+        let policy_header = HeaderValue::try_from(headers::rate_limit_policy(&name, &policy)).ok();
+        Entry {
+            name,
+            named,
+            policy,
+            shadow,
+            counters,
+            policy_header,
+        }
+    }
 }
 
 impl Live {
     /// `policies` in force, their counters in `metrics`.
     pub fn new(policies: Policies, inline_policies: bool, metrics: &Metrics) -> Live {
-        let counters = policies
+        let entries = policies
             .iter()
-            .map(|p| (Arc::clone(&p.name), metrics.policy(&p.name)))
+            .map(|p| {
+                let entry = Entry::new(
+                    Arc::clone(&p.name),
+                    true,
+                    p.policy,
+                    p.shadow,
+                    metrics.policy(&p.name),
+                );
+                (Arc::clone(&p.name), Arc::new(entry))
+            })
             .collect();
         Live {
             policies,
             inline_policies,
-            counters,
+            entries,
             inline: metrics.policy(INLINE),
             inline_name: INLINE.into(),
         }
@@ -56,7 +89,7 @@ impl Live {
 
     /// The policies `target` asks for, or the problem to answer: an unknown name (`400`
     /// naming `policy` or `policies`), an inline policy where they are refused (`403`).
-    pub fn resolve(&self, target: &Target) -> Result<Vec<Entry>, Problem> {
+    pub fn resolve(&self, target: &Target) -> Result<Vec<Arc<Entry>>, Problem> {
         match target {
             Target::Inline(policy) => {
                 if !self.inline_policies {
@@ -76,26 +109,19 @@ impl Live {
 
     /// An inline policy's entry (allowed here or not: a commit of a reservation taken before
     /// a reload turned them off still settles).
-    pub fn inline_entry(&self, policy: Policy) -> Entry {
-        Entry {
-            name: Arc::clone(&self.inline_name),
-            named: false,
+    pub fn inline_entry(&self, policy: Policy) -> Arc<Entry> {
+        Arc::new(Entry::new(
+            Arc::clone(&self.inline_name),
+            false,
             policy,
-            shadow: false,
-            counters: self.inline.clone(),
-        }
+            false,
+            self.inline.clone(),
+        ))
     }
 
     /// The configured policy `name`.
-    pub fn entry(&self, name: &str) -> Option<Entry> {
-        let p = self.policies.get(name)?;
-        Some(Entry {
-            name: Arc::clone(&p.name),
-            named: true,
-            policy: p.policy,
-            shadow: p.shadow,
-            counters: self.counters.get(name)?.clone(),
-        })
+    pub fn entry(&self, name: &str) -> Option<Arc<Entry>> {
+        self.entries.get(name).cloned()
     }
 
     /// The problem for a name that is not configured, listing (some of) those that are.

@@ -80,7 +80,7 @@ pub(super) async fn reserve(State(state): State<Arc<AppState>>, body: Body) -> R
         cost: request.cost,
     };
     let token = state.signer.sign(&reserved);
-    answer_decided(&decided, false, Some(("reservation", Value::String(token))))
+    answer_decided(&decided, false, Some(("reservation", &token)))
 }
 
 /// `POST /v1/commit` with `{"reservation": "...", "used": N}`: gives back `reserved - used`
@@ -123,7 +123,7 @@ pub(super) async fn commit(State(state): State<Arc<AppState>>, body: Body) -> Re
         .await
     {
         Ok(verdict) => match verdict.decisions.first() {
-            Some(decision) => answer(&entry.name, &entry.policy, decision),
+            Some(decision) => answer(&entry, decision),
             None => Problem::store_unavailable("the store answered no bucket").into_response(),
         },
         Err(StoreError::Check(CheckError::AlreadySettled)) => Problem::reservation_conflict(
@@ -226,7 +226,7 @@ fn bucket(
     policy: &str,
     key: &str,
     query: &HashMap<String, String>,
-) -> Result<Entry, Problem> {
+) -> Result<Arc<Entry>, Problem> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
         return Err(Problem::invalid_field(
             "key",
