@@ -130,6 +130,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
+    /// Where the Redis protocol (`CL.THROTTLE`, `THROTTLE`, `TOLLGATE.CHECK`) listens; off
+    /// unless given here or in the config file.
+    #[arg(long)]
+    pub resp_listen: Option<SocketAddr>,
+
     /// The store: `memory`, `redis://HOST:PORT[/DB]`, `rediss://...` (TLS), several
     /// comma-separated redis:// URLs (the seed nodes of a Redis Cluster), or
     /// `postgres://USER@HOST:PORT/DB`.

@@ -13,6 +13,7 @@ pub mod config;
 pub mod http;
 pub mod metrics;
 mod reload;
+pub mod resp;
 pub mod settings;
 pub mod store;
 
@@ -160,8 +161,12 @@ pub async fn serve(
     let server = Server::bind(args, settings).await?;
     // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
     let s = &server.settings;
+    let resp = server
+        .resp_addr()
+        .map(|addr| format!(" and redis://{addr}"))
+        .unwrap_or_default();
     println!(
-        "tollgate listening on http://{} (store: {}, on store error: {}, timeout {:?}, \
+        "tollgate listening on http://{}{resp} (store: {}, on store error: {}, timeout {:?}, \
          config: {}, {} named {})",
         server.local_addr,
         s.store,
@@ -187,6 +192,7 @@ pub struct Server {
     state: Arc<http::AppState>,
     listener: http::conn::Counted,
     local_addr: SocketAddr,
+    resp: Option<(TcpListener, SocketAddr)>,
 }
 
 impl Server {
@@ -219,6 +225,16 @@ impl Server {
                     source,
                 })?;
         let local_addr = listener.local_addr().map_err(ServeError::Http)?;
+        let resp = match settings.resp_listen {
+            Some(addr) => {
+                let resp = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::Bind { addr, source })?;
+                let bound = resp.local_addr().map_err(ServeError::Http)?;
+                Some((resp, bound))
+            }
+            None => None,
+        };
         // Servers that share a store share this secret, to commit each other's reservations.
         let secret = std::env::var_os("TOLLGATE_RESERVATION_SECRET");
         let secret = secret.as_ref().map(|s| s.as_encoded_bytes());
@@ -235,7 +251,13 @@ impl Server {
             state: Arc::new(state),
             listener,
             local_addr,
+            resp,
         })
+    }
+
+    /// Where RESP listens, if it does.
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp.as_ref().map(|(_, addr)| *addr)
     }
 
     /// Where it listens.
@@ -246,6 +268,14 @@ impl Server {
     /// Serves until `shutdown` is cancelled and the requests in flight are answered, reloading
     /// the config file meanwhile.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
+        if let Some((listener, _)) = self.resp {
+            tokio::spawn(resp::serve(
+                listener,
+                Arc::clone(&self.state),
+                self.settings.resp.clone(),
+                shutdown.clone(),
+            ));
+        }
         if let Some(path) = self.settings.config.clone() {
             tokio::spawn(reload::watch(
                 path,

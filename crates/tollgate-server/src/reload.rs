@@ -116,5 +116,7 @@ fn needs_restart(running: &Settings, new: &Settings) -> Vec<&'static str> {
     differ("store.max_keys", running.max_keys != new.max_keys);
     differ("store.postgres", running.postgres != new.postgres);
     differ("log.format", running.log_format != new.log_format);
+    differ("resp.listen", running.resp_listen != new.resp_listen);
+    differ("resp", running.resp != new.resp);
     changed
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::cli::{LogFormat, OnStoreError, PostgresArgs, ServeArgs};
 use crate::config::{Config, Policies};
+use crate::resp::RespSettings;
 use crate::store::StoreSpec;
 
 /// The server's settings, resolved.
@@ -32,6 +33,10 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// The named policies.
     pub policies: Policies,
+    /// Where RESP listens, if it does.
+    pub resp_listen: Option<SocketAddr>,
+    /// The RESP listener's settings.
+    pub resp: RespSettings,
 }
 
 impl Settings {
@@ -105,6 +110,19 @@ impl Settings {
             inline_policies: f.and_then(|c| c.inline_policies).unwrap_or(true),
             log_format: pick!("log_format", args.log_format, f.and_then(|c| c.log_format)),
             policies: f.map(|c| c.policies.clone()).unwrap_or_default(),
+            resp_listen: match (args.resp_listen, f.and_then(|c| c.resp_listen)) {
+                (Some(flag), _) => Some(flag),
+                (None, file) => file,
+            },
+            resp: RespSettings {
+                password: f.and_then(|c| c.resp_password.clone()),
+                idle_timeout: f
+                    .and_then(|c| c.resp_idle_timeout)
+                    .unwrap_or(crate::resp::DEFAULT_IDLE_TIMEOUT),
+                max_connections: f
+                    .and_then(|c| c.resp_max_connections)
+                    .unwrap_or(crate::resp::DEFAULT_MAX_CONNECTIONS),
+            },
         }
     }
 }

@@ -19,6 +19,8 @@ pub(super) struct File {
     pub(super) http: HttpFile,
     #[serde(default)]
     pub(super) log: LogFile,
+    #[serde(default)]
+    pub(super) resp: RespFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }
 
@@ -49,6 +51,15 @@ pub(super) struct PostgresFile {
 pub(super) struct HttpFile {
     pub(super) listen: Option<SocketAddr>,
     pub(super) inline_policies: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RespFile {
+    pub(super) listen: Option<SocketAddr>,
+    pub(super) password: Option<String>,
+    pub(super) idle_timeout: Option<Spanned<String>>,
+    pub(super) max_connections: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -55,6 +55,14 @@ pub struct Config {
     pub inline_policies: Option<bool>,
     /// `[log] format`.
     pub log_format: Option<LogFormat>,
+    /// `[resp] listen`.
+    pub resp_listen: Option<SocketAddr>,
+    /// `[resp] password`.
+    pub resp_password: Option<String>,
+    /// `[resp] idle_timeout`.
+    pub resp_idle_timeout: Option<Duration>,
+    /// `[resp] max_connections`.
+    pub resp_max_connections: Option<usize>,
     /// `[policies.*]`.
     pub policies: Policies,
 }
@@ -133,6 +141,18 @@ impl Config {
                     .map_err(|e| refuse(Some(n.span()), "store.postgres.connections", e))
             })
             .transpose()?;
+        let resp_idle_timeout = file
+            .resp
+            .idle_timeout
+            .map(|t| duration(&t).map_err(|e| refuse(Some(t.span()), "resp.idle_timeout", e)))
+            .transpose()?;
+        let resp_max_connections = file
+            .resp
+            .max_connections
+            .map(|n| {
+                at_least_one(&n).map_err(|e| refuse(Some(n.span()), "resp.max_connections", e))
+            })
+            .transpose()?;
         let policies = Policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
         })?;
@@ -153,6 +173,10 @@ impl Config {
             listen: file.http.listen,
             inline_policies: file.http.inline_policies,
             log_format: file.log.format,
+            resp_listen: file.resp.listen,
+            resp_password: file.resp.password,
+            resp_idle_timeout,
+            resp_max_connections,
             policies,
         })
     }

@@ -8,9 +8,8 @@
 //! if it were enforced.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tollgate::{Check, Clock, Decision, Verdict};
+use tollgate::{Check, Decision, Verdict};
 
 use super::AppState;
 use super::check::store_problem;
@@ -18,40 +17,40 @@ use super::live::Entry;
 use super::problem::Problem;
 
 /// One policy's part of an answer.
-pub(super) struct Part {
+pub(crate) struct Part {
     /// The policy.
     pub(super) entry: Arc<Entry>,
     /// Its decision.
-    pub(super) decision: Decision,
+    pub(crate) decision: Decision,
     /// It denied, but is in shadow mode: the request goes on.
     pub(super) shadow_denied: bool,
 }
 
 /// A request's decision.
-pub(super) struct Decided {
+pub(crate) struct Decided {
     /// One part per policy, in the request's order.
-    pub(super) parts: Vec<Part>,
+    pub(crate) parts: Vec<Part>,
     /// Whether the store took the tokens (rather than the fail policy answering).
     pub(super) paid: bool,
 }
 
 impl Decided {
     /// Whether the request may go on.
-    pub(super) fn allowed(&self) -> bool {
+    pub(crate) fn allowed(&self) -> bool {
         self.parts
             .iter()
             .all(|p| p.decision.allowed || p.shadow_denied)
     }
 
     /// Whether a shadow policy would have denied it.
-    pub(super) fn shadow_denied(&self) -> bool {
+    pub(crate) fn shadow_denied(&self) -> bool {
         self.parts.iter().any(|p| p.shadow_denied)
     }
 
     /// The part to show in the answer's top-level fields and headers: the most restrictive of
     /// the enforced decisions (as [`Verdict::most_restrictive`] picks), or of all when every
     /// policy is a shadow that denied.
-    pub(super) fn shown(&self) -> &Part {
+    pub(crate) fn shown(&self) -> &Part {
         let enforced: Vec<&Part> = self.parts.iter().filter(|p| !p.shadow_denied).collect();
         let pool = if enforced.is_empty() {
             self.parts.iter().collect()
@@ -72,7 +71,7 @@ impl Decided {
 }
 
 /// Decides `cost` tokens of `key` under `entries`.
-pub(super) async fn decide(
+pub(crate) async fn decide(
     state: &AppState,
     entries: Vec<Arc<Entry>>,
     key: &[u8],
@@ -161,24 +160,7 @@ pub(super) fn check<'a>(entry: &'a Entry, key: &'a [u8], cost: u64) -> Check<'a>
     }
 }
 
-/// One store call: timed, its fail-policy answers counted, the store's recovery noted.
-pub(super) async fn call(state: &AppState, checks: &[Check<'_>]) -> Result<Verdict, Problem> {
-    let started = state.timer.now();
-    let result = state.store.decide_dyn(checks).await;
-    let took = Duration::from(state.timer.now() - started);
-    state.metrics.store_latency.observe(took.as_secs_f64());
-    match result {
-        Ok(verdict) if verdict.decisions.len() == checks.len() => {
-            if verdict.by_fail_policy {
-                state.metrics.fail_policy_decisions.inc();
-            } else {
-                state.health.answered();
-            }
-            Ok(verdict)
-        }
-        Ok(_) => Err(Problem::store_unavailable(
-            "the store answered another number of decisions than it was asked",
-        )),
-        Err(e) => Err(store_problem(e)),
-    }
+/// One store call, its error answered as a problem.
+pub(crate) async fn call(state: &AppState, checks: &[Check<'_>]) -> Result<Verdict, Problem> {
+    state.decide(checks).await.map_err(store_problem)
 }

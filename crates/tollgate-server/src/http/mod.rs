@@ -9,7 +9,7 @@
 mod check;
 pub use check::MAX_BODY_BYTES;
 pub mod conn;
-mod decide;
+pub(crate) mod decide;
 mod health;
 pub mod live;
 mod policies;
@@ -37,7 +37,7 @@ use crate::store::StoreHealth;
 use live::Live;
 use problem::Problem;
 use reservation::Signer;
-use tollgate::{Clock, MonotonicClock};
+use tollgate::{Check, Clock, MonotonicClock, StoreError, Verdict};
 
 /// What every handler shares.
 pub struct AppState {
@@ -117,6 +117,32 @@ impl AppState {
         {
             self.metrics.forget_policy(&gone.name);
         }
+    }
+
+    /// Decides `checks` on the store: one call, timed for the metrics, its fail-policy answers
+    /// counted, the store's recovery noted. Every front end decides through here.
+    pub async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        let started = self.timer.now();
+        let result = self.store.decide_dyn(checks).await;
+        let took = Duration::from(self.timer.now() - started);
+        self.metrics.store_latency.observe(took.as_secs_f64());
+        let verdict = result?;
+        if verdict.decisions.len() != checks.len() {
+            return Err(StoreError::Incompatible(
+                "the store answered another number of decisions than it was asked".into(),
+            ));
+        }
+        if verdict.by_fail_policy {
+            self.metrics.fail_policy_decisions.inc();
+        } else {
+            self.health.answered();
+        }
+        Ok(verdict)
+    }
+
+    /// The policies in force now.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.load_full()
     }
 
     /// The metrics.

@@ -100,6 +100,11 @@ impl Problem {
         }
     }
 
+    /// What is wrong, for a person.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
     /// 404 for a path the server does not serve.
     pub fn not_found(path: &str) -> Problem {
         Problem {

@@ -56,6 +56,16 @@ impl Tollgate {
         }
     }
 
+    /// Where its RESP listener is (the banner's `redis://` address).
+    pub fn resp_addr(&self) -> SocketAddr {
+        self.banner
+            .split("redis://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no RESP address in the banner {:?}", self.banner))
+    }
+
     /// The process's id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -1,0 +1,248 @@
+//! `CL.THROTTLE key max_burst count period [quantity]`, answered as the redis-cell module (0.5)
+//! answers it, integer for integer.
+//!
+//! The module's arithmetic, which this file reproduces: the emission interval is
+//! `T = period_ns / count` computed in `f64` and truncated to whole nanoseconds; the tolerance is
+//! `τ = T × (max_burst + 1)` and the limit `max_burst + 1`; a request of `quantity` is allowed
+//! when `max(tat, now) + T × quantity − τ ≤ now`. The bucket itself is tollgate's token bucket
+//! with exactly those numbers (capacity `max_burst + 1`, one token every `T`), named by the key
+//! alone, so the decision is the store's, atomic on any store; the reply's numbers are then
+//! derived from the decision as the module derives them: `remaining` from microseconds in
+//! `f64`, the seconds of `retry_after` and `reset_after` truncated and then raised by one when
+//! the part below the second holds a whole millisecond (so 1.0004 s answers 1, and 1.001 s
+//! answers 2). A quantity above the limit is limited with `retry_after` −1, nothing taken.
+//!
+//! Inputs the module accepts but computes nonsense from are refused here with a `Cell error`
+//! reply: a negative `max_burst`, `count`, `period` or `quantity` (a negative quantity would
+//! give tokens back), and numbers whose tolerance does not fit in 64 bits of nanoseconds.
+
+use std::time::Duration;
+
+use tollgate::{Decision, Policy};
+
+/// The bucket name every `CL.THROTTLE` key goes by: the key alone names the bucket, whatever
+/// numbers come with it.
+pub(super) const BUCKET: &str = "cl.throttle";
+
+const USAGE: &str =
+    "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
+
+/// A valid `CL.THROTTLE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Throttle<'a> {
+    /// The key.
+    pub(super) key: &'a [u8],
+    /// The bucket's policy: capacity `max_burst + 1`, a token every `T`.
+    pub(super) policy: Policy,
+    /// The tokens asked for.
+    pub(super) quantity: u64,
+    /// `T`, in nanoseconds.
+    emission: i64,
+}
+
+impl<'a> Throttle<'a> {
+    /// Reads `args` (the command's name first), or the error line to answer.
+    pub(super) fn parse(args: &[&'a [u8]]) -> Result<Throttle<'a>, String> {
+        if args.len() != 5 && args.len() != 6 {
+            return Err(USAGE.to_owned());
+        }
+        let key = args[1];
+        let max_burst = integer(args[2])?;
+        let count = integer(args[3])?;
+        let period = integer(args[4])?;
+        let quantity = args.get(5).map_or(Ok(1), |q| integer(q))?;
+        let period_ns = i128::from(period) * 1_000_000_000;
+        let emission = if count == 0 || period_ns == 0 {
+            0
+        } else {
+            (period_ns as f64 / count as f64) as i64
+        };
+        if emission == 0 {
+            return Err("Cell error: Zero rates are not supported".to_owned());
+        }
+        if max_burst < 0 || emission < 0 || quantity < 0 {
+            return Err(
+                "Cell error: max_burst, count per period, period and quantity must not be negative"
+                    .to_owned(),
+            );
+        }
+        let limit = max_burst as u64 + 1;
+        let tolerance = (emission as u64).checked_mul(limit);
+        let policy = tolerance
+            .filter(|&t| t <= i64::MAX as u64)
+            .and_then(|_| {
+                Policy::token_bucket(limit, 1, Duration::from_nanos(emission as u64)).ok()
+            })
+            .ok_or_else(|| {
+                "Cell error: max_burst × period / count is too long a time to keep".to_owned()
+            })?;
+        Ok(Throttle {
+            key,
+            policy,
+            quantity: quantity as u64,
+            emission,
+        })
+    }
+
+    /// Whether the quantity can never be allowed (it exceeds the limit): the module answers it
+    /// limited, with `retry_after` −1, and takes nothing.
+    pub(super) fn exceeds_limit(&self) -> bool {
+        self.quantity > self.policy.capacity()
+    }
+
+    /// The module's five integers for `decision`, the store's answer to this request (to a
+    /// look at the bucket, of cost 0, when the quantity exceeds the limit).
+    pub(super) fn reply(&self, decision: &Decision) -> [i64; 5] {
+        let limit = self.policy.capacity() as i64;
+        let tolerance = i128::from(self.emission) * i128::from(limit);
+        let ttl = decision.reset_after.as_nanos() as i128;
+        let limited = self.exceeds_limit() || !decision.allowed;
+        let retry_after = if limited && !self.exceeds_limit() {
+            decision.retry_after.as_nanos() as i128
+        } else {
+            -1_000_000_000
+        };
+        let next = tolerance - ttl;
+        let remaining = if next > -i128::from(self.emission) {
+            (whole_micros(next) as f64 / whole_micros(i128::from(self.emission)) as f64) as i64
+        } else {
+            0
+        };
+        [
+            i64::from(limited),
+            limit,
+            remaining,
+            seconds(retry_after),
+            seconds(ttl),
+        ]
+    }
+}
+
+/// An argument as the module reads one: UTF-8, then Rust's `i64` parse.
+fn integer(arg: &[u8]) -> Result<i64, String> {
+    let text = String::from_utf8_lossy(arg);
+    text.parse()
+        .map_err(|_| format!("Cell error: Couldn't parse as integer: {text}"))
+}
+
+/// Nanoseconds to whole microseconds, truncated toward zero.
+fn whole_micros(ns: i128) -> i128 {
+    ns / 1000
+}
+
+/// A signed duration in nanoseconds as the module answers it in seconds: its `f64` seconds
+/// truncated, plus one when the part below the second holds at least a whole millisecond.
+fn seconds(ns: i128) -> i64 {
+    let (whole, nanos) = (ns / 1_000_000_000, ns % 1_000_000_000);
+    let f = whole as f64 + nanos as f64 / 1_000_000_000.0;
+    let mut s = f as i64;
+    if nanos / 1_000_000 > 0 {
+        s += 1;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate::{Check, ManualClock, MemoryStore, Nanos};
+
+    fn args(line: &str) -> Vec<&[u8]> {
+        line.split(' ').map(str::as_bytes).collect()
+    }
+
+    /// Runs `(advance_ms, command, reply)` steps on one memory store whose clock moves by hand,
+    /// comparing each reply with what the module answers (worked out by its arithmetic).
+    fn run(steps: &[(u64, &str, [i64; 5])]) {
+        let clock = ManualClock::new(Nanos::new(1_700_000_000_000_000_000));
+        let store = MemoryStore::builder().clock(clock.clone()).build();
+        for (i, (advance_ms, command, expected)) in steps.iter().enumerate() {
+            clock.advance(Duration::from_millis(*advance_ms));
+            let t = Throttle::parse(&args(command)).unwrap();
+            let cost = if t.exceeds_limit() { 0 } else { t.quantity };
+            let check = [Check::new(t.policy, t.key, cost).named(BUCKET)];
+            let decision = store.decide_sync(&check).unwrap().decisions[0];
+            assert_eq!(
+                t.reply(&decision),
+                *expected,
+                "step {i}: {command} at +{advance_ms} ms"
+            );
+        }
+    }
+
+    #[test]
+    fn a_burst_then_limited_then_refilled() {
+        // max_burst 15: limit 16; 30 per 60 s: T = 2 s; τ = 32 s.
+        let mut steps = vec![(0, "CL.THROTTLE user 15 30 60", [0, 16, 15, -1, 2])];
+        for n in 1..16 {
+            steps.push((
+                0,
+                "CL.THROTTLE user 15 30 60",
+                [0, 16, 15 - n, -1, 2 * (n + 1)],
+            ));
+        }
+        // Spent: the next waits T = 2 s; nothing taken, reset stays 32 s.
+        steps.push((0, "CL.THROTTLE user 15 30 60", [1, 16, 0, 2, 32]));
+        // 500 ms later: 1.5 s to wait, answered 2 (a part below the second rounds up).
+        steps.push((500, "CL.THROTTLE user 15 30 60", [1, 16, 0, 2, 32]));
+        // At +2 s a token is back: allowed, none left again.
+        steps.push((1500, "CL.THROTTLE user 15 30 60", [0, 16, 0, -1, 32]));
+        run(&steps);
+    }
+
+    #[test]
+    fn quantity_zero_looks_and_a_quantity_above_the_limit_is_limited_without_a_wait() {
+        run(&[
+            (0, "CL.THROTTLE k 4 5 1 0", [0, 5, 5, -1, 0]),
+            (0, "CL.THROTTLE k 4 5 1 3", [0, 5, 2, -1, 1]),
+            (0, "CL.THROTTLE k 4 5 1 0", [0, 5, 2, -1, 1]),
+            // The limit itself: allowed only from a full bucket.
+            (0, "CL.THROTTLE k 4 5 1 5", [1, 5, 2, 1, 1]),
+            (0, "CL.THROTTLE k 4 5 1 6", [1, 5, 2, -1, 1]),
+            (0, "CL.THROTTLE fresh 4 5 1 5", [0, 5, 0, -1, 1]),
+        ]);
+    }
+
+    #[test]
+    fn the_key_alone_names_the_bucket_when_its_numbers_change() {
+        run(&[
+            // 3 tokens of a 10-per-10 s bucket (T = 1 s, limit 10).
+            (0, "CL.THROTTLE k 9 10 10 10", [0, 10, 0, -1, 10]),
+            // The same key under 5 per 5 s (T = 1 s, limit 5, τ = 5 s): the tat 10 s away is
+            // 5 s past what the new bucket holds, so the next token is 6 s away.
+            (0, "CL.THROTTLE k 4 5 5", [1, 5, 0, 6, 10]),
+            // And under 1 per day: the tat (10 s away) is within τ = 2 days, allowed.
+            (0, "CL.THROTTLE k 1 1 86400", [0, 2, 0, -1, 86_410]),
+        ]);
+    }
+
+    #[test]
+    fn sub_second_rounding_follows_the_module() {
+        assert_eq!(seconds(1_000_400_000), 1);
+        assert_eq!(seconds(1_001_000_000), 2);
+        assert_eq!(seconds(400_000), 0);
+        assert_eq!(seconds(-1_000_000_000), -1);
+        assert_eq!(seconds(0), 0);
+    }
+
+    #[test]
+    fn refusals_are_worded_as_the_module_words_them() {
+        let refused = |line: &str| Throttle::parse(&args(line)).unwrap_err();
+        assert_eq!(refused("CL.THROTTLE k 1 2"), USAGE);
+        assert_eq!(refused("CL.THROTTLE k 1 2 3 4 5"), USAGE);
+        assert_eq!(
+            refused("CL.THROTTLE k x 2 3"),
+            "Cell error: Couldn't parse as integer: x"
+        );
+        assert_eq!(
+            refused("CL.THROTTLE k 1 0 3"),
+            "Cell error: Zero rates are not supported"
+        );
+        assert_eq!(
+            refused("CL.THROTTLE k 1 2 0"),
+            "Cell error: Zero rates are not supported"
+        );
+        assert!(refused("CL.THROTTLE k -1 2 3").contains("negative"));
+        assert!(refused("CL.THROTTLE k 1 2 3 -1").contains("negative"));
+    }
+}

@@ -1,0 +1,166 @@
+//! The Redis protocol front end (`[resp] listen`, `--resp-listen`): redis-cell's
+//! `CL.THROTTLE`, throttlecrab's `THROTTLE` and `TOLLGATE.CHECK` for the configured policies,
+//! on any store, to clients that speak RESP2 or RESP3.
+//!
+//! Each connection reads whatever arrives, answers every whole request in it in order (a
+//! pipeline's replies go out in one write), and keeps at most [`MAX_PENDING`] bytes of a request
+//! not yet whole: a longer one, or one that is not RESP, is answered with a protocol error and
+//! the connection closes, as Redis does. A connection idle for the idle timeout is closed;
+//! at most the configured number are open at once (more wait in the kernel's backlog).
+
+mod cell;
+pub mod codec;
+mod commands;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::http::AppState;
+use codec::{Limits, Reply};
+use commands::{After, Session, Shared};
+
+/// The most bytes of an unfinished request a connection holds.
+pub const MAX_PENDING: usize = 64 * 1024;
+/// Connections open at once, by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// How long a connection may stay silent, by default.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The RESP listener's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RespSettings {
+    /// `AUTH`'s password, if clients must give one.
+    pub password: Option<String>,
+    /// Connections silent this long are closed.
+    pub idle_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+}
+
+impl Default for RespSettings {
+    fn default() -> RespSettings {
+        RespSettings {
+            password: None,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Serves RESP on `listener` until `shutdown`; connections open then are closed after the
+/// request in hand.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    settings: RespSettings,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    let port = listener.local_addr()?.port();
+    let shared = Arc::new(Shared::new(state, settings.password.clone(), port));
+    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return Ok(());
+        };
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::debug!(error = %e, "RESP accept failed");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&shared);
+        let shutdown = shutdown.clone();
+        let idle = settings.idle_timeout;
+        tokio::spawn(async move {
+            let _slot = slot;
+            // A connection's failure (a reset, a broken pipe) is the client's to see.
+            let _ = connection(stream, &shared, idle, shutdown).await;
+        });
+    }
+}
+
+async fn connection(
+    mut stream: TcpStream,
+    shared: &Shared,
+    idle: Duration,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    let limits = Limits {
+        max_bulk: MAX_PENDING,
+        max_inline: MAX_PENDING,
+        ..Limits::default()
+    };
+    let mut session = Session::new(shared);
+    let mut input: Vec<u8> = Vec::with_capacity(4096);
+    let mut output: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let read = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            read = tokio::time::timeout(idle, stream.read(&mut chunk)) => read,
+        };
+        let n = match read {
+            Err(_) => return Ok(()),
+            Ok(read) => read?,
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        input.extend_from_slice(&chunk[..n]);
+        let mut consumed = 0;
+        let mut close = false;
+        while !close {
+            let request = match codec::decode(&input[consumed..], &limits) {
+                Ok(Some(request)) => request,
+                Ok(None) if input.len() - consumed > MAX_PENDING => {
+                    Reply::err("Protocol error: too big request")
+                        .encode(&mut output, session.resp3);
+                    close = true;
+                    break;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    Reply::err(format!("Protocol error: {}", e.0))
+                        .encode(&mut output, session.resp3);
+                    close = true;
+                    break;
+                }
+            };
+            let (args, used) = request;
+            let frame = &input[consumed..consumed + used];
+            let args = args.resolve(frame);
+            consumed += used;
+            if args.is_empty() {
+                continue;
+            }
+            let (reply, after) = commands::execute(shared, &mut session, &args).await;
+            reply.encode(&mut output, session.resp3);
+            close = after == After::Close;
+        }
+        input.drain(..consumed);
+        if !output.is_empty() {
+            stream.write_all(&output).await?;
+            output.clear();
+        }
+        if close {
+            return stream.shutdown().await;
+        }
+        // A connection that once held a large request does not keep its memory.
+        if input.capacity() > 2 * MAX_PENDING && input.len() < 4096 {
+            input.shrink_to(4096);
+        }
+    }
+}

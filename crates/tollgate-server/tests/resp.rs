@@ -1,0 +1,323 @@
+//! The Redis protocol front end, driven by real clients: redis-cli (typed and `--pipe`), the
+//! `redis` crate over RESP2 and RESP3, redis-benchmark, raw sockets that pipeline, split and
+//! send garbage; and three servers on one Redis.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use support::Tollgate;
+use tollgate::{Clock, MonotonicClock, Nanos};
+use tollgate_testkit::TestRedis;
+
+fn start(extra: &[&str]) -> Tollgate {
+    let mut args = vec!["--resp-listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    Tollgate::start(&args)
+}
+
+fn redis_cli(addr: SocketAddr, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &addr.port().to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli runs (scripts/test installs redis-tools)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Sends `bytes` and reads until `replies` lines starting a reply have come, or the server
+/// closes.
+fn exchange(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn redis_cli_typed_commands_get_redis_cells_replies() {
+    let server = start(&[]);
+    let addr = server.resp_addr();
+    assert_eq!(redis_cli(addr, &["PING"]), "PONG\n");
+    assert_eq!(
+        redis_cli(addr, &["CL.THROTTLE", "user", "15", "30", "60"]),
+        "0\n16\n15\n-1\n2\n"
+    );
+    assert_eq!(
+        redis_cli(addr, &["CL.THROTTLE", "user", "15", "30", "60", "15"]),
+        "0\n16\n0\n-1\n32\n"
+    );
+    assert_eq!(
+        redis_cli(addr, &["CL.THROTTLE", "user", "15", "30", "60"]),
+        "1\n16\n0\n2\n32\n"
+    );
+    // redis-cli prints an error reply, then a blank line.
+    assert_eq!(
+        redis_cli(addr, &["CL.THROTTLE", "user", "x", "30", "60"]),
+        "Cell error: Couldn't parse as integer: x\n\n"
+    );
+    assert_eq!(
+        redis_cli(addr, &["NOSUCH", "a"]),
+        "ERR unknown command 'NOSUCH', with args beginning with: 'a' \n\n"
+    );
+    assert_eq!(
+        redis_cli(addr, &["ECHO"]),
+        "ERR wrong number of arguments for 'echo' command\n\n"
+    );
+    assert!(redis_cli(addr, &["INFO"]).contains("redis_mode:standalone"));
+    // throttlecrab's shape: allowed (1), limit, remaining, reset_after, retry_after.
+    assert_eq!(
+        redis_cli(addr, &["THROTTLE", "crab", "3", "3", "60"]),
+        "1\n3\n2\n20\n0\n"
+    );
+}
+
+#[test]
+fn redis_cli_pipe_answers_every_command_in_order() {
+    let server = start(&[]);
+    let mut pipe = Command::new("redis-cli")
+        .args(["-p", &server.resp_addr().port().to_string(), "--pipe"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = String::new();
+    for _ in 0..500 {
+        input.push_str(
+            "*5\r\n$11\r\nCL.THROTTLE\r\n$4\r\npipe\r\n$2\r\n99\r\n$1\r\n1\r\n$4\r\n3600\r\n",
+        );
+    }
+    pipe.stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = pipe.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("errors: 0, replies: 500"), "{text}");
+}
+
+#[test]
+fn a_pipelined_burst_of_1000_is_answered_in_order_and_exactly() {
+    let server = start(&[]);
+    let mut burst = Vec::new();
+    for _ in 0..1000 {
+        burst.extend_from_slice(b"CL.THROTTLE burst 99 1 3600\r\n");
+    }
+    let out = exchange(server.resp_addr(), &burst);
+    let replies: Vec<&str> = out.split("*5\r\n").skip(1).collect();
+    assert_eq!(replies.len(), 1000);
+    // Limit 100: the first 100 allowed with 99, 98, ... 0 left, every later one limited.
+    for (i, reply) in replies.iter().enumerate() {
+        let numbers: Vec<i64> = reply
+            .split("\r\n")
+            .filter_map(|l| l.strip_prefix(':')?.parse().ok())
+            .collect();
+        if i < 100 {
+            assert_eq!(&numbers[..3], [0, 100, 99 - i as i64], "reply {i}");
+        } else {
+            assert_eq!(numbers[0], 1, "reply {i}");
+        }
+    }
+}
+
+#[test]
+fn a_request_split_byte_by_byte_is_answered_as_a_whole() {
+    let server = start(&[]);
+    let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let request = b"*5\r\n$11\r\nCL.THROTTLE\r\n$5\r\nsplit\r\n$1\r\n4\r\n$1\r\n5\r\n$1\r\n1\r\n";
+    for byte in request {
+        stream.write_all(std::slice::from_ref(byte)).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stream.write_all(b"QUIT\r\n").unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    assert_eq!(out, "*5\r\n:0\r\n:5\r\n:4\r\n:-1\r\n:1\r\n+OK\r\n");
+}
+
+#[test]
+fn garbage_gets_a_protocol_error_then_the_connection_closes() {
+    let server = start(&[]);
+    let addr = server.resp_addr();
+    assert_eq!(
+        exchange(addr, b"*2\r\n:1\r\nPING\r\n"),
+        "-ERR Protocol error: expected '$', got ':'\r\n"
+    );
+    assert_eq!(
+        exchange(addr, b"*abc\r\n"),
+        "-ERR Protocol error: invalid multibulk length\r\n"
+    );
+    // A bulk longer than 64 KiB is refused before it is read.
+    assert_eq!(
+        exchange(addr, b"*1\r\n$99999999\r\n"),
+        "-ERR Protocol error: invalid bulk length\r\n"
+    );
+    assert_eq!(
+        exchange(addr, &[b'A'; 70_000]),
+        "-ERR Protocol error: too big inline request\r\n"
+    );
+    // A wrong command is not garbage: the connection goes on.
+    assert_eq!(
+        exchange(addr, b"SELECT 1\r\nPING\r\n"),
+        "-ERR DB index is out of range\r\n+PONG\r\n"
+    );
+    // And the server still serves.
+    assert_eq!(redis_cli(addr, &["PING"]), "PONG\n");
+}
+
+#[test]
+fn auth_is_refused_without_a_password_and_required_with_one() {
+    let server = start(&[]);
+    assert!(
+        redis_cli(server.resp_addr(), &["AUTH", "x"])
+            .starts_with("ERR AUTH <password> called without any password configured")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "t.toml", "[resp]\npassword = \"s3cret\"\n");
+    let server = start(&["--config", file.to_str().unwrap()]);
+    let addr = server.resp_addr();
+    assert_eq!(
+        exchange(addr, b"PING\r\n"),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        exchange(addr, b"AUTH wrong\r\n"),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(
+        exchange(addr, b"AUTH s3cret\r\nPING\r\n"),
+        "+OK\r\n+PONG\r\n"
+    );
+    assert_eq!(
+        redis_cli(addr, &["-a", "s3cret", "--no-auth-warning", "PING"]),
+        "PONG\n"
+    );
+}
+
+#[tokio::test]
+async fn the_redis_crate_over_resp2_and_resp3() {
+    let server = start(&[]);
+    for protocol in ["resp2", "resp3"] {
+        let url = format!("redis://{}/?protocol={protocol}", server.resp_addr());
+        let client = redis::Client::open(url).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let key = format!("crate-{protocol}");
+        let reply: Vec<i64> = redis::cmd("CL.THROTTLE")
+            .arg(&key)
+            .arg(2)
+            .arg(3)
+            .arg(60)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(reply, [0, 3, 2, -1, 20], "{protocol}");
+        let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+        assert_eq!(pong, "PONG");
+        let name: Option<String> = redis::cmd("CLIENT")
+            .arg("GETNAME")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(name, None);
+        // Concurrent commands on the multiplexed connection, answered in order.
+        let mut pipe = redis::pipe();
+        for _ in 0..10 {
+            pipe.cmd("CL.THROTTLE").arg(&key).arg(2).arg(3).arg(60);
+        }
+        let replies: Vec<Vec<i64>> = pipe.query_async(&mut conn).await.unwrap();
+        assert_eq!(
+            replies.iter().filter(|r| r[0] == 0).count(),
+            2,
+            "{protocol}"
+        );
+    }
+}
+
+#[test]
+fn redis_benchmark_issues_cl_throttle_without_errors() {
+    let server = start(&[]);
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-p",
+            &server.resp_addr().port().to_string(),
+            "-n",
+            "2000",
+            "-c",
+            "8",
+            "-P",
+            "4",
+            "-q",
+            "CL.THROTTLE",
+            "bench",
+            "100",
+            "10",
+            "1",
+        ])
+        .output()
+        .expect("redis-benchmark runs (scripts/test installs redis-tools)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("requests per second"), "{text}");
+}
+
+/// Three servers on one Redis: 64 clients on one key for 3 s, over RESP, never above the
+/// bound (burst 10 + 10/s × 3 s: at most 41 with the limit max_burst + 1 = 11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_servers_on_one_redis_never_exceed_the_bound() {
+    let redis = TestRedis::start().unwrap();
+    let servers: Vec<Tollgate> = (0..3).map(|_| start(&["--store", redis.url()])).collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(Tollgate::resp_addr).collect();
+    let clock = MonotonicClock::new();
+    let deadline = clock.now() + Nanos::new(3_000_000_000);
+    let allowed = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let addr = addrs[i % addrs.len()];
+            let allowed = Arc::clone(&allowed);
+            tokio::spawn(async move {
+                let client = redis::Client::open(format!("redis://{addr}")).unwrap();
+                let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+                while clock.now() < deadline {
+                    let reply: Vec<i64> = redis::cmd("CL.THROTTLE")
+                        .arg("shared")
+                        .arg(10)
+                        .arg(10)
+                        .arg(1)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    if reply[0] == 0 {
+                        allowed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let allowed = allowed.load(Ordering::Relaxed);
+    assert!((38..=41).contains(&allowed), "allowed {allowed}, bound 41");
+}
