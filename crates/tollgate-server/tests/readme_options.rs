@@ -302,6 +302,15 @@ fn disagreement(name: &str, option: &HelpOption, readme: &str) -> Option<String>
                  default should be `off`, not {readme:?}"
             )
         }),
+        // A listener that is off unless given an address.
+        (None, true) if text.contains("off unless given") => {
+            (normalized(readme) != "off").then(|| {
+                format!(
+                    "`--{name}` is off unless given (`--help`: {text:?}): the README's default \
+                     should be `off`, not {readme:?}"
+                )
+            })
+        }
         // An option unset unless given, or named by its environment variable.
         (None, true) if text.contains("[env: ") => {
             let var = text.split("[env: ").nth(1)?.split('=').next()?;

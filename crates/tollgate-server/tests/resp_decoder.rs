@@ -14,7 +14,12 @@ fn decode_all(bytes: &[u8], limits: &Limits) -> (Vec<Vec<Vec<u8>>>, bool) {
             Ok(Some((args, used))) => {
                 assert!(used > 0 && at + used <= bytes.len());
                 let frame = &bytes[at..at + used];
-                requests.push(args.resolve(frame).into_iter().map(<[u8]>::to_vec).collect());
+                requests.push(
+                    args.resolve(frame)
+                        .into_iter()
+                        .map(<[u8]>::to_vec)
+                        .collect(),
+                );
                 at += used;
             }
             Ok(None) => return (requests, false),

@@ -96,8 +96,14 @@ impl<'a> Throttle<'a> {
         let limit = self.policy.capacity() as i64;
         let tolerance = i128::from(self.emission) * i128::from(limit);
         let ttl = decision.reset_after.as_nanos() as i128;
-        let limited = self.exceeds_limit() || !decision.allowed;
-        let retry_after = if limited && !self.exceeds_limit() {
+        // A look (quantity 0) at a bucket spent past its tolerance, as one is after its numbers
+        // shrank, is limited for the module, with the wait until it is back within; the store
+        // answers a look allowed, so it is worked out here.
+        let overdrawn = self.quantity == 0 && ttl > tolerance;
+        let limited = self.exceeds_limit() || !decision.allowed || overdrawn;
+        let retry_after = if overdrawn {
+            ttl - tolerance
+        } else if limited && !self.exceeds_limit() {
             decision.retry_after.as_nanos() as i128
         } else {
             -1_000_000_000
@@ -211,6 +217,8 @@ mod tests {
             // The same key under 5 per 5 s (T = 1 s, limit 5, τ = 5 s): the tat 10 s away is
             // 5 s past what the new bucket holds, so the next token is 6 s away.
             (0, "CL.THROTTLE k 4 5 5", [1, 5, 0, 6, 10]),
+            // A look under those numbers is limited too, 5 s from being back within τ.
+            (0, "CL.THROTTLE k 4 5 5 0", [1, 5, 0, 5, 10]),
             // And under 1 per day: the tat (10 s away) is within τ = 2 days, allowed.
             (0, "CL.THROTTLE k 1 1 86400", [0, 2, 0, -1, 86_410]),
         ]);
