@@ -35,7 +35,12 @@ pub(crate) fn unix_ms() -> u64 {
 /// CPU time this process has used so far, user and system, all threads (from `/proc/self/stat`,
 /// in ticks of 10 ms: `USER_HZ` is 100 on Linux). `None` where there is no such file.
 pub(crate) fn process_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_of("self")
+}
+
+/// [`process_cpu`] of the process `pid` (`self`, or a number).
+pub(crate) fn cpu_of(pid: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces: count from after it.
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();

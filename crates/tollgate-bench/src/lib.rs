@@ -33,6 +33,7 @@ pub mod http;
 pub mod postgres;
 pub mod redis;
 pub mod report;
+pub mod resp;
 pub mod stats;
 
 pub use crate::http::{
@@ -40,5 +41,6 @@ pub use crate::http::{
 };
 pub use crate::postgres::{PostgresBenchArgs, PostgresReport, run_postgres};
 pub use crate::redis::{Approach, RedisBenchArgs, Scenario, run_redis};
+pub use crate::resp::{RespBenchArgs, RespReport, run_resp};
 pub use error::BenchError;
 pub use report::{Cell, Goal, OverGrant, RedisReport};

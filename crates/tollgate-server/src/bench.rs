@@ -24,6 +24,13 @@ pub async fn bench(target: BenchTarget) -> Result<(), ServeError> {
             let report = tollgate_bench::run_postgres(&args).await?;
             (report.to_markdown(), args.out)
         }
+        BenchTarget::Resp(args) => {
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let addr = resp_server(shutdown.clone()).await?;
+            let report = tollgate_bench::run_resp(&args, addr).await;
+            shutdown.cancel();
+            (report?.to_markdown(), args.out)
+        }
         BenchTarget::Http(args) => {
             let report = tollgate_bench::run_http_with(&args, Some(server_router().await?)).await?;
             (report.to_markdown(), args.out)
@@ -66,4 +73,27 @@ async fn server_router() -> Result<axum::Router, ServeError> {
         .observed(metrics, health)
         .policies(settings.policies, settings.inline_policies);
     Ok(crate::http::router(Arc::new(state)))
+}
+
+/// `tollgate serve` on its embedded default with the Redis protocol on a free port, in this
+/// process; its address.
+async fn resp_server(
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<std::net::SocketAddr, ServeError> {
+    let args = Cli::try_parse_from([
+        "tollgate",
+        "--listen",
+        "127.0.0.1:0",
+        "--resp-listen",
+        "127.0.0.1:0",
+    ])
+    .map_err(|e| tollgate_bench::BenchError::Args(e.to_string()))?
+    .serve;
+    let settings = Settings::resolve(&args, None);
+    let server = crate::Server::bind(args, settings).await?;
+    let addr = server
+        .resp_addr()
+        .ok_or_else(|| tollgate_bench::BenchError::Args("no RESP listener".into()))?;
+    tokio::spawn(server.run(shutdown));
+    Ok(addr)
 }

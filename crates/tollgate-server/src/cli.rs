@@ -60,8 +60,11 @@ pub enum BenchTarget {
     Redis(tollgate_bench::RedisBenchArgs),
     /// The PostgreSQL store beside the published PL/pgSQL function.
     Postgres(tollgate_bench::PostgresBenchArgs),
-    /// The tower middleware (memory store) beside a bare axum handler.
+    /// The tower middleware (memory store) and the server's own router beside a bare axum
+    /// handler.
     Http(tollgate_bench::HttpBenchArgs),
+    /// `CL.THROTTLE` on tollgate's Redis-protocol port beside redis-cell and throttlecrab.
+    Resp(tollgate_bench::RespBenchArgs),
 }
 
 /// `tollgate migrate`.

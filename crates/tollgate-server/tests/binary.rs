@@ -185,3 +185,38 @@ fn bench_http_measures_the_server_variant() {
     );
     assert!(out.path().join("http.md").exists());
 }
+
+/// `tollgate bench resp` without its peers measures tollgate and says, loudly, which peers are
+/// missing and why: their goals are not measured, never silently met.
+#[test]
+fn bench_resp_reports_missing_peers_loudly() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "bench",
+            "resp",
+            "--requests",
+            "2000",
+            "--rounds",
+            "1",
+            "--clients",
+            "4",
+            "--pipelines",
+            "1,4",
+            "--out",
+        ])
+        .arg(out.path())
+        .env_remove("TOLLGATE_REDIS_CELL")
+        .env_remove("TOLLGATE_THROTTLECRAB")
+        .output()
+        .unwrap();
+    let report = String::from_utf8(run.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{report}{stderr}");
+    assert!(stderr.contains("MISSING redis-cell"), "{stderr}");
+    assert!(stderr.contains("MISSING throttlecrab"), "{stderr}");
+    assert!(report.contains("| tollgate | 4 |"), "{report}");
+    assert!(report.contains("redis-cell MISSING"), "{report}");
+    assert!(report.contains("| not measured |"), "{report}");
+    assert!(out.path().join("resp.svg").exists());
+}

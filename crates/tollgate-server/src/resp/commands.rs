@@ -105,25 +105,34 @@ pub(super) async fn execute(
     session: &mut Session,
     args: &[&[u8]],
 ) -> (Reply, After) {
-    let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
-    if !session.authenticated && !matches!(name.as_str(), "auth" | "hello" | "quit" | "reset") {
+    // Command names are short: lowercased on the stack, no allocation on the hot path.
+    let mut lower = [0u8; 16];
+    let name = match args[0].len() {
+        n if n <= lower.len() => {
+            lower[..n].copy_from_slice(args[0]);
+            lower[..n].make_ascii_lowercase();
+            std::str::from_utf8(&lower[..n]).unwrap_or("")
+        }
+        _ => "",
+    };
+    if !session.authenticated && !matches!(name, "auth" | "hello" | "quit" | "reset") {
         return (
             Reply::Error("NOAUTH Authentication required.".into()),
             After::Continue,
         );
     }
-    let reply = match name.as_str() {
+    let reply = match name {
         "cl.throttle" => cl_throttle(shared, args).await,
         "throttle" => throttle(shared, args).await,
         "tollgate.check" => tollgate_check(shared, args).await,
         "ping" => match args {
             [_] => Reply::Simple("PONG"),
             [_, message] => Reply::Bulk(message.to_vec()),
-            _ => arity(&name),
+            _ => arity(name),
         },
         "echo" => match args {
             [_, message] => Reply::Bulk(message.to_vec()),
-            _ => arity(&name),
+            _ => arity(name),
         },
         "quit" => return (Reply::Simple("OK"), After::Close),
         "hello" => hello(shared, session, args),
@@ -138,7 +147,7 @@ pub(super) async fn execute(
                 Some(_) => Reply::err("DB index is out of range"),
                 None => Reply::err("value is not an integer or out of range"),
             },
-            _ => arity(&name),
+            _ => arity(name),
         },
         "command" => command(args),
         "info" => info(shared),
@@ -148,11 +157,21 @@ pub(super) async fn execute(
             session.authenticated = shared.password.is_none();
             Reply::Simple("RESET")
         }
-        // redis-benchmark and some clients read the server's settings at start; none is
-        // exposed, and an empty answer is what Redis gives for a pattern that matches nothing.
+        // redis-benchmark and some clients read the server's persistence settings at start:
+        // nothing is saved to disk by this server. Other parameters are not exposed.
         "config" => match args.get(1) {
-            Some(sub) if sub.eq_ignore_ascii_case(b"get") => Reply::Map(Vec::new()),
-            _ => Reply::err("CONFIG is not supported by tollgate; only CONFIG GET answers, empty"),
+            Some(sub) if sub.eq_ignore_ascii_case(b"get") => Reply::Map(
+                args[2..]
+                    .iter()
+                    .filter_map(|p| match p.to_ascii_lowercase().as_slice() {
+                        b"save" => Some(("save", "")),
+                        b"appendonly" => Some(("appendonly", "no")),
+                        _ => None,
+                    })
+                    .map(|(k, v)| (Reply::text(k), Reply::text(v)))
+                    .collect(),
+            ),
+            _ => Reply::err("tollgate answers CONFIG GET only (save, appendonly)"),
         },
         _ => unknown(args),
     };

@@ -104,13 +104,14 @@ async fn connection(
         ..Limits::default()
     };
     let mut session = Session::new(shared);
-    let mut input: Vec<u8> = Vec::with_capacity(4096);
+    let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut output: Vec<u8> = Vec::with_capacity(4096);
-    let mut chunk = vec![0u8; 16 * 1024];
     loop {
+        // Read straight into the buffer's spare room (at least 4 KiB of it).
+        input.reserve(4096);
         let read = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            read = tokio::time::timeout(idle, stream.read(&mut chunk)) => read,
+            read = tokio::time::timeout(idle, stream.read_buf(&mut input)) => read,
         };
         let n = match read {
             Err(_) => return Ok(()),
@@ -119,7 +120,6 @@ async fn connection(
         if n == 0 {
             return Ok(());
         }
-        input.extend_from_slice(&chunk[..n]);
         let mut consumed = 0;
         let mut close = false;
         while !close {

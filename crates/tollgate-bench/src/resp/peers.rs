@@ -1,0 +1,129 @@
+//! The peers, started for the benchmark and stopped when dropped: `redis-server` with the
+//! redis-cell module, and throttlecrab-server with its Redis transport.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A port free now (the peer binds it a moment later; a clash fails the start, loudly).
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// Waits until `addr` answers `PING` with `+PONG`.
+fn wait_for_pong(addr: SocketAddr, child: &mut Child) -> Result<(), String> {
+    use std::io::{Read, Write};
+    for _ in 0..200 {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("exited at start: {status}"));
+        }
+        if let Ok(mut stream) = TcpStream::connect(addr) {
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut reply = [0u8; 7];
+            if stream.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
+                && stream.read_exact(&mut reply).is_ok()
+                && &reply == b"+PONG\r\n"
+            {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    Err(format!("did not answer PING on {addr} within 5 s"))
+}
+
+fn spawn(command: &mut Command, what: &str) -> Result<Child, String> {
+    command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{what} cannot be started: {e}"))
+}
+
+/// `redis-server` with the module loaded.
+pub(super) struct RedisCell {
+    pub(super) addr: SocketAddr,
+    child: Child,
+}
+
+impl RedisCell {
+    pub(super) fn start(module: Option<&Path>) -> Result<RedisCell, String> {
+        let module = module.ok_or(
+            "no module given: build redis-cell 0.5.0 from its source (`cargo build --release` in \
+             a checkout of brandur/redis-cell) and pass --redis-cell target/release/libredis_cell.so \
+             (or TOLLGATE_REDIS_CELL); scripts/bench resp does this",
+        )?;
+        if !module.exists() {
+            return Err(format!("{} does not exist", module.display()));
+        }
+        let port = free_port()?;
+        let mut child = spawn(
+            Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--loadmodule")
+                .arg(module),
+            "redis-server",
+        )?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_for_pong(addr, &mut child)?;
+        Ok(RedisCell { addr, child })
+    }
+}
+
+impl RedisCell {
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RedisCell {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// throttlecrab-server with its Redis transport.
+pub(super) struct Throttlecrab {
+    pub(super) addr: SocketAddr,
+    child: Child,
+}
+
+impl Throttlecrab {
+    pub(super) fn start(binary: Option<&Path>) -> Result<Throttlecrab, String> {
+        let binary = binary.ok_or(
+            "no binary given: `cargo install throttlecrab-server --root target/peers` (needs \
+             protobuf-compiler) and pass --throttlecrab target/peers/bin/throttlecrab-server (or \
+             TOLLGATE_THROTTLECRAB); scripts/bench resp does this",
+        )?;
+        let port = free_port()?;
+        let mut child = spawn(
+            Command::new(binary)
+                .args(["--redis", "--redis-host", "127.0.0.1"])
+                .args(["--redis-port", &port.to_string()])
+                .args(["--log-level", "error"]),
+            "throttlecrab-server",
+        )?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_for_pong(addr, &mut child)?;
+        Ok(Throttlecrab { addr, child })
+    }
+}
+
+impl Throttlecrab {
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Throttlecrab {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
