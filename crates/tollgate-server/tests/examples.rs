@@ -1,9 +1,13 @@
 //! The examples, run as tests: the axum one limits `/hello` per client IP behind a trusted
-//! local proxy, and the tonic one answers `RESOURCE_EXHAUSTED` past its limit.
+//! local proxy, the tonic one answers `RESOURCE_EXHAUSTED` past its limit, and the LLM gateway
+//! charges the tokens each call used.
 
 #[allow(dead_code)]
 #[path = "../examples/axum.rs"]
 mod axum_example;
+#[allow(dead_code)]
+#[path = "../examples/llm_gateway.rs"]
+mod llm_gateway;
 #[allow(dead_code)]
 #[path = "../examples/tonic.rs"]
 mod tonic_example;
@@ -94,4 +98,40 @@ async fn tonic_example_answers_resource_exhausted_past_its_limit() {
     assert!(status.message().contains("retry in 1 s"), "{status:?}");
     shutdown.cancel();
     server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn llm_gateway_charges_the_tokens_each_call_used() {
+    let app = llm_gateway::router(MemoryStore::new()).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = Client::new();
+    let complete = |key: &'static str, max_tokens: u64, prompt: &'static str| {
+        client
+            .post(format!("{base}/v1/complete"))
+            .header("x-api-key", key)
+            .header("max-tokens", max_tokens.to_string())
+            .body(prompt)
+            .send()
+    };
+    // A 400-byte prompt uses 150 tokens: 4,000 reserved, 3,850 given back.
+    let prompt = "x".repeat(400).leak();
+    let first = complete("alice", 4_000, prompt).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(first.headers()["x-llm-tokens"], "150");
+    // The RateLimit header was written before the commit: it shows the reservation.
+    assert_eq!(first.headers()["ratelimit"], r#""llm-tokens";r=6000;t=24"#);
+    // 10,000 - 150 are left: a reservation of 9,850 fits...
+    let second = complete("alice", 9_850, prompt).await.unwrap();
+    assert_eq!(second.status(), StatusCode::OK);
+    // ...and after it, 9,700 (and what a few milliseconds refill, 1 token per 6 ms): 9,900
+    // does not.
+    let third = complete("alice", 9_900, prompt).await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Another key has its own budget.
+    assert_eq!(
+        complete("bob", 10_000, prompt).await.unwrap().status(),
+        StatusCode::OK
+    );
 }

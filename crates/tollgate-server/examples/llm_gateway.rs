@@ -1,0 +1,77 @@
+//! An LLM gateway that charges each client the tokens its calls actually used, known only once
+//! the model has answered: the middleware reserves an estimate before the handler runs, and
+//! commits what the response says.
+//!
+//! ```sh
+//! cargo run --release --example llm_gateway         # memory store, 127.0.0.1:3000
+//! curl -i -H 'x-api-key: alice' -d 'How tall is the Eiffel tower?' localhost:3000/v1/complete
+//! ```
+//!
+//! Each API key may spend 10,000 tokens a minute. A call reserves the client's `max-tokens`
+//! header (the most the model may use; 2,000 when absent) and is denied with `429` when the
+//! budget cannot hold it. The handler sets `x-llm-tokens` to what the model used, and the
+//! middleware gives back the rest. A response without that header keeps the whole reservation:
+//! the safe side.
+
+use std::error::Error;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderMap, HeaderName};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use tollgate::middleware::{Header, RateLimitLayer};
+use tollgate::store::settle::Settle;
+use tollgate::{MemoryStore, Policy};
+
+/// What a call may reserve when it does not say.
+const DEFAULT_MAX_TOKENS: u64 = 2_000;
+
+/// The gateway, its budgets kept in `store`.
+pub fn router<S: Settle + Clone>(store: S) -> Result<Router, Box<dyn Error>> {
+    let budget = RateLimitLayer::builder(store)
+        .policy(
+            "llm-tokens",
+            Policy::token_bucket(10_000, 10_000, Duration::from_secs(60))?,
+        )
+        .key(Header::new(HeaderName::from_static("x-api-key")))
+        // Reserve the most this call may use...
+        .cost(|request| {
+            request
+                .headers
+                .get("max-tokens")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(DEFAULT_MAX_TOKENS)
+        })
+        // ...and charge what it used.
+        .cost_after(|response| {
+            response
+                .headers
+                .get("x-llm-tokens")?
+                .to_str()
+                .ok()?
+                .parse()
+                .ok()
+        })
+        .build()?;
+    Ok(Router::new().route("/v1/complete", post(complete).layer(budget)))
+}
+
+/// Stands in for the model: one token per four bytes of prompt, plus a short answer.
+async fn complete(headers: HeaderMap, prompt: String) -> impl IntoResponse {
+    let max = headers
+        .get("max-tokens")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(DEFAULT_MAX_TOKENS);
+    let used = (prompt.len() as u64 / 4 + 50).min(max);
+    ([("x-llm-tokens", used.to_string())], "330 metres.\n")
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let app = router(MemoryStore::new())?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 3000)).await?;
+    println!("listening on http://{}", listener.local_addr()?);
+    axum::serve(listener, app).await?;
+    Ok(())
+}
