@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use reqwest::{Client, StatusCode};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tollgate::{Clock, MonotonicClock, Nanos};
 use tollgate_server::cli::{Cli, ServeArgs};
@@ -229,4 +230,51 @@ async fn three_servers_reserve_and_commit_within_the_bound() {
     );
     let settled = support::reserve_and_commit(&addrs, &body, 4).await;
     support::assert_settled_within_the_bound(&settled);
+}
+
+/// Issue 18: two named policies in one check, on a 3-master Redis Cluster, through the server:
+/// every policy of one key lands in one hash slot, so the check is one atomic script; each
+/// policy's bound is exact and nothing is a 5xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_named_policies_in_one_check_on_a_redis_cluster() {
+    let cluster = tollgate_testkit::TestRedisCluster::start(3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[store]\nurl = \"{}\"\n[policies.per_second]\ncapacity = 5\nperiod = \"1s\"\n\
+             [policies.per_hour]\ncapacity = 8\nperiod = \"1h\"\n",
+            cluster.urls().join(",")
+        ),
+    )
+    .unwrap();
+    let server = support::Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    let both = json!({"policies": ["per_second", "per_hour"], "key": "alice"});
+    let statuses = |n: usize| {
+        let (client, both) = (client.clone(), both.clone());
+        let server = &server;
+        async move {
+            let mut seen = Vec::new();
+            for _ in 0..n {
+                seen.push(
+                    support::check(&client, server, both.clone())
+                        .await
+                        .0
+                        .as_u16(),
+                );
+            }
+            seen
+        }
+    };
+    // The per-second bucket binds after 5; nothing is charged for the denials.
+    assert_eq!(statuses(7).await, [200, 200, 200, 200, 200, 429, 429]);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // A second later the per-second bucket is full again, and the hourly one has 3 left.
+    assert_eq!(statuses(5).await, [200, 200, 200, 429, 429]);
+    let (_, body) = support::check(&client, &server, both).await;
+    assert_eq!(body["policy"], "per_hour", "{body}");
+    // The per-second bucket paid for the 3 allowed, none of the 3 denied.
+    assert_eq!(body["policies"][0]["remaining"], 2, "{body}");
 }
