@@ -348,14 +348,14 @@ impl RedisServer {
                     log_tail: process::log_tail(&self.log, log_from),
                 }));
             }
-            if let Ok(Reply::Status(pong)) = resp::command(&url, &[b"PING"], probe_timeout) {
-                if pong == "PONG" {
-                    // A PONG may come from whoever won the race for the port.
-                    match server_pid(&url, probe_timeout) {
-                        Some(pid) if pid == process.pid() => return Ok(()),
-                        Some(_) => return Err(LaunchError::PortTaken),
-                        None => {}
-                    }
+            if let Ok(Reply::Status(pong)) = resp::command(&url, &[b"PING"], probe_timeout)
+                && pong == "PONG"
+            {
+                // A PONG may come from whoever won the race for the port.
+                match server_pid(&url, probe_timeout) {
+                    Some(pid) if pid == process.pid() => return Ok(()),
+                    Some(_) => return Err(LaunchError::PortTaken),
+                    None => {}
                 }
             }
             if deadline.expired() {

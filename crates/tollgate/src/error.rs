@@ -124,8 +124,9 @@ impl StoreError {
         )
     }
 
-    /// An [`StoreError::Incompatible`] with `message`.
-    pub(crate) fn incompatible(message: impl Into<String>) -> StoreError {
+    /// A [`StoreError::Incompatible`] saying `message`: for a store, or a front end over one,
+    /// that finds an answer it cannot use.
+    pub fn incompatible(message: impl Into<String>) -> StoreError {
         StoreError::Incompatible(message.into().into())
     }
 }

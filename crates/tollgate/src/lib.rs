@@ -1,13 +1,30 @@
 //! # tollgate
 //!
 //! An exact token-bucket rate limiter: pure decision functions, and stores that run them
-//! atomically — in memory here, in Redis and PostgreSQL by feature.
+//! atomically — in this process's memory, in Redis (or Redis Cluster), or in PostgreSQL — with a
+//! tower middleware for axum, hyper and tonic.
 //!
-//! A [`Policy`] is a capacity (the burst) refilled by `refill` tokens every `period`. A check
-//! takes `cost` tokens from the bucket of one key: it is allowed iff the bucket holds them, and a
-//! denial takes nothing. Time is integer nanoseconds from an injected [`Clock`]; the token bucket
-//! is GCRA ([`algorithm::gcra`]), so a bucket's whole state is one number and rounding can only
-//! under-grant.
+//! A [`Policy`] is a capacity (the burst) refilled by `refill` tokens every `period` (or a fixed,
+//! sliding-log or sliding-counter window). A check takes `cost` tokens from the bucket of one
+//! key: it is allowed iff the bucket holds them, and a denial takes nothing. Time is integer
+//! nanoseconds; the token bucket is GCRA ([`algorithm::gcra`]), so a bucket's whole state is one
+//! number and rounding can only under-grant. A bucket is named by its policy's name and its key
+//! ([`Check::named`]), so a policy's numbers can change under it.
+//!
+//! ## Which store
+//!
+//! | store | pick it when | decisions |
+//! |---|---|---|
+//! | [`MemoryStore`] (always) | one process decides alone (or as a fallback, see [`store::guarded`]) | tens of millions a second, bounded memory |
+//! | `RedisStore` (feature `redis`) | several processes share limits; you run Redis or Redis Cluster | one Lua script per batch, at Redis's clock |
+//! | `PostgresStore` (feature `postgres`) | your state lives in PostgreSQL or distributed SQL, no Redis | one statement per batch, retried under SERIALIZABLE |
+//!
+//! Every store answers the same decisions (one conformance suite runs against each and against
+//! an exact rational model), gives tokens back and resets buckets ([`store::settle`]), and is
+//! wrapped by [`store::guarded::Guarded`] in a timeout and a fail policy (allow, deny, or decide
+//! locally) for when it is down.
+//!
+//! In memory:
 //!
 //! ```
 //! use std::time::Duration;
@@ -26,7 +43,74 @@
 //! assert_eq!(store.check(b"bob", &policy, 1)?.remaining, 9);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! On Redis (a cluster: [`RedisStoreBuilder::cluster`](store::redis::RedisStoreBuilder::cluster)
+//! with its seed nodes):
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use tollgate::{Check, Policy, RedisStore, Store};
+//!
+//! let store = RedisStore::builder("redis://127.0.0.1:6379").build().await?;
+//! let api = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
+//! let verdict = store.decide(&[Check::new(api, b"alice", 1).named("api")]).await?;
+//! println!("allowed: {}", verdict.allowed());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! On PostgreSQL (the schema is created on first use, or by `tollgate migrate`):
+//!
+//! ```no_run
+//! # #[cfg(feature = "postgres")]
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use tollgate::{Check, Policy, PostgresStore, Store};
+//!
+//! let store = PostgresStore::builder("postgres://app@127.0.0.1:5432/app").build().await?;
+//! let api = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
+//! let verdict = store.decide(&[Check::new(api, b"alice", 1).named("api")]).await?;
+//! println!("allowed: {}", verdict.allowed());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! In front of an axum application (feature `axum`; `tower` for hyper and tonic), per client
+//! IP, answering `429` with `Retry-After` and the IETF `RateLimit` headers:
+//!
+//! ```no_run
+//! # #[cfg(feature = "axum")]
+//! # fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use axum::{Router, routing::get};
+//! use tollgate::middleware::{ClientIp, RateLimitLayer};
+//! use tollgate::{MemoryStore, Policy};
+//!
+//! let layer = RateLimitLayer::builder(MemoryStore::new())
+//!     .policy("hello", Policy::token_bucket(5, 1, Duration::from_secs(1))?)
+//!     .key(ClientIp::new())
+//!     .build()?;
+//! let app: Router = Router::new().route("/hello", get(|| async { "hello" })).layer(layer);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `redis` | `RedisStore`: one Lua script per batch of decisions, Redis Cluster |
+//! | `redis-tls` | `rediss://` URLs (rustls; the system's roots or `SSL_CERT_FILE`) |
+//! | `postgres` | `PostgresStore`: one statement per batch, retries for distributed SQL |
+//! | `tower` | the middleware, `RateLimitLayer`, for any tower service (hyper, tonic) |
+//! | `axum` | `tower`, and the client's address from axum's `ConnectInfo` |
+//!
+//! None is on by default: the memory store and the algorithms need nothing but `std`. On
+//! docs.rs every feature is built, and each gated item says which feature it needs.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,

@@ -561,10 +561,10 @@ async fn cost_after_charges_the_actual_cost_from_the_response() {
             get(|query: axum::extract::RawQuery| async move {
                 let used = query.0.unwrap_or_default();
                 let mut response = axum::response::Response::new(axum::body::Body::from("done"));
-                if let Ok(value) = used.parse::<axum::http::HeaderValue>() {
-                    if !used.is_empty() {
-                        response.headers_mut().insert("x-llm-tokens", value);
-                    }
+                if let Ok(value) = used.parse::<axum::http::HeaderValue>()
+                    && !used.is_empty()
+                {
+                    response.headers_mut().insert("x-llm-tokens", value);
                 }
                 response
             }),

@@ -199,12 +199,11 @@ proptest! {
         let mut allowed: Vec<(u64, u64)> = Vec::new();
         for (advance, cost) in steps {
             now += advance;
-            if let Ok(o) = gcra.decide(tat, Nanos::new(now), cost) {
-                if o.allowed() {
+            if let Ok(o) = gcra.decide(tat, Nanos::new(now), cost)
+                && o.allowed() {
                     tat = o.new_tat();
                     allowed.push((now, cost));
                 }
-            }
         }
         for (i, &(t0, _)) in allowed.iter().enumerate() {
             let mut sum = 0;
@@ -269,12 +268,11 @@ proptest! {
             let at = Nanos::new(now);
             match op {
                 Op::Decide(cost) => {
-                    if let Ok(o) = gcra.decide(tat, at, cost) {
-                        if o.allowed() {
+                    if let Ok(o) = gcra.decide(tat, at, cost)
+                        && o.allowed() {
                             tat = o.new_tat();
                             flow.push((now, rat(cost)));
                         }
-                    }
                 }
                 Op::Refund(n) => {
                     let before = tat;

@@ -128,8 +128,8 @@ impl AppState {
         self.metrics.store_latency.observe(took.as_secs_f64());
         let verdict = result?;
         if verdict.decisions.len() != checks.len() {
-            return Err(StoreError::Incompatible(
-                "the store answered another number of decisions than it was asked".into(),
+            return Err(StoreError::incompatible(
+                "the store answered another number of decisions than it was asked",
             ));
         }
         if verdict.by_fail_policy {

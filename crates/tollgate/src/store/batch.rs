@@ -137,11 +137,11 @@ impl<R: Runner> Batcher<R> {
         let Some(entry) = lanes.get_mut(lane) else {
             return;
         };
-        if !entry.queue.is_empty() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(Arc::clone(self).drive(lane.into()));
-                return;
-            }
+        if !entry.queue.is_empty()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(Arc::clone(self).drive(lane.into()));
+            return;
         }
         entry.in_flight -= 1;
         if entry.in_flight == 0 {

@@ -5,9 +5,10 @@
 //! check of a call together. [`DynStore`] is its object-safe twin, for choosing a store at run
 //! time.
 
-#[cfg(feature = "tokio")]
+// The shared stores' machinery: batching calls, and remembering denials.
+#[cfg(any(feature = "redis", feature = "postgres"))]
 mod batch;
-#[cfg(feature = "tokio")]
+#[cfg(any(feature = "redis", feature = "postgres"))]
 mod deny_cache;
 #[cfg(feature = "tokio")]
 pub mod guarded;
@@ -107,10 +108,10 @@ impl<'k> Check<'k> {
     /// a bucket named twice.
     pub(crate) fn validate_all(checks: &[Check<'_>]) -> Result<(), CheckError> {
         for (index, check) in checks.iter().enumerate() {
-            if let Some(name) = check.name {
-                if name.is_empty() || name.len() > MAX_NAME_LEN {
-                    return Err(CheckError::InvalidName { index });
-                }
+            if let Some(name) = check.name
+                && (name.is_empty() || name.len() > MAX_NAME_LEN)
+            {
+                return Err(CheckError::InvalidName { index });
             }
             if checks[..index].iter().any(|c| c.same_bucket(check)) {
                 return Err(CheckError::DuplicateBucket { index });

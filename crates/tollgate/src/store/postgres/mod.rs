@@ -900,12 +900,11 @@ impl Store for PostgresStore {
             .iter()
             .map(Queued::new)
             .collect::<Result<Vec<_>, _>>()?;
-        if let (Some(cache), [q]) = (&self.inner.deny_cache, &queued[..]) {
-            if let Some(denied) =
+        if let (Some(cache), [q]) = (&self.inner.deny_cache, &queued[..])
+            && let Some(denied) =
                 cache.get(&q.bucket, &q.units.policy, q.cost, self.inner.local_now())
-            {
-                return Ok(Verdict::new(vec![denied]));
-            }
+        {
+            return Ok(Verdict::new(vec![denied]));
         }
         let timeout = self.inner.timeout;
         let decided = async {

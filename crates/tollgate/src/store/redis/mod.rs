@@ -11,7 +11,7 @@
 //! which decisions passed); the client replays those decisions with the same pure function to
 //! answer remaining, retry and reset, and refuses a reply its replay disagrees with. Time is Redis's own `TIME`, so every process sharing
 //! the Redis shares one clock; periods and windows are rounded up to whole microseconds
-//! ([`Policy::at_resolution`]), so rounding only under-grants.
+//! ([`Policy::at_resolution`](crate::Policy::at_resolution)), so rounding only under-grants.
 //!
 //! What a bucket costs in Redis (the key layout is in `keys.rs`, the values in `decide.lua`):
 //!
@@ -343,15 +343,15 @@ impl Store for RedisStore {
             return Ok(Verdict::new(Vec::new()));
         }
         let encoded = self.encode(checks)?;
-        if let (Some(cache), [check]) = (&self.inner.deny_cache, &encoded[..]) {
-            if let Some(denied) = cache.get(
+        if let (Some(cache), [check]) = (&self.inner.deny_cache, &encoded[..])
+            && let Some(denied) = cache.get(
                 &check.bucket,
                 &check.policy,
                 check.cost,
                 self.inner.local_now(),
-            ) {
-                return Ok(Verdict::new(vec![denied]));
-            }
+            )
+        {
+            return Ok(Verdict::new(vec![denied]));
         }
         let reply = match &self.batcher {
             Some(batcher) => {
