@@ -321,3 +321,29 @@ async fn three_servers_on_one_redis_never_exceed_the_bound() {
     let allowed = allowed.load(Ordering::Relaxed);
     assert!((38..=41).contains(&allowed), "allowed {allowed}, bound 41");
 }
+
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "t.toml", "[resp]\nidle_timeout = \"200ms\"\n");
+    let server = start(&["--config", file.to_str().unwrap()]);
+    let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(b"PING\r\n").unwrap();
+    let mut pong = [0u8; 7];
+    stream.read_exact(&mut pong).unwrap();
+    assert_eq!(&pong, b"+PONG\r\n");
+    // Silent past the timeout: the server closes (a read answers end of stream, not a timeout).
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).unwrap();
+    let waited = Duration::from(clock.now() - start);
+    assert!(rest.is_empty());
+    assert!(
+        waited >= Duration::from_millis(150) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+}
