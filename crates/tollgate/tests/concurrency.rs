@@ -54,12 +54,15 @@ fn multi_bucket_checks_racing_single_checks_stay_exact() {
     let hour = Policy::token_bucket(25, 25, Duration::from_secs(3600)).unwrap();
     assert!(store.check(b"k", &second, 0).unwrap().allowed);
     let (multi, single) = (AtomicU64::new(0), AtomicU64::new(0));
+    let attempts = AtomicU64::new(0);
     let done = AtomicBool::new(false);
     let ms = thread::scope(|s| {
         for worker in 0..4 {
             let (store, multi, single, done) = (&store, &multi, &single, &done);
+            let attempts = &attempts;
             s.spawn(move || {
                 while !done.load(Ordering::Acquire) {
+                    attempts.fetch_add(1, Ordering::Relaxed);
                     if worker % 2 == 0 {
                         let checks = [Check::new(second, b"k", 1), Check::new(hour, b"k", 1)];
                         if store.decide_sync(&checks).unwrap().allowed() {
@@ -71,16 +74,20 @@ fn multi_bucket_checks_racing_single_checks_stay_exact() {
                 }
             });
         }
-        // 3 s of time, and more while a kind of worker has not run yet (a loaded machine may
-        // not schedule them until the clock has moved on).
+        // 3 s of time, 10 ms at a time, each step only once a worker has tried a check in it:
+        // on a loaded machine the clock must not run ahead of the workers, or the bucket
+        // would fill past its burst unspent. And more while a kind of worker has not run yet.
         let mut ms = 0;
         while ms < 3000
             || (ms < 60_000
                 && (multi.load(Ordering::Relaxed) == 0 || single.load(Ordering::Relaxed) == 0))
         {
-            clock.advance(Duration::from_millis(1));
-            thread::yield_now();
-            ms += 1;
+            clock.advance(Duration::from_millis(10));
+            let tried = attempts.load(Ordering::Relaxed);
+            while attempts.load(Ordering::Relaxed) <= tried {
+                thread::yield_now();
+            }
+            ms += 10;
         }
         done.store(true, Ordering::Release);
         ms
