@@ -49,6 +49,11 @@ async fn main() -> ExitCode {
         Err(e) => return report(Err(e)),
     };
     init_logs(settings.log_format);
+    // SIGHUP reloads the config file; without one (or before the watcher starts) it must not
+    // do what it does by default, end the process. Tokio keeps its handler for good once set.
+    if let Err(e) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        tracing::warn!(error = %e, "cannot handle SIGHUP; it would stop the server");
+    }
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));

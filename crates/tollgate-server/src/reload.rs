@@ -36,9 +36,10 @@ pub(crate) async fn watch(
         }
     };
     let read = || std::fs::read(&path).ok();
-    // What is in force, and what the last read saw.
-    let mut applied = read();
-    let mut seen = applied.clone();
+    // What is in force (the bytes the running settings were read from, however long the
+    // server took to start since), and what the last read saw.
+    let mut applied = running.config_text.clone().map(String::into_bytes);
+    let mut seen = read();
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -54,22 +55,30 @@ pub(crate) async fn watch(
         let settled = now == seen;
         seen = now.clone();
         if forced || (settled && now != applied) {
+            // The very bytes compared are the ones parsed: a file rewritten meanwhile is read
+            // again at the next tick, not applied half-written and then taken as current.
+            reload(&path, now.as_deref(), &args, &running, &state, forced);
             applied = now;
-            reload(&path, &args, &running, &state, forced);
         }
     }
 }
 
-/// Reads `path` and puts it in force, or logs why not and keeps the running config.
+/// Puts `bytes`, the file at `path` as just read (`None`: it could not be read), in force, or
+/// logs why not and keeps the running config.
 fn reload(
     path: &std::path::Path,
+    bytes: Option<&[u8]>,
     args: &ServeArgs,
     running: &Settings,
     state: &AppState,
     forced: bool,
 ) {
     let why = if forced { "SIGHUP" } else { "the file changed" };
-    let config = Config::load(path).and_then(|config| {
+    let loaded = match bytes {
+        Some(bytes) => Config::from_bytes(path, bytes),
+        None => Config::load(path),
+    };
+    let config = loaded.and_then(|config| {
         let settings = Settings::resolve(args, Some(&config));
         crate::check_policies(Some(path), &running.store, &settings.policies)?;
         Ok(settings)

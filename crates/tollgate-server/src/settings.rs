@@ -15,6 +15,8 @@ use crate::store::StoreSpec;
 pub struct Settings {
     /// The config file, if any.
     pub config: Option<PathBuf>,
+    /// What the config file held when these settings were read from it.
+    pub config_text: Option<String>,
     /// Where HTTP listens.
     pub listen: SocketAddr,
     /// The store.
@@ -66,6 +68,7 @@ impl Settings {
         };
         Settings {
             config: f.map(|c| c.path.clone()),
+            config_text: f.map(|c| c.text.clone()),
             listen: pick!("listen", args.listen, f.and_then(|c| c.listen)),
             store,
             on_store_error: pick!(

@@ -159,6 +159,11 @@ fn every_class_of_bad_file_names_its_line_column_and_field() {
             ":1:1: policies.a b: ' ' in the name",
         ),
         (
+            "a reserved name",
+            "[policies.throttle]\ncapacity = 1\nperiod = \"1s\"\n".to_owned(),
+            ":1:1: policies.throttle: \"throttle\" names the buckets of limits clients choose",
+        ),
+        (
             "a store's range",
             "[store]\nurl = \"redis://127.0.0.1:1\"\n[policies.api]\nalgorithm = \"sliding_counter\"\ncapacity = 100000000\nperiod = \"1d\"\n".to_owned(),
             ":3:1: policies.api.capacity: the redis at redis://127.0.0.1:1 store cannot decide it",

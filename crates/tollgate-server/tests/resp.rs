@@ -190,6 +190,12 @@ fn auth_is_refused_without_a_password_and_required_with_one() {
         redis_cli(server.resp_addr(), &["AUTH", "x"])
             .starts_with("ERR AUTH <password> called without any password configured")
     );
+    // A client configured with a password still connects to a server without one, as to a
+    // Redis whose default user has none.
+    assert_eq!(
+        exchange(server.resp_addr(), b"AUTH default anything\r\nPING\r\n"),
+        "+OK\r\n+PONG\r\n"
+    );
     let dir = tempfile::tempdir().unwrap();
     let file = support::write(dir.path(), "t.toml", "[resp]\npassword = \"s3cret\"\n");
     let server = start(&["--config", file.to_str().unwrap()]);
@@ -346,4 +352,70 @@ fn an_idle_connection_is_closed_after_the_idle_timeout() {
         waited >= Duration::from_millis(150) && waited < Duration::from_secs(3),
         "{waited:?}"
     );
+}
+
+#[test]
+fn client_chosen_limits_are_refused_where_inline_policies_are_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "t.toml",
+        "[http]\ninline_policies = false\n[policies.api]\ncapacity = 2\nperiod = \"1h\"\n",
+    );
+    let server = start(&["--config", file.to_str().unwrap()]);
+    let addr = server.resp_addr();
+    let refused = exchange(addr, b"CL.THROTTLE k 1 1 1\r\nTHROTTLE k 1 1 1\r\n");
+    assert!(
+        refused.starts_with("-Cell error: limits chosen by the client are turned off"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("\r\n-ERR limits chosen by the client are turned off"),
+        "{refused}"
+    );
+    assert_eq!(
+        exchange(addr, b"TOLLGATE.CHECK api k\r\n"),
+        "*5\r\n:1\r\n:2\r\n:1\r\n:0\r\n:1800000\r\n"
+    );
+}
+
+/// Clients that pipeline many small commands and read nothing hold at most a chunk of
+/// replies each: the server writes them out as they pile up (and stops reading when the
+/// client stops), instead of answering a whole read's worth into memory.
+#[test]
+fn clients_that_do_not_read_cannot_pile_up_replies() {
+    let server = start(&[]);
+    let before = rss_kib(server.pid());
+    // 64 connections, each with 256 KiB of `COMMAND` (about a kilobyte of reply per 9 bytes
+    // asked): answered a read at a time into memory, each would hold megabytes.
+    let burst = b"COMMAND\r\n".repeat(256 * 1024 / 9);
+    let streams: Vec<TcpStream> = (0..64)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
+            stream
+                .set_write_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            // Either the socket buffers take it all, or the write stalls: both fine.
+            let _ = stream.write_all(&burst);
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let grown = rss_kib(server.pid()).saturating_sub(before);
+    assert!(
+        grown < 48 * 1024,
+        "64 silent clients grew the server by {grown} KiB"
+    );
+    // The server still answers others.
+    assert_eq!(redis_cli(server.resp_addr(), &["PING"]), "PONG\n");
+    drop(streams);
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap()
 }

@@ -39,6 +39,8 @@ use crate::store::StoreSpec;
 pub struct Config {
     /// The file it was read from.
     pub path: PathBuf,
+    /// What the file held: a reload compares the file with it.
+    pub text: String,
     /// `[store] url`.
     pub store: Option<StoreSpec>,
     /// `[store] timeout`.
@@ -87,8 +89,17 @@ pub struct PostgresConfig {
 impl Config {
     /// Reads and checks the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, &e))?;
-        Config::parse(path, &text)
+        let bytes = std::fs::read(path).map_err(|e| ConfigError::unreadable(path, &e))?;
+        Config::from_bytes(path, &bytes)
+    }
+
+    /// Checks `bytes`, read from the file at `path`.
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Config, ConfigError> {
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            let invalid = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+            ConfigError::unreadable(path, &invalid)
+        })?;
+        Config::parse(path, text)
     }
 
     /// Checks `text`, the contents of the file at `path`.
@@ -158,6 +169,7 @@ impl Config {
         })?;
         Ok(Config {
             path: path.to_owned(),
+            text: text.to_owned(),
             store,
             store_timeout,
             on_store_error: file.store.on_error,

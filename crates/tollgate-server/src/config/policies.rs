@@ -117,11 +117,12 @@ fn check_name(name: &str) -> Result<(), String> {
             "{c:?} in the name {name:?}: a policy's name may hold letters, digits, `_`, `-` and `.`"
         ));
     }
-    if name == "inline" {
-        return Err(
-            "\"inline\" names the policies clients send in a request; choose another name"
-                .to_owned(),
-        );
+    // These name the buckets of client-chosen numbers (HTTP's inline policies, CL.THROTTLE,
+    // THROTTLE): a configured policy of the same name would share their buckets and series.
+    if matches!(name, "inline" | "cl.throttle" | "throttle") {
+        return Err(format!(
+            "{name:?} names the buckets of limits clients choose themselves; choose another name"
+        ));
     }
     Ok(())
 }

@@ -67,7 +67,13 @@ struct Named<'a> {
     policy: std::borrow::Cow<'a, str>,
     #[serde(borrow)]
     key: std::borrow::Cow<'a, str>,
-    cost: Option<u64>,
+    // Absent is 1; `null` is refused (by the field-by-field reading), not taken as absent.
+    #[serde(default = "one")]
+    cost: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl CheckRequest {
@@ -83,7 +89,7 @@ impl CheckRequest {
                     names: vec![named.policy.into_owned()],
                     listed: false,
                 },
-                cost: named.cost.unwrap_or(1),
+                cost: named.cost,
             });
         }
         // serde_json's message already says where: "... at line 1 column 39".
@@ -189,7 +195,8 @@ fn named(fields: &Map<String, Value>) -> Result<Option<Target>, Problem> {
         return Err(Problem::invalid_field(
             *inline,
             format!(
-                "{inline} is for an inline policy; a configured policy has its numbers in the                  server's config"
+                "{inline} is for an inline policy; a configured policy has its numbers in the \
+                 server's config"
             ),
         ));
     }

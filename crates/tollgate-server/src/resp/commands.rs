@@ -198,7 +198,19 @@ fn unknown(args: &[&[u8]]) -> Reply {
     ))
 }
 
+/// The refusal of a client-chosen limit where the operator turned those off.
+fn chosen_limits_refused(shared: &Shared) -> Option<String> {
+    (!shared.state.live().inline_policies).then(|| {
+        "limits chosen by the client are turned off on this server (http.inline_policies = \
+         false); use TOLLGATE.CHECK <policy> <key> [cost] with a configured policy"
+            .to_owned()
+    })
+}
+
 async fn cl_throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
+    if let Some(refused) = chosen_limits_refused(shared) {
+        return Reply::Error(format!("Cell error: {refused}"));
+    }
     let throttle = match Throttle::parse(args) {
         Ok(throttle) => throttle,
         Err(line) => return Reply::Error(line),
@@ -231,6 +243,9 @@ async fn cl_throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
 async fn throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
     if args.len() != 5 && args.len() != 6 {
         return arity("throttle");
+    }
+    if let Some(refused) = chosen_limits_refused(shared) {
+        return Reply::err(refused);
     }
     let number = |i: usize, what: &str| -> Result<i64, Reply> {
         std::str::from_utf8(args[i])
@@ -439,7 +454,13 @@ fn hello(shared: &Shared, session: &mut Session, args: &[&[u8]]) -> Reply {
 }
 
 impl Shared {
+    /// Whether `user` and `password` authenticate. Without a password set, the default user
+    /// takes any (as Redis's `nopass` default user does), so a client configured with one still
+    /// connects.
     fn password_matches(&self, user: &[u8], password: &[u8]) -> bool {
+        if self.password.is_none() {
+            return user == b"default";
+        }
         // Compared in constant time, so that timing does not tell how much of a guess is right.
         let same = |a: &[u8], b: &[u8]| {
             a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -458,16 +479,19 @@ fn wrong_password() -> Reply {
 
 fn auth(shared: &Shared, session: &mut Session, args: &[&[u8]]) -> Reply {
     let (user, password): (&[u8], &[u8]) = match args {
-        [_, password] => (b"default", password),
+        [_, password] => {
+            // Redis refuses the password-only form when no password is set.
+            if shared.password.is_none() {
+                return Reply::err(
+                    "AUTH <password> called without any password configured for the default \
+                     user. Are you sure your configuration is correct?",
+                );
+            }
+            (b"default", password)
+        }
         [_, user, password] => (user, password),
         _ => return arity("auth"),
     };
-    if shared.password.is_none() {
-        return Reply::err(
-            "AUTH <password> called without any password configured for the default user. \
-             Are you sure your configuration is correct?",
-        );
-    }
     if shared.password_matches(user, password) {
         session.authenticated = true;
         Reply::Simple("OK")

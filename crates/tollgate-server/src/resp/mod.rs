@@ -3,10 +3,12 @@
 //! on any store, to clients that speak RESP2 or RESP3.
 //!
 //! Each connection reads whatever arrives, answers every whole request in it in order (a
-//! pipeline's replies go out in one write), and keeps at most [`MAX_PENDING`] bytes of a request
-//! not yet whole: a longer one, or one that is not RESP, is answered with a protocol error and
-//! the connection closes, as Redis does. A connection idle for the idle timeout is closed;
-//! at most the configured number are open at once (more wait in the kernel's backlog).
+//! pipeline's replies go out in one write, or in writes of 64 KiB for a long one), and keeps at
+//! most [`MAX_PENDING`] bytes of a request not yet whole: a longer one, or one that is not RESP,
+//! is answered with a protocol error and the connection closes, as Redis does. A connection
+//! idle for the idle timeout (or whose client stops reading its replies for as long) is
+//! closed; at most the configured number are open at once (more wait in the kernel's backlog).
+//! So a connection holds at most about 16 + 66 + 64 KiB plus one reply.
 
 mod cell;
 pub mod codec;
@@ -25,8 +27,16 @@ use crate::http::AppState;
 use codec::{Limits, Reply};
 use commands::{After, Session, Shared};
 
-/// The most bytes of an unfinished request a connection holds.
-pub const MAX_PENDING: usize = 64 * 1024;
+/// The longest bulk string or inline command line.
+pub const MAX_ARGUMENT: usize = 64 * 1024;
+/// The most bytes of an unfinished request a connection holds: an argument and its framing.
+pub const MAX_PENDING: usize = MAX_ARGUMENT + 1024;
+/// Bytes read at a time.
+const READ_CHUNK: usize = 16 * 1024;
+/// Replies are written out once this many bytes of them are waiting, even in the middle of a
+/// pipeline: a client that sends many small commands and reads nothing cannot make a
+/// connection hold more.
+const FLUSH_AT: usize = 64 * 1024;
 /// Connections open at once, by default.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// How long a connection may stay silent, by default.
@@ -98,20 +108,23 @@ async fn connection(
     idle: Duration,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
+    use bytes::BufMut;
+
     let limits = Limits {
-        max_bulk: MAX_PENDING,
-        max_inline: MAX_PENDING,
+        max_bulk: MAX_ARGUMENT,
+        max_inline: MAX_ARGUMENT,
         ..Limits::default()
     };
     let mut session = Session::new(shared);
-    let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut output: Vec<u8> = Vec::with_capacity(4096);
     loop {
-        // Read straight into the buffer's spare room (at least 4 KiB of it).
-        input.reserve(4096);
+        // Read straight into the buffer, at most a chunk at a time.
+        input.reserve(READ_CHUNK);
+        let mut room = (&mut input).limit(READ_CHUNK);
         let read = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            read = tokio::time::timeout(idle, stream.read_buf(&mut input)) => read,
+            read = tokio::time::timeout(idle, stream.read_buf(&mut room)) => read,
         };
         let n = match read {
             Err(_) => return Ok(()),
@@ -149,18 +162,39 @@ async fn connection(
             let (reply, after) = commands::execute(shared, &mut session, &args).await;
             reply.encode(&mut output, session.resp3);
             close = after == After::Close;
+            if output.len() >= FLUSH_AT && !flush(&mut stream, &mut output, idle).await? {
+                return Ok(());
+            }
         }
         input.drain(..consumed);
-        if !output.is_empty() {
-            stream.write_all(&output).await?;
-            output.clear();
+        if !flush(&mut stream, &mut output, idle).await? {
+            return Ok(());
         }
         if close {
             return stream.shutdown().await;
         }
-        // A connection that once held a large request does not keep its memory.
-        if input.capacity() > 2 * MAX_PENDING && input.len() < 4096 {
-            input.shrink_to(4096);
+        // A connection that once held a large request or reply does not keep its memory.
+        if input.capacity() > 2 * READ_CHUNK && input.len() <= READ_CHUNK {
+            input.shrink_to(READ_CHUNK);
         }
+        if output.capacity() > 2 * FLUSH_AT {
+            output.shrink_to(4096);
+        }
+    }
+}
+
+/// Writes out the replies waiting in `output`; `false` when the client has not taken them
+/// within `idle` (it stopped reading: the connection is dropped).
+async fn flush(stream: &mut TcpStream, output: &mut Vec<u8>, idle: Duration) -> io::Result<bool> {
+    if output.is_empty() {
+        return Ok(true);
+    }
+    match tokio::time::timeout(idle, stream.write_all(output)).await {
+        Ok(written) => {
+            written?;
+            output.clear();
+            Ok(true)
+        }
+        Err(_) => Ok(false),
     }
 }
