@@ -147,3 +147,42 @@ fn the_same_at_serializable() {
     let pg = TestPostgres::start().expect("start PostgreSQL");
     run_three(&pg, "serializable");
 }
+
+/// Concurrent token-bucket and window decisions land in the same batches: each kind is decided
+/// its own way (the token buckets in one set statement, each window decision in a call of its
+/// own), and each bucket gives exactly its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_batches_of_token_buckets_and_windows_stay_exact() {
+    let pg = TestPostgres::start().unwrap();
+    let store = PostgresStore::builder(pg.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let bucket = Policy::token_bucket(10, 1, Duration::from_secs(3600)).unwrap();
+    let window = Policy::fixed_window(10, Duration::from_secs(3600)).unwrap();
+    let (by_bucket, by_window) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let store = store.clone();
+            let (by_bucket, by_window) = (Arc::clone(&by_bucket), Arc::clone(&by_window));
+            tokio::spawn(async move {
+                for _ in 0..5 {
+                    let (check, count) = if i % 2 == 0 {
+                        (Check::new(bucket, b"mixed", 1).named("tb"), &by_bucket)
+                    } else {
+                        (Check::new(window, b"mixed", 1).named("fw"), &by_window)
+                    };
+                    if store.decide(&[check]).await.unwrap().allowed() {
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(by_bucket.load(Ordering::Relaxed), 10);
+    assert_eq!(by_window.load(Ordering::Relaxed), 10);
+}

@@ -438,18 +438,58 @@ impl Inner {
         }
     }
 
-    /// Decides `decisions` in order: a lone single check is one statement, anything else one
-    /// call of the decide function. Records single checks' denials in the deny cache.
+    /// Decides `decisions`, answering them in order: token buckets as
+    /// [`decide_token_buckets`](Self::decide_token_buckets) does, decisions with a window one
+    /// `decide_any` call each.
     async fn decide_batch(&self, decisions: &[Vec<Queued>]) -> Result<Vec<Verdict>, StoreError> {
         let sent = self.local_now();
         let deadline = Instant::now() + self.timeout;
-        if decisions
+        let windowed: Vec<bool> = decisions
             .iter()
-            .flatten()
-            .any(|q| !q.units.is_token_bucket())
-        {
+            .map(|d| d.iter().any(|q| !q.units.is_token_bucket()))
+            .collect();
+        if windowed.iter().all(|w| !w) {
+            return self.decide_token_buckets(sent, deadline, decisions).await;
+        }
+        if windowed.iter().all(|w| *w) {
             return self.decide_windows(deadline, decisions).await;
         }
+        // A batch of both: the token-bucket decisions keep their set statement, and only the
+        // decisions with a window go one call each. Decisions of one batch came concurrently,
+        // and a window's bucket is never a token bucket's, so neither order is owed.
+        let (windows, buckets): (Vec<_>, Vec<_>) =
+            decisions.iter().zip(&windowed).partition(|(_, w)| **w);
+        let windows: Vec<Vec<Queued>> = windows.into_iter().map(|(d, _)| d.clone()).collect();
+        let buckets: Vec<Vec<Queued>> = buckets.into_iter().map(|(d, _)| d.clone()).collect();
+        let mut by_buckets = self
+            .decide_token_buckets(sent, deadline, &buckets)
+            .await?
+            .into_iter();
+        let mut by_windows = self.decide_windows(deadline, &windows).await?.into_iter();
+        windowed
+            .iter()
+            .map(|&w| {
+                if w {
+                    by_windows.next()
+                } else {
+                    by_buckets.next()
+                }
+                .ok_or_else(|| {
+                    StoreError::incompatible("the store answered a different number of decisions")
+                })
+            })
+            .collect()
+    }
+
+    /// Decides `decisions` of token buckets only: a lone single check is one statement, a set
+    /// of single checks one set statement, anything else one call of the decide function.
+    /// Records single checks' denials in the deny cache.
+    async fn decide_token_buckets(
+        &self,
+        sent: Nanos,
+        deadline: Instant,
+        decisions: &[Vec<Queued>],
+    ) -> Result<Vec<Verdict>, StoreError> {
         let verdicts = match decisions {
             [one] if one.len() == 1 => {
                 let q = &one[0];
@@ -842,6 +882,7 @@ fn set_of_singles(decisions: &[Vec<Queued>]) -> bool {
 }
 
 /// One check waiting for a call: owned, validated, its row key formatted once.
+#[derive(Clone)]
 struct Queued {
     key: Box<[u8]>,
     name: Option<Box<str>>,
