@@ -4,7 +4,6 @@
 use std::{
     env, fs,
     io::{BufRead, BufReader, Write},
-    net::TcpStream,
     path::Path,
     process::{Command, Stdio},
     thread,
@@ -71,11 +70,11 @@ fn servers_die_with_a_killed_test_process() {
         .find(|line| line.starts_with("VICTIM "))
         .expect("the victim exited before starting its servers");
     let fields: Vec<&str> = line.split(' ').skip(1).collect();
-    let [redis_pid, redis_dir, pg_pid, pg_port, pg_dir] = fields[..] else {
+    // The port is not checked once the server is dead: another test's server may have it since.
+    let [redis_pid, redis_dir, pg_pid, _pg_port, pg_dir] = fields[..] else {
         panic!("bad victim line {line:?}");
     };
     let (redis_pid, pg_pid): (u32, u32) = (redis_pid.parse().unwrap(), pg_pid.parse().unwrap());
-    let pg_port: u16 = pg_port.parse().unwrap();
     assert!(alive(redis_pid) && alive(pg_pid));
     // The postmaster's small SysV segment outlives a SIGKILL; its id is on line 7 of the lock
     // file. Read it now: once the victim is dead, any kit user may sweep its directories.
@@ -103,7 +102,6 @@ fn servers_die_with_a_killed_test_process() {
         !alive(pg_pid),
         "postmaster {pg_pid} outlived its test process"
     );
-    assert!(TcpStream::connect(("127.0.0.1", pg_port)).is_err());
     if let Some(shm_id) = shm_id {
         let _ = Command::new("ipcrm").args(["-m", &shm_id]).status();
     }
