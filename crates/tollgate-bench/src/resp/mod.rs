@@ -92,7 +92,7 @@ pub async fn run_resp(
         missing: Vec::new(),
     };
     // The peers run for the whole benchmark; dropping them stops them.
-    let cell = match peers::RedisCell::start(args.redis_cell.as_deref()) {
+    let cell = match peers::Peer::redis_cell(args.redis_cell.as_deref()) {
         Ok(peer) => Some(peer),
         Err(why) => {
             eprintln!("tollgate bench resp: MISSING redis-cell: {why}");
@@ -100,7 +100,7 @@ pub async fn run_resp(
             None
         }
     };
-    let crab = match peers::Throttlecrab::start(args.throttlecrab.as_deref()) {
+    let crab = match peers::Peer::throttlecrab(args.throttlecrab.as_deref()) {
         Ok(peer) => Some(peer),
         Err(why) => {
             eprintln!("tollgate bench resp: MISSING throttlecrab: {why}");

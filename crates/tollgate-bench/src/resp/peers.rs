@@ -36,22 +36,27 @@ fn wait_for_pong(addr: SocketAddr, child: &mut Child) -> Result<(), String> {
     Err(format!("did not answer PING on {addr} within 5 s"))
 }
 
-fn spawn(command: &mut Command, what: &str) -> Result<Child, String> {
-    command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{what} cannot be started: {e}"))
-}
-
-/// `redis-server` with the module loaded.
-pub(super) struct RedisCell {
+/// A peer process serving RESP on `addr`; killed when dropped.
+pub(super) struct Peer {
     pub(super) addr: SocketAddr,
     child: Child,
 }
 
-impl RedisCell {
-    pub(super) fn start(module: Option<&Path>) -> Result<RedisCell, String> {
+impl Peer {
+    /// Starts `command` (`what`, for errors), made to listen on `port`, and waits for its PONG.
+    fn start(command: &mut Command, port: u16, what: &str) -> Result<Peer, String> {
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{what} cannot be started: {e}"))?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_for_pong(addr, &mut child)?;
+        Ok(Peer { addr, child })
+    }
+
+    /// `redis-server` with the redis-cell module at `module` loaded.
+    pub(super) fn redis_cell(module: Option<&Path>) -> Result<Peer, String> {
         let module = module.ok_or(
             "no module given: build redis-cell 0.5.0 from its source (`cargo build --release` in \
              a checkout of brandur/redis-cell) and pass --redis-cell target/release/libredis_cell.so \
@@ -61,67 +66,41 @@ impl RedisCell {
             return Err(format!("{} does not exist", module.display()));
         }
         let port = free_port()?;
-        let mut child = spawn(
+        Peer::start(
             Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
                 .arg("--loadmodule")
                 .arg(module),
+            port,
             "redis-server",
-        )?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        wait_for_pong(addr, &mut child)?;
-        Ok(RedisCell { addr, child })
+        )
     }
-}
 
-impl RedisCell {
-    pub(super) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for RedisCell {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// throttlecrab-server with its Redis transport.
-pub(super) struct Throttlecrab {
-    pub(super) addr: SocketAddr,
-    child: Child,
-}
-
-impl Throttlecrab {
-    pub(super) fn start(binary: Option<&Path>) -> Result<Throttlecrab, String> {
+    /// throttlecrab-server (the binary at `binary`) with its Redis transport.
+    pub(super) fn throttlecrab(binary: Option<&Path>) -> Result<Peer, String> {
         let binary = binary.ok_or(
             "no binary given: `cargo install throttlecrab-server --root target/peers` (needs \
              protobuf-compiler) and pass --throttlecrab target/peers/bin/throttlecrab-server (or \
              TOLLGATE_THROTTLECRAB); scripts/bench resp does this",
         )?;
         let port = free_port()?;
-        let mut child = spawn(
+        Peer::start(
             Command::new(binary)
                 .args(["--redis", "--redis-host", "127.0.0.1"])
                 .args(["--redis-port", &port.to_string()])
                 .args(["--log-level", "error"]),
+            port,
             "throttlecrab-server",
-        )?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        wait_for_pong(addr, &mut child)?;
-        Ok(Throttlecrab { addr, child })
+        )
     }
-}
 
-impl Throttlecrab {
     pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 }
 
-impl Drop for Throttlecrab {
+impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

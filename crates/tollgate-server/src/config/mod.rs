@@ -126,44 +126,38 @@ impl Config {
             refuse(e.inner().span(), &field, e.inner().message().to_owned())
         })?;
 
-        let store = file
-            .store
-            .url
-            .map(|url| {
-                StoreSpec::parse(url.get_ref())
-                    .map_err(|e| refuse(Some(url.span()), "store.url", e))
-            })
-            .transpose()?;
-        let store_timeout = file
-            .store
-            .timeout
-            .map(|t| duration(&t).map_err(|e| refuse(Some(t.span()), "store.timeout", e)))
-            .transpose()?;
-        let max_keys = file
-            .store
-            .max_keys
-            .map(|n| at_least_one(&n).map_err(|e| refuse(Some(n.span()), "store.max_keys", e)))
-            .transpose()?;
+        let store = checked(
+            file.store.url,
+            "store.url",
+            &|u| StoreSpec::parse(u),
+            &refuse,
+        )?;
+        let store_timeout = checked(file.store.timeout, "store.timeout", &duration, &refuse)?;
+        let max_keys = checked(
+            file.store.max_keys,
+            "store.max_keys",
+            &at_least_one,
+            &refuse,
+        )?;
         let pg = file.store.postgres;
-        let connections = pg
-            .connections
-            .map(|n| {
-                at_least_one(&n)
-                    .map_err(|e| refuse(Some(n.span()), "store.postgres.connections", e))
-            })
-            .transpose()?;
-        let resp_idle_timeout = file
-            .resp
-            .idle_timeout
-            .map(|t| duration(&t).map_err(|e| refuse(Some(t.span()), "resp.idle_timeout", e)))
-            .transpose()?;
-        let resp_max_connections = file
-            .resp
-            .max_connections
-            .map(|n| {
-                at_least_one(&n).map_err(|e| refuse(Some(n.span()), "resp.max_connections", e))
-            })
-            .transpose()?;
+        let connections = checked(
+            pg.connections,
+            "store.postgres.connections",
+            &at_least_one,
+            &refuse,
+        )?;
+        let resp_idle_timeout = checked(
+            file.resp.idle_timeout,
+            "resp.idle_timeout",
+            &duration,
+            &refuse,
+        )?;
+        let resp_max_connections = checked(
+            file.resp.max_connections,
+            "resp.max_connections",
+            &at_least_one,
+            &refuse,
+        )?;
         let policies = Policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
         })?;
@@ -195,8 +189,19 @@ impl Config {
 }
 
 /// A humantime duration of at least a millisecond: `"100ms"`, `"1s"`, `"1m"`, `"1h"`, `"1d"`.
-fn duration(value: &Spanned<String>) -> Result<Duration, String> {
-    let text = value.get_ref();
+/// `value` checked by `check`, refused at its own place under `field`.
+fn checked<T, U>(
+    value: Option<Spanned<T>>,
+    field: &str,
+    check: &dyn Fn(&T) -> Result<U, String>,
+    refuse: &policies::Refuse<'_>,
+) -> Result<Option<U>, ConfigError> {
+    value
+        .map(|v| check(v.get_ref()).map_err(|e| refuse(Some(v.span()), field, e)))
+        .transpose()
+}
+
+fn duration(text: &String) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| {
         format!("{text:?} is not a duration ({e}); write one such as \"100ms\", \"1s\", \"1m\", \"1h\" or \"1d\"")
     })?;
@@ -206,8 +211,8 @@ fn duration(value: &Spanned<String>) -> Result<Duration, String> {
     Ok(d)
 }
 
-fn at_least_one(value: &Spanned<u64>) -> Result<usize, String> {
-    match *value.get_ref() {
+fn at_least_one(value: &u64) -> Result<usize, String> {
+    match *value {
         0 => Err("must be at least 1, got 0".to_owned()),
         n => usize::try_from(n).map_err(|_| format!("{n} is too large")),
     }

@@ -141,7 +141,7 @@ fn compile_one(p: &PolicyFile) -> Result<(Policy, bool), Refusal> {
             "must be at least 1, got 0".to_owned(),
         ));
     }
-    let period = super::duration(&p.period).map_err(|e| (p.period.span(), "period", e))?;
+    let period = super::duration(p.period.get_ref()).map_err(|e| (p.period.span(), "period", e))?;
     let algorithm = p
         .algorithm
         .as_ref()
