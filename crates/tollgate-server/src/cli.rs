@@ -138,6 +138,21 @@ pub struct ServeArgs {
     #[arg(long)]
     pub resp_listen: Option<SocketAddr>,
 
+    /// Where Envoy's rate-limit service (gRPC, `envoy.service.ratelimit.v3`) listens; on when
+    /// given, or when an Envoy config directory is (then on 127.0.0.1:8081).
+    #[arg(long)]
+    pub grpc_listen: Option<SocketAddr>,
+
+    /// A directory of envoyproxy/ratelimit YAML config files, loaded as that service loads
+    /// them and watched for changes; turns the gRPC listener on.
+    #[arg(long)]
+    pub envoy_config_dir: Option<PathBuf>,
+
+    /// Merge the files that name the same domain into one (envoyproxy/ratelimit's
+    /// `MERGE_DOMAIN_CONFIG`), rather than refuse the second.
+    #[arg(long)]
+    pub envoy_merge_domain_config: bool,
+
     /// The store: `memory`, `redis://HOST:PORT[/DB]`, `rediss://...` (TLS), several
     /// comma-separated redis:// URLs (the seed nodes of a Redis Cluster), or
     /// `postgres://USER@HOST:PORT/DB`.

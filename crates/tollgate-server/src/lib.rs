@@ -10,6 +10,7 @@
 mod bench;
 pub mod cli;
 pub mod config;
+pub mod envoy;
 pub mod http;
 pub mod metrics;
 mod reload;
@@ -71,6 +72,9 @@ pub enum ServeError {
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Http(#[source] io::Error),
+    /// The Envoy config directory was refused.
+    #[error("{0}")]
+    Envoy(#[from] envoy::config::LoadError),
     /// A benchmark failed.
     #[error("the benchmark failed: {0}")]
     Bench(#[from] tollgate_bench::BenchError),
@@ -161,10 +165,13 @@ pub async fn serve(
     let server = Server::bind(args, settings).await?;
     // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
     let s = &server.settings;
-    let resp = server
+    let mut resp = server
         .resp_addr()
         .map(|addr| format!(" and redis://{addr}"))
         .unwrap_or_default();
+    if let Some(addr) = server.grpc_addr() {
+        resp.push_str(&format!(" and grpc://{addr}"));
+    }
     println!(
         "tollgate listening on http://{}{resp} (store: {}, on store error: {}, timeout {:?}, \
          config: {}, {} named {})",
@@ -193,11 +200,33 @@ pub struct Server {
     listener: http::conn::Counted,
     local_addr: SocketAddr,
     resp: Option<(TcpListener, SocketAddr)>,
+    grpc: Option<Grpc>,
+}
+
+/// The Envoy front end, bound.
+struct Grpc {
+    listener: http::conn::Counted,
+    addr: SocketAddr,
+    envoy: Arc<envoy::Envoy>,
+    /// The files loaded at start, which the directory's watcher compares with.
+    files: envoy::config::Snapshot,
 }
 
 impl Server {
     /// Opens the store `settings` name and binds the HTTP listener.
     pub async fn bind(args: ServeArgs, settings: Settings) -> Result<Server, ServeError> {
+        // A bad Envoy config stops the server before anything starts, as a bad TOML file does.
+        let envoy_files = match &settings.grpc {
+            Some(grpc) => Some(match &grpc.config_dir {
+                Some(dir) => {
+                    let files = envoy::config::read_dir(dir)?;
+                    let config = envoy::config::EnvoyConfig::load(&files, grpc.merge_domain_config)?;
+                    (files, config)
+                }
+                None => (Vec::new(), envoy::config::EnvoyConfig::default()),
+            }),
+            None => None,
+        };
         let metrics = Arc::new(metrics::Metrics::new()?);
         let health = Arc::new(store::StoreHealth::new(
             Arc::clone(&metrics),
@@ -243,21 +272,52 @@ impl Server {
             .observed(Arc::clone(&metrics), health)
             .policies(settings.policies.clone(), settings.inline_policies);
         metrics.stamp_config();
+        let state = Arc::new(state);
+        let grpc = match (&settings.grpc, envoy_files) {
+            (Some(grpc), Some((files, config))) => {
+                let listener = TcpListener::bind(grpc.listen)
+                    .await
+                    .map_err(|source| ServeError::Bind {
+                        addr: grpc.listen,
+                        source,
+                    })?;
+                let addr = listener.local_addr().map_err(ServeError::Http)?;
+                let envoy = envoy::Envoy::new(Arc::clone(&state), config, grpc.clone())?;
+                envoy.metrics().loaded(true);
+                Some(Grpc {
+                    listener: http::conn::Counted::new(
+                        listener,
+                        http::conn::DEFAULT_MAX_CONNECTIONS,
+                        Arc::clone(&metrics),
+                    ),
+                    addr,
+                    envoy: Arc::new(envoy),
+                    files,
+                })
+            }
+            _ => None,
+        };
         let listener =
             http::conn::Counted::new(listener, http::conn::DEFAULT_MAX_CONNECTIONS, metrics);
         Ok(Server {
             args,
             settings,
-            state: Arc::new(state),
+            state,
             listener,
             local_addr,
             resp,
+            grpc,
         })
     }
 
     /// Where RESP listens, if it does.
     pub fn resp_addr(&self) -> Option<SocketAddr> {
         self.resp.as_ref().map(|(_, addr)| *addr)
+    }
+
+    /// Where Envoy's gRPC service listens, if it does.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().map(|g| g.addr)
     }
 
     /// Where it listens.
@@ -276,16 +336,43 @@ impl Server {
                 shutdown.clone(),
             ));
         }
+        let mut router = http::router(Arc::clone(&self.state));
+        let mut envoy = None;
+        if let Some(grpc) = self.grpc {
+            router = router.merge(envoy::json::routes(Arc::clone(&grpc.envoy)));
+            let settings = grpc.envoy.loaded().settings.clone();
+            if let Some(dir) = settings.config_dir.clone() {
+                tokio::spawn(envoy::reload::watch(
+                    Arc::clone(&grpc.envoy),
+                    dir,
+                    settings.merge_domain_config,
+                    grpc.files,
+                    shutdown.clone(),
+                ));
+            }
+            let service = envoy::service::serve(
+                grpc.listener,
+                Arc::clone(&grpc.envoy),
+                shutdown.clone(),
+            );
+            tokio::spawn(async move {
+                if let Err(e) = service.await {
+                    tracing::error!(error = %e, "the gRPC listener failed");
+                }
+            });
+            envoy = Some(grpc.envoy);
+        }
         if let Some(path) = self.settings.config.clone() {
             tokio::spawn(reload::watch(
                 path,
                 self.args,
                 self.settings,
                 Arc::clone(&self.state),
+                envoy,
                 shutdown.clone(),
             ));
         }
-        http::serve(self.listener, self.state, shutdown)
+        http::serve(self.listener, router, shutdown)
             .await
             .map_err(ServeError::Http)
     }

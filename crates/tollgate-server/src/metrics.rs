@@ -129,6 +129,14 @@ impl Metrics {
         })
     }
 
+    /// Adds `collector` to what a scrape gets (a front end's own series).
+    pub fn register(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> Result<(), prometheus::Error> {
+        self.registry.register(collector)
+    }
+
     /// The counters of the policy labelled `policy`.
     pub fn policy(&self, policy: &str) -> PolicyCounters {
         let counter = |outcome: &str| self.decisions.with_label_values(&[policy, outcome]);

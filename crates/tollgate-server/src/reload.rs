@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::ServeArgs;
 use crate::config::Config;
+use crate::envoy::Envoy;
 use crate::http::AppState;
 use crate::settings::Settings;
 
@@ -26,6 +27,7 @@ pub(crate) async fn watch(
     args: ServeArgs,
     running: Settings,
     state: Arc<AppState>,
+    envoy: Option<Arc<Envoy>>,
     shutdown: CancellationToken,
 ) {
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -57,7 +59,15 @@ pub(crate) async fn watch(
         if forced || (settled && now != applied) {
             // The very bytes compared are the ones parsed: a file rewritten meanwhile is read
             // again at the next tick, not applied half-written and then taken as current.
-            reload(&path, now.as_deref(), &args, &running, &state, forced);
+            reload(
+                &path,
+                now.as_deref(),
+                &args,
+                &running,
+                &state,
+                envoy.as_deref(),
+                forced,
+            );
             applied = now;
         }
     }
@@ -71,6 +81,7 @@ fn reload(
     args: &ServeArgs,
     running: &Settings,
     state: &AppState,
+    envoy: Option<&Envoy>,
     forced: bool,
 ) {
     let why = if forced { "SIGHUP" } else { "the file changed" };
@@ -98,6 +109,9 @@ fn reload(
         );
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
+    if let (Some(envoy), Some(grpc)) = (envoy, &settings.grpc) {
+        envoy.reconfigure(grpc.clone());
+    }
     state.metrics().reloaded(true);
     tracing::info!(
         trigger = why,
@@ -127,5 +141,13 @@ fn needs_restart(running: &Settings, new: &Settings) -> Vec<&'static str> {
     differ("log.format", running.log_format != new.log_format);
     differ("resp.listen", running.resp_listen != new.resp_listen);
     differ("resp", running.resp != new.resp);
+    differ(
+        "grpc.listen, grpc.config_dir or grpc.merge_domain_config",
+        match (&running.grpc, &new.grpc) {
+            (Some(a), Some(b)) => a.needs_restart(b),
+            (None, None) => false,
+            _ => true,
+        },
+    );
     changed
 }

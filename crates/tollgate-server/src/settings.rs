@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::cli::{LogFormat, OnStoreError, PostgresArgs, ServeArgs};
 use crate::config::{Config, Policies};
+use crate::envoy::{EnvoyAlgorithm, EnvoySettings};
 use crate::resp::RespSettings;
 use crate::store::StoreSpec;
 
@@ -39,6 +40,8 @@ pub struct Settings {
     pub resp_listen: Option<SocketAddr>,
     /// The RESP listener's settings.
     pub resp: RespSettings,
+    /// Envoy's rate-limit service, if it is on.
+    pub grpc: Option<EnvoySettings>,
 }
 
 impl Settings {
@@ -66,6 +69,23 @@ impl Settings {
             (None, Some(file)) => file,
             (None, None) => timeout_default,
         };
+        let grpc = f.map(|c| c.grpc.clone()).unwrap_or_default();
+        let grpc_listen = args.grpc_listen.or(grpc.listen);
+        let config_dir = args.envoy_config_dir.clone().or(grpc.config_dir);
+        let grpc = (grpc_listen.is_some() || config_dir.is_some()).then(|| EnvoySettings {
+            listen: grpc_listen.unwrap_or(crate::envoy::DEFAULT_LISTEN),
+            config_dir,
+            merge_domain_config: args.envoy_merge_domain_config
+                || grpc.merge_domain_config.unwrap_or(false),
+            algorithm: grpc.algorithm.unwrap_or(EnvoyAlgorithm::FixedWindow),
+            domain_algorithms: grpc.domain_algorithms,
+            shadow_mode: grpc.shadow_mode.unwrap_or(false),
+            response_headers: grpc.response_headers.unwrap_or(false),
+            ietf_headers: grpc.ietf_headers.unwrap_or(false),
+            near_limit_ratio: grpc
+                .near_limit_ratio
+                .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
+        });
         Settings {
             config: f.map(|c| c.path.clone()),
             config_text: f.map(|c| c.text.clone()),
@@ -126,6 +146,7 @@ impl Settings {
                     .and_then(|c| c.resp_max_connections)
                     .unwrap_or(crate::resp::DEFAULT_MAX_CONNECTIONS),
             },
+            grpc,
         }
     }
 }

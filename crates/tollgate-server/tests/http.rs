@@ -34,7 +34,7 @@ impl Server {
             .clock(clock.clone())
             .reservation_ttl(Duration::from_secs(600));
         let state = Arc::new(state);
-        tokio::spawn(http::serve(listener, state, shutdown.clone()));
+        tokio::spawn(http::serve(listener, http::router(state), shutdown.clone()));
         Server {
             addr,
             clock,

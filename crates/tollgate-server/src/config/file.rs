@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::cli::{IsolationArg, LogFormat, OnStoreError};
+use crate::envoy::EnvoyAlgorithm;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +22,8 @@ pub(super) struct File {
     pub(super) log: LogFile,
     #[serde(default)]
     pub(super) resp: RespFile,
+    #[serde(default)]
+    pub(super) grpc: GrpcFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }
 
@@ -60,6 +63,27 @@ pub(super) struct RespFile {
     pub(super) password: Option<String>,
     pub(super) idle_timeout: Option<Spanned<String>>,
     pub(super) max_connections: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GrpcFile {
+    pub(super) listen: Option<SocketAddr>,
+    pub(super) config_dir: Option<String>,
+    pub(super) merge_domain_config: Option<bool>,
+    pub(super) algorithm: Option<EnvoyAlgorithm>,
+    pub(super) shadow_mode: Option<bool>,
+    pub(super) response_headers: Option<bool>,
+    pub(super) ietf_headers: Option<bool>,
+    pub(super) near_limit_ratio: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) domains: BTreeMap<String, DomainFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DomainFile {
+    pub(super) algorithm: EnvoyAlgorithm,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -22,6 +22,7 @@ mod error;
 mod file;
 mod policies;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
 use toml::Spanned;
 
 use crate::cli::{IsolationArg, LogFormat, OnStoreError};
+use crate::envoy::EnvoyAlgorithm;
 use crate::store::StoreSpec;
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.
@@ -65,8 +67,33 @@ pub struct Config {
     pub resp_idle_timeout: Option<Duration>,
     /// `[resp] max_connections`.
     pub resp_max_connections: Option<usize>,
+    /// `[grpc]`.
+    pub grpc: GrpcConfig,
     /// `[policies.*]`.
     pub policies: Policies,
+}
+
+/// `[grpc]`: what it sets.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GrpcConfig {
+    /// `listen`.
+    pub listen: Option<SocketAddr>,
+    /// `config_dir`, relative to the config file's directory.
+    pub config_dir: Option<PathBuf>,
+    /// `merge_domain_config`.
+    pub merge_domain_config: Option<bool>,
+    /// `algorithm`.
+    pub algorithm: Option<EnvoyAlgorithm>,
+    /// `[grpc.domains.NAME] algorithm`.
+    pub domain_algorithms: BTreeMap<String, EnvoyAlgorithm>,
+    /// `shadow_mode`.
+    pub shadow_mode: Option<bool>,
+    /// `response_headers`.
+    pub response_headers: Option<bool>,
+    /// `ietf_headers`.
+    pub ietf_headers: Option<bool>,
+    /// `near_limit_ratio`.
+    pub near_limit_ratio: Option<f64>,
 }
 
 /// `[store.postgres]`: what it sets.
@@ -158,6 +185,38 @@ impl Config {
             &at_least_one,
             &refuse,
         )?;
+        let near_limit_ratio = checked(
+            file.grpc.near_limit_ratio,
+            "grpc.near_limit_ratio",
+            &|r: &f64| {
+                if *r > 0.0 && *r <= 1.0 {
+                    Ok(*r)
+                } else {
+                    Err(format!("must be above 0 and at most 1, got {r}"))
+                }
+            },
+            &refuse,
+        )?;
+        let grpc = GrpcConfig {
+            listen: file.grpc.listen,
+            config_dir: file.grpc.config_dir.map(|dir| {
+                path.parent()
+                    .unwrap_or_else(|| Path::new(""))
+                    .join(dir)
+            }),
+            merge_domain_config: file.grpc.merge_domain_config,
+            algorithm: file.grpc.algorithm,
+            domain_algorithms: file
+                .grpc
+                .domains
+                .into_iter()
+                .map(|(domain, d)| (domain, d.algorithm))
+                .collect(),
+            shadow_mode: file.grpc.shadow_mode,
+            response_headers: file.grpc.response_headers,
+            ietf_headers: file.grpc.ietf_headers,
+            near_limit_ratio,
+        };
         let policies = Policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
         })?;
@@ -183,6 +242,7 @@ impl Config {
             resp_password: file.resp.password,
             resp_idle_timeout,
             resp_max_connections,
+            grpc,
             policies,
         })
     }

@@ -52,7 +52,7 @@ pub(super) fn store_problem(error: StoreError) -> Problem {
     }
 }
 
-pub(super) async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> {
+pub(crate) async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> {
     match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(MAX_BODY_BYTES)),

@@ -8,6 +8,7 @@
 
 mod check;
 pub use check::MAX_BODY_BYTES;
+pub(crate) use check::read_body;
 pub mod conn;
 pub(crate) mod decide;
 mod health;
@@ -140,6 +141,15 @@ impl AppState {
         Ok(verdict)
     }
 
+    /// Gives each check's cost back to its bucket (token buckets only), in one store call.
+    pub async fn refund(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        let adjustments: Vec<_> = checks
+            .iter()
+            .map(|c| (*c, tollgate::store::settle::Adjustment::Refund(c.cost)))
+            .collect();
+        self.store.settle_dyn(None, &adjustments).await
+    }
+
     /// The policies in force now.
     pub fn live(&self) -> Arc<Live> {
         self.live.load_full()
@@ -182,18 +192,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves `state` on `listener` until `shutdown` is cancelled, then stops accepting and
-/// returns once the requests in flight are answered.
-pub async fn serve<L>(
-    listener: L,
-    state: Arc<AppState>,
-    shutdown: CancellationToken,
-) -> io::Result<()>
+/// Serves `router` (the [`router`] of a state, say) on `listener` until `shutdown` is
+/// cancelled, then stops accepting and returns once the requests in flight are answered.
+pub async fn serve<L>(listener: L, router: Router, shutdown: CancellationToken) -> io::Result<()>
 where
     L: axum::serve::Listener,
     L::Addr: std::fmt::Debug,
 {
-    axum::serve(listener, router(state))
+    axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
 }

@@ -1,0 +1,176 @@
+//! Envoy's rate-limit service, drop-in: `envoy.service.ratelimit.v3.RateLimitService` over gRPC,
+//! configured by a directory of envoyproxy/ratelimit YAML files, unchanged.
+//!
+//! The files are loaded, matched and answered as envoyproxy/ratelimit does ([`config`],
+//! [`limits`]); the decisions are tollgate's, on any store: every descriptor of a request in
+//! one store call, all-or-nothing, and a denied request takes nothing ([`decide`]).
+
+pub mod config;
+pub mod decide;
+pub mod json;
+pub mod limits;
+pub mod metrics;
+pub(crate) mod reload;
+pub mod service;
+mod yaml;
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use serde::Deserialize;
+
+use crate::http::AppState;
+use config::EnvoyConfig;
+use metrics::EnvoyMetrics;
+
+/// Where gRPC listens when it is on and no address is given (envoyproxy/ratelimit's port).
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8081));
+
+/// Above this share of its limit a descriptor counts as near it (envoyproxy/ratelimit's
+/// `NEAR_LIMIT_RATIO`); for the metrics only.
+pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
+
+/// How a domain's limits are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvoyAlgorithm {
+    /// Windows aligned to the unit since the epoch, as envoyproxy/ratelimit counts (a burst
+    /// of twice the limit can straddle a boundary).
+    FixedWindow,
+    /// A bucket of `requests_per_unit` refilled over the unit: no double burst.
+    TokenBucket,
+    /// The weighted two-window approximation of a sliding window.
+    SlidingCounter,
+}
+
+impl EnvoyAlgorithm {
+    /// The name the config file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvoyAlgorithm::FixedWindow => "fixed_window",
+            EnvoyAlgorithm::TokenBucket => "token_bucket",
+            EnvoyAlgorithm::SlidingCounter => "sliding_counter",
+        }
+    }
+}
+
+/// The gRPC front end's settings (`[grpc]`, `--grpc-listen`, `--envoy-*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvoySettings {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// The envoyproxy/ratelimit config directory; none: no domains (every request is OK).
+    pub config_dir: Option<PathBuf>,
+    /// Files naming the same domain are merged (`MERGE_DOMAIN_CONFIG`).
+    pub merge_domain_config: bool,
+    /// How limits are counted, unless a domain says otherwise.
+    pub algorithm: EnvoyAlgorithm,
+    /// Domains counted otherwise.
+    pub domain_algorithms: BTreeMap<String, EnvoyAlgorithm>,
+    /// Nothing is denied; what would be is reported (`SHADOW_MODE`).
+    pub shadow_mode: bool,
+    /// The `RateLimit-Limit`, `-Remaining` and `-Reset` headers envoyproxy/ratelimit adds
+    /// (`LIMIT_RESPONSE_HEADERS_ENABLED`).
+    pub response_headers: bool,
+    /// The IETF `RateLimit` and `RateLimit-Policy` headers.
+    pub ietf_headers: bool,
+    /// See [`DEFAULT_NEAR_LIMIT_RATIO`].
+    pub near_limit_ratio: f64,
+}
+
+impl EnvoySettings {
+    /// The algorithm of `domain`.
+    pub fn algorithm_of(&self, domain: &str) -> EnvoyAlgorithm {
+        self.domain_algorithms
+            .get(domain)
+            .copied()
+            .unwrap_or(self.algorithm)
+    }
+
+    /// Whether `other` differs only in what applies without a restart.
+    pub(crate) fn needs_restart(&self, other: &EnvoySettings) -> bool {
+        self.listen != other.listen
+            || self.config_dir != other.config_dir
+            || self.merge_domain_config != other.merge_domain_config
+    }
+}
+
+/// What is in force: the loaded files and the settings they are answered under.
+pub struct Loaded {
+    /// The domains.
+    pub config: EnvoyConfig,
+    /// The settings.
+    pub settings: EnvoySettings,
+    /// Their metric series.
+    pub metrics: metrics::Series,
+}
+
+/// The Envoy front end's state, shared by the gRPC service, `/json`, `/rlconfig` and the
+/// reloads.
+pub struct Envoy {
+    app: Arc<AppState>,
+    loaded: ArcSwap<Loaded>,
+    metrics: EnvoyMetrics,
+}
+
+impl Envoy {
+    /// Answers with `config` under `settings`, deciding through `app`.
+    pub fn new(
+        app: Arc<AppState>,
+        config: EnvoyConfig,
+        settings: EnvoySettings,
+    ) -> Result<Envoy, prometheus::Error> {
+        let metrics = EnvoyMetrics::new(app.metrics())?;
+        let series = metrics.series(&config);
+        Ok(Envoy {
+            app,
+            loaded: ArcSwap::from_pointee(Loaded {
+                config,
+                settings,
+                metrics: series,
+            }),
+            metrics,
+        })
+    }
+
+    /// What is in force.
+    pub fn loaded(&self) -> Arc<Loaded> {
+        self.loaded.load_full()
+    }
+
+    /// Puts `config` in force for the next requests.
+    pub fn reload(&self, config: EnvoyConfig) {
+        let series = self.metrics.series(&config);
+        let settings = self.loaded.load().settings.clone();
+        let old = self.loaded.swap(Arc::new(Loaded {
+            config,
+            settings,
+            metrics: series,
+        }));
+        self.metrics.forget_gone(&old.metrics, &self.loaded.load().metrics);
+    }
+
+    /// Keeps the files, answers under `settings` (a reload of the TOML file).
+    pub fn reconfigure(&self, settings: EnvoySettings) {
+        let loaded = self.loaded.load();
+        self.loaded.store(Arc::new(Loaded {
+            config: loaded.config.clone(),
+            settings,
+            metrics: loaded.metrics.clone(),
+        }));
+    }
+
+    /// The front end's metrics.
+    pub fn metrics(&self) -> &EnvoyMetrics {
+        &self.metrics
+    }
+
+    /// The state the decisions go through.
+    pub fn app(&self) -> &AppState {
+        &self.app
+    }
+}

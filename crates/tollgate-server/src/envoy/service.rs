@@ -1,0 +1,76 @@
+//! The gRPC service: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and the
+//! standard health service (`grpc.health.v1.Health`), on a listener of their own.
+
+use std::io;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
+use tonic::{Request, Response, Status};
+
+use super::Envoy;
+use super::decide::{self, Refused};
+use crate::http::conn::Counted;
+
+/// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
+/// entries each fit many times over.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// The name the health service reports under, besides the server as a whole (`""`), as
+/// envoyproxy/ratelimit names it.
+const HEALTH_NAME: &str = "ratelimit";
+
+struct RateLimiter {
+    envoy: Arc<Envoy>,
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RateLimiter {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let loaded = self.envoy.loaded();
+        decide::decide(
+            self.envoy.app(),
+            &loaded,
+            self.envoy.metrics(),
+            request.get_ref(),
+        )
+        .await
+        .map(Response::new)
+        .map_err(|refused| match refused {
+            Refused::Invalid(message) => Status::invalid_argument(message),
+            Refused::Unavailable(message) => Status::unavailable(message),
+        })
+    }
+}
+
+/// Serves the rate-limit and health services on `listener` until `shutdown`, then returns
+/// once the calls in flight are answered.
+pub async fn serve(
+    listener: Counted,
+    envoy: Arc<Envoy>,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status(HEALTH_NAME, tonic_health::ServingStatus::Serving)
+        .await;
+    reporter
+        .set_serving::<RateLimitServiceServer<RateLimiter>>()
+        .await;
+    let rls = RateLimitServiceServer::new(RateLimiter { envoy })
+        .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let router = Routes::new(health)
+        .add_service(rls)
+        .prepare()
+        .into_axum_router();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
