@@ -225,6 +225,10 @@ pub async fn decide(
                     b.decision
                 };
                 let over = !*negative && b.denied;
+                // The descriptor's own shadow mode makes its code OK; the server-wide switch
+                // leaves the codes and makes only the overall code OK, as in
+                // envoyproxy/ratelimit.
+                let shadow = limit.rule.shadow_mode;
                 let remaining = if over {
                     0
                 } else {
@@ -232,12 +236,13 @@ pub async fn decide(
                 };
                 if !*negative {
                     count(counters, &limit.rule, *hits, remaining, over, near_ratio);
-                    if over && b.shadow {
+                    if over && shadow {
                         counters.shadow_mode.inc_by(over_by(&limit.rule, *hits, remaining));
                     }
                 }
-                let code = if over && !b.shadow {
-                    if b.quota {
+                let quota = limit.rule.quota_mode;
+                let code = if over && !shadow {
+                    if quota {
                         quota_failed += 1;
                     } else {
                         failed = true;
@@ -246,11 +251,11 @@ pub async fn decide(
                 } else {
                     Code::Ok
                 };
-                if b.quota {
+                if quota {
                     quota_total += 1;
                 }
                 let remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
-                if over && !b.quota && !b.shadow {
+                if over && !quota && !shadow {
                     shown = Some((i, 0));
                 } else if shown.is_none_or(|(_, least)| remaining < least) {
                     shown = Some((i, remaining));
@@ -561,9 +566,8 @@ fn wall_clock() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `duration_until_reset`, in whole seconds: to the end of the unit's window (as
-/// envoyproxy/ratelimit answers) for fixed windows, else until the bucket is full again,
-/// rounded up.
+/// `duration_until_reset`, in whole seconds rounded up: to the end of the unit's window (as
+/// envoyproxy/ratelimit answers) for fixed windows, else until the bucket is full again.
 fn until_reset(
     rule: &Rule,
     decision: Option<Decision>,
@@ -572,6 +576,10 @@ fn until_reset(
 ) -> ProtoDuration {
     let unit = rule.unit.map_or(1, Unit::seconds);
     let seconds = match (algorithm, decision) {
+        // The store's clock when its decision says (a window with nothing counted does not).
+        (EnvoyAlgorithm::FixedWindow, Some(d)) if d.reset_after > Duration::ZERO => {
+            d.reset_after_secs()
+        }
         (EnvoyAlgorithm::FixedWindow, _) | (_, None) => unit - now % unit,
         (_, Some(d)) => d.reset_after_secs(),
     };

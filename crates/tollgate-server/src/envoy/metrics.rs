@@ -113,6 +113,8 @@ impl EnvoyMetrics {
         let rules = config
             .rules()
             .into_iter()
+            // Unlimited descriptors count nothing, as in envoyproxy/ratelimit.
+            .filter(|(_, rule)| !rule.unlimited)
             .map(|(_, rule)| (Arc::clone(&rule.full_key), self.counters(&rule.full_key)))
             .collect();
         Series {

@@ -374,7 +374,8 @@ mod tests {
         assert_eq!(scalar("-12"), Value::Int(-12));
         assert_eq!(scalar("1_000"), Value::Int(1000));
         assert_eq!(scalar("18446744073709551615"), Value::Int(i128::from(u64::MAX)));
-        assert_eq!(scalar("18446744073709551616"), Value::Str);
+        // Beyond 64 bits an integer reads as a float, as in yaml.v2.
+        assert_eq!(scalar("18446744073709551616"), Value::Float(18446744073709551616.0));
         assert_eq!(scalar("0.25"), Value::Float(0.25));
         assert_eq!(scalar("1e3"), Value::Float(1000.0));
         assert_eq!(scalar("1.2.3"), Value::Str);

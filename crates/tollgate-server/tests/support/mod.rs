@@ -3,6 +3,8 @@
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
+pub mod envoy;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,16 @@ impl Tollgate {
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no RESP address in the banner {:?}", self.banner))
+    }
+
+    /// Where its gRPC listener is (the banner's `grpc://` address).
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.banner
+            .split("grpc://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no gRPC address in the banner {:?}", self.banner))
     }
 
     /// The process's id.
