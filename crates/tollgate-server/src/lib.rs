@@ -220,7 +220,8 @@ impl Server {
             Some(grpc) => Some(match &grpc.config_dir {
                 Some(dir) => {
                     let files = envoy::config::read_dir(dir)?;
-                    let config = envoy::config::EnvoyConfig::load(&files, grpc.merge_domain_config)?;
+                    let config =
+                        envoy::config::EnvoyConfig::load(&files, grpc.merge_domain_config)?;
                     (files, config)
                 }
                 None => (Vec::new(), envoy::config::EnvoyConfig::default()),
@@ -275,12 +276,13 @@ impl Server {
         let state = Arc::new(state);
         let grpc = match (&settings.grpc, envoy_files) {
             (Some(grpc), Some((files, config))) => {
-                let listener = TcpListener::bind(grpc.listen)
-                    .await
-                    .map_err(|source| ServeError::Bind {
-                        addr: grpc.listen,
-                        source,
-                    })?;
+                let listener =
+                    TcpListener::bind(grpc.listen)
+                        .await
+                        .map_err(|source| ServeError::Bind {
+                            addr: grpc.listen,
+                            source,
+                        })?;
                 let addr = listener.local_addr().map_err(ServeError::Http)?;
                 let envoy = envoy::Envoy::new(Arc::clone(&state), config, grpc.clone())?;
                 envoy.metrics().loaded(true);
@@ -350,11 +352,8 @@ impl Server {
                     shutdown.clone(),
                 ));
             }
-            let service = envoy::service::serve(
-                grpc.listener,
-                Arc::clone(&grpc.envoy),
-                shutdown.clone(),
-            );
+            let service =
+                envoy::service::serve(grpc.listener, Arc::clone(&grpc.envoy), shutdown.clone());
             tokio::spawn(async move {
                 if let Err(e) = service.await {
                     tracing::error!(error = %e, "the gRPC listener failed");

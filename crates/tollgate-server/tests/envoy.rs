@@ -11,6 +11,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use support::Tollgate;
 use support::envoy::{ask, client, codes, descriptor, request, with_hits, write};
+use tollgate::{Clock, MonotonicClock};
 use tonic::Code as GrpcCode;
 
 /// Every limit is per hour, so that no window ends while a test runs (but the one that tests
@@ -86,7 +87,11 @@ fn start_edge() -> (tempfile::TempDir, Tollgate) {
 
 /// The remaining of each descriptor.
 fn remaining(response: &RateLimitResponse) -> Vec<u32> {
-    response.statuses.iter().map(|s| s.limit_remaining).collect()
+    response
+        .statuses
+        .iter()
+        .map(|s| s.limit_remaining)
+        .collect()
 }
 
 fn ok(n: usize) -> (String, Vec<String>) {
@@ -127,7 +132,10 @@ async fn descriptors_match_and_answer_as_envoyproxy_ratelimit_does() {
         one(&[("client", "acme"), ("path", "/x"), ("extra", "1")]),
         one(&[("client", "internal")]),
         one(&[("nothing", "configured")]),
-        request("no-such-domain", vec![descriptor(&[("remote_address", "1.1.1.1")])]),
+        request(
+            "no-such-domain",
+            vec![descriptor(&[("remote_address", "1.1.1.1")])],
+        ),
     ] {
         let r = ask(&mut c, shallow_or_deep).await;
         assert_eq!(codes(&r), ok(1));
@@ -164,7 +172,10 @@ async fn descriptors_match_and_answer_as_envoyproxy_ratelimit_does() {
             &mut c,
             request(
                 "edge",
-                vec![descriptor(&[("plan", "premium")]), descriptor(&[("user", "bob")])],
+                vec![
+                    descriptor(&[("plan", "premium")]),
+                    descriptor(&[("user", "bob")]),
+                ],
             ),
         )
         .await;
@@ -184,7 +195,10 @@ async fn descriptors_match_and_answer_as_envoyproxy_ratelimit_does() {
     });
     let r = ask(&mut c, request("edge", vec![over.clone()])).await;
     let limit = r.statuses[0].current_limit.clone().expect("a limit");
-    assert_eq!((limit.requests_per_unit, limit.unit, &*limit.name), (1, 3, ""));
+    assert_eq!(
+        (limit.requests_per_unit, limit.unit, &*limit.name),
+        (1, 3, "")
+    );
     assert_eq!(remaining(&r), vec![0]);
     let r = ask(&mut c, request("edge", vec![over])).await;
     assert_eq!(codes(&r).0, "OVER");
@@ -199,7 +213,11 @@ async fn descriptors_match_and_answer_as_envoyproxy_ratelimit_does() {
     for _ in 0..2 {
         let look = with_hits(descriptor(&[("remote_address", "4.4.4.4")]), 0);
         let r = ask(&mut c, request("edge", vec![look])).await;
-        assert_eq!((codes(&r), remaining(&r)), (ok(1), vec![1]), "a denial took nothing");
+        assert_eq!(
+            (codes(&r), remaining(&r)),
+            (ok(1), vec![1]),
+            "a denial took nothing"
+        );
     }
 
     // All-or-nothing: one descriptor over, the other is not charged.
@@ -251,11 +269,22 @@ async fn descriptors_match_and_answer_as_envoyproxy_ratelimit_does() {
     };
     assert_eq!(codes(&ask(&mut c, quotas("1", "1")).await), ok(2));
     let r = ask(&mut c, quotas("1", "1")).await;
-    assert_eq!(codes(&r), ("OVER".into(), vec!["OVER".into(), "OVER".into()]));
+    assert_eq!(
+        codes(&r),
+        ("OVER".into(), vec!["OVER".into(), "OVER".into()])
+    );
     let r = ask(&mut c, quotas("2", "1")).await;
     assert_eq!(codes(&r), ("OK".into(), vec!["OK".into(), "OVER".into()]));
-    let r = ask(&mut c, request("edge", vec![descriptor(&[("quota_a", "2")])])).await;
-    assert_eq!(codes(&r).1, vec!["OVER".to_owned()], "quota_a=2 was charged");
+    let r = ask(
+        &mut c,
+        request("edge", vec![descriptor(&[("quota_a", "2")])]),
+    )
+    .await;
+    assert_eq!(
+        codes(&r).1,
+        vec!["OVER".to_owned()],
+        "quota_a=2 was charged"
+    );
 
     // The metrics count by domain and descriptor key.
     let metrics = reqwest::get(format!("http://{}/metrics", server.addr))
@@ -280,11 +309,8 @@ async fn a_fixed_window_ends_at_the_units_boundary() {
     let mut c = client(server.grpc_addr()).await;
     let tick = || request("edge", vec![descriptor(&[("tick", "t")])]);
     // Start early in a second, so that two calls land in the same window.
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after the epoch")
-    };
+    let clock = MonotonicClock::new();
+    let now = || Duration::from(clock.now());
     let into_second = now().subsec_millis();
     tokio::time::sleep(Duration::from_millis(u64::from(1_020 - into_second))).await;
     let second = now().as_secs();
@@ -294,7 +320,11 @@ async fn a_fixed_window_ends_at_the_units_boundary() {
     if now().as_secs() == second {
         assert_eq!(codes(&r).0, "OVER");
         let reset = r.statuses[0].duration_until_reset.expect("a reset");
-        assert_eq!((reset.seconds, reset.nanos), (1, 0), "the window ends within the second");
+        assert_eq!(
+            (reset.seconds, reset.nanos),
+            (1, 0),
+            "the window ends within the second"
+        );
     }
     let into_second = now().subsec_millis();
     tokio::time::sleep(Duration::from_millis(u64::from(1_020 - into_second))).await;
@@ -314,14 +344,26 @@ async fn bad_requests_are_invalid_argument_with_a_message() {
     let mut negative = descriptor(&[("remote_address", "7.7.7.7")]);
     negative.is_negative_hits = true;
     let cases = [
-        (request("", vec![descriptor(&[("a", "b")])]), "rate limit domain must not be empty"),
-        (request("edge", vec![]), "rate limit descriptor list must not be empty"),
+        (
+            request("", vec![descriptor(&[("a", "b")])]),
+            "rate limit domain must not be empty",
+        ),
+        (
+            request("edge", vec![]),
+            "rate limit descriptor list must not be empty",
+        ),
         (
             request("edge", vec![descriptor(&[("a", "b"), ("", "c")])]),
             "descriptors[0].entries[1].key must not be empty",
         ),
-        (request("edge", vec![no_unit]), "descriptors[0]: limit.unit must be"),
-        (request("edge", vec![negative]), "only the token_bucket algorithm"),
+        (
+            request("edge", vec![no_unit]),
+            "descriptors[0]: limit.unit must be",
+        ),
+        (
+            request("edge", vec![negative]),
+            "only the token_bucket algorithm",
+        ),
         (
             request("edge", vec![descriptor(&[("a", "b")]); 65]),
             "at most 64 are accepted",
@@ -330,10 +372,17 @@ async fn bad_requests_are_invalid_argument_with_a_message() {
     for (bad, message) in cases {
         let status = c.should_rate_limit(bad).await.expect_err("refused");
         assert_eq!(status.code(), GrpcCode::InvalidArgument, "{status:?}");
-        assert!(status.message().contains(message), "{message:?} in {status:?}");
+        assert!(
+            status.message().contains(message),
+            "{message:?} in {status:?}"
+        );
     }
     // The connection goes on.
-    let r = ask(&mut c, request("edge", vec![descriptor(&[("health", "x")])])).await;
+    let r = ask(
+        &mut c,
+        request("edge", vec![descriptor(&[("health", "x")])]),
+    )
+    .await;
     assert_eq!(codes(&r), ok(1));
 }
 
@@ -371,7 +420,11 @@ async fn a_token_bucket_domain_refills_and_takes_negative_hits_back() {
     let mut back = descriptor(&[("k", "v")]);
     back.is_negative_hits = true;
     let r = ask(&mut c, request("tb", vec![back])).await;
-    assert_eq!((codes(&r), remaining(&r)), (ok(1), vec![1]), "one hit given back");
+    assert_eq!(
+        (codes(&r), remaining(&r)),
+        (ok(1), vec![1]),
+        "one hit given back"
+    );
     assert_eq!(remaining(&ask(&mut c, k()).await), vec![0]);
 }
 
@@ -409,8 +462,10 @@ async fn global_shadow_mode_lets_everything_through_and_headers_tell() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_applies_within_a_second_and_a_bad_one_is_refused() {
-    let v1 = "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n";
-    let v2 = "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n";
+    let v1 =
+        "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n";
+    let v2 =
+        "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n";
     let dir = tempfile::tempdir().expect("a temporary directory");
     write(dir.path(), &[("r.yaml", v1)]);
     let server = Tollgate::start(&[
@@ -420,37 +475,73 @@ async fn an_edit_applies_within_a_second_and_a_bad_one_is_refused() {
         dir.path().to_str().expect("a UTF-8 path"),
     ]);
     let mut c = client(server.grpc_addr()).await;
+    let clock = MonotonicClock::new();
     let k = || request("r", vec![descriptor(&[("k", "v")])]);
-    let limit = |r: &RateLimitResponse| r.statuses[0].current_limit.as_ref().map(|l| l.requests_per_unit);
+    let limit = |r: &RateLimitResponse| {
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit)
+    };
     assert_eq!(limit(&ask(&mut c, k()).await), Some(1));
 
     write(dir.path(), &[("r.yaml", v2)]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let deadline = Duration::from(clock.now()) + Duration::from_secs(3);
     let applied_after = loop {
-        let r = ask(&mut c, request("r", vec![with_hits(descriptor(&[("k", "v")]), 0)])).await;
+        let r = ask(
+            &mut c,
+            request("r", vec![with_hits(descriptor(&[("k", "v")]), 0)]),
+        )
+        .await;
         if limit(&r) == Some(5) {
             // The bucket carried over: 1 of 5 was spent under the old numbers.
             assert_eq!(remaining(&r), vec![4]);
-            break std::time::Instant::now();
+            break Duration::from(clock.now());
         }
-        assert!(std::time::Instant::now() < deadline, "the edit never applied");
+        assert!(
+            Duration::from(clock.now()) < deadline,
+            "the edit never applied"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(applied_after <= deadline);
 
-    write(dir.path(), &[("r.yaml", "domain: r\ndescriptors:\n  - key: k\n    ratelimit: {}\n")]);
+    write(
+        dir.path(),
+        &[(
+            "r.yaml",
+            "domain: r\ndescriptors:\n  - key: k\n    ratelimit: {}\n",
+        )],
+    );
     let url = format!("http://{}", server.addr);
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let deadline = Duration::from(clock.now()) + Duration::from_secs(3);
     loop {
-        let metrics = reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
+        let metrics = reqwest::get(format!("{url}/metrics"))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
         if metrics.contains("tollgate_envoy_config_loads_total{result=\"failure\"} 1") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the bad edit was never refused");
+        assert!(
+            Duration::from(clock.now()) < deadline,
+            "the bad edit was never refused"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(limit(&ask(&mut c, k()).await), Some(5), "the running config stays");
-    let dump = reqwest::get(format!("{url}/rlconfig")).await.expect("rlconfig").text().await.expect("text");
+    assert_eq!(
+        limit(&ask(&mut c, k()).await),
+        Some(5),
+        "the running config stays"
+    );
+    let dump = reqwest::get(format!("{url}/rlconfig"))
+        .await
+        .expect("rlconfig")
+        .text()
+        .await
+        .expect("text");
     assert_eq!(
         dump,
         "r.k: unit=HOUR requests_per_unit=5, shadow_mode: false, quota_mode: false\n"
@@ -476,13 +567,19 @@ fn run_to_exit(args: &[&str]) -> (bool, String) {
         .args(args)
         .output()
         .expect("the binary runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn a_bad_file_or_a_domain_twice_stops_the_server_naming_the_file() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    write(dir.path(), &[("bad.yaml", "domain: d\ndescriptors:\n  - value: v\n")]);
+    write(
+        dir.path(),
+        &[("bad.yaml", "domain: d\ndescriptors:\n  - value: v\n")],
+    );
     let path = dir.path().to_str().expect("a UTF-8 path");
     let (ok, stderr) = run_to_exit(&["--envoy-config-dir", path]);
     assert!(!ok);
@@ -499,7 +596,9 @@ fn a_bad_file_or_a_domain_twice_stops_the_server_naming_the_file() {
     let (ok, stderr) = run_to_exit(&["--envoy-config-dir", path]);
     assert!(!ok);
     assert!(
-        stderr.contains(&format!("{path}/b.yaml: duplicate domain 'd' in config file")),
+        stderr.contains(&format!(
+            "{path}/b.yaml: duplicate domain 'd' in config file"
+        )),
         "{stderr}"
     );
     let merged = Tollgate::start(&[
@@ -523,7 +622,11 @@ async fn the_health_service_answers_serving() {
         .await
         .expect("connect");
     let mut health = HealthClient::new(channel);
-    for service in ["", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"] {
+    for service in [
+        "",
+        "ratelimit",
+        "envoy.service.ratelimit.v3.RateLimitService",
+    ] {
         let answer = health
             .check(HealthCheckRequest {
                 service: service.to_owned(),

@@ -199,11 +199,10 @@ impl Config {
         )?;
         let grpc = GrpcConfig {
             listen: file.grpc.listen,
-            config_dir: file.grpc.config_dir.map(|dir| {
-                path.parent()
-                    .unwrap_or_else(|| Path::new(""))
-                    .join(dir)
-            }),
+            config_dir: file
+                .grpc
+                .config_dir
+                .map(|dir| path.parent().unwrap_or_else(|| Path::new("")).join(dir)),
             merge_domain_config: file.grpc.merge_domain_config,
             algorithm: file.grpc.algorithm,
             domain_algorithms: file

@@ -179,7 +179,10 @@ pub async fn decide(
     let mut seen = vec![0u64; buckets.len()];
     for part in parts.iter_mut().rev() {
         if let Part::Counted {
-            bucket, later, hits, ..
+            bucket,
+            later,
+            hits,
+            ..
         } = part
         {
             *later = seen[*bucket];
@@ -187,8 +190,8 @@ pub async fn decide(
         }
     }
     for bucket in &mut buckets {
-        bucket.forced_over = bucket.cost > 0
-            && bucket.policy.is_none_or(|p| bucket.cost > p.capacity());
+        bucket.forced_over =
+            bucket.cost > 0 && bucket.policy.is_none_or(|p| bucket.cost > p.capacity());
     }
 
     let refunds = refund(app, &name, &parts, &buckets, algorithm).await?;
@@ -237,7 +240,9 @@ pub async fn decide(
                 if !*negative {
                     count(counters, &limit.rule, *hits, remaining, over, near_ratio);
                     if over && shadow {
-                        counters.shadow_mode.inc_by(over_by(&limit.rule, *hits, remaining));
+                        counters
+                            .shadow_mode
+                            .inc_by(over_by(&limit.rule, *hits, remaining));
                     }
                 }
                 let quota = limit.rule.quota_mode;
@@ -289,8 +294,12 @@ pub async fn decide(
     {
         let status = &statuses[i];
         let b = &buckets[*bucket];
-        response.response_headers_to_add =
-            response_headers(&loaded.settings, &limit.rule, status, b.policy.zip(b.decision));
+        response.response_headers_to_add = response_headers(
+            &loaded.settings,
+            &limit.rule,
+            status,
+            b.policy.zip(b.decision),
+        );
     }
     response.statuses = statuses;
     Ok(response)
@@ -319,7 +328,9 @@ fn validate(request: &RateLimitRequest) -> Result<(), Refused> {
             ));
         }
         if let Some(j) = d.entries.iter().position(|e| e.key.is_empty()) {
-            return invalid(format!("descriptors[{i}].entries[{j}].key must not be empty"));
+            return invalid(format!(
+                "descriptors[{i}].entries[{j}].key must not be empty"
+            ));
         }
     }
     Ok(())
@@ -409,7 +420,11 @@ async fn decide_rounds(
             .iter()
             .filter_map(|&b| {
                 let bucket = &buckets[b];
-                let cost = if request_over || bucket.denied { 0 } else { bucket.cost };
+                let cost = if request_over || bucket.denied {
+                    0
+                } else {
+                    bucket.cost
+                };
                 bucket
                     .policy
                     .map(|p| Check::new(p, &bucket.key, cost).named(name))
@@ -608,8 +623,14 @@ fn response_headers(
     };
     let mut out = Vec::new();
     if settings.response_headers {
-        out.push(header("RateLimit-Limit", rule.requests_per_unit.to_string()));
-        out.push(header("RateLimit-Remaining", status.limit_remaining.to_string()));
+        out.push(header(
+            "RateLimit-Limit",
+            rule.requests_per_unit.to_string(),
+        ));
+        out.push(header(
+            "RateLimit-Remaining",
+            status.limit_remaining.to_string(),
+        ));
         out.push(header("RateLimit-Reset", reset.to_string()));
     }
     if settings.ietf_headers

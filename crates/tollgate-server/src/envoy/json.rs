@@ -60,9 +60,7 @@ async fn answer(State(envoy): State<Arc<Envoy>>, body: Body) -> Response {
             };
             (status, axum::Json(render(&response))).into_response()
         }
-        Err(Refused::Invalid(message)) => {
-            Problem::invalid_field("body", message).into_response()
-        }
+        Err(Refused::Invalid(message)) => Problem::invalid_field("body", message).into_response(),
         Err(Refused::Unavailable(message)) => Problem::store_unavailable(message).into_response(),
     }
 }
@@ -243,7 +241,10 @@ fn render(response: &RateLimitResponse) -> Value {
                 status.insert("limitRemaining".into(), json!(s.limit_remaining));
             }
             if let Some(d) = &s.duration_until_reset {
-                status.insert("durationUntilReset".into(), json!(format!("{}s", d.seconds)));
+                status.insert(
+                    "durationUntilReset".into(),
+                    json!(format!("{}s", d.seconds)),
+                );
             }
             Value::Object(status)
         })

@@ -169,7 +169,10 @@ fn key_value(key: &str, value: &str) -> String {
 
 /// The entries as a config path: `key_value.key...`.
 fn path(entries: &[Entry]) -> String {
-    let parts: Vec<String> = entries.iter().map(|e| key_value(&e.key, &e.value)).collect();
+    let parts: Vec<String> = entries
+        .iter()
+        .map(|e| key_value(&e.key, &e.value))
+        .collect();
     parts.join(".")
 }
 

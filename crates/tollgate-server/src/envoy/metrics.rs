@@ -49,7 +49,13 @@ pub struct EnvoyMetrics {
     loads: IntCounterVec,
 }
 
-const OUTCOMES: [&str; 5] = ["total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"];
+const OUTCOMES: [&str; 5] = [
+    "total_hits",
+    "over_limit",
+    "near_limit",
+    "within_limit",
+    "shadow_mode",
+];
 
 impl EnvoyMetrics {
     /// Registered in `metrics`' registry.
@@ -145,7 +151,10 @@ impl EnvoyMetrics {
         match series.rules.get(rule_key) {
             Some(counters) => counters.clone(),
             // An override's key is not a rule's: past the cap they share one series.
-            None => self.counters(&format!("{}.overrides", rule_key.split('.').next().unwrap_or(""))),
+            None => self.counters(&format!(
+                "{}.overrides",
+                rule_key.split('.').next().unwrap_or("")
+            )),
         }
     }
 

@@ -27,8 +27,7 @@ use config::EnvoyConfig;
 use metrics::EnvoyMetrics;
 
 /// Where gRPC listens when it is on and no address is given (envoyproxy/ratelimit's port).
-pub const DEFAULT_LISTEN: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8081));
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8081));
 
 /// Above this share of its limit a descriptor counts as near it (envoyproxy/ratelimit's
 /// `NEAR_LIMIT_RATIO`); for the metrics only.
@@ -151,7 +150,8 @@ impl Envoy {
             settings,
             metrics: series,
         }));
-        self.metrics.forget_gone(&old.metrics, &self.loaded.load().metrics);
+        self.metrics
+            .forget_gone(&old.metrics, &self.loaded.load().metrics);
     }
 
     /// Keeps the files, answers under `settings` (a reload of the TOML file).

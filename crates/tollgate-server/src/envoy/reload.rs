@@ -38,9 +38,14 @@ pub(crate) async fn watch(
         let settled = now == seen;
         seen = now.clone();
         if forced || (settled && now != applied) {
-            let why = if forced { "SIGHUP" } else { "the files changed" };
-            let loaded =
-                now.clone().and_then(|files| EnvoyConfig::load(&files, merge_domains));
+            let why = if forced {
+                "SIGHUP"
+            } else {
+                "the files changed"
+            };
+            let loaded = now
+                .clone()
+                .and_then(|files| EnvoyConfig::load(&files, merge_domains));
             match loaded {
                 Ok(config) => {
                     tracing::info!(

@@ -202,12 +202,7 @@ fn size(node: &Node) -> usize {
     match &node.kind {
         Kind::Scalar(..) => 1,
         Kind::Seq(items) => 1 + items.iter().map(size).sum::<usize>(),
-        Kind::Map(pairs) => {
-            1 + pairs
-                .iter()
-                .map(|(k, v)| size(k) + size(v))
-                .sum::<usize>()
-        }
+        Kind::Map(pairs) => 1 + pairs.iter().map(|(k, v)| size(k) + size(v)).sum::<usize>(),
     }
 }
 
@@ -373,9 +368,15 @@ mod tests {
         assert_eq!(scalar("017"), Value::Int(15));
         assert_eq!(scalar("-12"), Value::Int(-12));
         assert_eq!(scalar("1_000"), Value::Int(1000));
-        assert_eq!(scalar("18446744073709551615"), Value::Int(i128::from(u64::MAX)));
+        assert_eq!(
+            scalar("18446744073709551615"),
+            Value::Int(i128::from(u64::MAX))
+        );
         // Beyond 64 bits an integer reads as a float, as in yaml.v2.
-        assert_eq!(scalar("18446744073709551616"), Value::Float(18446744073709551616.0));
+        assert_eq!(
+            scalar("18446744073709551616"),
+            Value::Float(18446744073709551616.0)
+        );
         assert_eq!(scalar("0.25"), Value::Float(0.25));
         assert_eq!(scalar("1e3"), Value::Float(1000.0));
         assert_eq!(scalar("1.2.3"), Value::Str);
@@ -407,7 +408,11 @@ mod tests {
     fn bombs_and_depth_are_refused() {
         let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 0..7 {
-            let prev = if i == 0 { "a".to_owned() } else { format!("l{}", i - 1) };
+            let prev = if i == 0 {
+                "a".to_owned()
+            } else {
+                format!("l{}", i - 1)
+            };
             bomb.push_str(&format!(
                 "l{i}: &l{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
             ));

@@ -83,3 +83,58 @@ pub fn write(dir: &Path, files: &[(&str, &str)]) {
         std::fs::rename(&tmp, dir.join(name)).expect("rename a config file in place");
     }
 }
+
+/// 64 concurrent gRPC clients spread over `servers` asking `request` for 3 s: the allowed
+/// answers, the other answers (errors), and the wall-clock seconds (since the epoch) of the
+/// first call and the last answer.
+pub async fn hammer(servers: &[SocketAddr], request: RateLimitRequest) -> (u64, u64, (f64, f64)) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let mut clients = Vec::new();
+    for addr in servers {
+        clients.push(client(*addr).await);
+    }
+    let counts: Arc<[AtomicU64; 2]> = Arc::default();
+    use tollgate::{Clock, MonotonicClock, Nanos};
+    // The clock reads the epoch once and counts from there: wall-clock seconds, monotonic.
+    let clock = MonotonicClock::new();
+    let wall = move || std::time::Duration::from(clock.now()).as_secs_f64();
+    let start = wall();
+    let deadline = clock.now() + Nanos::new(3_000_000_000);
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let mut client = clients[i % clients.len()].clone();
+            let (request, counts) = (request.clone(), Arc::clone(&counts));
+            tokio::spawn(async move {
+                while clock.now() < deadline {
+                    match client.should_rate_limit(request.clone()).await {
+                        Ok(r) if r.get_ref().overall_code == Code::Ok as i32 => {
+                            counts[0].fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            counts[1].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a client task panicked");
+    }
+    let end = wall();
+    (
+        counts[0].load(Ordering::Relaxed),
+        counts[1].load(Ordering::Relaxed),
+        (start, end),
+    )
+}
+
+/// The most a fixed window of `limit` per `unit_secs` allows between `start` and `end`
+/// (seconds since the epoch): `limit` in every window the interval touches.
+pub fn fixed_window_bound(limit: u64, unit_secs: u64, (start, end): (f64, f64)) -> u64 {
+    let first = start as u64 / unit_secs;
+    let last = end as u64 / unit_secs;
+    limit * (last - first + 1)
+}

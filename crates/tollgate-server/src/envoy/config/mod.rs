@@ -210,7 +210,8 @@ impl EnvoyConfig {
                     )));
                 }
                 Some(domain) => {
-                    load_descriptors(&mut domain.root, &parent, root.descriptors).map_err(refuse)?;
+                    load_descriptors(&mut domain.root, &parent, root.descriptors)
+                        .map_err(refuse)?;
                 }
                 None => {
                     let mut level = Level::default();
@@ -260,7 +261,9 @@ impl EnvoyConfig {
                 format!(
                     "{}: unit={} requests_per_unit={}, shadow_mode: {}, quota_mode: {}\n",
                     r.full_key,
-                    r.unit.filter(|_| !r.unlimited).map_or("UNKNOWN", Unit::name),
+                    r.unit
+                        .filter(|_| !r.unlimited)
+                        .map_or("UNKNOWN", Unit::name),
                     r.requests_per_unit,
                     r.shadow_mode,
                     r.quota_mode
@@ -281,9 +284,8 @@ fn collect(level: &Level, out: &mut dyn FnMut(Arc<Rule>)) {
 
 /// A file's YAML, its keys checked and its values decoded.
 fn parse_file(bytes: &[u8]) -> Result<decode::Root, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        format!("error loading config file: yaml: invalid UTF-8 ({e})")
-    })?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("error loading config file: yaml: invalid UTF-8 ({e})"))?;
     let node = yaml::parse(text).map_err(|e| {
         format!(
             "error loading config file: yaml: line {}: {}",
@@ -325,9 +327,7 @@ fn load_descriptors(
         };
         let full_key = format!("{parent}{final_key}");
         if level.exact.contains_key(&final_key) {
-            return Err(format!(
-                "duplicate descriptor composite key '{full_key}'"
-            ));
+            return Err(format!("duplicate descriptor composite key '{full_key}'"));
         }
         let rule = match d.rate_limit {
             None => None,
