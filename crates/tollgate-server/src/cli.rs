@@ -46,10 +46,13 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Check a config file: print its policies and exit 0, or print what is wrong (file, line,
-    /// column, field) and exit 1.
+    /// column, field) and exit 1. Given a directory, check it as envoyproxy/ratelimit YAML.
     Check {
-        /// The file.
+        /// The TOML file, or a directory of envoyproxy/ratelimit YAML files.
         file: PathBuf,
+        /// Merge the YAML files that name the same domain (for a directory).
+        #[arg(long)]
+        envoy_merge_domain_config: bool,
     },
 }
 
@@ -138,13 +141,15 @@ pub struct ServeArgs {
     #[arg(long)]
     pub resp_listen: Option<SocketAddr>,
 
-    /// Where Envoy's rate-limit service (gRPC, `envoy.service.ratelimit.v3`) listens; on when
-    /// given, or when an Envoy config directory is (then on 127.0.0.1:8081).
+    /// Where Envoy's rate-limit service (gRPC, `envoy.service.ratelimit.v3`) listens; off
+    /// unless given here or in the config file, or an Envoy config directory is (then on
+    /// 127.0.0.1:8081).
     #[arg(long)]
     pub grpc_listen: Option<SocketAddr>,
 
     /// A directory of envoyproxy/ratelimit YAML config files, loaded as that service loads
-    /// them and watched for changes; turns the gRPC listener on.
+    /// them and watched for changes (it turns the gRPC listener on); off unless given here or
+    /// in the config file.
     #[arg(long)]
     pub envoy_config_dir: Option<PathBuf>,
 

@@ -115,12 +115,37 @@ pub(crate) fn check_policies(
     Ok(())
 }
 
-/// `tollgate config check FILE`: the policies it defines, one line each, or why it is refused.
-pub fn check_config(path: &Path) -> Result<String, ConfigError> {
+/// `tollgate config check PATH`: the policies a TOML file defines, one line each (and the
+/// Envoy directory it names, loaded), or a directory of envoyproxy/ratelimit YAML loaded (its
+/// domains merged with `merge_domains`); or why it is refused.
+pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeError> {
+    if path.is_dir() {
+        let config = envoy::config::EnvoyConfig::load_dir(path, merge_domains)?;
+        return Ok(format!(
+            "{}: ok, {}, {}\n{}",
+            path.display(),
+            count(config.files(), "file"),
+            count(config.domains(), "domain"),
+            config.dump()
+        ));
+    }
     let config = Config::load(path)?;
     if let Some(store) = &config.store {
         check_policies(Some(path), store, &config.policies)?;
     }
+    let envoy = match &config.grpc.config_dir {
+        Some(dir) => {
+            let merge = config.grpc.merge_domain_config.unwrap_or(false);
+            let envoy = envoy::config::EnvoyConfig::load_dir(dir, merge)?;
+            format!(
+                "  grpc.config_dir {}: {}, {}\n",
+                dir.display(),
+                count(envoy.files(), "file"),
+                count(envoy.domains(), "domain")
+            )
+        }
+        None => String::new(),
+    };
     let mut out = format!(
         "{}: ok, {} {}\n",
         path.display(),
@@ -151,7 +176,17 @@ pub fn check_config(path: &Path) -> Result<String, ConfigError> {
             if p.shadow { ", shadow" } else { "" }
         ));
     }
+    out.push_str(&envoy);
     Ok(out)
+}
+
+/// `n` and `what`, plural unless `n` is 1.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// Opens the store, binds the listener, announces both on stdout, and serves until `shutdown`

@@ -28,8 +28,11 @@ async fn main() -> ExitCode {
             init_logs(LogFormat::Text);
             return report(tollgate_server::bench(target).await);
         }
-        Some(Command::Config(ConfigCommand::Check { file })) => {
-            return match tollgate_server::check_config(&file) {
+        Some(Command::Config(ConfigCommand::Check {
+            file,
+            envoy_merge_domain_config,
+        })) => {
+            return match tollgate_server::check_config(&file, envoy_merge_domain_config) {
                 Ok(report) => {
                     print!("{report}");
                     ExitCode::SUCCESS

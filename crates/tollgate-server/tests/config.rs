@@ -356,6 +356,10 @@ fn the_example_file_is_good_and_shows_every_key() {
     let (ok, out, err) = config_check(&example);
     assert!(ok, "{err}");
     assert!(out.contains("ok, 3 policies"), "{out}");
+    assert!(
+        out.contains("1 file, 1 domain"),
+        "the Envoy directory loads: {out}"
+    );
     let text = std::fs::read_to_string(&example).unwrap();
     for key in [
         "[store]",
@@ -378,6 +382,15 @@ fn the_example_file_is_good_and_shows_every_key() {
         "[resp]",
         "password =",
         "idle_timeout =",
+        "[grpc]",
+        "config_dir =",
+        "merge_domain_config =",
+        "algorithm =",
+        "shadow_mode =",
+        "response_headers =",
+        "ietf_headers =",
+        "near_limit_ratio =",
+        "[grpc.domains.edge]",
         "max_connections =",
         "capacity =",
         "refill =",

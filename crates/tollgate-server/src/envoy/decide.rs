@@ -142,10 +142,9 @@ pub async fn decide(
             limit.detailed,
         );
         counters.total_hits.inc_by(hits);
-        let index = match buckets
-            .iter()
-            .position(|b| b.key == key && b.policy == policy)
-        {
+        // Descriptors naming one bucket share it (under the first one's numbers), since a
+        // store call may name a bucket once.
+        let index = match buckets.iter().position(|b| b.key == key) {
             Some(index) if !negative => {
                 buckets[index].cost = buckets[index].cost.saturating_add(hits);
                 index
