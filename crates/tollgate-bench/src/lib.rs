@@ -29,6 +29,7 @@ mod args;
 mod clock;
 pub mod commandstats;
 mod error;
+pub mod grpc;
 pub mod http;
 pub mod postgres;
 pub mod redis;
@@ -36,6 +37,7 @@ pub mod report;
 pub mod resp;
 pub mod stats;
 
+pub use crate::grpc::{GrpcBenchArgs, GrpcReport, run_grpc};
 pub use crate::http::{
     HttpBenchArgs, HttpReport, POLICY_NAME, Variant, allow_all, run_http, run_http_with,
 };

@@ -31,6 +31,10 @@ pub async fn bench(target: BenchTarget) -> Result<(), ServeError> {
             shutdown.cancel();
             (report?.to_markdown(), args.out)
         }
+        BenchTarget::Grpc(args) => {
+            let report = grpc(&args).await?;
+            (report.to_markdown(), args.out)
+        }
         BenchTarget::Http(args) => {
             let report = tollgate_bench::run_http_with(&args, Some(server_router().await?)).await?;
             (report.to_markdown(), args.out)
@@ -96,4 +100,52 @@ async fn resp_server(
         .ok_or_else(|| tollgate_bench::BenchError::Args("no RESP listener".into()))?;
     tokio::spawn(server.run(shutdown));
     Ok(addr)
+}
+
+/// The gRPC benchmark: servers on the memory store and (given `--redis`) on Redis, in this
+/// process, answering the benchmark's Envoy config from a scratch directory.
+async fn grpc(
+    args: &tollgate_bench::GrpcBenchArgs,
+) -> Result<tollgate_bench::GrpcReport, ServeError> {
+    let dir = std::env::temp_dir().join(format!("tollgate-bench-grpc-{}", std::process::id()));
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join("bench.yaml"), tollgate_bench::grpc::CONFIG));
+    if let Err(source) = written {
+        return Err(tollgate_bench::BenchError::Write { path: dir, source }.into());
+    }
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut stores = vec![("memory".to_owned(), "memory".to_owned())];
+    let mut missing = Vec::new();
+    match &args.redis {
+        Some(url) => stores.push(("redis".to_owned(), url.clone())),
+        None => missing.push(("redis".to_owned(), "no --redis URL given".to_owned())),
+    }
+    let mut targets = Vec::new();
+    for (name, store) in stores {
+        let dir = dir.to_string_lossy().into_owned();
+        let args = Cli::try_parse_from([
+            "tollgate",
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--envoy-config-dir",
+            &dir,
+            "--store",
+            &store,
+        ])
+        .map_err(|e| tollgate_bench::BenchError::Args(e.to_string()))?
+        .serve;
+        let settings = Settings::resolve(&args, None);
+        let server = crate::Server::bind(args, settings).await?;
+        let addr = server
+            .grpc_addr()
+            .ok_or_else(|| tollgate_bench::BenchError::Args("no gRPC listener".into()))?;
+        tokio::spawn(server.run(shutdown.clone()));
+        targets.push((name, addr));
+    }
+    let report = tollgate_bench::run_grpc(args, &targets, missing).await;
+    shutdown.cancel();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(report?)
 }

@@ -68,6 +68,8 @@ pub enum BenchTarget {
     Http(tollgate_bench::HttpBenchArgs),
     /// `CL.THROTTLE` on tollgate's Redis-protocol port beside redis-cell and throttlecrab.
     Resp(tollgate_bench::RespBenchArgs),
+    /// Envoy's `ShouldRateLimit` on tollgate's gRPC listener, memory store and Redis.
+    Grpc(tollgate_bench::GrpcBenchArgs),
 }
 
 /// `tollgate migrate`.

@@ -220,3 +220,39 @@ fn bench_resp_reports_missing_peers_loudly() {
     assert!(report.contains("| not measured |"), "{report}");
     assert!(out.path().join("resp.svg").exists());
 }
+
+/// `tollgate bench grpc` drives Envoy's `ShouldRateLimit` on the memory store (and on Redis
+/// when given one), every call allowed; without a Redis, says so.
+#[test]
+fn bench_grpc_measures_should_rate_limit() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "bench",
+            "grpc",
+            "--seconds",
+            "1",
+            "--rounds",
+            "1",
+            "--concurrency",
+            "4",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8(run.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{report}{stderr}");
+    assert!(stderr.contains("NOT MEASURED redis"), "{stderr}");
+    assert!(report.contains("| redis | not measured"), "{report}");
+    // Every call of the run was answered, and allowed.
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| 1 | memory |"))
+        .unwrap_or_else(|| panic!("a memory run in {report}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let (allowed, errors): (u64, u64) = (cells[6].parse().unwrap(), cells[7].parse().unwrap());
+    assert!(allowed > 0 && errors == 0, "{row}");
+    assert!(out.path().join("grpc.svg").exists());
+}

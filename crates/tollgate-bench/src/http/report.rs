@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::variant::Variant;
-use crate::report::{Goal, thousands};
+use crate::report::{Goal, median, thousands};
 
 /// The goal of issue 5: with the middleware, at least this fraction of the bare handler's
 /// requests/s.
@@ -149,7 +149,8 @@ impl HttpReport {
         if runs.is_empty() {
             return None;
         }
-        let seconds = |f: fn(&Run) -> f64| median(runs.iter().map(|r| f(r)).collect());
+        let seconds =
+            |f: fn(&Run) -> f64| median(runs.iter().map(|r| f(r)).collect()).unwrap_or(0.0);
         Some(Summary {
             variant,
             runs: runs.len(),
@@ -160,7 +161,7 @@ impl HttpReport {
                 .iter()
                 .map(|r| r.cpu_per_request())
                 .collect::<Option<Vec<f64>>>()
-                .map(median),
+                .and_then(median),
             responses: runs.iter().map(|r| r.responses).sum(),
             non_200: runs.iter().map(|r| r.non_200).sum(),
             errors: runs.iter().map(|r| r.errors).sum(),
@@ -286,17 +287,6 @@ pub(crate) fn ratios(values: &[f64]) -> String {
         .join(", ")
 }
 
-/// The median; the mean of the middle two for an even count; 0 for none.
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => 0.0,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
 /// Seconds as signed microseconds with one decimal: `+12.3`, `-0.4`, and `0.0` for what rounds
 /// to zero either way.
 pub(crate) fn signed_micros(seconds: f64) -> String {
@@ -330,9 +320,9 @@ mod tests {
 
     #[test]
     fn medians_of_odd_and_even_counts() {
-        assert_eq!(median(vec![]), 0.0);
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 
     #[test]

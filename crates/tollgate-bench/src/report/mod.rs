@@ -293,6 +293,17 @@ pub(crate) fn small(x: f64) -> String {
 }
 
 /// A whole number with thousands separators: `1,234,567`.
+/// The median of `values` (the mean of the middle two for an even count); `None` for none.
+pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
 pub(crate) fn thousands(x: f64) -> String {
     let digits = format!("{:.0}", x.max(0.0));
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);

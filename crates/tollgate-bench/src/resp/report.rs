@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::report::chart::{self, Bar, Group};
-use crate::report::{Goal, goals_table, thousands};
+use crate::report::{Goal, goals_table, median, thousands};
 
 /// What answers the requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -115,19 +115,6 @@ pub(super) fn parse_csv(
         p50_ms: p50,
         p99_ms: p99,
         server_cpu_us: None,
-    })
-}
-
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
     })
 }
 

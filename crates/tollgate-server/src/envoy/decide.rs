@@ -337,8 +337,11 @@ fn validate(request: &RateLimitRequest) -> Result<(), Refused> {
 
 /// The policy of `rule` under `algorithm`; `None` for a limit of 0 (every hit is over).
 fn policy_of(rule: &Rule, algorithm: EnvoyAlgorithm) -> Option<Policy> {
-    let n = u64::from(rule.requests_per_unit);
     let unit = Duration::from_secs(rule.unit?.seconds());
+    // A policy counts at most one request a nanosecond: more than 10⁹ a second is counted as
+    // 10⁹ (never more than the limit).
+    let most = u64::try_from(unit.as_nanos()).unwrap_or(u64::MAX);
+    let n = u64::from(rule.requests_per_unit).min(most);
     let policy = match algorithm {
         EnvoyAlgorithm::FixedWindow => Policy::fixed_window(n, unit),
         EnvoyAlgorithm::TokenBucket => Policy::token_bucket(n, n, unit),
