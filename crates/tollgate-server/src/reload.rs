@@ -44,19 +44,22 @@ pub(crate) async fn watch(
     let mut seen = read();
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A SIGHUP reloads even an unchanged file, once two reads agree (a signal sent while the
+    // file is being written waits for the write to end).
+    let mut forced = false;
     loop {
-        let forced = tokio::select! {
+        tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = tick.tick() => false,
+            _ = tick.tick() => {}
             Some(()) = async { match hangup.as_mut() {
                 Some(signal) => signal.recv().await,
                 None => std::future::pending().await,
-            } } => true,
-        };
+            } } => forced = true,
+        }
         let now = read();
         let settled = now == seen;
         seen = now.clone();
-        if forced || (settled && now != applied) {
+        if settled && (forced || now != applied) {
             // The very bytes compared are the ones parsed: a file rewritten meanwhile is read
             // again at the next tick, not applied half-written and then taken as current.
             reload(
@@ -68,6 +71,7 @@ pub(crate) async fn watch(
                 envoy.as_deref(),
                 forced,
             );
+            forced = false;
             applied = now;
         }
     }
@@ -109,8 +113,10 @@ fn reload(
         );
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
-    if let (Some(envoy), Some(grpc)) = (envoy, &settings.grpc) {
-        envoy.reconfigure(grpc.clone());
+    if let (Some(envoy), Some(grpc)) = (envoy, &settings.grpc)
+        && let Err(error) = envoy.reconfigure(grpc.clone())
+    {
+        tracing::error!(%error, "the [grpc] settings are refused; the running ones stay");
     }
     state.metrics().reloaded(true);
     tracing::info!(

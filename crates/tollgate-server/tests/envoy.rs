@@ -71,6 +71,15 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1}
   - key: tick
     rate_limit: {unit: second, requests_per_unit: 2}
+  - key: qa
+    quota_mode: true
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: qb
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: qc
+    rate_limit: {unit: hour, requests_per_unit: 1}
 ";
 
 fn start_edge() -> (tempfile::TempDir, Tollgate) {
@@ -286,6 +295,49 @@ async fn descriptors_match_and_answer_as_envoyproxy_ratelimit_does() {
         "quota_a=2 was charged"
     );
 
+    // A quota descriptor in shadow mode is never over, so one other quota descriptor over
+    // does not make the request over, and the rest is charged.
+    let three = |c: &str| {
+        request(
+            "edge",
+            vec![
+                descriptor(&[("qa", "1")]),
+                descriptor(&[("qb", "1")]),
+                descriptor(&[("qc", c)]),
+            ],
+        )
+    };
+    assert_eq!(codes(&ask(&mut c, three("1")).await), ok(3));
+    let r = ask(&mut c, three("2")).await;
+    assert_eq!(
+        codes(&r),
+        ("OK".into(), vec!["OK".into(), "OVER".into(), "OK".into()])
+    );
+    let r = ask(&mut c, request("edge", vec![descriptor(&[("qc", "2")])])).await;
+    assert_eq!(
+        codes(&r).0,
+        "OVER",
+        "qc=2 was charged beside the quota denial"
+    );
+
+    // The same values twice, one with a stricter override: one count, the stricter limit.
+    let mut strict = descriptor(&[("remote_address", "8.8.8.8")]);
+    strict.limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: 3,
+    });
+    let r = ask(
+        &mut c,
+        request(
+            "edge",
+            vec![descriptor(&[("remote_address", "8.8.8.8")]), strict],
+        ),
+    )
+    .await;
+    assert_eq!(codes(&r).0, "OVER", "2 hits under a limit of 1");
+    let r = ask(&mut c, one(&[("remote_address", "8.8.8.8")])).await;
+    assert_eq!(remaining(&r), vec![2], "nothing was taken");
+
     // The metrics count by domain and descriptor key.
     let metrics = reqwest::get(format!("http://{}/metrics", server.addr))
         .await
@@ -419,13 +471,21 @@ async fn a_token_bucket_domain_refills_and_takes_negative_hits_back() {
     assert!((59..=60).contains(&reset), "{reset}");
     let mut back = descriptor(&[("k", "v")]);
     back.is_negative_hits = true;
-    let r = ask(&mut c, request("tb", vec![back])).await;
+    let r = ask(&mut c, request("tb", vec![back.clone()])).await;
     assert_eq!(
         (codes(&r), remaining(&r)),
         (ok(1), vec![1]),
         "one hit given back"
     );
     assert_eq!(remaining(&ask(&mut c, k()).await), vec![0]);
+    // Given back and taken in one request: the refund is of the negative hits only.
+    let r = ask(&mut c, request("tb", vec![back, descriptor(&[("k", "v")])])).await;
+    assert_eq!(codes(&r), ok(2));
+    assert_eq!(
+        codes(&ask(&mut c, k()).await).0,
+        "OVER",
+        "nothing more was given"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

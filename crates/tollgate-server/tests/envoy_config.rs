@@ -177,6 +177,47 @@ fn every_load_error_names_its_file_in_envoyproxy_ratelimits_words() {
 }
 
 #[test]
+fn yaml_reads_as_yaml_v2_reads_it_and_hostile_files_are_refused() {
+    // Merge keys, Go's integer prefixes, scalar metadata keys, a key given twice (the last
+    // value counts).
+    let good = "\
+domain: y
+descriptors:
+  - key: a
+    metadata: {1: one, yes: true, ~: none}
+    rate_limit: &base {unit: second, requests_per_unit: 0o17}
+  - key: b
+    value: 1.5
+    value: ok
+    rate_limit: {<<: *base, requests_per_unit: 0X10}
+";
+    let (_d, loaded) = load(&[("y.yaml", good)], false);
+    assert_eq!(
+        loaded.expect("loads").dump(),
+        "y.a: unit=SECOND requests_per_unit=15, shadow_mode: false, quota_mode: false\n\
+         y.b_ok: unit=SECOND requests_per_unit=16, shadow_mode: false, quota_mode: false\n"
+    );
+    // Nesting far deeper than a stack would follow, and a text bomb, are load errors.
+    let deep = "domain: d\ndescriptors:\n".to_owned() + &"- ".repeat(50_000) + "x\n";
+    let message = error(&[("deep.yaml", &deep)], false);
+    assert!(message.contains("nested more than 128 deep"), "{message}");
+    let long = "x".repeat(100_000);
+    let bomb = format!(
+        "domain: &a {long}\ndescriptors: [{}]\n",
+        "{key: *a}, ".repeat(1_000)
+    );
+    let message = error(&[("bomb.yaml", &bomb)], false);
+    assert!(message.contains("MiB of text"), "{message}");
+    // A stray file that is not a map says what it holds.
+    let message = error(&[("README", "hello")], false);
+    assert!(
+        message
+            .contains("line 1: cannot unmarshal !!str `hello` into map[interface {}]interface {}"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_domain_in_two_files_is_refused_unless_merged() {
     let two = "domain: test-domain\ndescriptors:\n  - key: key2\n    rate_limit:\n      unit: minute\n      requests_per_unit: 20\n";
     assert_eq!(

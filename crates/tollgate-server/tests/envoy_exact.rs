@@ -142,3 +142,38 @@ async fn a_store_down_is_answered_by_the_fail_policy_within_the_timeout() {
         }
     }
 }
+
+/// A limit the store cannot count under the chosen algorithm stops the server at start,
+/// naming the limit (Redis computes in Lua's doubles: a sliding counter over a year of many
+/// requests is beyond them).
+#[test]
+fn a_limit_beyond_the_store_is_refused_at_start() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let envoy = dir.path().join("envoy");
+    std::fs::create_dir(&envoy).expect("the Envoy directory");
+    write(
+        &envoy,
+        &[(
+            "y.yaml",
+            "domain: y\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 4000000000}\n",
+        )],
+    );
+    let toml = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &toml,
+        "[grpc]\nlisten = \"127.0.0.1:0\"\nconfig_dir = \"envoy\"\nalgorithm = \"sliding_counter\"\n",
+    )
+    .expect("TOML");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["--listen", "127.0.0.1:0", "--store", redis.url(), "--config"])
+        .arg(&toml)
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("y.k: the redis store cannot count it with sliding_counter"),
+        "{stderr}"
+    );
+}

@@ -17,7 +17,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
-use tollgate::{Check, CheckError, Decision, Policy, StoreError, headers};
+use tollgate::{Check, Decision, Policy, StoreError, headers};
 
 use super::config::{Rule, Unit};
 use super::limits::{self, Lookup};
@@ -49,13 +49,12 @@ struct Bucket {
     policy: Option<Policy>,
     key: Vec<u8>,
     cost: u64,
-    /// Over before any store call: the hits exceed the limit (or the limit is 0).
-    forced_over: bool,
-    /// Its denial does not deny the request.
-    shadow: bool,
-    quota: bool,
+    /// Its hits are given back rather than taken.
+    negative: bool,
     /// Its decision, once made (for a bucket left out of later rounds, the one that denied).
     decision: Option<Decision>,
+    /// Over its limit: denied by the store, or before any call (the hits exceed the limit, or
+    /// the limit is 0).
     denied: bool,
 }
 
@@ -91,7 +90,7 @@ pub async fn decide(
     for (i, descriptor) in request.descriptors.iter().enumerate() {
         let lookup = limits::lookup(&loaded.config, domain, descriptor)
             .map_err(|e| Refused::Invalid(format!("descriptors[{i}]: {e}")))?;
-        if matches!(lookup, Lookup::DomainNotFound) && i == 0 {
+        if matches!(lookup, Lookup::DomainNotFound) {
             metrics.domain_not_found.inc();
         }
         lookups.push(lookup);
@@ -134,7 +133,6 @@ pub async fn decide(
         let negative = descriptor.is_negative_hits;
         let policy = policy_of(&limit.rule, algorithm);
         let key = bucket_key(descriptor, &limit.values);
-        let shadow = limit.rule.shadow_mode || loaded.settings.shadow_mode;
         let counters = metrics.of(
             &loaded.metrics,
             &limit.rule.full_key,
@@ -142,29 +140,30 @@ pub async fn decide(
             limit.detailed,
         );
         counters.total_hits.inc_by(hits);
-        // Descriptors naming one bucket share it (under the first one's numbers), since a
-        // store call may name a bucket once.
-        let index = match buckets.iter().position(|b| b.key == key) {
-            Some(index) if !negative => {
-                buckets[index].cost = buckets[index].cost.saturating_add(hits);
+        // Descriptors naming one bucket share it, since a store call may name a bucket once:
+        // their hits add up, under the stricter of their limits.
+        let index = match buckets
+            .iter()
+            .position(|b| b.key == key && b.negative == negative)
+        {
+            Some(index) => {
+                let bucket = &mut buckets[index];
+                bucket.cost = bucket.cost.saturating_add(hits);
+                bucket.policy = stricter(bucket.policy, policy);
                 index
             }
-            _ => {
+            None => {
                 buckets.push(Bucket {
                     policy,
                     key,
                     cost: hits,
-                    forced_over: false,
-                    shadow,
-                    quota: limit.rule.quota_mode,
+                    negative,
                     decision: None,
                     denied: false,
                 });
                 buckets.len() - 1
             }
         };
-        buckets[index].shadow &= shadow;
-        buckets[index].quota &= limit.rule.quota_mode;
         parts.push(Part::Counted {
             limit,
             hits,
@@ -185,22 +184,21 @@ pub async fn decide(
         } = part
         {
             *later = seen[*bucket];
-            seen[*bucket] += *hits;
+            seen[*bucket] = seen[*bucket].saturating_add(*hits);
         }
     }
-    for bucket in &mut buckets {
-        bucket.forced_over =
-            bucket.cost > 0 && bucket.policy.is_none_or(|p| bucket.cost > p.capacity());
+    for bucket in buckets.iter_mut().filter(|b| !b.negative) {
+        bucket.denied = bucket.cost > 0 && bucket.policy.is_none_or(|p| bucket.cost > p.capacity());
     }
 
-    let refunds = refund(app, &name, &parts, &buckets, algorithm).await?;
-    decide_rounds(app, &name, &parts, &mut buckets).await?;
+    let global_shadow = loaded.settings.shadow_mode;
+    refund(app, &name, &mut buckets, algorithm).await?;
+    decide_rounds(app, &name, &parts, &mut buckets, global_shadow).await?;
 
     let near_ratio = loaded.settings.near_limit_ratio;
     let now = wall_clock();
     let mut statuses = Vec::with_capacity(parts.len());
     let mut shown: Option<(usize, u32)> = None;
-    let (mut failed, mut quota_total, mut quota_failed) = (false, 0usize, 0usize);
     for (i, part) in parts.iter().enumerate() {
         let status = match part {
             Part::NoLimit => DescriptorStatus {
@@ -221,12 +219,7 @@ pub async fn decide(
                 counters,
             } => {
                 let b = &buckets[*bucket];
-                let decision = if *negative {
-                    refunds.get(bucket).copied()
-                } else {
-                    b.decision
-                };
-                let over = !*negative && b.denied;
+                let over = over_limit(part, &buckets);
                 // The descriptor's own shadow mode makes its code OK; the server-wide switch
                 // leaves the codes and makes only the overall code OK, as in
                 // envoyproxy/ratelimit.
@@ -234,7 +227,7 @@ pub async fn decide(
                 let remaining = if over {
                     0
                 } else {
-                    decision.map_or(0, |d| d.remaining.saturating_add(*later))
+                    b.decision.map_or(0, |d| d.remaining.saturating_add(*later))
                 };
                 if !*negative {
                     count(counters, &limit.rule, *hits, remaining, over, near_ratio);
@@ -244,22 +237,13 @@ pub async fn decide(
                             .inc_by(over_by(&limit.rule, *hits, remaining));
                     }
                 }
-                let quota = limit.rule.quota_mode;
                 let code = if over && !shadow {
-                    if quota {
-                        quota_failed += 1;
-                    } else {
-                        failed = true;
-                    }
                     Code::OverLimit
                 } else {
                     Code::Ok
                 };
-                if quota {
-                    quota_total += 1;
-                }
                 let remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
-                if over && !quota && !shadow {
+                if over && !limit.rule.quota_mode && !shadow {
                     shown = Some((i, 0));
                 } else if shown.is_none_or(|(_, least)| remaining < least) {
                     shown = Some((i, remaining));
@@ -272,16 +256,21 @@ pub async fn decide(
                         unit: limit.rule.unit.map_or(0, Unit::proto),
                     }),
                     limit_remaining: remaining,
-                    duration_until_reset: Some(until_reset(&limit.rule, decision, algorithm, now)),
+                    duration_until_reset: Some(until_reset(
+                        &limit.rule,
+                        b.decision,
+                        algorithm,
+                        now,
+                    )),
                     quota: None,
                 }
             }
         };
         statuses.push(status);
     }
-    let over = failed || (quota_total > 0 && quota_total == quota_failed);
+    let over = request_over(&parts, &buckets, false);
     let mut response = RateLimitResponse {
-        overall_code: if over && !loaded.settings.shadow_mode {
+        overall_code: if over && !global_shadow {
             Code::OverLimit
         } else {
             Code::Ok
@@ -336,7 +325,7 @@ fn validate(request: &RateLimitRequest) -> Result<(), Refused> {
 }
 
 /// The policy of `rule` under `algorithm`; `None` for a limit of 0 (every hit is over).
-fn policy_of(rule: &Rule, algorithm: EnvoyAlgorithm) -> Option<Policy> {
+pub(crate) fn policy_of(rule: &Rule, algorithm: EnvoyAlgorithm) -> Option<Policy> {
     let unit = Duration::from_secs(rule.unit?.seconds());
     // A policy counts at most one request a nanosecond: more than 10⁹ a second is counted as
     // 10⁹ (never more than the limit).
@@ -397,32 +386,19 @@ async fn decide_rounds(
     name: &str,
     parts: &[Part],
     buckets: &mut [Bucket],
+    global_shadow: bool,
 ) -> Result<(), Refused> {
     let counted: Vec<usize> = (0..buckets.len())
-        .filter(|&b| {
-            parts
-                .iter()
-                .any(|p| matches!(p, Part::Counted { bucket, negative: false, .. } if *bucket == b))
-        })
+        .filter(|&b| !buckets[b].negative && buckets[b].policy.is_some())
         .collect();
-    for &b in &counted {
-        if buckets[b].forced_over {
-            buckets[b].denied = true;
-        }
-    }
-    // Each round leaves out at least one more bucket, or is the last.
+    // Each round but the last leaves out at least one more bucket.
     for _ in 0..=counted.len() {
-        let request_over = over(buckets, &counted);
-        let live: Vec<usize> = counted
-            .iter()
-            .copied()
-            .filter(|&b| buckets[b].policy.is_some())
-            .collect();
-        let checks: Vec<Check<'_>> = live
+        let over = request_over(parts, buckets, global_shadow);
+        let checks: Vec<Check<'_>> = counted
             .iter()
             .filter_map(|&b| {
                 let bucket = &buckets[b];
-                let cost = if request_over || bucket.denied {
+                let cost = if over || bucket.denied {
                     0
                 } else {
                     bucket.cost
@@ -437,64 +413,83 @@ async fn decide_rounds(
         }
         let verdict = app.decide(&checks).await.map_err(refused)?;
         let allowed = verdict.allowed();
-        let mut newly_denied = false;
-        for (&b, decision) in live.iter().zip(verdict.decisions) {
+        for (&b, decision) in counted.iter().zip(verdict.decisions) {
             let bucket = &mut buckets[b];
             if bucket.denied {
-                // Left out: keep the decision that denied it, refreshed where it had none.
+                // Left out: keep the decision that denied it (or the peek, if none did).
                 bucket.decision.get_or_insert(decision);
                 continue;
             }
             bucket.decision = Some(decision);
-            if !decision.allowed {
-                bucket.denied = true;
-                newly_denied = true;
-            }
+            bucket.denied = !decision.allowed;
         }
-        if allowed || request_over || over(buckets, &counted) || !newly_denied {
+        // Allowed: every bucket not left out was charged. Over: nothing was, nor should be.
+        // Otherwise only left-out descriptors denied, and the call charged nothing: again.
+        if allowed || over || request_over(parts, buckets, global_shadow) {
             return Ok(());
         }
     }
-    Ok(())
+    Err(Refused::Unavailable(
+        "the store kept denying descriptors that do not deny the request".to_owned(),
+    ))
 }
 
-/// Whether the denials so far deny the request: an enforced descriptor over, or every quota
-/// descriptor over.
-fn over(buckets: &[Bucket], counted: &[usize]) -> bool {
-    let enforced = counted.iter().map(|&b| &buckets[b]).filter(|b| !b.shadow);
-    let (mut quota, mut quota_over) = (0, 0);
-    for b in enforced {
-        if b.quota {
+/// Whether the descriptor of `part` is over its limit.
+fn over_limit(part: &Part, buckets: &[Bucket]) -> bool {
+    match part {
+        Part::Counted {
+            bucket,
+            negative: false,
+            ..
+        } => buckets[*bucket].denied,
+        _ => false,
+    }
+}
+
+/// Whether the request is over, by envoyproxy/ratelimit's rule: a descriptor over its limit
+/// that is neither in shadow nor in quota mode, or every quota descriptor over (one in shadow
+/// mode never is). Under the server-wide shadow switch (`global_shadow`), never.
+fn request_over(parts: &[Part], buckets: &[Bucket], global_shadow: bool) -> bool {
+    if global_shadow {
+        return false;
+    }
+    let (mut quota, mut quota_over) = (0usize, 0usize);
+    for part in parts {
+        let Part::Counted { limit, .. } = part else {
+            continue;
+        };
+        let over = over_limit(part, buckets) && !limit.rule.shadow_mode;
+        if limit.rule.quota_mode {
             quota += 1;
-            quota_over += usize::from(b.denied);
-        } else if b.denied {
+            quota_over += usize::from(over);
+        } else if over {
             return true;
         }
     }
     quota > 0 && quota == quota_over
 }
 
-/// Gives back the hits of the descriptors marked `is_negative_hits`, in one store call.
+/// The stricter of two policies a bucket is counted under: the smaller limit, or over the
+/// longer period; a limit of 0 (`None`) is the strictest.
+fn stricter(a: Option<Policy>, b: Option<Policy>) -> Option<Policy> {
+    let (a, b) = (a?, b?);
+    let key = |p: &Policy| (p.capacity(), std::cmp::Reverse(p.period()));
+    Some(if key(&b) < key(&a) { b } else { a })
+}
+
+/// Gives back the hits of the descriptors marked `is_negative_hits`, in one store call. A
+/// refund the store cannot make (it is down) is dropped: giving nothing back is the safe side.
 async fn refund(
     app: &AppState,
     name: &str,
-    parts: &[Part],
-    buckets: &[Bucket],
+    buckets: &mut [Bucket],
     algorithm: EnvoyAlgorithm,
-) -> Result<std::collections::HashMap<usize, Decision>, Refused> {
-    let negative: Vec<usize> = parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Counted {
-                bucket,
-                negative: true,
-                ..
-            } => Some(*bucket),
-            _ => None,
-        })
+) -> Result<(), Refused> {
+    let negative: Vec<usize> = (0..buckets.len())
+        .filter(|&b| buckets[b].negative && buckets[b].policy.is_some())
         .collect();
     if negative.is_empty() {
-        return Ok(Default::default());
+        return Ok(());
     }
     if algorithm != EnvoyAlgorithm::TokenBucket {
         return Err(Refused::Invalid(format!(
@@ -504,11 +499,7 @@ async fn refund(
             algorithm.as_str()
         )));
     }
-    let with_policy: Vec<usize> = negative
-        .into_iter()
-        .filter(|&b| buckets[b].policy.is_some())
-        .collect();
-    let checks: Vec<Check<'_>> = with_policy
+    let checks: Vec<Check<'_>> = negative
         .iter()
         .filter_map(|&b| {
             let bucket = &buckets[b];
@@ -517,16 +508,22 @@ async fn refund(
                 .map(|p| Check::new(p, &bucket.key, bucket.cost).named(name))
         })
         .collect();
-    if checks.is_empty() {
-        return Ok(Default::default());
+    let verdict = match app.refund(&checks).await {
+        Ok(verdict) => verdict,
+        Err(StoreError::Check(e)) => return Err(Refused::Invalid(e.to_string())),
+        Err(e) => {
+            tracing::debug!(error = %e, "a refund of negative hits was dropped: the store failed");
+            return Ok(());
+        }
+    };
+    for (&b, decision) in negative.iter().zip(verdict.decisions) {
+        buckets[b].decision = Some(decision);
     }
-    let verdict = app.refund(&checks).await.map_err(refused)?;
-    Ok(with_policy.into_iter().zip(verdict.decisions).collect())
+    Ok(())
 }
 
 fn refused(error: StoreError) -> Refused {
     match error {
-        StoreError::Check(e @ CheckError::Unsupported(_)) => Refused::Invalid(e.to_string()),
         StoreError::Check(e) => Refused::Invalid(e.to_string()),
         e => Refused::Unavailable(e.to_string()),
     }
@@ -539,7 +536,7 @@ fn count(counters: &Counters, rule: &Rule, hits: u64, remaining: u64, over: bool
     // The count before this request, as far as the decision tells.
     let (before, after) = if over {
         let before = limit.saturating_sub(remaining);
-        (before, before + hits)
+        (before, before.saturating_add(hits))
     } else {
         let after = limit.saturating_sub(remaining);
         (after.saturating_sub(hits), after)
@@ -569,7 +566,7 @@ fn over_by(rule: &Rule, hits: u64, remaining: u64) -> u64 {
     if before >= limit {
         hits
     } else {
-        (before + hits).saturating_sub(limit)
+        before.saturating_add(hits).saturating_sub(limit)
     }
 }
 

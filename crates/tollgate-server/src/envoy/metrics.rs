@@ -18,6 +18,10 @@ use crate::metrics::Metrics;
 /// The most series labelled with request values.
 pub const MAX_DETAILED_SERIES: usize = 1_000;
 
+/// The longest descriptor key labelled with request values; a longer one counts under its
+/// rule's key.
+pub const MAX_DETAILED_KEY: usize = 256;
+
 /// The counters of one descriptor key.
 #[derive(Clone)]
 pub struct Counters {
@@ -135,6 +139,10 @@ impl EnvoyMetrics {
         if !detailed && let Some(counters) = series.rules.get(key) {
             return counters.clone();
         }
+        // A key of long request values is no label a scrape should carry a thousand times.
+        if key.len() > MAX_DETAILED_KEY {
+            return self.fallback(series, rule_key);
+        }
         let mut made = series
             .detailed
             .lock()
@@ -148,13 +156,18 @@ impl EnvoyMetrics {
             return counters;
         }
         drop(made);
+        self.fallback(series, rule_key)
+    }
+
+    /// Where the hits of a key without a series of its own go: its rule's series, or for an
+    /// override (whose key is not a rule's), one series per domain.
+    fn fallback(&self, series: &Series, rule_key: &str) -> Counters {
         match series.rules.get(rule_key) {
             Some(counters) => counters.clone(),
-            // An override's key is not a rule's: past the cap they share one series.
-            None => self.counters(&format!(
-                "{}.overrides",
-                rule_key.split('.').next().unwrap_or("")
-            )),
+            None => {
+                let domain = rule_key.split('.').next().unwrap_or("");
+                self.counters(&format!("{domain}.overrides"))
+            }
         }
     }
 

@@ -19,11 +19,13 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use std::sync::PoisonError;
+
 use arc_swap::ArcSwap;
 use serde::Deserialize;
 
 use crate::http::AppState;
-use config::EnvoyConfig;
+use config::{EnvoyConfig, LoadError};
 use metrics::EnvoyMetrics;
 
 /// Where gRPC listens when it is on and no address is given (envoyproxy/ratelimit's port).
@@ -113,16 +115,21 @@ pub struct Loaded {
 pub struct Envoy {
     app: Arc<AppState>,
     loaded: ArcSwap<Loaded>,
+    /// Held while `loaded` is replaced: the directory's watcher and the TOML file's each
+    /// change one half of it, and neither may undo the other's change.
+    update: std::sync::Mutex<()>,
     metrics: EnvoyMetrics,
 }
 
 impl Envoy {
-    /// Answers with `config` under `settings`, deciding through `app`.
+    /// Answers with `config` under `settings`, deciding through `app`, or says which limit
+    /// its store cannot decide.
     pub fn new(
         app: Arc<AppState>,
         config: EnvoyConfig,
         settings: EnvoySettings,
-    ) -> Result<Envoy, prometheus::Error> {
+    ) -> Result<Envoy, crate::ServeError> {
+        check_store(&app, &config, &settings)?;
         let metrics = EnvoyMetrics::new(app.metrics())?;
         let series = metrics.series(&config);
         Ok(Envoy {
@@ -132,6 +139,7 @@ impl Envoy {
                 settings,
                 metrics: series,
             }),
+            update: std::sync::Mutex::new(()),
             metrics,
         })
     }
@@ -141,10 +149,13 @@ impl Envoy {
         self.loaded.load_full()
     }
 
-    /// Puts `config` in force for the next requests.
-    pub fn reload(&self, config: EnvoyConfig) {
-        let series = self.metrics.series(&config);
+    /// Puts `config` in force for the next requests, or says which limit the store cannot
+    /// decide (and keeps the running config).
+    pub fn reload(&self, config: EnvoyConfig) -> Result<(), LoadError> {
+        let _update = self.update.lock().unwrap_or_else(PoisonError::into_inner);
         let settings = self.loaded.load().settings.clone();
+        check_store(&self.app, &config, &settings)?;
+        let series = self.metrics.series(&config);
         let old = self.loaded.swap(Arc::new(Loaded {
             config,
             settings,
@@ -152,16 +163,21 @@ impl Envoy {
         }));
         self.metrics
             .forget_gone(&old.metrics, &self.loaded.load().metrics);
+        Ok(())
     }
 
-    /// Keeps the files, answers under `settings` (a reload of the TOML file).
-    pub fn reconfigure(&self, settings: EnvoySettings) {
-        let loaded = self.loaded.load();
+    /// Keeps the files, answers under `settings` (a reload of the TOML file), or says which
+    /// limit the store cannot decide under them (and keeps the running settings).
+    pub fn reconfigure(&self, settings: EnvoySettings) -> Result<(), LoadError> {
+        let _update = self.update.lock().unwrap_or_else(PoisonError::into_inner);
+        let loaded = self.loaded.load_full();
+        check_store(&self.app, &loaded.config, &settings)?;
         self.loaded.store(Arc::new(Loaded {
             config: loaded.config.clone(),
             settings,
             metrics: loaded.metrics.clone(),
         }));
+        Ok(())
     }
 
     /// The front end's metrics.
@@ -173,4 +189,31 @@ impl Envoy {
     pub fn app(&self) -> &AppState {
         &self.app
     }
+}
+
+/// Refuses a config whose limits the store cannot decide under the settings' algorithms (a
+/// Redis store computes in Lua's doubles, so a sliding counter over a year of many requests
+/// is beyond it), naming the first such limit.
+pub fn check_store(
+    app: &AppState,
+    config: &EnvoyConfig,
+    settings: &EnvoySettings,
+) -> Result<(), LoadError> {
+    for (domain, rule) in config.rules() {
+        let algorithm = settings.algorithm_of(domain);
+        if let Some(policy) = decide::policy_of(&rule, algorithm)
+            && let Err(e) = app.supports(&policy)
+        {
+            return Err(LoadError {
+                file: settings.config_dir.clone(),
+                message: format!(
+                    "{}: the {} store cannot count it with {}: {e}",
+                    rule.full_key,
+                    app.store_name(),
+                    algorithm.as_str()
+                ),
+            });
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,9 @@
 //! The Envoy config directory, watched as the TOML file is (see [`crate::reload`]): read again
-//! every [`POLL`](crate::reload::POLL) and on SIGHUP; a change that two reads in a row agree on
-//! is loaded, and put in force when good, or refused with its message while the running config
-//! stays.
+//! every [`POLL`](crate::reload::POLL) (off the async workers: it may hold megabytes) and on
+//! SIGHUP; a change that two reads in a row agree on is loaded, and put in force when good, or
+//! refused with its message while the running config stays. A SIGHUP loads the directory even
+//! unchanged, once two reads agree, so that a signal sent while files are being copied does
+//! not apply half of them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,42 +22,54 @@ pub(crate) async fn watch(
     shutdown: CancellationToken,
 ) {
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let read = || read_dir(&dir);
+    let read = || {
+        let dir = dir.clone();
+        async move {
+            tokio::task::spawn_blocking(move || read_dir(&dir))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(LoadError {
+                        file: None,
+                        message: format!("the directory could not be read: {e}"),
+                    })
+                })
+        }
+    };
     let mut applied: Result<Snapshot, LoadError> = Ok(running);
-    let mut seen = read();
+    let mut seen = read().await;
+    let mut forced = false;
     let mut tick = tokio::time::interval(crate::reload::POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let forced = tokio::select! {
+        tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = tick.tick() => false,
+            _ = tick.tick() => {}
             Some(()) = async { match hangup.as_mut() {
                 Some(signal) => signal.recv().await,
                 None => std::future::pending().await,
-            } } => true,
-        };
-        let now = read();
+            } } => forced = true,
+        }
+        let now = read().await;
         let settled = now == seen;
         seen = now.clone();
-        if forced || (settled && now != applied) {
+        if settled && (forced || now != applied) {
             let why = if forced {
                 "SIGHUP"
             } else {
                 "the files changed"
             };
+            forced = false;
             let loaded = now
                 .clone()
-                .and_then(|files| EnvoyConfig::load(&files, merge_domains));
+                .and_then(|files| EnvoyConfig::load(&files, merge_domains))
+                .and_then(|config| {
+                    let (files, domains) = (config.files(), config.domains());
+                    envoy.reload(config).map(|()| (files, domains))
+                });
             match loaded {
-                Ok(config) => {
-                    tracing::info!(
-                        trigger = why,
-                        files = config.files(),
-                        domains = config.domains(),
-                        "envoy config reloaded"
-                    );
-                    envoy.reload(config);
+                Ok((files, domains)) => {
                     envoy.metrics().loaded(true);
+                    tracing::info!(trigger = why, files, domains, "envoy config reloaded");
                 }
                 Err(error) => {
                     envoy.metrics().loaded(false);

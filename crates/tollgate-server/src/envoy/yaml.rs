@@ -3,14 +3,19 @@
 //! nodes keep their line, so that type errors read as yaml.v2 words them.
 //!
 //! yaml-rust2 parses (it resolves by YAML 1.2, so its own tree is not used): its events are
-//! assembled here, aliases expanded up to [`MAX_NODES`] nodes and nesting bounded by
-//! [`MAX_DEPTH`], so that no file can exhaust memory or the stack.
+//! pulled one by one (its own loader recurses once per level of nesting) and assembled here,
+//! merge keys (`<<: *defaults`) applied as yaml.v2 applies them, aliases expanded up to
+//! [`MAX_NODES`] nodes and [`MAX_BYTES`] of text, nesting bounded by [`MAX_DEPTH`], so that no
+//! file can exhaust memory or the stack.
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// The most nodes a file may hold, aliases expanded.
 pub(crate) const MAX_NODES: usize = 1_000_000;
+
+/// The most text a file's scalars may hold, aliases expanded.
+pub(crate) const MAX_BYTES: usize = 64 << 20;
 
 /// The deepest nesting of lists and maps.
 pub(crate) const MAX_DEPTH: usize = 128;
@@ -119,14 +124,21 @@ pub(crate) struct SyntaxError {
 pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    parser.load(&mut builder, false).map_err(|e| SyntaxError {
-        line: e.marker().line(),
-        message: e.info().to_owned(),
-    })?;
-    if let Some(error) = builder.error {
-        return Err(error);
+    loop {
+        let (event, mark) = parser.next_token().map_err(|e| SyntaxError {
+            line: e.marker().line(),
+            message: e.info().to_owned(),
+        })?;
+        let end = matches!(event, Event::StreamEnd | Event::DocumentEnd);
+        builder.on_event(event, mark);
+        if let Some(error) = builder.error.take() {
+            return Err(error);
+        }
+        // yaml.v2 reads the first document only.
+        if end || (builder.root.is_some() && builder.open.is_empty()) {
+            return Ok(builder.root);
+        }
     }
-    Ok(builder.root)
 }
 
 /// Assembles events into nodes.
@@ -138,6 +150,7 @@ struct Builder {
     anchors: Vec<(usize, Node)>,
     root: Option<Node>,
     nodes: usize,
+    bytes: usize,
     error: Option<SyntaxError>,
 }
 
@@ -149,11 +162,16 @@ impl Builder {
     }
 
     fn count(&mut self, node: &Node, line: usize) -> bool {
-        self.nodes = self.nodes.saturating_add(size(node));
-        if self.nodes > MAX_NODES {
+        let (nodes, bytes) = size(node);
+        self.nodes = self.nodes.saturating_add(nodes);
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.nodes > MAX_NODES || self.bytes > MAX_BYTES {
             self.fail(
                 line,
-                format!("more than {MAX_NODES} nodes (aliases expanded)"),
+                format!(
+                    "more than {MAX_NODES} nodes or {} MiB of text (aliases expanded)",
+                    MAX_BYTES >> 20
+                ),
             );
             return false;
         }
@@ -192,17 +210,70 @@ impl Builder {
     }
 
     fn close(&mut self) {
-        if let Some((node, anchor, _)) = self.open.pop() {
+        if let Some((mut node, anchor, _)) = self.open.pop() {
+            if let Kind::Map(pairs) = &mut node.kind {
+                merge_keys(pairs);
+            }
             self.place(node, anchor);
         }
     }
 }
 
-fn size(node: &Node) -> usize {
+/// Applies the merge keys of a map as yaml.v2 does: `<<: map` (or a list of maps) adds their
+/// pairs whose keys the map does not set itself, the first map of a list winning.
+fn merge_keys(pairs: &mut Vec<(Node, Node)>) {
+    let is_merge = |k: &Node| matches!(&k.kind, Kind::Scalar(t, Value::Str) if t == "<<");
+    if !pairs.iter().any(|(k, _)| is_merge(k)) {
+        return;
+    }
+    let (merges, mut own): (Vec<_>, Vec<_>) = std::mem::take(pairs)
+        .into_iter()
+        .partition(|(k, _)| is_merge(k));
+    let mut merged: Vec<(Node, Node)> = Vec::new();
+    for (key, value) in merges {
+        let line = value.line;
+        let sources = match value.kind {
+            Kind::Map(map) => vec![map],
+            Kind::Seq(items) if items.iter().all(|i| matches!(i.kind, Kind::Map(_))) => items
+                .into_iter()
+                .filter_map(|i| match i.kind {
+                    Kind::Map(map) => Some(map),
+                    _ => None,
+                })
+                .collect(),
+            // Nothing to merge: left for the key check to refuse, as yaml.v2 refuses it.
+            other => {
+                own.push((key, Node { line, kind: other }));
+                continue;
+            }
+        };
+        for map in sources {
+            for (k, v) in map {
+                let taken = |pairs: &[(Node, Node)]| {
+                    pairs
+                        .iter()
+                        .any(|(o, _)| o.text().is_some() && o.text() == k.text())
+                };
+                if !taken(&own) && !taken(&merged) {
+                    merged.push((k, v));
+                }
+            }
+        }
+    }
+    own.extend(merged);
+    *pairs = own;
+}
+
+/// A node's count of nodes, and of bytes of text.
+fn size(node: &Node) -> (usize, usize) {
+    let add = |(n, b): (usize, usize), (m, c): (usize, usize)| (n + m, b + c);
     match &node.kind {
-        Kind::Scalar(..) => 1,
-        Kind::Seq(items) => 1 + items.iter().map(size).sum::<usize>(),
-        Kind::Map(pairs) => 1 + pairs.iter().map(|(k, v)| size(k) + size(v)).sum::<usize>(),
+        Kind::Scalar(text, _) => (1, text.len()),
+        Kind::Seq(items) => items.iter().map(size).fold((1, 0), add),
+        Kind::Map(pairs) => pairs
+            .iter()
+            .map(|(k, v)| add(size(k), size(v)))
+            .fold((1, 0), add),
     }
 }
 
@@ -303,14 +374,14 @@ fn integer(text: &str) -> Option<i128> {
         b'+' => (false, &plain[1..]),
         _ => (false, plain.as_str()),
     };
-    let (radix, digits) = if let Some(hex) = digits.strip_prefix("0x") {
-        (16, hex)
-    } else if let Some(binary) = digits.strip_prefix("0b") {
-        (2, binary)
-    } else if digits.len() > 1 && digits.starts_with('0') {
-        (8, &digits[1..])
-    } else {
-        (10, digits)
+    // Go's ParseInt with base 0: `0x`, `0b` and `0o` in either case, or a leading 0.
+    let prefix = digits.get(..2).map(str::to_ascii_lowercase);
+    let (radix, digits) = match prefix.as_deref() {
+        Some("0x") => (16, &digits[2..]),
+        Some("0b") => (2, &digits[2..]),
+        Some("0o") => (8, &digits[2..]),
+        _ if digits.len() > 1 && digits.starts_with('0') => (8, &digits[1..]),
+        _ => (10, digits),
     };
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
         return None;
@@ -366,6 +437,9 @@ mod tests {
         assert_eq!(scalar(""), Value::Null);
         assert_eq!(scalar("0x1F"), Value::Int(31));
         assert_eq!(scalar("017"), Value::Int(15));
+        assert_eq!(scalar("0o17"), Value::Int(15));
+        assert_eq!(scalar("0X1f"), Value::Int(31));
+        assert_eq!(scalar("0B101"), Value::Int(5));
         assert_eq!(scalar("-12"), Value::Int(-12));
         assert_eq!(scalar("1_000"), Value::Int(1000));
         assert_eq!(
@@ -405,6 +479,23 @@ mod tests {
     }
 
     #[test]
+    fn merge_keys_apply_as_in_yaml_v2() {
+        let doc = root(
+            "base: &b {unit: second, requests_per_unit: 1}\n\
+             over: {<<: *b, requests_per_unit: 5}\n\
+             list: {<<: [{a: 1}, {a: 2, b: 2}]}\n",
+        );
+        let Kind::Map(pairs) = doc.kind else {
+            panic!("a map")
+        };
+        assert_eq!(
+            pairs[1].1.go_value(),
+            "map[requests_per_unit:5 unit:second]"
+        );
+        assert_eq!(pairs[2].1.go_value(), "map[a:1 b:2]");
+    }
+
+    #[test]
     fn bombs_and_depth_are_refused() {
         let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 0..7 {
@@ -421,6 +512,15 @@ mod tests {
         assert!(error.message.contains("nodes"), "{error:?}");
         let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
         assert!(parse(&deep).is_err());
+        // Far deeper than any stack would take, were the nesting followed by recursion.
+        let block = "- ".repeat(100_000) + "x\n";
+        assert!(parse(&block).is_err());
+        let long = "x".repeat(100_000);
+        let mut text = format!("a: &a {long}\nb: [");
+        text.push_str(&"*a, ".repeat(1_000));
+        text.push_str("*a]\n");
+        let error = parse(&text).expect_err("too much text");
+        assert!(error.message.contains("MiB"), "{error:?}");
         assert!(parse("").expect("empty parses").is_none());
         assert!(parse("# only a comment\n").expect("parses").is_none());
     }

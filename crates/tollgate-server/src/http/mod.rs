@@ -141,6 +141,16 @@ impl AppState {
         Ok(verdict)
     }
 
+    /// Whether the store can decide `policy` at all (see [`tollgate::Store::supports`]).
+    pub fn supports(&self, policy: &tollgate::Policy) -> Result<(), tollgate::PolicyError> {
+        self.store.supports_dyn(policy)
+    }
+
+    /// The store's short name.
+    pub fn store_name(&self) -> &'static str {
+        self.store.name_dyn()
+    }
+
     /// Gives each check's cost back to its bucket (token buckets only), in one store call.
     pub async fn refund(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let adjustments: Vec<_> = checks

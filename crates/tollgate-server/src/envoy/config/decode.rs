@@ -60,7 +60,12 @@ pub(super) fn validate_keys(node: &Node) -> Result<(), String> {
     let Kind::Map(pairs) = &node.kind else {
         return Ok(());
     };
-    for (key, value) in pairs {
+    for (i, (key, value)) in pairs.iter().enumerate() {
+        // yaml.v2 decodes a map before this check sees it: of a key given twice, the last
+        // value is the one checked.
+        if key.text().is_some() && pairs[i + 1..].iter().any(|(k, _)| k.text() == key.text()) {
+            continue;
+        }
         let name = match &key.kind {
             Kind::Scalar(text, Value::Str) => text.as_str(),
             _ => {
@@ -106,24 +111,29 @@ struct Errors(Vec<String>);
 
 impl Errors {
     fn wrong(&mut self, node: &Node, into: &str) {
-        let value = match &node.kind {
-            Kind::Scalar(text, _) => {
-                // yaml.v2 shortens a long value to its first 7 characters.
-                let shown: String = if text.chars().count() > 10 {
-                    text.chars().take(7).chain("...".chars()).collect()
-                } else {
-                    text.clone()
-                };
-                format!(" `{shown}`")
-            }
-            _ => String::new(),
-        };
-        self.0.push(format!(
-            "line {}: cannot unmarshal {}{value} into {into}",
-            node.line,
-            node.tag()
-        ));
+        self.0.push(cannot_unmarshal(node, into));
     }
+}
+
+/// yaml.v2's words for `node` that does not decode into the Go type `into`.
+pub(super) fn cannot_unmarshal(node: &Node, into: &str) -> String {
+    let value = match &node.kind {
+        Kind::Scalar(text, _) => {
+            // yaml.v2 shortens a long value to its first 7 characters.
+            let shown: String = if text.chars().count() > 10 {
+                text.chars().take(7).chain("...".chars()).collect()
+            } else {
+                text.clone()
+            };
+            format!(" `{shown}`")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "line {}: cannot unmarshal {}{value} into {into}",
+        node.line,
+        node.tag()
+    )
 }
 
 /// Decodes a file whose keys passed [`validate_keys`]; `None` is an empty document.
@@ -271,13 +281,14 @@ fn rate_limit(node: &Node, errors: &mut Errors) -> Option<RateLimit> {
     Some(limit)
 }
 
-/// `metadata` is only checked to be a map of string keys (it is not used in the answers).
+/// `metadata` is only checked to be a map with scalar keys, which yaml.v2 decodes as strings
+/// (it is not used in the answers).
 fn metadata(node: &Node, errors: &mut Errors) {
     match &node.kind {
         Kind::Scalar(_, Value::Null) => {}
         Kind::Map(pairs) => {
             for (key, _) in pairs {
-                if !matches!(key.kind, Kind::Scalar(_, Value::Str)) {
+                if !matches!(key.kind, Kind::Scalar(..)) {
                     errors.wrong(key, "string");
                 }
             }

@@ -297,10 +297,8 @@ fn parse_file(bytes: &[u8]) -> Result<decode::Root, String> {
             yaml::Kind::Map(_) | yaml::Kind::Scalar(_, yaml::Value::Null) => {}
             _ => {
                 return Err(format!(
-                    "error loading config file: yaml: unmarshal errors:\n  line {}: cannot \
-                     unmarshal {} into map[interface {{}}]interface {{}}",
-                    node.line,
-                    node.tag()
+                    "error loading config file: yaml: unmarshal errors:\n  {}",
+                    decode::cannot_unmarshal(node, "map[interface {}]interface {}")
                 ));
             }
         }
