@@ -166,7 +166,13 @@ fn a_limit_beyond_the_store_is_refused_at_start() {
     )
     .expect("TOML");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(["--listen", "127.0.0.1:0", "--store", redis.url(), "--config"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            redis.url(),
+            "--config",
+        ])
         .arg(&toml)
         .output()
         .expect("the binary runs");
