@@ -320,33 +320,7 @@ async fn metrics_pass_promtool_and_count_the_decisions_made() {
     assert!(series("tollgate_http_connections_total") >= 1.0);
     assert!(series("tollgate_config_last_reload_success_timestamp_seconds") > 1.7e9);
 
-    let promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn();
-    let mut promtool = match promtool {
-        Ok(child) => child,
-        Err(e) => panic!(
-            "promtool ({e}) is needed to check /metrics: `apt-get install prometheus` \
-             (scripts/test installs it)"
-        ),
-    };
-    use std::io::Write;
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics:\n{}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::promtool_check(&text);
 }
 
 /// The commented example shows every key, and is a good file.

@@ -353,6 +353,7 @@ async fn descriptors_match_and_answer_as_envoyproxy_ratelimit_does() {
     ] {
         assert!(metrics.contains(series), "{series} in\n{metrics}");
     }
+    support::promtool_check(&metrics);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -341,3 +341,34 @@ pub fn capacity_of(policies: &Value, name: &str) -> Option<u64> {
         .find(|p| p["name"] == name)?["capacity"]
         .as_u64()
 }
+
+/// `promtool check metrics` passes `text`, a scrape of `/metrics`.
+pub fn promtool_check(text: &str) {
+    use std::io::Write;
+    let promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut promtool = match promtool {
+        Ok(child) => child,
+        Err(e) => panic!(
+            "promtool ({e}) is needed to check /metrics: `apt-get install prometheus` \
+             (scripts/test installs it)"
+        ),
+    };
+    promtool
+        .stdin
+        .take()
+        .expect("promtool's stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
+    let out = promtool.wait_with_output().expect("promtool runs");
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
