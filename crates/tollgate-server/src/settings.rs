@@ -82,6 +82,11 @@ impl Settings {
             shadow_mode: grpc.shadow_mode.unwrap_or(false),
             response_headers: grpc.response_headers.unwrap_or(false),
             ietf_headers: grpc.ietf_headers.unwrap_or(false),
+            header_names: std::array::from_fn(|i| {
+                grpc.header_names[i]
+                    .clone()
+                    .unwrap_or_else(|| crate::envoy::DEFAULT_HEADER_NAMES[i].to_owned())
+            }),
             near_limit_ratio: grpc
                 .near_limit_ratio
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),

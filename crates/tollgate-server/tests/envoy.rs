@@ -493,7 +493,8 @@ async fn a_token_bucket_domain_refills_and_takes_negative_hits_back() {
 async fn global_shadow_mode_lets_everything_through_and_headers_tell() {
     let h = "domain: h\ndescriptors:\n  - key: k\n    rate_limit: {name: per-k, unit: hour, requests_per_unit: 1}\n";
     let (_dir, server) = start_configured(
-        "shadow_mode = true\nresponse_headers = true\nietf_headers = true",
+        "shadow_mode = true\nresponse_headers = true\nietf_headers = true\n\
+         limit_header = \"X-RateLimit-Limit\"",
         &[("h.yaml", h)],
     );
     let mut c = client(server.grpc_addr()).await;
@@ -507,7 +508,7 @@ async fn global_shadow_mode_lets_everything_through_and_headers_tell() {
     };
     let r = ask(&mut c, k()).await;
     assert_eq!(codes(&r), ok(1));
-    assert_eq!(header(&r, "RateLimit-Limit"), "1");
+    assert_eq!(header(&r, "X-RateLimit-Limit"), "1", "a name configured");
     assert_eq!(header(&r, "RateLimit-Remaining"), "0");
     let reset: u64 = header(&r, "RateLimit-Reset").parse().expect("seconds");
     assert!((1..=3600).contains(&reset), "{reset}");

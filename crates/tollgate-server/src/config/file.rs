@@ -75,6 +75,9 @@ pub(super) struct GrpcFile {
     pub(super) shadow_mode: Option<bool>,
     pub(super) response_headers: Option<bool>,
     pub(super) ietf_headers: Option<bool>,
+    pub(super) limit_header: Option<String>,
+    pub(super) remaining_header: Option<String>,
+    pub(super) reset_header: Option<String>,
     pub(super) near_limit_ratio: Option<Spanned<f64>>,
     #[serde(default)]
     pub(super) domains: BTreeMap<String, DomainFile>,

@@ -92,6 +92,8 @@ pub struct GrpcConfig {
     pub response_headers: Option<bool>,
     /// `ietf_headers`.
     pub ietf_headers: Option<bool>,
+    /// `limit_header`, `remaining_header`, `reset_header`.
+    pub header_names: [Option<String>; 3],
     /// `near_limit_ratio`.
     pub near_limit_ratio: Option<f64>,
 }
@@ -214,6 +216,11 @@ impl Config {
             shadow_mode: file.grpc.shadow_mode,
             response_headers: file.grpc.response_headers,
             ietf_headers: file.grpc.ietf_headers,
+            header_names: [
+                file.grpc.limit_header,
+                file.grpc.remaining_header,
+                file.grpc.reset_header,
+            ],
             near_limit_ratio,
         };
         let policies = Policies::compile(file.policies, &refuse, &|offset| {

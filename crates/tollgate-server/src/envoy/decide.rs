@@ -622,15 +622,10 @@ fn response_headers(
     };
     let mut out = Vec::new();
     if settings.response_headers {
-        out.push(header(
-            "RateLimit-Limit",
-            rule.requests_per_unit.to_string(),
-        ));
-        out.push(header(
-            "RateLimit-Remaining",
-            status.limit_remaining.to_string(),
-        ));
-        out.push(header("RateLimit-Reset", reset.to_string()));
+        let [limit, remaining, reset_name] = &settings.header_names;
+        out.push(header(limit, rule.requests_per_unit.to_string()));
+        out.push(header(remaining, status.limit_remaining.to_string()));
+        out.push(header(reset_name, reset.to_string()));
     }
     if settings.ietf_headers
         && let Some((policy, decision)) = decided

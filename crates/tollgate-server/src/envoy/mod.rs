@@ -35,6 +35,10 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr
 /// `NEAR_LIMIT_RATIO`); for the metrics only.
 pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 
+/// envoyproxy/ratelimit's names of its response headers, by default.
+pub const DEFAULT_HEADER_NAMES: [&str; 3] =
+    ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"];
+
 /// How a domain's limits are counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -79,6 +83,9 @@ pub struct EnvoySettings {
     pub response_headers: bool,
     /// The IETF `RateLimit` and `RateLimit-Policy` headers.
     pub ietf_headers: bool,
+    /// The names of the limit, remaining and reset headers (`LIMIT_LIMIT_HEADER`,
+    /// `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`).
+    pub header_names: [String; 3],
     /// See [`DEFAULT_NEAR_LIMIT_RATIO`].
     pub near_limit_ratio: f64,
 }
