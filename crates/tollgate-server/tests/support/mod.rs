@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod envoy;
+pub mod faults;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

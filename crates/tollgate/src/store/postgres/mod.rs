@@ -385,13 +385,19 @@ impl Inner {
             loop {
                 let lease = self.pool.get().await?;
                 self.stats.statements.fetch_add(1, Ordering::Relaxed);
-                let answer = statement(lease.conn()).await;
+                let conn = lease.conn();
+                let answer = statement(Arc::clone(&conn)).await;
                 // Answered: the connection is free for others while this one backs off.
                 lease.answered();
                 let e = match answer {
                     Ok(answer) => return Ok(answer),
                     Err(e) if retry::is_conflict(&e) => e,
-                    Err(e) => return Err(Failure::Store(store_error(e))),
+                    Err(e) => {
+                        if pool::is_missing_schema(&e) {
+                            conn.stale.store(true, Ordering::Relaxed);
+                        }
+                        return Err(Failure::Store(store_error(e)));
+                    }
                 };
                 let wait = self.retry.backoff(attempt);
                 // The retry's own statement needs time too: at least the wait again.

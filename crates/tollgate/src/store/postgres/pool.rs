@@ -11,7 +11,7 @@
 //! first of the least loaded (`tollgate bench postgres`, interleaved runs of both).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Mutex, OnceCell};
@@ -43,6 +43,9 @@ pub(crate) struct Conn {
     pub(crate) reset: Statement,
     pub(crate) cleanup_once: Statement,
     pub(crate) decide_any: Statement,
+    /// Its statements met a schema that is gone (a table dropped under load): the next lease
+    /// makes a new connection, which makes the schema again where the store may create it.
+    pub(crate) stale: AtomicBool,
 }
 
 /// How connections are made.
@@ -226,7 +229,10 @@ impl Pool {
         // Counted from the start: callers that come while it connects go elsewhere.
         let load = Load::take(&slot.load);
         let mut held = Arc::clone(&slot.conn).lock_owned().await;
-        let conn = match held.as_ref().filter(|c| !c.client.is_closed()) {
+        let conn = match held
+            .as_ref()
+            .filter(|c| !c.client.is_closed() && !c.stale.load(Ordering::Relaxed))
+        {
             Some(conn) => Arc::clone(conn),
             None => {
                 *held = None;
@@ -342,6 +348,7 @@ impl Connector {
             reset,
             cleanup_once,
             decide_any,
+            stale: AtomicBool::new(false),
         })
     }
 }
@@ -382,7 +389,7 @@ async fn set_if_known(client: &Client, set: &str) -> Result<(), StoreError> {
     }
 }
 
-fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
+pub(crate) fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
     matches!(
         e.code(),
         Some(
