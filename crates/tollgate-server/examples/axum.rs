@@ -28,7 +28,7 @@ use tollgate::{MemoryStore, Policy, RedisStore, Store};
 pub fn router<S: Store + Clone>(store: S) -> Result<Router, Box<dyn Error>> {
     let per_ip = RateLimitLayer::builder(store.clone())
         .policy("hello", Policy::token_bucket(5, 1, Duration::from_secs(1))?)
-        .key(ClientIp::new().trust(["127.0.0.1".parse()?]))
+        .key(ClientIp::new().trust(["127.0.0.1/32".parse()?]))
         .build()?;
 
     let tiers = TierTable::new();

@@ -145,7 +145,10 @@ async fn behind_trusted_proxies_the_client_is_the_rightmost_untrusted_hop() {
     let clock = clock();
     let layer = RateLimitLayer::builder(store(&clock))
         .policy("api", policy(1, 1))
-        .key(ClientIp::new().trust(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]))
+        .key(ClientIp::new().trust([
+            "127.0.0.1/32".parse().unwrap(),
+            "10.0.0.0/8".parse().unwrap(),
+        ]))
         .build()
         .unwrap();
     let base = serve(layer).await;
@@ -175,7 +178,7 @@ async fn two_ipv6_addresses_in_one_64_share_a_budget() {
     let clock = clock();
     let layer = RateLimitLayer::builder(store(&clock))
         .policy("api", policy(1, 1))
-        .key(ClientIp::new().trust(["127.0.0.1".parse().unwrap()]))
+        .key(ClientIp::new().trust(["127.0.0.1/32".parse().unwrap()]))
         .build()
         .unwrap();
     let base = serve(layer).await;

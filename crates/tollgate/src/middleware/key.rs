@@ -7,7 +7,9 @@ use std::net::{IpAddr, SocketAddr};
 use http::HeaderName;
 use http::request::Parts;
 
-use super::net::{self, IpNet};
+use ipnet::IpNet;
+
+use super::net;
 
 /// Extracts the rate-limit key of a request.
 ///
@@ -105,9 +107,12 @@ impl ClientIp {
         ClientIp::default()
     }
 
-    /// Trusts the proxies in `nets` to report the client in the forwarding header.
+    /// Trusts the proxies in `nets` to report the client in the forwarding header: blocks
+    /// such as `"10.0.0.0/8".parse()?` (an address alone is `IpNet::from(addr)`, or
+    /// `"127.0.0.1/32"`); an IPv4-mapped IPv6 block counts as the IPv4 block it maps.
     pub fn trust(mut self, nets: impl IntoIterator<Item = IpNet>) -> ClientIp {
-        self.trusted.extend(nets);
+        self.trusted
+            .extend(nets.into_iter().map(net::canonical_net));
         self
     }
 
@@ -124,7 +129,8 @@ impl ClientIp {
     }
 
     fn is_trusted(&self, ip: IpAddr) -> bool {
-        self.trusted.iter().any(|net| net.contains(ip))
+        let ip = net::canonical(ip);
+        self.trusted.iter().any(|net| net.contains(&ip))
     }
 
     /// The client's address (before grouping), or `None` without a peer address or when a
@@ -227,7 +233,7 @@ mod tests {
 
     #[test]
     fn behind_trusted_proxies_the_rightmost_untrusted_hop_is_the_client() {
-        let ip = trusting(&["10.0.0.0/8", "127.0.0.1"]);
+        let ip = trusting(&["10.0.0.0/8", "127.0.0.1/32"]);
         // The client's own (spoofed) entry is left of the address the first proxy saw.
         let p = parts(
             "127.0.0.1:80",
@@ -253,7 +259,7 @@ mod tests {
 
     #[test]
     fn the_forwarded_header_when_configured() {
-        let ip = trusting(&["127.0.0.1"]).header(ForwardedHeader::Forwarded);
+        let ip = trusting(&["127.0.0.1/32"]).header(ForwardedHeader::Forwarded);
         let p = parts(
             "127.0.0.1:80",
             &[

@@ -22,7 +22,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let layer = RateLimitLayer::builder(MemoryStore::new())
 //!     .policy("api", Policy::token_bucket(5, 1, Duration::from_secs(1))?) // burst 5, 1/s
-//!     .key(ClientIp::new().trust(["127.0.0.1".parse()?])) // behind a local proxy
+//!     .key(ClientIp::new().trust(["127.0.0.1/32".parse()?])) // behind a local proxy
 //!     .build()?;
 //! let app: Router = Router::new().route("/hello", get(|| async { "hello" })).layer(layer);
 //! // axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
@@ -38,9 +38,9 @@ mod response;
 mod service;
 mod tiers;
 
+pub use ipnet::IpNet;
 pub use key::{ClientIp, ForwardedHeader, Header, KeyExtractor};
 pub use layer::{LayerError, MissingKey, RateLimitLayer, RateLimitLayerBuilder};
-pub use net::{IpNet, IpNetError};
 pub use response::{Rejection, RejectionKind};
 pub use service::{RateLimit, RateLimitBody, ResponseFuture};
 pub use tiers::{NamedPolicy, TierTable, Tiers};
