@@ -138,4 +138,42 @@ mod tests {
         assert_eq!(fwd, ["192.0.2.60", r#""[2001:db8:cafe::17]:4711""#]);
         assert_eq!(forwarded(["proto=https"].into_iter()), [""]);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_header_splits_into_its_hops_and_never_panics(
+            values in proptest::collection::vec(".{0,80}", 0..4)
+        ) {
+            let refs = values.iter().map(String::as_str);
+            let commas: usize = values.iter().map(|v| v.matches(',').count() + 1).sum();
+            let hops = x_forwarded_for(refs.clone());
+            proptest::prop_assert_eq!(hops.len(), commas);
+            let elements = forwarded(refs);
+            proptest::prop_assert_eq!(elements.len(), commas);
+            for hop in hops.into_iter().chain(elements) {
+                let _ = parse_hop(hop);
+            }
+        }
+
+        #[test]
+        fn every_address_form_parses_back(
+            v4 in proptest::arbitrary::any::<u32>(),
+            v6 in proptest::arbitrary::any::<u128>(),
+            port in proptest::arbitrary::any::<u16>(),
+        ) {
+            let v4 = IpAddr::V4(Ipv4Addr::from(v4));
+            let v6 = IpAddr::V6(Ipv6Addr::from(v6));
+            for (text, want) in [
+                (v4.to_string(), v4),
+                (format!("{v4}:{port}"), v4),
+                (format!("\"{v4}:{port}\""), v4),
+                (v6.to_string(), v6),
+                (format!("[{v6}]"), v6),
+                (format!("[{v6}]:{port}"), v6),
+                (format!("\"[{v6}]:{port}\""), v6),
+            ] {
+                proptest::prop_assert_eq!(parse_hop(&text), Some(canonical(want)), "{}", text);
+            }
+        }
+    }
 }
