@@ -1,5 +1,6 @@
 //! A throwaway Redis Cluster: N cluster-enabled `redis-server`s joined by
-//! `redis-cli --cluster create`, masters only.
+//! `redis-cli --cluster create`, masters only or with replicas (which take over a master that
+//! dies, within about a second: the nodes' timeout is short).
 
 use std::{net::TcpListener, path::Path, process::Command, time::Duration};
 
@@ -18,6 +19,8 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Redis listens for the cluster bus on the client port plus this.
 const BUS_PORT_OFFSET: u16 = 10_000;
+/// How long a node gets to answer a question about the cluster.
+const SHORT: Duration = Duration::from_secs(1);
 
 /// A throwaway Redis Cluster of `masters` masters and no replicas, or the one
 /// `TOLLGATE_REDIS_CLUSTER_URLS` (comma-separated `redis://` URLs) names.
@@ -48,6 +51,13 @@ impl TestRedisCluster {
         Self::from_env_value(url::env_value(URLS_VAR)?, masters)
     }
 
+    /// Starts `masters` masters with `replicas` replicas each (always kit-started: a test
+    /// that kills masters needs its own cluster). A master that dies is replaced by one of its
+    /// replicas after about a second.
+    pub fn start_with_replicas(masters: usize, replicas: usize) -> Result<Self, TestkitError> {
+        Self::start_owned(masters, replicas)
+    }
+
     pub(crate) fn from_env_value(
         value: Option<String>,
         masters: usize,
@@ -72,14 +82,21 @@ impl TestRedisCluster {
                 inner: Inner::External { urls },
             });
         }
+        Self::start_owned(masters, 0)
+    }
+
+    fn start_owned(masters: usize, replicas: usize) -> Result<Self, TestkitError> {
         if masters < 3 {
             return Err(TestkitError::InvalidRequest(format!(
                 "a Redis Cluster needs at least 3 masters, not {masters}"
             )));
         }
         let dir = scratch::tempdir(&std::env::temp_dir(), "tollgate-redis-cluster-")?;
-        let mut nodes = Vec::with_capacity(masters);
-        for i in 0..masters {
+        let count = masters * (1 + replicas);
+        // With replicas, a short node timeout makes a failover take about a second.
+        let timeout = if replicas > 0 { "1000" } else { "5000" };
+        let mut nodes = Vec::with_capacity(count);
+        for i in 0..count {
             let node_dir = dir.path().join(format!("node-{i}"));
             std::fs::create_dir(&node_dir)
                 .map_err(|e| TestkitError::io(format!("creating {}", node_dir.display()), e))?;
@@ -89,13 +106,19 @@ impl TestRedisCluster {
                 "--cluster-config-file",
                 "nodes.conf",
                 "--cluster-node-timeout",
-                "5000",
+                timeout,
+                // A replica syncs at once rather than 5 s later: one that never synced cannot
+                // take over.
+                "--repl-diskless-sync-delay",
+                "0",
             ];
             let args = args.map(str::to_owned).to_vec();
             nodes.push(RedisServer::start(node_dir, args, free_port_with_bus)?);
         }
-        create_cluster(&nodes, dir.path())?;
-        wait_until_ok(&nodes, &dir.path().join("cluster-create.log"))?;
+        create_cluster(&nodes, replicas, dir.path())?;
+        let log = dir.path().join("cluster-create.log");
+        wait_until_ok(&nodes, &log)?;
+        wait_until_replicas_synced(&nodes, &log)?;
         Ok(Self {
             inner: Inner::Owned { nodes, dir },
         })
@@ -119,6 +142,55 @@ impl TestRedisCluster {
         match &self.inner {
             Inner::Owned { nodes, .. } => nodes.iter().filter_map(RedisServer::pid).collect(),
             Inner::External { .. } => Vec::new(),
+        }
+    }
+
+    /// The port of the master serving `key` now; `None` when no node answers.
+    pub fn master_of(&self, key: &[u8]) -> Option<u16> {
+        let nodes = self.urls();
+        for url in &nodes {
+            let Ok(url) = Url::parse(url) else { continue };
+            let slot = match resp::command(&url, &[b"CLUSTER", b"KEYSLOT", key], SHORT) {
+                Ok(Reply::Integer(slot)) => slot,
+                _ => continue,
+            };
+            let Ok(Reply::Bulk(text)) = resp::command(&url, &[b"CLUSTER", b"NODES"], SHORT) else {
+                continue;
+            };
+            // `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slots>...`
+            for line in String::from_utf8_lossy(&text).lines() {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else {
+                    continue;
+                };
+                if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+                    continue;
+                }
+                let serves = fields.iter().skip(8).any(|range| {
+                    let (from, to) = range.split_once('-').unwrap_or((range, range));
+                    matches!((from.parse::<i64>(), to.parse::<i64>()), (Ok(a), Ok(b)) if a <= slot && slot <= b)
+                });
+                if serves {
+                    let port = addr.split('@').next()?.rsplit(':').next()?.parse().ok()?;
+                    return Some(port);
+                }
+            }
+        }
+        None
+    }
+
+    /// Kills the kit-started node on `port` (as in a crash).
+    pub fn kill(&mut self, port: u16) -> Result<(), TestkitError> {
+        match &mut self.inner {
+            Inner::Owned { nodes, .. } => match nodes.iter_mut().find(|n| n.port() == port) {
+                Some(node) => node.stop(),
+                None => Err(TestkitError::InvalidRequest(format!(
+                    "no node of this cluster listens on port {port}"
+                ))),
+            },
+            Inner::External { .. } => Err(TestkitError::InvalidRequest(
+                "an external cluster's nodes cannot be killed here".into(),
+            )),
         }
     }
 
@@ -147,7 +219,7 @@ fn free_port_with_bus() -> Result<u16, TestkitError> {
     ))
 }
 
-fn create_cluster(nodes: &[RedisServer], dir: &Path) -> Result<(), TestkitError> {
+fn create_cluster(nodes: &[RedisServer], replicas: usize, dir: &Path) -> Result<(), TestkitError> {
     let redis_cli =
         process::find_binary("redis-cli", &["/usr/local/bin", "/usr/bin"]).ok_or_else(|| {
             TestkitError::MissingBinary {
@@ -161,7 +233,7 @@ fn create_cluster(nodes: &[RedisServer], dir: &Path) -> Result<(), TestkitError>
     for node in nodes {
         cmd.arg(format!("127.0.0.1:{}", node.port()));
     }
-    cmd.args(["--cluster-replicas", "0", "--cluster-yes"])
+    cmd.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .current_dir(dir);
     let what = format!("redis-cli --cluster create ({} nodes)", nodes.len());
     process::run(cmd, &what, &dir.join("cluster-create.log"), CREATE_TIMEOUT)
@@ -201,6 +273,39 @@ fn wait_until_ok(nodes: &[RedisServer], create_log: &Path) -> Result<(), Testkit
             });
         }
         deadline.pause();
+    }
+    Ok(())
+}
+
+/// Waits until every replica's link to its master is up (its first sync done): only then can
+/// it take over a master that dies.
+fn wait_until_replicas_synced(nodes: &[RedisServer], log: &Path) -> Result<(), TestkitError> {
+    let mut deadline = Deadline::after(READY_TIMEOUT);
+    for node in nodes {
+        let url = Url::parse(&node.url())?;
+        loop {
+            let info = resp::command(&url, &[b"INFO", b"replication"], SHORT);
+            let synced = match &info {
+                Ok(Reply::Bulk(text)) => {
+                    let text = String::from_utf8_lossy(text);
+                    let has = |line: &str| text.lines().any(|l| l.trim() == line);
+                    has("role:master") || has("master_link_status:up")
+                }
+                _ => false,
+            };
+            if synced {
+                break;
+            }
+            if deadline.expired() {
+                return Err(TestkitError::NotReady {
+                    what: format!("the replica {} (INFO replication: {info:?})", node.url()),
+                    waited: deadline.elapsed(),
+                    log: log.to_owned(),
+                    log_tail: process::log_tail(log, 0),
+                });
+            }
+            deadline.pause();
+        }
     }
     Ok(())
 }

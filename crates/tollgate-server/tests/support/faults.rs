@@ -108,6 +108,21 @@ where
     I: Future<Output = ()>,
     H: Future<Output = ()>,
 {
+    under_load_for(LOAD_FOR, addr, body, inject, heal).await
+}
+
+/// [`under_load`] for `seconds` rather than [`LOAD_FOR`].
+pub async fn under_load_for<I, H>(
+    load_for: f64,
+    addr: SocketAddr,
+    body: &str,
+    inject: I,
+    heal: H,
+) -> Figures
+where
+    I: Future<Output = ()>,
+    H: Future<Output = ()>,
+{
     let clock = MonotonicClock::new();
     let start = clock.now();
     let at = move |s: f64| start + Nanos::new((s * 1e9) as u64);
@@ -128,7 +143,7 @@ where
                 Arc::clone(&samples),
             );
             tokio::spawn(async move {
-                let end = at(LOAD_FOR);
+                let end = at(load_for);
                 while clock.now() < end {
                     let sent = seconds();
                     let answer = client.post(&url).body(body.clone()).send().await;
@@ -171,5 +186,20 @@ async fn sleep_until(clock: &MonotonicClock, when: Nanos) {
 /// The most a bucket of `capacity` refilled by `capacity` a second allows in the load's
 /// [`LOAD_FOR`] seconds (plus one for the rounding of the last instant).
 pub fn bound(capacity: usize) -> usize {
-    capacity + (capacity as f64 * LOAD_FOR).ceil() as usize + 1
+    bound_for(capacity, LOAD_FOR)
+}
+
+/// [`bound`] over `seconds`.
+pub fn bound_for(capacity: usize, seconds: f64) -> usize {
+    capacity + (capacity as f64 * seconds).ceil() as usize + 1
+}
+
+impl Figures {
+    /// Answers the store gave (allowed or denied) to requests sent at or after `from` seconds.
+    pub fn decided_after(&self, from: f64) -> usize {
+        self.samples
+            .iter()
+            .filter(|s| s.sent >= from && s.outcome != Outcome::Failed)
+            .count()
+    }
 }
