@@ -11,7 +11,7 @@
 //! ever locks more than one shard.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use hashbrown::HashTable;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -38,6 +38,8 @@ pub(crate) struct Shard<V> {
     slots: HashTable<Slot<V>>,
     /// Entries left by the last sweep: the next sweep waits until the shard doubles.
     after_sweep: usize,
+    /// When the shard was last swept.
+    swept_at: Nanos,
 }
 
 impl<V> Shard<V> {
@@ -78,10 +80,17 @@ pub(crate) struct AtCap;
 pub(crate) struct Table<V> {
     hasher: foldhash::quality::FixedState,
     shards: Box<[Padded<RwLock<Shard<V>>>]>,
+    /// When every shard was last swept (nanoseconds of the store's clock).
+    swept_all_at: AtomicU64,
 }
 
 /// A shard smaller than this is never swept just for having doubled.
 const MIN_SWEEP: usize = 64;
+
+/// At the cap, a shard is swept again for a new key at most this often: a flood of new keys
+/// would otherwise scan a whole shard per request. A key that turns idle meanwhile is freed at
+/// the next sweep, at most this much later.
+const SWEEP_GAP_AT_CAP: Nanos = Nanos::new(10_000_000);
 
 impl<V: Cell> Table<V> {
     pub(crate) fn new(hasher: foldhash::quality::FixedState, shards: usize) -> Self {
@@ -90,10 +99,15 @@ impl<V: Cell> Table<V> {
                 Padded(RwLock::new(Shard {
                     slots: HashTable::new(),
                     after_sweep: 0,
+                    swept_at: Nanos::ZERO,
                 }))
             })
             .collect();
-        Table { hasher, shards }
+        Table {
+            hasher,
+            shards,
+            swept_all_at: AtomicU64::new(0),
+        }
     }
 
     #[inline]
@@ -188,7 +202,9 @@ impl<V: Cell> Table<V> {
             self.sweep(shard, now, count);
         }
         if count.keys.load(Ordering::Relaxed) >= count.max_keys {
-            self.sweep(shard, now, count);
+            if now.saturating_sub(shard.swept_at) >= SWEEP_GAP_AT_CAP {
+                self.sweep(shard, now, count);
+            }
             if count.keys.load(Ordering::Relaxed) >= count.max_keys {
                 return Err(AtCap);
             }
@@ -210,6 +226,7 @@ impl<V: Cell> Table<V> {
         shard.slots.retain(|s| !s.cell.is_idle(now));
         shard.slots.shrink_to(0, |s| self.hash(s.key.as_bytes()));
         shard.after_sweep = shard.slots.len();
+        shard.swept_at = now;
         count
             .keys
             .fetch_sub(before - shard.after_sweep, Ordering::Relaxed);
@@ -237,8 +254,20 @@ impl<V: Cell> Table<V> {
         fixed + shards
     }
 
-    /// Sweeps every shard that is not busy, one at a time. Used when the store is at its cap.
+    /// Sweeps every shard that is not busy, one at a time. Used when the store is at its cap,
+    /// and then at most once per [`SWEEP_GAP_AT_CAP`] by one caller: a flood of new keys at
+    /// the cap would otherwise scan the whole table for every request (a second of CPU per
+    /// request at the default cap's two million keys).
     pub(crate) fn sweep_all(&self, now: Nanos, count: &KeyCount) {
+        let last = self.swept_all_at.load(Ordering::Relaxed);
+        if now.as_u64() < last.saturating_add(SWEEP_GAP_AT_CAP.as_u64())
+            || self
+                .swept_all_at
+                .compare_exchange(last, now.as_u64(), Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
         for shard in self.shards.iter() {
             if let Some(mut guard) = shard.0.try_write() {
                 self.sweep(&mut guard, now, count);
