@@ -87,10 +87,15 @@ pub(crate) struct Table<V> {
 /// A shard smaller than this is never swept just for having doubled.
 const MIN_SWEEP: usize = 64;
 
-/// At the cap, a shard is swept again for a new key at most this often: a flood of new keys
-/// would otherwise scan a whole shard per request. A key that turns idle meanwhile is freed at
-/// the next sweep, at most this much later.
-const SWEEP_GAP_AT_CAP: Nanos = Nanos::new(10_000_000);
+/// At the cap, a shard (or the whole table) is swept again for a new key only after a gap: a
+/// flood of new keys would otherwise scan it for every request. The gap grows with the keys
+/// held, so that sweeping at the cap costs at most about a tenth of a core (a sweep looks at
+/// a key in a few nanoseconds): 10 ms, or 50 ns per key held (100 ms at two million). A key
+/// that turns idle meanwhile is freed at the next sweep, at most the gap later.
+fn sweep_gap_at_cap(keys: usize) -> Nanos {
+    let per_key = u64::try_from(keys).unwrap_or(u64::MAX).saturating_mul(50);
+    Nanos::new(per_key.max(10_000_000))
+}
 
 impl<V: Cell> Table<V> {
     pub(crate) fn new(hasher: foldhash::quality::FixedState, shards: usize) -> Self {
@@ -202,7 +207,8 @@ impl<V: Cell> Table<V> {
             self.sweep(shard, now, count);
         }
         if count.keys.load(Ordering::Relaxed) >= count.max_keys {
-            if now.saturating_sub(shard.swept_at) >= SWEEP_GAP_AT_CAP {
+            let gap = sweep_gap_at_cap(count.keys.load(Ordering::Relaxed));
+            if now.saturating_sub(shard.swept_at) >= gap {
                 self.sweep(shard, now, count);
             }
             if count.keys.load(Ordering::Relaxed) >= count.max_keys {
@@ -255,12 +261,13 @@ impl<V: Cell> Table<V> {
     }
 
     /// Sweeps every shard that is not busy, one at a time. Used when the store is at its cap,
-    /// and then at most once per [`SWEEP_GAP_AT_CAP`] by one caller: a flood of new keys at
-    /// the cap would otherwise scan the whole table for every request (a second of CPU per
-    /// request at the default cap's two million keys).
+    /// and then at most once per [`sweep_gap_at_cap`] by one caller: a flood of new keys at
+    /// the cap would otherwise scan the whole table for every request (milliseconds each at
+    /// the default cap's two million keys).
     pub(crate) fn sweep_all(&self, now: Nanos, count: &KeyCount) {
         let last = self.swept_all_at.load(Ordering::Relaxed);
-        if now.as_u64() < last.saturating_add(SWEEP_GAP_AT_CAP.as_u64())
+        let gap = sweep_gap_at_cap(count.keys.load(Ordering::Relaxed));
+        if now.as_u64() < last.saturating_add(gap.as_u64())
             || self
                 .swept_all_at
                 .compare_exchange(last, now.as_u64(), Ordering::Relaxed, Ordering::Relaxed)
