@@ -35,6 +35,7 @@ pub mod postgres;
 pub mod redis;
 pub mod report;
 pub mod resp;
+pub mod soak;
 pub mod stats;
 
 pub use crate::grpc::{GrpcBenchArgs, GrpcReport, run_grpc};
@@ -44,5 +45,6 @@ pub use crate::http::{
 pub use crate::postgres::{PostgresBenchArgs, PostgresReport, run_postgres};
 pub use crate::redis::{Approach, RedisBenchArgs, Scenario, run_redis};
 pub use crate::resp::{RespBenchArgs, RespReport, run_resp};
+pub use crate::soak::{SoakArgs, SoakReport, run_soak};
 pub use error::BenchError;
 pub use report::{Cell, Goal, OverGrant, RedisReport};

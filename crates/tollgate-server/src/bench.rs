@@ -35,6 +35,10 @@ pub async fn bench(target: BenchTarget) -> Result<(), ServeError> {
             let report = grpc(&args).await?;
             (report.to_markdown(), args.out)
         }
+        BenchTarget::Soak(args) => {
+            let report = soak(&args).await?;
+            (report.to_markdown(), args.out)
+        }
         BenchTarget::Http(args) => {
             let report = tollgate_bench::run_http_with(&args, Some(server_router().await?)).await?;
             (report.to_markdown(), args.out)
@@ -107,13 +111,8 @@ async fn resp_server(
 async fn grpc(
     args: &tollgate_bench::GrpcBenchArgs,
 ) -> Result<tollgate_bench::GrpcReport, ServeError> {
-    let dir = std::env::temp_dir().join(format!("tollgate-bench-grpc-{}", std::process::id()));
-    let written = std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(dir.join("bench.yaml"), tollgate_bench::grpc::CONFIG));
-    if let Err(source) = written {
-        return Err(tollgate_bench::BenchError::Write { path: dir, source }.into());
-    }
     let shutdown = tokio_util::sync::CancellationToken::new();
+    let dir = BenchConfig::write()?;
     let mut stores = vec![("memory".to_owned(), "memory".to_owned())];
     let mut missing = Vec::new();
     match &args.redis {
@@ -122,30 +121,72 @@ async fn grpc(
     }
     let mut targets = Vec::new();
     for (name, store) in stores {
-        let dir = dir.to_string_lossy().into_owned();
-        let args = Cli::try_parse_from([
-            "tollgate",
-            "--listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--envoy-config-dir",
-            &dir,
-            "--store",
-            &store,
-        ])
-        .map_err(|e| tollgate_bench::BenchError::Args(e.to_string()))?
-        .serve;
-        let settings = Settings::resolve(&args, None);
-        let server = crate::Server::bind(args, settings).await?;
-        let addr = server
-            .grpc_addr()
-            .ok_or_else(|| tollgate_bench::BenchError::Args("no gRPC listener".into()))?;
-        tokio::spawn(server.run(shutdown.clone()));
-        targets.push((name, addr));
+        targets.push((name, grpc_server(&store, &dir, &shutdown).await?));
     }
     let report = tollgate_bench::run_grpc(args, &targets, missing).await;
     shutdown.cancel();
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(report?)
+}
+
+/// The soak run: a server on `--redis`, its fail policy `deny` so that the faults show.
+async fn soak(args: &tollgate_bench::SoakArgs) -> Result<tollgate_bench::SoakReport, ServeError> {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let dir = BenchConfig::write()?;
+    let addr = grpc_server(&args.redis, &dir, &shutdown).await?;
+    let report = tollgate_bench::run_soak(args, addr).await;
+    shutdown.cancel();
+    Ok(report?)
+}
+
+/// The benchmark's Envoy config in a scratch directory, removed when dropped.
+struct BenchConfig(std::path::PathBuf);
+
+impl BenchConfig {
+    fn write() -> Result<BenchConfig, ServeError> {
+        let dir = std::env::temp_dir().join(format!("tollgate-bench-grpc-{}", std::process::id()));
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("bench.yaml"), tollgate_bench::grpc::CONFIG));
+        match written {
+            Ok(()) => Ok(BenchConfig(dir)),
+            Err(source) => Err(tollgate_bench::BenchError::Write { path: dir, source }.into()),
+        }
+    }
+}
+
+impl Drop for BenchConfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A server on `store` answering Envoy's gRPC API on `config`, in this process until
+/// `shutdown`; its gRPC address.
+async fn grpc_server(
+    store: &str,
+    config: &BenchConfig,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<std::net::SocketAddr, ServeError> {
+    let dir = config.0.to_string_lossy().into_owned();
+    let args = Cli::try_parse_from([
+        "tollgate",
+        "--listen",
+        "127.0.0.1:0",
+        "--grpc-listen",
+        "127.0.0.1:0",
+        "--envoy-config-dir",
+        &dir,
+        "--store",
+        store,
+        "--on-store-error",
+        "deny",
+    ])
+    .map_err(|e| tollgate_bench::BenchError::Args(e.to_string()))?
+    .serve;
+    let settings = Settings::resolve(&args, None);
+    let server = crate::Server::bind(args, settings).await?;
+    let addr = server
+        .grpc_addr()
+        .ok_or_else(|| tollgate_bench::BenchError::Args("no gRPC listener".into()))?;
+    tokio::spawn(server.run(shutdown.clone()));
+    Ok(addr)
 }

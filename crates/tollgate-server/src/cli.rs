@@ -70,6 +70,9 @@ pub enum BenchTarget {
     Resp(tollgate_bench::RespBenchArgs),
     /// Envoy's `ShouldRateLimit` on tollgate's gRPC listener, memory store and Redis.
     Grpc(tollgate_bench::GrpcBenchArgs),
+    /// A long run on Redis with a fault every period: latency per period, and memory, file
+    /// descriptors and tasks before and after.
+    Soak(tollgate_bench::SoakArgs),
 }
 
 /// `tollgate migrate`.

@@ -256,3 +256,51 @@ fn bench_grpc_measures_should_rate_limit() {
     assert!(allowed > 0 && errors == 0, "{row}");
     assert!(out.path().join("grpc.svg").exists());
 }
+
+/// `tollgate bench soak` runs on a Redis with a fault each period, and reports each period and
+/// what the process held before and after.
+#[test]
+fn bench_soak_reports_each_period_and_what_was_held() {
+    let redis = tollgate_testkit::TestRedis::start().expect("start redis-server");
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "bench",
+            "soak",
+            "--redis",
+            redis.url(),
+            "--seconds",
+            "3",
+            "--period",
+            "1",
+            "--rate",
+            "200",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8(run.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{report}{stderr}");
+    for fault in [
+        "CLIENT KILL TYPE normal",
+        "CLIENT PAUSE 300 ALL",
+        "SCRIPT FLUSH",
+    ] {
+        assert!(
+            report.contains(&format!("`{fault}`")),
+            "{fault} in {report}"
+        );
+    }
+    assert!(report.contains("| open file descriptors |"), "{report}");
+    // Every period made its calls (200 a second), answered or failed, none lost.
+    let calls: Vec<u64> = report
+        .lines()
+        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 2 |") || l.starts_with("| 3 |"))
+        .map(|l| l.split('|').nth(3).unwrap().trim().parse().unwrap())
+        .collect();
+    assert_eq!(calls.len(), 3, "{report}");
+    assert!(calls.iter().all(|&c| c >= 150), "{calls:?}");
+    assert!(out.path().join("soak.md").exists());
+}
