@@ -141,36 +141,42 @@ fn a_taken_port_is_a_clear_error() {
     );
 }
 
+/// `tollgate bench <args> --out DIR` run to its end: the report (stdout), stderr and the
+/// output directory; fails the test when the run fails.
+fn bench(args: &[&str]) -> (String, String, tempfile::TempDir) {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("bench")
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .env_remove("TOLLGATE_REDIS_CELL")
+        .env_remove("TOLLGATE_THROTTLECRAB")
+        .output()
+        .unwrap();
+    let report = String::from_utf8(run.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{report}{stderr}");
+    (report, stderr, out)
+}
+
 /// `tollgate bench http` measures the server's own router beside the middleware: every check
 /// by name answered 200 with the RateLimit headers.
 #[test]
 fn bench_http_measures_the_server_variant() {
-    let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "bench",
-            "http",
-            "--seconds",
-            "0.3",
-            "--rounds",
-            "1",
-            "--connections",
-            "4",
-            "--keys",
-            "20",
-            "--warmup",
-            "0",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let report = String::from_utf8(run.stdout).unwrap();
-    assert!(
-        run.status.success(),
-        "{report}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let (report, _, out) = bench(&[
+        "http",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+        "--connections",
+        "4",
+        "--keys",
+        "20",
+        "--warmup",
+        "0",
+    ]);
     let row = report
         .lines()
         .find(|l| l.starts_with("| server |"))
@@ -190,29 +196,17 @@ fn bench_http_measures_the_server_variant() {
 /// missing and why: their goals are not measured, never silently met.
 #[test]
 fn bench_resp_reports_missing_peers_loudly() {
-    let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "bench",
-            "resp",
-            "--requests",
-            "2000",
-            "--rounds",
-            "1",
-            "--clients",
-            "4",
-            "--pipelines",
-            "1,4",
-            "--out",
-        ])
-        .arg(out.path())
-        .env_remove("TOLLGATE_REDIS_CELL")
-        .env_remove("TOLLGATE_THROTTLECRAB")
-        .output()
-        .unwrap();
-    let report = String::from_utf8(run.stdout).unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{report}{stderr}");
+    let (report, stderr, out) = bench(&[
+        "resp",
+        "--requests",
+        "2000",
+        "--rounds",
+        "1",
+        "--clients",
+        "4",
+        "--pipelines",
+        "1,4",
+    ]);
     assert!(stderr.contains("MISSING redis-cell"), "{stderr}");
     assert!(stderr.contains("MISSING throttlecrab"), "{stderr}");
     assert!(report.contains("| tollgate | 4 |"), "{report}");
@@ -225,25 +219,15 @@ fn bench_resp_reports_missing_peers_loudly() {
 /// when given one), every call allowed; without a Redis, says so.
 #[test]
 fn bench_grpc_measures_should_rate_limit() {
-    let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "bench",
-            "grpc",
-            "--seconds",
-            "1",
-            "--rounds",
-            "1",
-            "--concurrency",
-            "4",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let report = String::from_utf8(run.stdout).unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{report}{stderr}");
+    let (report, stderr, out) = bench(&[
+        "grpc",
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--concurrency",
+        "4",
+    ]);
     assert!(stderr.contains("NOT MEASURED redis"), "{stderr}");
     assert!(report.contains("| redis | not measured"), "{report}");
     // Every call of the run was answered, and allowed.
@@ -262,27 +246,17 @@ fn bench_grpc_measures_should_rate_limit() {
 #[test]
 fn bench_soak_reports_each_period_and_what_was_held() {
     let redis = tollgate_testkit::TestRedis::start().expect("start redis-server");
-    let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "bench",
-            "soak",
-            "--redis",
-            redis.url(),
-            "--seconds",
-            "3",
-            "--period",
-            "1",
-            "--rate",
-            "200",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let report = String::from_utf8(run.stdout).unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{report}{stderr}");
+    let (report, _, out) = bench(&[
+        "soak",
+        "--redis",
+        redis.url(),
+        "--seconds",
+        "3",
+        "--period",
+        "1",
+        "--rate",
+        "200",
+    ]);
     for fault in [
         "CLIENT KILL TYPE normal",
         "CLIENT PAUSE 300 ALL",
