@@ -278,3 +278,51 @@ fn bench_soak_reports_each_period_and_what_was_held() {
     assert!(calls.iter().all(|&c| c >= 150), "{calls:?}");
     assert!(out.path().join("soak.md").exists());
 }
+
+/// A client that sends its request's head a byte at a time (slowloris) is cut off after the
+/// header timeout, however often it sends; other clients are served meanwhile.
+#[test]
+fn a_slow_head_is_cut_off_after_the_header_timeout() {
+    let server = Tollgate::start(&[]);
+    let mut slow = TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"POST /v1/check HTTP/1.1\r\nHost: tollgate\r\nX-Slow: ")
+        .unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let timeout = tollgate_server::http::HEADER_READ_TIMEOUT;
+    let mut closed_after = None;
+    // One more byte of the header every half second, and a reply (or a close) looked for.
+    for half in 0..2 * (timeout.as_secs() + 5) {
+        if slow.write_all(b"a").is_err() {
+            closed_after = Some(half);
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match slow.read(&mut buf) {
+            Ok(_) => {
+                closed_after = Some(half);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => {
+                closed_after = Some(half);
+                break;
+            }
+        }
+        if half == 2 {
+            // Meanwhile, another client is answered.
+            let mut other = TcpStream::connect(server.addr).unwrap();
+            let answer = exchange(
+                &mut other,
+                request(r#"{"key": "k", "capacity": 1, "refill": 1, "period_ms": 1000}"#)
+                    .as_bytes(),
+            );
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+    }
+    let half_seconds = closed_after.expect("the slow client was never cut off");
+    assert!(
+        half_seconds + 2 >= 2 * timeout.as_secs(),
+        "cut off after {half_seconds} half-seconds, before the timeout"
+    );
+}

@@ -70,7 +70,5 @@ pub async fn serve(
         .add_service(rls)
         .prepare()
         .into_axum_router();
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    crate::http::serve(listener, router, shutdown).await
 }

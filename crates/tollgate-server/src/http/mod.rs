@@ -18,6 +18,8 @@ pub use policies::algorithm as policy_algorithm;
 pub mod problem;
 pub mod request;
 pub mod reservation;
+mod serve;
+pub use serve::HEADER_READ_TIMEOUT;
 mod settle;
 
 use std::io;
@@ -203,15 +205,13 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Serves `router` (the [`router`] of a state, say) on `listener` until `shutdown` is
-/// cancelled, then stops accepting and returns once the requests in flight are answered.
+/// cancelled, then stops accepting and returns once the requests in flight are answered. A
+/// client gets [`HEADER_READ_TIMEOUT`] to send a request's head.
 pub async fn serve<L>(listener: L, router: Router, shutdown: CancellationToken) -> io::Result<()>
 where
     L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
 {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    serve::serve(listener, router, shutdown).await
 }
 
 async fn not_found(uri: Uri) -> impl IntoResponse {
