@@ -699,3 +699,93 @@ async fn the_health_service_answers_serving() {
         assert_eq!(answer.status, 1, "{service:?} is SERVING");
     }
 }
+
+/// A gRPC client that sends calls and never reads their answers (over raw HTTP/2) holds no more
+/// of the server than its connection's flow-control windows and stream limit allow: the
+/// server's memory stays put, and other clients are answered meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_client_that_never_reads_holds_no_more_than_its_connection() {
+    use prost::Message;
+    let (_dir, server) = start_edge();
+    let rss = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+            .expect("/proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmRSS")
+    };
+    let mut c = client(server.grpc_addr()).await;
+    ask(
+        &mut c,
+        request("edge", vec![descriptor(&[("health", "x")])]),
+    )
+    .await;
+    let before = rss();
+
+    let tcp = tokio::net::TcpStream::connect(server.grpc_addr())
+        .await
+        .expect("connect");
+    let (h2, connection) = h2::client::handshake(tcp)
+        .await
+        .expect("an HTTP/2 handshake");
+    tokio::spawn(connection);
+    // One call, framed as gRPC frames it: a flag byte, the length, the message.
+    let message = request("edge", vec![descriptor(&[("health", "x")])]).encode_to_vec();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&message);
+    let frame = bytes::Bytes::from(frame);
+    let (mut unread, mut refused, mut stopped) = (Vec::new(), 0usize, false);
+    let clock = MonotonicClock::new();
+    let deadline = clock.now() + tollgate::Nanos::new(2_000_000_000);
+    while clock.now() < deadline && unread.len() + refused < 20_000 {
+        let ready = tokio::time::timeout(Duration::from_millis(200), h2.clone().ready()).await;
+        let Ok(Ok(mut sender)) = ready else {
+            stopped = true; // the connection takes no more calls
+            break;
+        };
+        let call = axum::http::Request::post(format!(
+            "http://{}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+            server.grpc_addr()
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("a request");
+        let Ok((answer, mut body)) = sender.send_request(call, false) else {
+            stopped = true;
+            break;
+        };
+        // Past the server's limit of streams its answers cannot leave (the client's window
+        // is full), new streams are refused.
+        match body.send_data(frame.clone(), true) {
+            Ok(()) => unread.push(answer),
+            Err(_) => refused += 1,
+        }
+    }
+    // Meanwhile, another client is answered.
+    let r = ask(
+        &mut c,
+        request("edge", vec![descriptor(&[("health", "y")])]),
+    )
+    .await;
+    assert_eq!(codes(&r), ok(1));
+    let after = rss();
+    eprintln!(
+        "{} calls sent and never read, {refused} refused; server RSS {before} KiB before, \
+         {after} KiB after",
+        unread.len()
+    );
+    assert!(!unread.is_empty());
+    assert!(
+        stopped || refused > 0,
+        "the server kept taking calls it could not answer"
+    );
+    assert!(
+        after.saturating_sub(before) < 8 * 1024,
+        "the server grew {} KiB",
+        after - before
+    );
+}
