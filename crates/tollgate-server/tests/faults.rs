@@ -198,13 +198,22 @@ async fn postgres_stalled_behind_a_proxy() {
     assert!(figures.failed() > 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_killed_and_restarted() {
+/// Killed as in a crash (connections die mid-transaction) and restarted, at `isolation`.
+async fn postgres_killed_and_restarted_at(isolation: &str) {
     let mut pg = TestPostgres::start().expect("start PostgreSQL");
     if !pg.is_owned() {
         return;
     }
-    let server = serve(pg.url(), "100");
+    let server = Tollgate::start(&[
+        "--store",
+        pg.url(),
+        "--on-store-error",
+        "deny",
+        "--store-timeout-ms",
+        "100",
+        "--postgres-isolation",
+        isolation,
+    ]);
     let pg = std::sync::Mutex::new(&mut pg);
     let figures = under_load(
         server.addr,
@@ -214,8 +223,23 @@ async fn postgres_killed_and_restarted() {
     )
     .await;
     // Killed as in a crash, its last commits may be lost: one more burst at most.
-    check(&figures, "postgres killed, restarted", 1.5, CAPACITY);
+    check(
+        &figures,
+        &format!("postgres killed, restarted ({isolation})"),
+        1.5,
+        CAPACITY,
+    );
     assert!(figures.failed() > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_and_restarted() {
+    postgres_killed_and_restarted_at("read-committed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_and_restarted_under_serializable() {
+    postgres_killed_and_restarted_at("serializable").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
