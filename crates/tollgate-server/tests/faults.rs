@@ -318,9 +318,9 @@ async fn redis_stalled_failing_open_allows_no_more_than_the_fail_policy_did() {
     );
 }
 
-/// The gRPC and RESP front ends under the same stall: every call answered within the
-/// timeout, `UNAVAILABLE` (gRPC) or an error reply (RESP) while Redis is stalled, decisions
-/// again after.
+/// The gRPC and RESP front ends under the same stall, then their Redis connections cut: every
+/// call answered within the timeout, `UNAVAILABLE` (gRPC) or an error reply (RESP) while Redis
+/// is stalled, a call or two failed by the cut, decisions again after each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_and_resp_under_a_redis_stall() {
     use support::envoy::{descriptor, request, write};
@@ -359,19 +359,16 @@ async fn grpc_and_resp_under_a_redis_stall() {
     let ask = request("f", vec![descriptor(&[("k", "v")])]);
     // (longest wait, failures) of each front end, in three phases: before, stalled, after.
     let mut phases = Vec::new();
-    for stalled in [false, true, false] {
-        if stalled {
-            proxy.stall();
-        } else {
-            proxy.resume();
+    // Before, stalled, after; then every connection to Redis cut, then after.
+    for phase in 0..5 {
+        match phase {
+            1 => proxy.stall(),
+            3 => proxy.cut(),
+            _ => proxy.resume(),
         }
-        // After the heal, the first calls may still meet the stall's end.
-        tokio::time::sleep(std::time::Duration::from_millis(if stalled {
-            0
-        } else {
-            100
-        }))
-        .await;
+        // After a fault, the first calls may still meet its end.
+        let settle = if phase % 2 == 0 && phase > 0 { 100 } else { 0 };
+        tokio::time::sleep(std::time::Duration::from_millis(settle)).await;
         let (mut longest, mut grpc_failed, mut resp_failed) = (0.0f64, 0, 0);
         for _ in 0..20 {
             let started = clock.now();
@@ -394,7 +391,8 @@ async fn grpc_and_resp_under_a_redis_stall() {
         phases.push((longest, grpc_failed, resp_failed));
     }
     eprintln!(
-        "FAULT grpc and resp, redis stalled: (longest wait s, gRPC failures, RESP failures) before, during, after: {phases:?}"
+        "FAULT grpc and resp, redis stalled then cut: (longest wait s, gRPC failures, RESP \
+         failures) before, stalled, after, cut, after: {phases:?}"
     );
     for (longest, _, _) in &phases {
         assert!(
@@ -409,4 +407,11 @@ async fn grpc_and_resp_under_a_redis_stall() {
         "during: the fail policy denies"
     );
     assert_eq!((phases[2].1, phases[2].2), (0, 0), "after: decisions again");
+    // Cut connections are made again at once: a call or two may meet the cut.
+    assert!(
+        phases[3].1 + phases[3].2 <= 4,
+        "after the cut: {:?}",
+        phases[3]
+    );
+    assert_eq!((phases[4].1, phases[4].2), (0, 0), "and then none");
 }
