@@ -6,6 +6,7 @@
 //! path again sees all three the same way, with nothing to re-arm. A change is applied once
 //! two reads in a row agree, so a file caught half-written is not refused as a bad edit.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,22 +31,50 @@ pub(crate) async fn watch(
     envoy: Option<Arc<Envoy>>,
     shutdown: CancellationToken,
 ) {
+    let read = || std::future::ready(std::fs::read(&path).ok());
+    // What is in force: the bytes the running settings were read from, however long the
+    // server took to start since.
+    let applied = running.config_text.clone().map(String::into_bytes);
+    on_change(read, applied, shutdown, |now, forced| {
+        reload(
+            &path,
+            now.as_deref(),
+            &args,
+            &running,
+            &state,
+            envoy.as_deref(),
+            forced,
+        );
+    })
+    .await;
+}
+
+/// Reads with `read` every [`POLL`] and on SIGHUP until `shutdown`, and calls `apply` with
+/// what it read (and whether a SIGHUP asked) when that differs from `applied`, or on SIGHUP
+/// even unchanged, once two reads in a row agree: a file caught half-written (or a signal sent
+/// while it is being written) waits for the write to end. The very value compared is the one
+/// applied: a file rewritten meanwhile is read again at the next tick, not applied half-written
+/// and then taken as current.
+pub(crate) async fn on_change<T, R, F>(
+    mut read: impl FnMut() -> R,
+    mut applied: T,
+    shutdown: CancellationToken,
+    mut apply: F,
+) where
+    T: PartialEq + Clone,
+    R: Future<Output = T>,
+    F: FnMut(&T, bool),
+{
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(signal) => Some(signal),
         Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGHUP; the file is still polled");
+            tracing::warn!(error = %e, "cannot watch SIGHUP; the files are still polled");
             None
         }
     };
-    let read = || std::fs::read(&path).ok();
-    // What is in force (the bytes the running settings were read from, however long the
-    // server took to start since), and what the last read saw.
-    let mut applied = running.config_text.clone().map(String::into_bytes);
-    let mut seen = read();
+    let mut seen = read().await;
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // A SIGHUP reloads even an unchanged file, once two reads agree (a signal sent while the
-    // file is being written waits for the write to end).
     let mut forced = false;
     loop {
         tokio::select! {
@@ -56,21 +85,11 @@ pub(crate) async fn watch(
                 None => std::future::pending().await,
             } } => forced = true,
         }
-        let now = read();
+        let now = read().await;
         let settled = now == seen;
         seen = now.clone();
         if settled && (forced || now != applied) {
-            // The very bytes compared are the ones parsed: a file rewritten meanwhile is read
-            // again at the next tick, not applied half-written and then taken as current.
-            reload(
-                &path,
-                now.as_deref(),
-                &args,
-                &running,
-                &state,
-                envoy.as_deref(),
-                forced,
-            );
+            apply(&now, forced);
             forced = false;
             applied = now;
         }

@@ -442,14 +442,9 @@ async fn bad_requests_are_invalid_argument_with_a_message() {
 /// A server with a TOML config whose `[grpc]` section is `grpc`, and `files` in its Envoy
 /// directory.
 fn start_configured(grpc: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, Tollgate) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let envoy = dir.path().join("envoy");
-    std::fs::create_dir(&envoy).expect("the Envoy directory");
-    write(&envoy, files);
-    let toml = format!("[grpc]\nlisten = \"127.0.0.1:0\"\nconfig_dir = \"envoy\"\n{grpc}\n");
-    let path = dir.path().join("tollgate.toml");
-    std::fs::write(&path, toml).expect("the TOML file");
-    let server = Tollgate::start(&["--config", path.to_str().expect("a UTF-8 path")]);
+    let (dir, toml) =
+        support::envoy::configured(&format!("listen = \"127.0.0.1:0\"\n{grpc}"), files);
+    let server = Tollgate::start(&["--config", toml.to_str().expect("a UTF-8 path")]);
     (dir, server)
 }
 

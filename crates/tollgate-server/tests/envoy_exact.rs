@@ -6,7 +6,7 @@ mod support;
 use std::net::SocketAddr;
 
 use support::Tollgate;
-use support::envoy::{descriptor, fixed_window_bound, hammer, request, write};
+use support::envoy::{configured, descriptor, fixed_window_bound, hammer, request, write};
 use tollgate::{Clock, MonotonicClock};
 use tollgate_testkit::{TestPostgres, TestRedis};
 
@@ -61,23 +61,15 @@ async fn three_servers_on_one_postgres_never_exceed_the_fixed_windows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_servers_on_one_redis_never_exceed_the_token_bucket() {
     let redis = TestRedis::start().expect("start redis-server");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let envoy = dir.path().join("envoy");
-    std::fs::create_dir(&envoy).expect("the Envoy directory");
     // 10 at once, then 10 per second: at most 40 in 3 s.
-    write(
-        &envoy,
+    let (dir, toml) = configured(
+        "algorithm = \"token_bucket\"",
         &[(
             "tb.yaml",
             "domain: tb\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n",
         )],
     );
-    let toml = dir.path().join("tollgate.toml");
-    std::fs::write(
-        &toml,
-        "[grpc]\nconfig_dir = \"envoy\"\nalgorithm = \"token_bucket\"\n",
-    )
-    .expect("TOML");
+    let envoy = dir.path().join("envoy");
     let servers = three(
         &envoy,
         &["--store", redis.url()],
@@ -149,22 +141,13 @@ async fn a_store_down_is_answered_by_the_fail_policy_within_the_timeout() {
 #[test]
 fn a_limit_beyond_the_store_is_refused_at_start() {
     let redis = TestRedis::start().expect("start redis-server");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let envoy = dir.path().join("envoy");
-    std::fs::create_dir(&envoy).expect("the Envoy directory");
-    write(
-        &envoy,
+    let (_dir, toml) = configured(
+        "listen = \"127.0.0.1:0\"\nalgorithm = \"sliding_counter\"",
         &[(
             "y.yaml",
             "domain: y\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 4000000000}\n",
         )],
     );
-    let toml = dir.path().join("tollgate.toml");
-    std::fs::write(
-        &toml,
-        "[grpc]\nlisten = \"127.0.0.1:0\"\nconfig_dir = \"envoy\"\nalgorithm = \"sliding_counter\"\n",
-    )
-    .expect("TOML");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args([
             "--listen",

@@ -21,7 +21,6 @@ pub(crate) async fn watch(
     running: Snapshot,
     shutdown: CancellationToken,
 ) {
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let read = || {
         let dir = dir.clone();
         async move {
@@ -35,52 +34,34 @@ pub(crate) async fn watch(
                 })
         }
     };
-    let mut applied: Result<Snapshot, LoadError> = Ok(running);
-    let mut seen = read().await;
-    let mut forced = false;
-    let mut tick = tokio::time::interval(crate::reload::POLL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-            Some(()) = async { match hangup.as_mut() {
-                Some(signal) => signal.recv().await,
-                None => std::future::pending().await,
-            } } => forced = true,
-        }
-        let now = read().await;
-        let settled = now == seen;
-        seen = now.clone();
-        if settled && (forced || now != applied) {
-            let why = if forced {
-                "SIGHUP"
-            } else {
-                "the files changed"
-            };
-            forced = false;
-            let loaded = now
-                .clone()
-                .and_then(|files| EnvoyConfig::load(&files, merge_domains))
-                .and_then(|config| {
-                    let (files, domains) = (config.files(), config.domains());
-                    envoy.reload(config).map(|()| (files, domains))
-                });
-            match loaded {
-                Ok((files, domains)) => {
-                    envoy.metrics().loaded(true);
-                    tracing::info!(trigger = why, files, domains, "envoy config reloaded");
-                }
-                Err(error) => {
-                    envoy.metrics().loaded(false);
-                    tracing::error!(
-                        %error,
-                        trigger = why,
-                        "envoy config reload refused; the running config stays in force"
-                    );
-                }
+    let applied: Result<Snapshot, LoadError> = Ok(running);
+    crate::reload::on_change(read, applied, shutdown, |now, forced| {
+        let why = if forced {
+            "SIGHUP"
+        } else {
+            "the files changed"
+        };
+        let loaded = now
+            .clone()
+            .and_then(|files| EnvoyConfig::load(&files, merge_domains))
+            .and_then(|config| {
+                let (files, domains) = (config.files(), config.domains());
+                envoy.reload(config).map(|()| (files, domains))
+            });
+        match loaded {
+            Ok((files, domains)) => {
+                envoy.metrics().loaded(true);
+                tracing::info!(trigger = why, files, domains, "envoy config reloaded");
             }
-            applied = now;
+            Err(error) => {
+                envoy.metrics().loaded(false);
+                tracing::error!(
+                    %error,
+                    trigger = why,
+                    "envoy config reload refused; the running config stays in force"
+                );
+            }
         }
-    }
+    })
+    .await;
 }

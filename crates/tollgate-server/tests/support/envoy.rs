@@ -138,3 +138,16 @@ pub fn fixed_window_bound(limit: u64, unit_secs: u64, (start, end): (f64, f64)) 
     let last = end as u64 / unit_secs;
     limit * (last - first + 1)
 }
+
+/// A scratch directory holding `files` in `envoy/` and a `tollgate.toml` whose `[grpc]`
+/// section names that directory and adds `grpc`; the directory, and the TOML file's path.
+pub fn configured(grpc: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let envoy = dir.path().join("envoy");
+    std::fs::create_dir(&envoy).expect("the Envoy directory");
+    write(&envoy, files);
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(&path, format!("[grpc]\nconfig_dir = \"envoy\"\n{grpc}\n"))
+        .expect("the TOML file");
+    (dir, path)
+}
