@@ -14,6 +14,12 @@
 //! so batches fill. A decision that finds its lane idle makes its call at once, itself: a quiet
 //! store adds no wait and no task.
 //!
+//! A store whose transactions conflict when they overlap on a row (PostgreSQL at SERIALIZABLE)
+//! names each item's rows ([`Runner::rows`]): calls in flight at once then never share a row.
+//! An item whose row is in a call in flight waits for the next call (and so does every later
+//! item on that row, which keeps each row's arrival order); items on other rows go ahead of it.
+//! So one process's calls on a hot row follow each other instead of failing to serialize.
+//!
 //! Other calls run on spawned tasks, so a caller that gives up (its timeout, a dropped request)
 //! never strands the decisions queued behind it; and a decision whose caller has gone by the
 //! time its batch is taken is dropped unanswered, so it charges nothing.
@@ -36,6 +42,11 @@ pub(crate) trait Runner: Send + Sync + 'static {
         &'a self,
         items: &'a [Self::Item],
     ) -> impl Future<Output = Result<Vec<Self::Answer>, StoreError>> + Send + 'a;
+
+    /// Pushes a hash of each row `item` writes, when calls in flight at once must not share a
+    /// row; by default none, and calls share rows freely. (Two rows with one hash only make
+    /// an item wait for a call it did not need to wait for.)
+    fn rows(&self, _item: &Self::Item, _rows: &mut Vec<u64>) {}
 }
 
 struct Waiter<R: Runner> {
@@ -48,11 +59,15 @@ struct Waiter<R: Runner> {
 struct Slot<'a, R: Runner> {
     batcher: &'a Arc<Batcher<R>>,
     lane: &'a [u8],
+    rows: Vec<u64>,
 }
 
 impl<R: Runner> Drop for Slot<'_, R> {
     fn drop(&mut self) {
         let mut lanes = self.batcher.lanes.lock();
+        if let Some(entry) = lanes.get_mut(self.lane) {
+            entry.unclaim(&self.rows);
+        }
         self.batcher.release(&mut lanes, self.lane);
     }
 }
@@ -60,6 +75,27 @@ impl<R: Runner> Drop for Slot<'_, R> {
 struct Lane<R: Runner> {
     queue: VecDeque<Waiter<R>>,
     in_flight: usize,
+    /// The rows of the calls in flight ([`Runner::rows`]), each with its number of calls.
+    claimed: HashMap<u64, usize>,
+}
+
+impl<R: Runner> Lane<R> {
+    fn claim(&mut self, rows: &[u64]) {
+        for &row in rows {
+            *self.claimed.entry(row).or_default() += 1;
+        }
+    }
+
+    fn unclaim(&mut self, rows: &[u64]) {
+        for row in rows {
+            if let Some(calls) = self.claimed.get_mut(row) {
+                *calls -= 1;
+                if *calls == 0 {
+                    self.claimed.remove(row);
+                }
+            }
+        }
+    }
 }
 
 /// The lanes of waiting decisions.
@@ -86,7 +122,7 @@ impl<R: Runner> Batcher<R> {
         lane: &[u8],
         item: R::Item,
     ) -> Result<R::Answer, StoreError> {
-        // `Err(item)`: the lane was idle, and this caller makes the call itself, sparing a
+        // `Err((item, its rows))`: the lane was idle, and this caller makes the call itself, sparing a
         // task and the hops between threads; whoever queues meanwhile is driven after it (see
         // `Slot`).
         let queued = {
@@ -102,21 +138,26 @@ impl<R: Runner> Batcher<R> {
                     Ok(answer)
                 }
                 None => {
-                    let idle = Lane {
+                    let mut idle = Lane {
                         queue: VecDeque::new(),
                         in_flight: 1,
+                        claimed: HashMap::new(),
                     };
+                    let mut rows = Vec::new();
+                    self.runner.rows(&item, &mut rows);
+                    idle.claim(&rows);
                     lanes.insert(lane.into(), idle);
-                    Err(item)
+                    Err((item, rows))
                 }
             }
         };
         let answer = match queued {
             Ok(answer) => answer,
-            Err(item) => {
+            Err((item, rows)) => {
                 let _slot = Slot {
                     batcher: self,
                     lane,
+                    rows,
                 };
                 let mut answers = self.runner.run(std::slice::from_ref(&item)).await?;
                 return answers
@@ -129,6 +170,37 @@ impl<R: Runner> Batcher<R> {
                 "the call deciding this check was dropped".into(),
             ))
         })
+    }
+
+    /// The next call's items, in arrival order, up to `max_batch`, leaving queued those whose
+    /// row a call in flight holds, and every later one on such a row; their rows in `rows`.
+    fn take_batch(&self, entry: &mut Lane<R>, rows: &mut Vec<u64>) -> Vec<Waiter<R>> {
+        let mut batch = Vec::with_capacity(entry.queue.len().min(self.max_batch));
+        let mut left = VecDeque::new();
+        let mut waiting_rows: Vec<u64> = Vec::new();
+        let mut item_rows = Vec::new();
+        while let Some(waiter) = entry.queue.pop_front() {
+            if batch.len() == self.max_batch {
+                left.push_back(waiter);
+                left.append(&mut entry.queue);
+                break;
+            }
+            if waiter.reply.is_closed() {
+                continue;
+            }
+            item_rows.clear();
+            self.runner.rows(&waiter.item, &mut item_rows);
+            let held = |row: &u64| entry.claimed.contains_key(row) || waiting_rows.contains(row);
+            if item_rows.iter().any(held) {
+                waiting_rows.extend_from_slice(&item_rows);
+                left.push_back(waiter);
+            } else {
+                rows.extend_from_slice(&item_rows);
+                batch.push(waiter);
+            }
+        }
+        entry.queue = left;
+        batch
     }
 
     /// Gives up one of `lane`'s calls in flight: to a new driver when decisions wait,
@@ -158,6 +230,8 @@ impl<R: Runner> Batcher<R> {
     /// (under load, a batch split in small calls costs the store a call's start-up per piece).
     async fn drive(self: Arc<Self>, lane: Box<[u8]>) {
         let mut answered = false;
+        // The rows of this driver's call in flight.
+        let mut rows = Vec::new();
         loop {
             if answered {
                 tokio::task::yield_now().await;
@@ -167,19 +241,20 @@ impl<R: Runner> Batcher<R> {
                 let Some(entry) = lanes.get_mut(&lane) else {
                     return;
                 };
-                let mut batch = Vec::with_capacity(entry.queue.len().min(self.max_batch));
-                while batch.len() < self.max_batch {
-                    let Some(waiter) = entry.queue.pop_front() else {
-                        break;
-                    };
-                    if !waiter.reply.is_closed() {
-                        batch.push(waiter);
-                    }
-                }
+                entry.unclaim(&rows);
+                rows.clear();
+                let batch = self.take_batch(entry, &mut rows);
                 if batch.is_empty() {
-                    self.release(&mut lanes, &lane);
+                    if entry.queue.is_empty() {
+                        self.release(&mut lanes, &lane);
+                    } else {
+                        // Everything queued waits for a row another call holds: that call's
+                        // driver takes it when it ends.
+                        entry.in_flight -= 1;
+                    }
                     return;
                 }
+                entry.claim(&rows);
                 batch
             };
             answered = true;
@@ -309,6 +384,79 @@ mod tests {
         // seconds of 1, 2 and 3 together, rather than 1's alone and then 2's and 3's.
         assert_eq!(sizes.into_values().collect::<Vec<_>>(), [1, 4, 3]);
         assert_eq!(runner.calls.load(Ordering::SeqCst), 3);
+    }
+
+    /// Items are `(row, sequence)`; records which rows each call in flight holds.
+    struct Rows {
+        held: parking_lot::Mutex<Vec<u32>>,
+        shared: AtomicUsize,
+        calls: AtomicUsize,
+    }
+
+    impl Runner for Rows {
+        type Item = (u32, u32);
+        type Answer = usize;
+
+        async fn run(&self, items: &[(u32, u32)]) -> Result<Vec<usize>, StoreError> {
+            let call = self.calls.fetch_add(1, Ordering::SeqCst);
+            let mut rows: Vec<u32> = items.iter().map(|&(row, _)| row).collect();
+            rows.dedup();
+            {
+                let mut held = self.held.lock();
+                if rows.iter().any(|r| held.contains(r)) {
+                    self.shared.fetch_add(1, Ordering::SeqCst);
+                }
+                held.extend(&rows);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            self.held.lock().retain(|r| !rows.contains(r));
+            Ok(vec![call; items.len()])
+        }
+
+        fn rows(&self, &(row, _): &(u32, u32), rows: &mut Vec<u64>) {
+            rows.push(u64::from(row));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_in_flight_never_share_a_row_and_each_row_keeps_its_order() {
+        let runner = Arc::new(Rows {
+            held: parking_lot::Mutex::new(Vec::new()),
+            shared: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+        });
+        let batcher = Arc::new(Batcher::new(Arc::clone(&runner), 8, 2));
+        // 16 callers, each asking 20 times in turn: row 0 is hot (every even caller), the odd
+        // callers each have a row of their own.
+        let tasks: Vec<_> = (0..16u32)
+            .map(|caller| {
+                let batcher = Arc::clone(&batcher);
+                tokio::spawn(async move {
+                    let row = if caller % 2 == 0 { 0 } else { caller };
+                    let mut calls = Vec::new();
+                    for sequence in 0..20 {
+                        calls.push(batcher.submit(b"", (row, sequence)).await.unwrap());
+                    }
+                    calls
+                })
+            })
+            .collect();
+        for task in tasks {
+            let calls = task.await.unwrap();
+            // A caller's later item never went in an earlier call than its former one.
+            assert!(calls.windows(2).all(|w| w[0] < w[1]), "{calls:?}");
+        }
+        assert_eq!(
+            runner.shared.load(Ordering::SeqCst),
+            0,
+            "two calls held a row"
+        );
+        assert!(
+            runner.calls.load(Ordering::SeqCst) < 320,
+            "items still share calls"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(batcher.lanes.lock().is_empty(), "an idle lane is forgotten");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
