@@ -20,7 +20,7 @@
 //! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 40 bytes
 //! and a window's 120, plus hashbrown's control byte and its spare capacity (a shard's table is
 //! at most 7/8 full, and at most twice as large as its entries since its last sweep), plus the
-//! stored key's own length when the policy's name (or numbers) and the key exceed 30 bytes,
+//! stored key's own length when the policy's name (or numbers) and the key exceed 29 bytes,
 //! plus 16 bytes per entry of a sliding log (at most [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT)
 //! per key). So `max_keys` short token-bucket keys take at most about `max_keys × 41 × 2 / (7/8)`
 //! bytes: about 94 bytes per key, 197 MB at the default cap.
@@ -173,7 +173,8 @@ impl<C: Clock> MemoryStore<C> {
     /// path for in-process callers. [`MemoryStore::decide_sync`] takes named checks.
     #[inline]
     pub fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, StoreError> {
-        self.check_in(policy, &BucketKey::new(&Prefix::numbers(policy), key), cost)
+        let prefix = Prefix::numbers(policy);
+        self.check_in(policy, BucketKey::new(&prefix, key), cost)
     }
 
     /// A handle bound to one policy (its buckets named by its numbers), which encodes the
@@ -204,11 +205,15 @@ impl<C: Clock> MemoryStore<C> {
         Check::validate_all(checks)?;
         match checks {
             [] => Ok(Verdict::new(Vec::new())),
-            [one] => Ok(Verdict::new(vec![self.check_in(
-                &one.policy,
-                &BucketKey::of(one)?,
-                one.cost,
-            )?])),
+            [one] => {
+                let prefix = Prefix::of_check(one)?;
+                let bucket = BucketKey::new(&prefix, one.key);
+                Ok(Verdict::new(vec![self.check_in(
+                    &one.policy,
+                    bucket,
+                    one.cost,
+                )?]))
+            }
             _ => multi::decide(self, checks),
         }
     }
@@ -240,12 +245,11 @@ impl<C: Clock> MemoryStore<C> {
     fn check_in(
         &self,
         policy: &Policy,
-        bucket: &BucketKey,
+        key: BucketKey<'_>,
         cost: u64,
     ) -> Result<Decision, StoreError> {
         let now = self.now();
         let count = &self.inner.count;
-        let key = bucket.as_bytes();
         if policy.algorithm() != Algorithm::TokenBucket {
             return self.check_window(policy, key, cost, now);
         }
@@ -271,7 +275,7 @@ impl<C: Clock> MemoryStore<C> {
     fn check_window(
         &self,
         policy: &Policy,
-        key: &[u8],
+        key: BucketKey<'_>,
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, StoreError> {
@@ -380,6 +384,6 @@ impl<C: Clock> MemoryLimiter<C> {
     #[inline]
     pub fn check(&self, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
         self.store
-            .check_in(&self.policy, &BucketKey::new(&self.prefix, key), cost)
+            .check_in(&self.policy, BucketKey::new(&self.prefix, key), cost)
     }
 }

@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLockReadGuard};
 
 use super::MemoryStore;
 use super::cell::{Held, Window};
-use super::name::BucketKey;
+use super::name::{BucketKey, Prefix};
 use super::table::{Shard, Table};
 use crate::algorithm::{BucketState, decide_all};
 use crate::store::Check;
@@ -54,7 +54,7 @@ impl<'a> TableRef<'a> {
         }
     }
 
-    fn hash_and_shard(self, key: &[u8]) -> (u64, usize) {
+    fn hash_and_shard(self, key: BucketKey<'_>) -> (u64, usize) {
         match self {
             TableRef::Buckets(t) => (t.hash(key), t.shard_index(t.hash(key))),
             TableRef::Windows(t) => (t.hash(key), t.shard_index(t.hash(key))),
@@ -71,7 +71,7 @@ impl<'a> TableRef<'a> {
 
 impl ShardRead<'_> {
     /// Locks the cell of `key`, or `None` if it was swept since it was inserted.
-    fn lock(&self, hash: u64, key: &[u8]) -> Option<Held<'_>> {
+    fn lock(&self, hash: u64, key: BucketKey<'_>) -> Option<Held<'_>> {
         match self {
             ShardRead::Buckets(g) => g.find(hash, key).map(|s| Held::lock_tat(&s.cell)),
             ShardRead::Windows(g) => g.find(hash, key).map(|s| Held::lock_window(&s.cell)),
@@ -103,17 +103,22 @@ pub(super) fn with_held<C: Clock>(
     checks: &[Check<'_>],
     mut f: impl FnMut(&mut [BucketState], Nanos) -> Result<(Verdict, bool), StoreError>,
 ) -> Result<Verdict, StoreError> {
-    let keys = checks
+    let prefixes = checks
         .iter()
-        .map(BucketKey::of)
+        .map(Prefix::of_check)
         .collect::<Result<Vec<_>, _>>()?;
+    let keys: Vec<BucketKey<'_>> = prefixes
+        .iter()
+        .zip(checks)
+        .map(|(prefix, check)| BucketKey::new(prefix, check.key))
+        .collect();
     let tables: Vec<TableRef<'_>> = checks.iter().map(|c| TableRef::of(store, c)).collect();
     let mut places: Vec<Place> = keys
         .iter()
         .zip(&tables)
         .enumerate()
         .map(|(check, (k, t))| {
-            let (hash, shard) = t.hash_and_shard(k.as_bytes());
+            let (hash, shard) = t.hash_and_shard(*k);
             Place {
                 check,
                 table: t.id(),
@@ -123,11 +128,8 @@ pub(super) fn with_held<C: Clock>(
         })
         .collect();
     places.sort_by(|a, b| {
-        (a.table, a.shard, keys[a.check].as_bytes()).cmp(&(
-            b.table,
-            b.shard,
-            keys[b.check].as_bytes(),
-        ))
+        let (x, y) = (keys[a.check], keys[b.check]);
+        (a.table, a.shard, x.prefix, x.key).cmp(&(b.table, b.shard, y.prefix, y.key))
     });
     let count = &store.inner.count;
     loop {
@@ -135,8 +137,8 @@ pub(super) fn with_held<C: Clock>(
         let now = store.now();
         for (key, table) in keys.iter().zip(&tables) {
             match table {
-                TableRef::Buckets(t) => t.ensure(key.as_bytes(), now, count)?,
-                TableRef::Windows(t) => t.ensure(key.as_bytes(), now, count)?,
+                TableRef::Buckets(t) => t.ensure(*key, now, count)?,
+                TableRef::Windows(t) => t.ensure(*key, now, count)?,
             }
         }
         if let Some(verdict) = decide_held(store, checks, &keys, &tables, &places, &mut f)? {
@@ -151,7 +153,7 @@ pub(super) fn with_held<C: Clock>(
 fn decide_held<C: Clock>(
     store: &MemoryStore<C>,
     checks: &[Check<'_>],
-    keys: &[BucketKey],
+    keys: &[BucketKey<'_>],
     tables: &[TableRef<'_>],
     places: &[Place],
     f: &mut Holding<'_>,
@@ -172,7 +174,7 @@ fn decide_held<C: Clock>(
             .iter()
             .find(|(t, s, _)| (*t, *s) == (place.table, place.shard))
             .expect("every place's shard was read above");
-        match shard.lock(place.hash, keys[place.check].as_bytes()) {
+        match shard.lock(place.hash, keys[place.check]) {
             Some(cell) => held[place.check] = Some(cell),
             None => return Ok(None),
         }

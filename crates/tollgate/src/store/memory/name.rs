@@ -10,13 +10,10 @@
 //!
 //! Each prefix delimits itself (a length, or varints), so two different buckets never share
 //! a stored key, whatever bytes their names and keys hold. A short policy and a short key fit
-//! in the 22 bytes a stored key holds without allocating.
+//! in the 29 bytes a stored key holds without allocating.
 
 use crate::store::{Check, MAX_NAME_LEN};
 use crate::{Algorithm, CheckError, Policy};
-
-/// Bytes held on the stack; longer bucket keys (a long name or key) go to the heap.
-const STACK: usize = 64;
 
 /// Prefix bytes held inline: a tag, the algorithm and three varints of up to 10 bytes fit, as
 /// does a name of up to 37 bytes; a longer name goes to the heap. (Small, because an unnamed
@@ -39,13 +36,38 @@ impl Prefix {
         }
     }
 
+    /// The prefix of `check`'s bucket.
+    pub(crate) fn of_check(check: &Check<'_>) -> Result<Prefix, CheckError> {
+        Prefix::of(&check.policy, check.name)
+    }
+
     /// The prefix of buckets named by `policy`'s numbers.
+    ///
+    /// `MemoryStore::check` builds this at every check, and hashes it right after. So it is
+    /// built in registers (the 32 bytes at most of a tag, the algorithm and three varints, as
+    /// two 128-bit words) and stored whole: stored byte by byte, it made the hash's wide loads
+    /// wait for the bytes (store forwarding fails), a sixth of the check.
     pub(crate) fn numbers(policy: &Policy) -> Prefix {
-        let mut p = Prefix::start(policy, 0);
+        let mut words = [u128::from(algorithm_byte(policy)) << 8, 0];
+        let mut len = 2;
         for n in [policy.capacity(), policy.refill(), policy.period().as_u64()] {
-            p.varint(n);
+            let (varint, n_len) = varint(n);
+            // `len` is 2 to 22 here and a varint at most 10 bytes: the two words hold it.
+            if len < 16 {
+                words[0] |= varint << (8 * len);
+                words[1] |= varint >> (128 - 8 * len);
+            } else {
+                words[1] |= varint << (8 * (len - 16));
+            }
+            len += n_len;
         }
-        p
+        let mut bytes = [0; INLINE_PREFIX];
+        bytes[..16].copy_from_slice(&words[0].to_le_bytes());
+        bytes[16..32].copy_from_slice(&words[1].to_le_bytes());
+        Prefix::Inline {
+            len: len as u8,
+            bytes,
+        }
     }
 
     /// The prefix of buckets named `name` (1 to [`MAX_NAME_LEN`] bytes).
@@ -67,17 +89,11 @@ impl Prefix {
     }
 
     fn start(policy: &Policy, tag: u8) -> Prefix {
-        let algorithm = match policy.algorithm() {
-            Algorithm::TokenBucket => 0,
-            Algorithm::FixedWindow => 1,
-            Algorithm::SlidingWindowLog => 2,
-            Algorithm::SlidingWindowCounter => 3,
-        };
         let mut p = Prefix::Inline {
             len: 0,
             bytes: [0; INLINE_PREFIX],
         };
-        p.push(&[tag, algorithm]);
+        p.push(&[tag, algorithm_byte(policy)]);
         p
     }
 
@@ -90,18 +106,6 @@ impl Prefix {
         }
     }
 
-    fn varint(&mut self, mut n: u64) {
-        loop {
-            let low = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                self.push(&[low]);
-                return;
-            }
-            self.push(&[low | 0x80]);
-        }
-    }
-
     #[inline]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
@@ -111,43 +115,48 @@ impl Prefix {
     }
 }
 
-/// A bucket's stored key: its prefix, then the user's key.
-pub(crate) enum BucketKey {
-    Stack { len: u8, bytes: [u8; STACK] },
-    Heap(Vec<u8>),
+fn algorithm_byte(policy: &Policy) -> u8 {
+    match policy.algorithm() {
+        Algorithm::TokenBucket => 0,
+        Algorithm::FixedWindow => 1,
+        Algorithm::SlidingWindowLog => 2,
+        Algorithm::SlidingWindowCounter => 3,
+    }
 }
 
-impl BucketKey {
-    #[inline]
-    pub(crate) fn new(prefix: &Prefix, key: &[u8]) -> BucketKey {
-        let prefix = prefix.as_bytes();
-        let len = prefix.len() + key.len();
-        if len <= STACK {
-            let mut bytes = [0; STACK];
-            bytes[..prefix.len()].copy_from_slice(prefix);
-            bytes[prefix.len()..len].copy_from_slice(key);
-            BucketKey::Stack {
-                len: len as u8,
-                bytes,
-            }
-        } else {
-            BucketKey::Heap([prefix, key].concat())
-        }
+/// `n` as a varint (seven bits a byte, low first, the top bit set on all but the last), in
+/// the low bytes of a word; and its length, 1 to 10 bytes. Without a loop over the bytes:
+/// each group of seven bits moves by a constant, in one 64-bit word for the eight groups of
+/// every number below 2^56.
+#[inline]
+fn varint(n: u64) -> (u128, usize) {
+    let len = (64 - (n | 1).leading_zeros()).div_ceil(7) as usize;
+    let mut low = 0;
+    for group in 0..8 {
+        low |= (n << group) & (0x7f << (8 * group));
     }
-
-    /// The stored key of `check`'s bucket.
-    pub(crate) fn of(check: &Check<'_>) -> Result<BucketKey, CheckError> {
-        Ok(BucketKey::new(
-            &Prefix::of(&check.policy, check.name)?,
-            check.key,
-        ))
+    let mut word = u128::from(low);
+    if len > 8 {
+        word |= u128::from((n >> 56) & 0x7f) << 64 | u128::from(n >> 63) << 72;
     }
+    let more = 0x8080_8080_8080_8080_8080_u128 & ((1 << (8 * (len - 1))) - 1);
+    (word | more, len)
+}
 
+/// A bucket's stored key in its two parts, as a check has them: its prefix, then the user's
+/// key. Hashed and compared part by part, never copied together but to insert a new key.
+#[derive(Clone, Copy)]
+pub(crate) struct BucketKey<'a> {
+    pub(crate) prefix: &'a [u8],
+    pub(crate) key: &'a [u8],
+}
+
+impl<'a> BucketKey<'a> {
     #[inline]
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        match self {
-            BucketKey::Stack { len, bytes } => &bytes[..usize::from(*len)],
-            BucketKey::Heap(bytes) => bytes,
+    pub(crate) fn new(prefix: &'a Prefix, key: &'a [u8]) -> BucketKey<'a> {
+        BucketKey {
+            prefix: prefix.as_bytes(),
+            key,
         }
     }
 }
@@ -175,8 +184,8 @@ mod tests {
         for p in &policies {
             for name in names {
                 for key in keys {
-                    let k = BucketKey::new(&Prefix::of(p, name).unwrap(), key);
-                    seen.insert(k.as_bytes().to_vec());
+                    let prefix = Prefix::of(p, name).unwrap();
+                    seen.insert([prefix.as_bytes(), key].concat());
                     count += 1;
                 }
             }
@@ -185,6 +194,37 @@ mod tests {
         // their named buckets.
         let named_shared = 2 * 3 * keys.len();
         assert_eq!(seen.len(), count - named_shared);
+    }
+
+    #[test]
+    fn numbers_are_three_varints() {
+        let expect = |policy: &Policy| {
+            let mut bytes = vec![0, algorithm_byte(policy)];
+            for mut n in [policy.capacity(), policy.refill(), policy.period().as_u64()] {
+                loop {
+                    let low = (n & 0x7f) as u8;
+                    n >>= 7;
+                    if n == 0 {
+                        bytes.push(low);
+                        break;
+                    }
+                    bytes.push(low | 0x80);
+                }
+            }
+            bytes
+        };
+        let s = Duration::from_secs(1);
+        for policy in [
+            Policy::token_bucket(1, 1, Duration::from_nanos(1)).unwrap(),
+            Policy::token_bucket(10, 10, s).unwrap(),
+            Policy::token_bucket(u64::from(u32::MAX), 1000, s).unwrap(),
+            Policy::token_bucket(1 << 40, 1 << 40, Duration::from_secs(1 << 20)).unwrap(),
+            // A period of 2^57 ns and more: a varint of nine bytes.
+            Policy::token_bucket(1 << 40, 1 << 40, Duration::from_secs(1 << 28)).unwrap(),
+            Policy::fixed_window(127, Duration::from_millis(128)).unwrap(),
+        ] {
+            assert_eq!(Prefix::numbers(&policy).as_bytes(), expect(&policy));
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::name::BucketKey;
+use super::name::{BucketKey, Prefix};
 use super::{MemoryStore, multi};
 use crate::algorithm::BucketState;
 use crate::algorithm::gcra::Gcra;
@@ -55,12 +55,11 @@ impl<C: Clock> Settle for MemoryStore<C> {
     async fn reset(&self, buckets: &[Check<'_>]) -> Result<(), StoreError> {
         Check::validate_all(buckets)?;
         for check in buckets {
-            let key = BucketKey::of(check)?;
+            let prefix = Prefix::of_check(check)?;
+            let key = BucketKey::new(&prefix, check.key);
             match check.policy.algorithm() {
-                Algorithm::TokenBucket => {
-                    self.inner.buckets.remove(key.as_bytes(), &self.inner.count)
-                }
-                _ => self.inner.windows.remove(key.as_bytes(), &self.inner.count),
+                Algorithm::TokenBucket => self.inner.buckets.remove(key, &self.inner.count),
+                _ => self.inner.windows.remove(key, &self.inner.count),
             }
         }
         Ok(())

@@ -10,13 +10,14 @@
 //! when that shard has doubled since its last sweep or the store is at its key cap. No sweep
 //! ever locks more than one shard.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use hashbrown::HashTable;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::key::Key;
+use super::name::BucketKey;
 use crate::{Nanos, StoreError};
 
 /// What a table stores per key.
@@ -44,7 +45,7 @@ pub(crate) struct Shard<V> {
 
 impl<V> Shard<V> {
     #[inline]
-    pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<&Slot<V>> {
+    pub(crate) fn find(&self, hash: u64, key: BucketKey<'_>) -> Option<&Slot<V>> {
         self.slots.find(hash, |s| s.key.is(key))
     }
 }
@@ -76,7 +77,7 @@ impl KeyCount {
 #[derive(Debug)]
 pub(crate) struct AtCap;
 
-/// Buckets in shards, each stored under its [`BucketKey`](super::name::BucketKey).
+/// Buckets in shards, each stored under its [`BucketKey`].
 pub(crate) struct Table<V> {
     hasher: foldhash::quality::FixedState,
     shards: Box<[Padded<RwLock<Shard<V>>>]>,
@@ -115,9 +116,13 @@ impl<V: Cell> Table<V> {
         }
     }
 
+    /// The hash of a bucket key, part by part (so a stored key is split again to rehash it).
     #[inline]
-    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+    pub(crate) fn hash(&self, key: BucketKey<'_>) -> u64 {
+        let mut hasher = self.hasher.build_hasher();
+        hasher.write(key.prefix);
+        hasher.write(key.key);
+        hasher.finish()
     }
 
     /// The shard of `hash`. hashbrown probes with the low bits and tags with the top seven,
@@ -135,7 +140,7 @@ impl<V: Cell> Table<V> {
     #[inline]
     pub(crate) fn with_cell<R>(
         &self,
-        key: &[u8],
+        key: BucketKey<'_>,
         now: Nanos,
         count: &KeyCount,
         f: impl FnOnce(&V) -> R,
@@ -159,7 +164,7 @@ impl<V: Cell> Table<V> {
         &self,
         shard: &RwLock<Shard<V>>,
         hash: u64,
-        key: &[u8],
+        key: BucketKey<'_>,
         now: Nanos,
         count: &KeyCount,
         f: impl FnOnce(&V) -> R,
@@ -175,7 +180,7 @@ impl<V: Cell> Table<V> {
     }
 
     /// Drops `key`'s cell, if it has one: its bucket is as new again.
-    pub(crate) fn remove(&self, key: &[u8], count: &KeyCount) {
+    pub(crate) fn remove(&self, key: BucketKey<'_>, count: &KeyCount) {
         let hash = self.hash(key);
         let mut shard = self.shards[self.shard_index(hash)].0.write();
         if let Ok(slot) = shard.slots.find_entry(hash, |s| s.key.is(key)) {
@@ -187,7 +192,7 @@ impl<V: Cell> Table<V> {
     /// Makes sure `key` has a cell (for callers that then lock several shards themselves).
     pub(crate) fn ensure(
         &self,
-        key: &[u8],
+        key: BucketKey<'_>,
         now: Nanos,
         count: &KeyCount,
     ) -> Result<(), StoreError> {
@@ -199,7 +204,7 @@ impl<V: Cell> Table<V> {
         &self,
         shard: &mut RwLockWriteGuard<'_, Shard<V>>,
         hash: u64,
-        key: &[u8],
+        key: BucketKey<'_>,
         now: Nanos,
         count: &KeyCount,
     ) -> Result<(), AtCap> {
@@ -222,7 +227,7 @@ impl<V: Cell> Table<V> {
                 key: Key::new(key),
                 cell: V::fresh(),
             },
-            |s| self.hash(s.key.as_bytes()),
+            |s| self.hash(s.key.name()),
         );
         Ok(())
     }
@@ -230,7 +235,7 @@ impl<V: Cell> Table<V> {
     fn sweep(&self, shard: &mut Shard<V>, now: Nanos, count: &KeyCount) {
         let before = shard.slots.len();
         shard.slots.retain(|s| !s.cell.is_idle(now));
-        shard.slots.shrink_to(0, |s| self.hash(s.key.as_bytes()));
+        shard.slots.shrink_to(0, |s| self.hash(s.key.name()));
         shard.after_sweep = shard.slots.len();
         shard.swept_at = now;
         count
