@@ -43,6 +43,9 @@ pub enum BenchError {
     /// A worker task panicked or was cancelled.
     #[error("worker task: {0}")]
     Join(#[from] tokio::task::JoinError),
+    /// A report's charts could not be drawn.
+    #[error("chart: {0}")]
+    Chart(String),
     /// The report could not be written.
     #[error("writing {}: {source}", path.display())]
     Write {

@@ -6,6 +6,10 @@
 //! [`run_postgres`] with [`PostgresBenchArgs`] is the PostgreSQL benchmark, and [`run_http`]
 //! with [`HttpBenchArgs`] measures the tower middleware over a bare axum handler.
 //!
+//! Each benchmark keeps what it measured typed ([`RedisReport`], [`PostgresReport`], ...) and
+//! judges its goals on that; its `report()` lays the run out as one [`Report`] (tables with
+//! named columns, goals, notes, bar charts), which one Markdown and one SVG writer render.
+//!
 //! The baselines live here and never in the library: they are faithful copies of published
 //! code, flaws included, kept only to be measured against.
 //!
@@ -18,7 +22,7 @@
 //!     ..RedisBenchArgs::default()
 //! };
 //! let report = run_redis(&args).await?; // also writes bench-report/redis.{md,svg}
-//! println!("{}", report.to_markdown());
+//! println!("{}", report.report().to_markdown());
 //! # Ok(())
 //! # }
 //! ```
@@ -43,8 +47,10 @@ pub use crate::http::{
     HttpBenchArgs, HttpReport, POLICY_NAME, Variant, allow_all, run_http, run_http_with,
 };
 pub use crate::postgres::{PostgresBenchArgs, PostgresReport, run_postgres};
-pub use crate::redis::{Approach, RedisBenchArgs, Scenario, run_redis};
+pub use crate::redis::{
+    Approach, Cell, OverGrant, RedisBenchArgs, RedisReport, Scenario, run_redis,
+};
 pub use crate::resp::{RespBenchArgs, RespReport, run_resp};
 pub use crate::soak::{SoakArgs, SoakReport, run_soak};
 pub use error::BenchError;
-pub use report::{Cell, Goal, OverGrant, RedisReport};
+pub use report::{Goal, Report};

@@ -3,6 +3,7 @@
 //! are shown (and tollgate has neither), the run drops its schema, and the report renders.
 
 use tollgate_bench::postgres::{Approach, Isolation, Scenario};
+use tollgate_bench::report::Chart;
 use tollgate_bench::{PostgresBenchArgs, run_postgres};
 use tollgate_testkit::TestPostgres;
 
@@ -126,26 +127,34 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
     // 8 and 32 connections were not run: those goals are not judged.
     assert_eq!(goal("8 connections").met, None);
 
-    let md = report.to_markdown();
+    let doc = report.report();
+    let md = doc.to_markdown();
     for needle in [
         "## Goals",
         "| goal | measured | met? |",
         "## many_keys:",
         "## hot_key:",
         "## Over-grant",
-        "## The function's two flaws, tollgate beside",
-        "### (a) Concurrent first calls",
-        "### (b) Refill rounded to whole tokens",
+        "## Flaw (a) of the function, tollgate beside: concurrent first calls",
+        "## Flaw (b) of the function, tollgate beside: refill rounded to whole tokens",
         "| SERIALIZABLE | 4 | tollgate |",
         "| SERIALIZABLE | 4 | tollgate-sync |",
         "postgres.svg",
     ] {
         assert!(md.contains(needle), "{needle:?} missing from\n{md}");
     }
-    let svg = report.to_svg();
-    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    let svg = doc.to_svg().unwrap();
+    assert!(svg.starts_with("<svg "), "{svg}");
     assert!(svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<title>").count(), 24);
+    // A panel per chart, titled, and a bar per cell.
+    let bars = doc
+        .charts
+        .iter()
+        .flat_map(|c| &c.groups)
+        .map(|g| g.values.iter().flatten());
+    assert_eq!(bars.flatten().count(), 24, "{:?}", doc.charts);
+    let titled = |c: &Chart| svg.contains(&format!("\n{}\n", c.title));
+    assert!(doc.charts.iter().all(titled), "{svg}");
     let written = std::fs::read_to_string(out.path().join("report/postgres.md")).unwrap();
     assert_eq!(written, md);
     let written = std::fs::read_to_string(out.path().join("report/postgres.svg")).unwrap();
@@ -200,6 +209,6 @@ async fn full_run() {
         .map(Into::into)
         .unwrap_or_else(|| std::env::temp_dir().join("tollgate-bench-report"));
     let report = run_postgres(&args).await.unwrap();
-    println!("{}", report.to_markdown());
+    println!("{}", report.report().to_markdown());
     eprintln!("written to {}", args.out.display());
 }

@@ -2,6 +2,7 @@
 //! Redis's own counts match what each approach is known to send, tollgate does not over-grant,
 //! the run deletes its keys and nothing else, and the report renders.
 
+use tollgate_bench::report::Chart;
 use tollgate_bench::{Approach, RedisBenchArgs, Scenario, run_redis};
 use tollgate_testkit::{Reply, TestRedis};
 
@@ -94,7 +95,8 @@ async fn a_short_run_measures_every_cell_faithfully() {
         Reply::Bulk(b"v".to_vec())
     );
 
-    let md = report.to_markdown();
+    let doc = report.report();
+    let md = doc.to_markdown();
     for needle in [
         "## Goals",
         "| goal | measured | met? |",
@@ -112,10 +114,18 @@ async fn a_short_run_measures_every_cell_faithfully() {
         .lines()
         .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 4 |"));
     assert_eq!(rows.count(), 24, "{md}");
-    let svg = report.to_svg();
-    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    let svg = doc.to_svg().unwrap();
+    assert!(svg.starts_with("<svg "), "{svg}");
     assert!(svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<title>").count(), 24);
+    // A panel per chart, titled, and a bar per cell.
+    let bars = doc
+        .charts
+        .iter()
+        .flat_map(|c| &c.groups)
+        .map(|g| g.values.iter().flatten());
+    assert_eq!(bars.flatten().count(), 24, "{:?}", doc.charts);
+    let titled = |c: &Chart| svg.contains(&format!("\n{}\n", c.title));
+    assert!(doc.charts.iter().all(titled), "{svg}");
     let written = std::fs::read_to_string(out.path().join("report/redis.md")).unwrap();
     assert_eq!(written, md);
     let written = std::fs::read_to_string(out.path().join("report/redis.svg")).unwrap();
@@ -157,6 +167,6 @@ async fn full_run() {
         .map(Into::into)
         .unwrap_or_else(|| std::env::temp_dir().join("tollgate-bench-report"));
     let report = run_redis(&args).await.unwrap();
-    println!("{}", report.to_markdown());
+    println!("{}", report.report().to_markdown());
     eprintln!("written to {}", args.out.display());
 }

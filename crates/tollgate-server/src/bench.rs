@@ -18,30 +18,30 @@ pub async fn bench(target: BenchTarget) -> Result<(), ServeError> {
     let (markdown, out) = match target {
         BenchTarget::Redis(args) => {
             let report = tollgate_bench::run_redis(&args).await?;
-            (report.to_markdown(), args.out)
+            (report.report().to_markdown(), args.out)
         }
         BenchTarget::Postgres(args) => {
             let report = tollgate_bench::run_postgres(&args).await?;
-            (report.to_markdown(), args.out)
+            (report.report().to_markdown(), args.out)
         }
         BenchTarget::Resp(args) => {
             let shutdown = tokio_util::sync::CancellationToken::new();
             let addr = resp_server(shutdown.clone()).await?;
             let report = tollgate_bench::run_resp(&args, addr).await;
             shutdown.cancel();
-            (report?.to_markdown(), args.out)
+            (report?.report().to_markdown(), args.out)
         }
         BenchTarget::Grpc(args) => {
             let report = grpc(&args).await?;
-            (report.to_markdown(), args.out)
+            (report.report().to_markdown(), args.out)
         }
         BenchTarget::Soak(args) => {
             let report = soak(&args).await?;
-            (report.to_markdown(), args.out)
+            (report.report().to_markdown(), args.out)
         }
         BenchTarget::Http(args) => {
             let report = tollgate_bench::run_http_with(&args, Some(server_router().await?)).await?;
-            (report.to_markdown(), args.out)
+            (report.report().to_markdown(), args.out)
         }
     };
     println!("{markdown}");

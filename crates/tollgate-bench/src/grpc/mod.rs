@@ -23,7 +23,6 @@ pub use report::{GrpcReport, GrpcRun};
 
 use crate::BenchError;
 use crate::clock::Stopwatch;
-use crate::report::write;
 use crate::stats::Histogram;
 
 /// The envoyproxy/ratelimit config the servers answer: a limit per `user` that no run reaches,
@@ -122,8 +121,7 @@ pub async fn run_grpc(
             report.runs.push(run);
         }
     }
-    write(&args.out.join("grpc.md"), &report.to_markdown())?;
-    write(&args.out.join("grpc.svg"), &report.to_svg())?;
+    report.report().write(&args.out)?;
     Ok(report)
 }
 

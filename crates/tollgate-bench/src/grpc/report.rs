@@ -1,9 +1,7 @@
 //! The gRPC benchmark's report: decisions/s and latency per store, and a chart.
 
-use std::fmt::Write as _;
-
-use crate::report::chart::{self, Bar, Group};
-use crate::report::{median, thousands};
+use crate::report::Align::{Left, Right};
+use crate::report::{Chart, Group, Report, Section, Table, median, thousands};
 
 /// One run against one store.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,96 +61,100 @@ impl GrpcReport {
         ))
     }
 
-    /// The report in Markdown.
-    pub fn to_markdown(&self) -> String {
-        let mut md = String::new();
-        let _ = writeln!(md, "# gRPC: Envoy's ShouldRateLimit\n");
-        let _ = writeln!(
-            md,
-            "{} calls in flight over {} HTTP/2 connections for {} s per run, one descriptor each \
-             over {} values, every call allowed; client and server in one process on this \
-             machine's cores. Medians of the rounds.\n",
-            self.concurrency,
-            self.connections,
-            self.seconds,
-            thousands(self.keys as f64)
-        );
-        let _ = writeln!(md, "| store | decisions/s | p50 (µs) | p99 (µs) | errors |");
-        let _ = writeln!(md, "|---|---:|---:|---:|---:|");
-        for store in self.stores() {
-            if let Some((rate, p50, p99)) = self.median(store) {
-                let errors: u64 = self
-                    .runs
-                    .iter()
-                    .filter(|r| r.store == store)
-                    .map(|r| r.errors)
-                    .sum();
-                let _ = writeln!(
-                    md,
-                    "| {store} | {} | {p50:.0} | {p99:.0} | {errors} |",
-                    thousands(rate)
-                );
-            }
+    /// The report as written to `grpc.md` and `grpc.svg`.
+    pub fn report(&self) -> Report {
+        Report {
+            name: "grpc",
+            title: "gRPC: Envoy's ShouldRateLimit".into(),
+            intro: vec![format!(
+                "{} calls in flight over {} HTTP/2 connections for {} s per run, one descriptor \
+                 each over {} values, every call allowed; client and server in one process on \
+                 this machine's cores.",
+                self.concurrency,
+                self.connections,
+                self.seconds,
+                thousands(self.keys as f64)
+            )],
+            goals: Vec::new(),
+            sections: vec![self.medians(), self.every_run()],
+            notes: Vec::new(),
+            charts: vec![self.chart()],
         }
-        for (store, why) in &self.missing {
-            let _ = writeln!(md, "| {store} | not measured: {why} | | | |");
-        }
-        let _ = writeln!(md, "\n## Runs\n");
-        let _ = writeln!(
-            md,
-            "| round | store | decisions/s | p50 (µs) | p99 (µs) | allowed | errors |"
-        );
-        let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|");
-        for r in &self.runs {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {:.0} | {:.0} | {} | {} |",
-                r.round,
-                r.store,
-                thousands(r.decisions_per_sec),
-                r.p50_us,
-                r.p99_us,
-                r.allowed,
-                r.errors
-            );
-        }
-        md
     }
 
-    /// The report as an SVG chart: median decisions/s, a bar per store.
-    pub fn to_svg(&self) -> String {
-        let width = 520.0;
-        let mut svg = String::new();
-        chart::open(
-            &mut svg,
-            width,
-            310.0,
-            "gRPC ShouldRateLimit: decisions/s (higher is better)",
-        );
-        const COLORS: [&str; 3] = ["#2b7bb9", "#c0504d", "#888888"];
-        let groups: Vec<Group> = self
-            .stores()
-            .iter()
-            .enumerate()
-            .map(|(i, store)| Group {
-                label: (*store).to_owned(),
-                bars: vec![self.median(store).map(|(rate, _, _)| Bar {
-                    title: (*store).to_owned(),
-                    value: rate,
-                    color: COLORS[i % COLORS.len()],
-                })],
-            })
-            .collect();
-        chart::grouped_bars(
-            &mut svg,
-            width,
-            60.0,
-            ("median of the rounds", None),
-            &groups,
-            "decisions/s",
-        );
-        svg.push_str("</svg>\n");
-        svg
+    fn medians(&self) -> Section {
+        let measured = self.stores().into_iter().filter_map(|store| {
+            let (rate, p50, p99) = self.median(store)?;
+            let runs = self.runs.iter().filter(|r| r.store == store);
+            let errors: u64 = runs.map(|r| r.errors).sum();
+            Some(vec![
+                store.to_owned(),
+                thousands(rate),
+                format!("{p50:.0}"),
+                format!("{p99:.0}"),
+                errors.to_string(),
+            ])
+        });
+        let missing = self.missing.iter().map(|(store, why)| {
+            let blank = String::new;
+            vec![
+                store.clone(),
+                format!("not measured: {why}"),
+                blank(),
+                blank(),
+                blank(),
+            ]
+        });
+        let columns = [
+            ("store", Left),
+            ("decisions/s", Right),
+            ("p50 (µs)", Right),
+            ("p99 (µs)", Right),
+            ("errors", Right),
+        ];
+        let table = Table::new(&columns, measured.chain(missing));
+        Section::table("Median of the rounds", Vec::new(), table)
+    }
+
+    fn every_run(&self) -> Section {
+        let rows = self.runs.iter().map(|r| {
+            vec![
+                r.round.to_string(),
+                r.store.clone(),
+                thousands(r.decisions_per_sec),
+                format!("{:.0}", r.p50_us),
+                format!("{:.0}", r.p99_us),
+                r.allowed.to_string(),
+                r.errors.to_string(),
+            ]
+        });
+        let columns = [
+            ("round", Right),
+            ("store", Left),
+            ("decisions/s", Right),
+            ("p50 (µs)", Right),
+            ("p99 (µs)", Right),
+            ("allowed", Right),
+            ("errors", Right),
+        ];
+        Section::table("Runs", Vec::new(), Table::new(&columns, rows))
+    }
+
+    /// Median decisions/s, a bar per store.
+    fn chart(&self) -> Chart {
+        Chart {
+            title: "ShouldRateLimit per store".into(),
+            y_label: "decisions/s (higher is better)".into(),
+            series: vec!["median of the rounds".into()],
+            groups: self
+                .stores()
+                .into_iter()
+                .map(|store| Group {
+                    label: store.to_owned(),
+                    values: vec![self.median(store).map(|(rate, _, _)| rate)],
+                })
+                .collect(),
+        }
     }
 }
 
@@ -180,9 +182,13 @@ mod tests {
             missing: vec![("postgres".into(), "no database given".into())],
         };
         assert_eq!(report.median("memory"), Some((20.0, 100.0, 900.0)));
-        let md = report.to_markdown();
+        let written = report.report();
+        let md = written.to_markdown();
         assert!(md.contains("| memory | 20 | 100 | 900 | 0 |"), "{md}");
-        assert!(md.contains("not measured: no database given"), "{md}");
-        assert!(report.to_svg().contains("decisions/s"));
+        assert!(
+            md.contains("| postgres | not measured: no database given |"),
+            "{md}"
+        );
+        assert!(written.to_svg().unwrap().contains("decisions/s"));
     }
 }

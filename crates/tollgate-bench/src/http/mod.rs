@@ -9,11 +9,10 @@
 //! the machine hits each alike, and the report gives each variant's median across rounds and
 //! the ratio to the bare handler. The goal is 0.9×.
 
+mod document;
 mod load;
-mod markdown;
 mod report;
 mod server;
-mod svg;
 mod variant;
 
 use std::path::PathBuf;
@@ -25,7 +24,6 @@ pub use variant::Variant;
 
 use crate::BenchError;
 use crate::args::seconds;
-use crate::report::write;
 use load::Requests;
 use server::Server;
 
@@ -119,8 +117,7 @@ pub async fn run_http_with(
     }
     measured?;
     stopped?;
-    write(&args.out.join("http.md"), &report.to_markdown())?;
-    write(&args.out.join("http.svg"), &report.to_svg())?;
+    report.report().write(&args.out)?;
     Ok(report)
 }
 

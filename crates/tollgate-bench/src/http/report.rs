@@ -266,16 +266,6 @@ impl HttpReport {
         });
         goals
     }
-
-    /// The report as Markdown: goals, the summary table, every run.
-    pub fn to_markdown(&self) -> String {
-        super::markdown::render(self)
-    }
-
-    /// Requests/s and latency per variant as a standalone SVG document.
-    pub fn to_svg(&self) -> String {
-        super::svg::render(self)
-    }
 }
 
 /// `0.912, 0.887, 0.930`.
@@ -316,13 +306,6 @@ mod tests {
             cpu: Some(Duration::from_millis(responses / 100)),
             others_cpu: Some(Duration::ZERO),
         }
-    }
-
-    #[test]
-    fn medians_of_odd_and_even_counts() {
-        assert_eq!(median(vec![]), None);
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 
     #[test]

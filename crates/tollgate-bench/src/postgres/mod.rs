@@ -27,7 +27,7 @@ mod scenario;
 mod timed;
 mod tollgate;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use approach::Approach;
@@ -36,6 +36,7 @@ pub use report::{Cell, OverGrant, PostgresReport, Race, Rounding};
 pub use scenario::Scenario;
 
 use crate::BenchError;
+use crate::args::seconds;
 use crate::clock;
 use approach::Crew;
 use database::{Database, Target};
@@ -156,8 +157,7 @@ pub async fn run_postgres(args: &PostgresBenchArgs) -> Result<PostgresReport, Be
     measured?;
     dropped?;
     eprintln!("dropped schema {}", db.target().schema);
-    write(&args.out.join("postgres.md"), &report.to_markdown())?;
-    write(&args.out.join("postgres.svg"), &report.to_svg())?;
+    report.report().write(&args.out)?;
     Ok(report)
 }
 
@@ -319,22 +319,4 @@ async fn precreate(args: &PostgresBenchArgs, db: &Database) -> Result<(), BenchE
         watch.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-fn seconds(value: f64, name: &str) -> Result<Duration, BenchError> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| BenchError::Args(format!("{name} must be a positive number of seconds")))
-}
-
-fn write(path: &Path, text: &str) -> Result<(), BenchError> {
-    let io = |source| BenchError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    std::fs::write(path, text).map_err(io)
 }

@@ -14,6 +14,8 @@ mod baseline_multi;
 mod baseline_watch;
 mod bucket;
 mod cleanup;
+mod document;
+mod report;
 mod scenario;
 mod tollgate;
 
@@ -24,13 +26,13 @@ use redis::aio::MultiplexedConnection;
 use tokio::task::JoinSet;
 
 pub use approach::Approach;
+pub use report::{Cell, GOAL_CONCURRENCY, OverGrant, RedisReport};
 pub use scenario::Scenario;
 
 use crate::BenchError;
 use crate::args::seconds;
 use crate::clock::{self, Stopwatch};
 use crate::commandstats::CommandStats;
-use crate::report::{Cell, OverGrant, RedisReport, write};
 use crate::stats::Histogram;
 use approach::{Setup, Worker};
 use bucket::Limit;
@@ -122,8 +124,7 @@ pub async fn run_redis(args: &RedisBenchArgs) -> Result<RedisReport, BenchError>
     let deleted = cleanup::delete_run(&mut admin, &run_id).await;
     measured?;
     eprintln!("deleted {} keys of run {run_id}", deleted?);
-    write(&args.out.join("redis.md"), &report.to_markdown())?;
-    write(&args.out.join("redis.svg"), &report.to_svg())?;
+    report.report().write(&args.out)?;
     Ok(report)
 }
 

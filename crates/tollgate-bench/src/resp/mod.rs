@@ -18,7 +18,6 @@ use std::process::Command;
 pub use report::{RespReport, RespRun, Target};
 
 use crate::BenchError;
-use crate::report::write;
 
 /// Arguments of the RESP benchmark.
 #[derive(clap::Args, Debug, Clone)]
@@ -139,8 +138,7 @@ pub async fn run_resp(
         }
     }
     drop((cell, crab));
-    write(&args.out.join("resp.md"), &report.to_markdown())?;
-    write(&args.out.join("resp.svg"), &report.to_svg())?;
+    report.report().write(&args.out)?;
     Ok(report)
 }
 

@@ -1,10 +1,8 @@
 //! The RESP benchmark's report: requests/s and latency per target and pipeline, the goals, and
 //! a chart.
 
-use std::fmt::Write as _;
-
-use crate::report::chart::{self, Bar, Group};
-use crate::report::{Goal, goals_table, median, thousands};
+use crate::report::Align::{Left, Right};
+use crate::report::{Chart, Goal, Group, Report, Section, Table, median, thousands};
 
 /// What answers the requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,14 +37,6 @@ impl Target {
             _ => "CL.THROTTLE",
         };
         [name, "bench:__rand_int__", "1000", "1000000", "1"]
-    }
-
-    fn color(self) -> &'static str {
-        match self {
-            Target::Tollgate => "#2b7bb9",
-            Target::RedisCell => "#c0504d",
-            Target::Throttlecrab => "#888888",
-        }
     }
 }
 
@@ -182,125 +172,119 @@ impl RespReport {
         goals
     }
 
-    /// The report as Markdown.
-    pub fn to_markdown(&self) -> String {
-        let mut md = String::new();
-        let _ = writeln!(
-            md,
-            "# RESP: CL.THROTTLE on tollgate, redis-cell and throttlecrab\n"
-        );
-        let _ = writeln!(
-            md,
-            "`redis-benchmark -c {} -n {} -r {}` at pipelines {}, {} rounds of the targets in \
-             turn; `CL.THROTTLE bench:__rand_int__ 1000 1000000 1` (throttlecrab: `THROTTLE`, \
-             the same numbers), so no request is limited. tollgate serves its memory store in \
-             the benchmark's process; the peers run as their own processes.\n",
-            self.clients,
-            self.requests,
-            self.keys,
-            self.pipelines
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(" and "),
-            self.rounds
-        );
-        goals_table(&mut md, &self.goals());
-        let _ = writeln!(md, "## Median of the rounds\n");
-        let _ = writeln!(
-            md,
-            "| target | pipeline | requests/s | × redis-cell | p99 ms | server CPU µs/request |"
-        );
-        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
-        for &pipeline in &self.pipelines {
-            let cell = self.median(Target::RedisCell, pipeline).map(|m| m.0);
-            for target in Target::ALL {
-                let Some((rps, p99)) = self.median(target, pipeline) else {
-                    continue;
-                };
-                let ratio = cell
-                    .filter(|c| *c > 0.0)
-                    .map_or_else(|| "–".to_owned(), |c| format!("{:.2}", rps / c));
-                let cpu = self
-                    .median_cpu(target, pipeline)
-                    .map_or_else(|| "–".to_owned(), |c| format!("{c:.2}"));
-                let _ = writeln!(
-                    md,
-                    "| {} | {pipeline} | {} | {ratio} | {p99:.3} | {cpu} |",
-                    target.name(),
-                    thousands(rps)
-                );
-            }
-        }
-        md.push('\n');
-        let _ = writeln!(md, "## Every run\n");
-        let _ = writeln!(
-            md,
-            "| round | pipeline | target | requests/s | p50 ms | p99 ms |"
-        );
-        let _ = writeln!(md, "|---:|---:|---|---:|---:|---:|");
-        for r in &self.runs {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {:.3} | {:.3} |",
-                r.round,
-                r.pipeline,
-                r.target.name(),
-                thousands(r.requests_per_sec),
-                r.p50_ms,
-                r.p99_ms
-            );
-        }
+    /// The report as written to `resp.md` and `resp.svg`.
+    pub fn report(&self) -> Report {
+        let mut sections = vec![self.medians(), self.every_run()];
         if !self.missing.is_empty() {
-            let _ = writeln!(md, "\n## Missing peers\n");
-            for (target, why) in &self.missing {
-                let _ = writeln!(md, "- **{}**: {why}", target.name());
-            }
+            let list = self
+                .missing
+                .iter()
+                .map(|(target, why)| format!("- **{}**: {why}", target.name()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            sections.push(Section::text("Missing peers", vec![list]));
         }
-        md
+        Report {
+            name: "resp",
+            title: "RESP: CL.THROTTLE on tollgate, redis-cell and throttlecrab".into(),
+            intro: vec![format!(
+                "`redis-benchmark -c {} -n {} -r {}` at pipelines {}, {} rounds of the targets in \
+                 turn; `CL.THROTTLE bench:__rand_int__ 1000 1000000 1` (throttlecrab: \
+                 `THROTTLE`, the same numbers), so no request is limited. tollgate serves its \
+                 memory store in the benchmark's process; the peers run as their own processes.",
+                self.clients,
+                self.requests,
+                self.keys,
+                self.pipelines
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                self.rounds
+            )],
+            goals: self.goals(),
+            sections,
+            notes: Vec::new(),
+            charts: vec![self.chart()],
+        }
     }
 
-    /// The report as an SVG chart: median requests/s per pipeline, a bar per target.
-    pub fn to_svg(&self) -> String {
-        let width = 720.0;
-        let mut svg = String::new();
-        chart::open(
-            &mut svg,
-            width,
-            310.0,
-            "RESP rate-limit commands: requests/s (higher is better)",
-        );
-        chart::legend(
-            &mut svg,
-            Target::ALL.iter().map(|t| (t.name().to_owned(), t.color())),
-        );
-        let groups: Vec<Group> = self
-            .pipelines
-            .iter()
-            .map(|&pipeline| Group {
-                label: format!("pipeline {pipeline}"),
-                bars: Target::ALL
-                    .iter()
-                    .map(|&t| {
-                        self.median(t, pipeline).map(|(rps, _)| Bar {
-                            title: t.name().to_owned(),
-                            value: rps,
-                            color: t.color(),
-                        })
-                    })
-                    .collect(),
+    fn medians(&self) -> Section {
+        let rows = self.pipelines.iter().flat_map(|&pipeline| {
+            let cell = self.median(Target::RedisCell, pipeline).map(|m| m.0);
+            Target::ALL.into_iter().filter_map(move |target| {
+                let (rps, p99) = self.median(target, pipeline)?;
+                Some(vec![
+                    target.name().into(),
+                    pipeline.to_string(),
+                    thousands(rps),
+                    cell.filter(|c| *c > 0.0)
+                        .map_or_else(|| "–".to_owned(), |c| format!("{:.2}", rps / c)),
+                    format!("{p99:.3}"),
+                    self.median_cpu(target, pipeline)
+                        .map_or_else(|| "–".to_owned(), |c| format!("{c:.2}")),
+                ])
             })
+        });
+        let columns = [
+            ("target", Left),
+            ("pipeline", Right),
+            ("requests/s", Right),
+            ("× redis-cell", Right),
+            ("p99 ms", Right),
+            ("server CPU µs/request", Right),
+        ];
+        Section::table(
+            "Median of the rounds",
+            Vec::new(),
+            Table::new(&columns, rows),
+        )
+    }
+
+    fn every_run(&self) -> Section {
+        let rows = self.runs.iter().map(|r| {
+            vec![
+                r.round.to_string(),
+                r.pipeline.to_string(),
+                r.target.name().into(),
+                thousands(r.requests_per_sec),
+                format!("{:.3}", r.p50_ms),
+                format!("{:.3}", r.p99_ms),
+            ]
+        });
+        let columns = [
+            ("round", Right),
+            ("pipeline", Right),
+            ("target", Left),
+            ("requests/s", Right),
+            ("p50 ms", Right),
+            ("p99 ms", Right),
+        ];
+        Section::table("Every run", Vec::new(), Table::new(&columns, rows))
+    }
+
+    /// Median requests/s: a group per pipeline, a bar per target that ran.
+    fn chart(&self) -> Chart {
+        let targets: Vec<Target> = Target::ALL
+            .into_iter()
+            .filter(|t| self.runs.iter().any(|r| r.target == *t))
             .collect();
-        chart::grouped_bars(
-            &mut svg,
-            width,
-            60.0,
-            ("median of the rounds", None),
-            &groups,
-            "requests/s",
-        );
-        svg.push_str("</svg>\n");
-        svg
+        Chart {
+            title: "CL.THROTTLE, median of the rounds".into(),
+            y_label: "requests/s (higher is better)".into(),
+            series: targets.iter().map(|t| t.name().to_owned()).collect(),
+            groups: self
+                .pipelines
+                .iter()
+                .map(|&pipeline| Group {
+                    label: format!("pipeline {pipeline}"),
+                    values: targets
+                        .iter()
+                        .map(|&t| self.median(t, pipeline).map(|(rps, _)| rps))
+                        .collect(),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -339,6 +323,6 @@ mod tests {
         let goals = report.goals();
         assert_eq!(goals[0].met, None);
         assert!(goals[0].measured.contains("MISSING"));
-        assert!(report.to_markdown().contains("no module given"));
+        assert!(report.report().to_markdown().contains("no module given"));
     }
 }

@@ -25,7 +25,6 @@ pub use report::{Held, Period, SoakReport};
 
 use crate::BenchError;
 use crate::clock::Stopwatch;
-use crate::report::write;
 use crate::stats::Histogram;
 
 /// Arguments of the soak run.
@@ -190,7 +189,7 @@ pub async fn run_soak(args: &SoakArgs, addr: SocketAddr) -> Result<SoakReport, B
         after,
         periods: rows,
     };
-    write(&args.out.join("soak.md"), &report.to_markdown())?;
+    report.report().write(&args.out)?;
     Ok(report)
 }
 

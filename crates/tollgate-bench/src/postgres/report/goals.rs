@@ -3,9 +3,9 @@
 //! key at 32, and has neither of the function's two flaws. A goal whose cells were not run is
 //! "not measured", never met.
 
-use super::{PostgresReport, per};
+use super::PostgresReport;
 use crate::postgres::{Approach, Isolation, Scenario};
-use crate::report::{Goal, percent, thousands};
+use crate::report::{Goal, per, percent, thousands};
 
 pub(super) fn judge(report: &PostgresReport) -> Vec<Goal> {
     let mut goals = Vec::new();
@@ -22,14 +22,6 @@ pub(super) fn judge(report: &PostgresReport) -> Vec<Goal> {
     goals.push(no_duplicate_keys(report));
     goals.push(exact_refill(report));
     goals
-}
-
-fn unmeasured(goal: String, why: &str) -> Goal {
-    Goal {
-        goal,
-        measured: why.into(),
-        met: None,
-    }
 }
 
 fn over_grant(report: &PostgresReport, isolation: Isolation) -> Goal {
@@ -52,7 +44,7 @@ fn over_grant(report: &PostgresReport, isolation: Isolation) -> Goal {
             ),
             met: Some(o.allowed <= o.max_allowed()),
         },
-        None => unmeasured(
+        None => Goal::unmeasured(
             format!("{isolation}: tollgate over-grants 0"),
             "over-grant test not run",
         ),
@@ -99,7 +91,7 @@ fn no_errors_at_read_committed(report: &PostgresReport) -> Goal {
     }
     let goal = "READ COMMITTED: tollgate has 0 errors (every cell, the over-grant test, the flaws)";
     if calls == 0 {
-        return unmeasured(goal.into(), "nothing ran at READ COMMITTED");
+        return Goal::unmeasured(goal, "nothing ran at READ COMMITTED");
     }
     Goal {
         goal: goal.into(),
@@ -132,7 +124,7 @@ fn ratio(
         report.cell(scenario, isolation, Approach::Tollgate, connections),
         report.cell(scenario, isolation, Approach::Function, connections),
     ) else {
-        return unmeasured(goal, "a cell it needs was not run");
+        return Goal::unmeasured(goal, "a cell it needs was not run");
     };
     let (td, fd) = (t.decisions_per_sec(), f.decisions_per_sec());
     if fd == 0.0 {
@@ -165,7 +157,7 @@ fn no_duplicate_keys(report: &PostgresReport) -> Goal {
         .filter(|r| r.approach == Approach::Tollgate)
         .collect();
     if races.is_empty() {
-        return unmeasured(goal, "race not run");
+        return Goal::unmeasured(goal, "race not run");
     }
     let function: u64 = report
         .race
@@ -190,7 +182,7 @@ fn exact_refill(report: &PostgresReport) -> Goal {
     let goal = "flaw (b): tollgate's refill is exact (allowed within ±1 of the exact token bucket)"
         .to_owned();
     let Some(t) = report.rounding_of(Approach::Tollgate) else {
-        return unmeasured(goal, "rounding schedule not run");
+        return Goal::unmeasured(goal, "rounding schedule not run");
     };
     let function = report
         .rounding_of(Approach::Function)
@@ -293,7 +285,7 @@ mod tests {
         assert!(goals[1].measured.contains("2 errors (2 past"), "{goals:?}");
         assert!(goals[2].measured.contains("2.00×"), "{goals:?}");
         assert!(goals[4].measured.contains("answered nothing"), "{goals:?}");
-        let md = report.to_markdown();
+        let md = report.report().to_markdown();
         for needle in [
             "| **no** |",
             "| not measured |",

@@ -1,13 +1,13 @@
-//! What a PostgreSQL run measured, the goals of issue 4 judged on it, and its renderings.
+//! What a PostgreSQL run measured, the goals of issue 4 judged on it, and its report.
 
+mod document;
 mod goals;
-mod markdown;
-mod svg;
+mod reading;
 
 use std::time::Duration;
 
 use super::{Approach, Isolation, Scenario};
-use crate::report::Goal;
+use crate::report::{Goal, per};
 
 /// One run of the PostgreSQL benchmark.
 #[derive(Debug, Clone)]
@@ -245,19 +245,4 @@ impl PostgresReport {
     pub fn goals(&self) -> Vec<Goal> {
         goals::judge(self)
     }
-
-    /// The report as Markdown: goals, a table per scenario, the over-grant test, the flaws.
-    pub fn to_markdown(&self) -> String {
-        markdown::render(self)
-    }
-
-    /// Bar charts of decisions/s, a panel per scenario and isolation, as a standalone SVG.
-    pub fn to_svg(&self) -> String {
-        svg::render(self)
-    }
-}
-
-/// `a / b`, 0 when `b` is 0 (an empty cell has no rate).
-pub(crate) fn per(a: f64, b: f64) -> f64 {
-    if b > 0.0 { a / b } else { 0.0 }
 }
