@@ -25,33 +25,43 @@ use crate::{Decision, Policy};
 /// The `RateLimit-Policy` item for `policy`, named `name`.
 pub fn rate_limit_policy(name: &str, policy: &Policy) -> String {
     let mut out = String::with_capacity(name.len() + 24);
-    write_rate_limit_policy(&mut out, name, policy);
+    // Writing to a String cannot fail.
+    let _ = write_rate_limit_policy(&mut out, name, policy);
     out
 }
 
 /// The `RateLimit` item for `decision`, under the policy named `name`.
 pub fn rate_limit(name: &str, decision: &Decision) -> String {
     let mut out = String::with_capacity(name.len() + 24);
-    write_rate_limit(&mut out, name, decision);
+    // Writing to a String cannot fail.
+    let _ = write_rate_limit(&mut out, name, decision);
     out
 }
 
 /// Appends [`rate_limit_policy`] to `out`: a front end builds a header of several items in one
-/// buffer.
-pub(crate) fn write_rate_limit_policy(out: &mut String, name: &str, policy: &Policy) {
-    push_sf_string(out, name);
-    let _ = write!(out, ";q={};w={}", policy.capacity(), window_secs(policy));
+/// buffer. Fails only as `out` does.
+pub(crate) fn write_rate_limit_policy(
+    out: &mut (impl Write + ?Sized),
+    name: &str,
+    policy: &Policy,
+) -> std::fmt::Result {
+    push_sf_string(out, name)?;
+    write!(out, ";q={};w={}", policy.capacity(), window_secs(policy))
 }
 
-/// Appends [`rate_limit`] to `out`.
-pub(crate) fn write_rate_limit(out: &mut String, name: &str, decision: &Decision) {
-    push_sf_string(out, name);
-    let _ = write!(
+/// Appends [`rate_limit`] to `out`. Fails only as `out` does.
+pub(crate) fn write_rate_limit(
+    out: &mut (impl Write + ?Sized),
+    name: &str,
+    decision: &Decision,
+) -> std::fmt::Result {
+    push_sf_string(out, name)?;
+    write!(
         out,
         ";r={};t={}",
         decision.remaining,
         decision.reset_after_secs()
-    );
+    )
 }
 
 /// The time for an empty bucket to fill: `capacity` emission intervals, in whole seconds rounded
@@ -65,19 +75,19 @@ pub fn window_secs(policy: &Policy) -> u64 {
 
 /// `name` as a structured-field string: quoted, with `"` and `\` escaped. Strings may hold only
 /// printable ASCII, so anything else is replaced by `?` rather than producing an invalid header.
-fn push_sf_string(out: &mut String, name: &str) {
-    out.push('"');
+fn push_sf_string(out: &mut (impl Write + ?Sized), name: &str) -> std::fmt::Result {
+    out.write_char('"')?;
     for c in name.chars() {
         match c {
             '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
+                out.write_char('\\')?;
+                out.write_char(c)?;
             }
-            ' '..='~' => out.push(c),
-            _ => out.push('?'),
+            ' '..='~' => out.write_char(c)?,
+            _ => out.write_char('?')?,
         }
     }
-    out.push('"');
+    out.write_char('"')
 }
 
 #[cfg(test)]

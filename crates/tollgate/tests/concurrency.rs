@@ -13,6 +13,9 @@ fn ten_per_second() -> Policy {
 
 /// Threads hammer one key while a driver moves a manual clock through 3 s in 1 ms steps; a last
 /// round at exactly 3 s drains what is left. A full bucket plus 3 s of refill is exactly 40.
+/// After each step the driver waits until a thread has checked again: on a busy machine
+/// it would otherwise run a second of clock past threads that are not scheduled, and the
+/// bucket, full, would rightly drop that second's tokens.
 #[test]
 fn threads_on_one_key_get_exactly_the_bound_in_simulated_time() {
     let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
@@ -21,6 +24,7 @@ fn threads_on_one_key_get_exactly_the_bound_in_simulated_time() {
     // The bucket is first used at the start of the 3 s, not whenever the first thread runs.
     assert!(store.check(b"hot", &policy, 1).unwrap().allowed);
     let allowed = AtomicU64::new(1);
+    let checks = AtomicU64::new(0);
     let done = AtomicBool::new(false);
     thread::scope(|s| {
         for _ in 0..4 {
@@ -29,12 +33,22 @@ fn threads_on_one_key_get_exactly_the_bound_in_simulated_time() {
                     if store.check(b"hot", &policy, 1).unwrap().allowed {
                         allowed.fetch_add(1, Ordering::Relaxed);
                     }
+                    checks.fetch_add(1, Ordering::Release);
                 }
             });
         }
         for _ in 0..3000 {
+            let seen = checks.load(Ordering::Acquire);
             clock.advance(Duration::from_millis(1));
-            thread::yield_now();
+            let mut spins = 0_u32;
+            while checks.load(Ordering::Acquire) == seen {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
         }
         done.store(true, Ordering::Release);
     });

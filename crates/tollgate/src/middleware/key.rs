@@ -166,13 +166,33 @@ impl ClientIp {
 impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Option<Vec<u8>> {
         Some(match self.client(parts)? {
-            IpAddr::V4(v4) => format!("ip:{v4}").into_bytes(),
+            IpAddr::V4(v4) => ipv4_key(v4),
             v6 @ IpAddr::V6(_) => {
                 let group = net::mask(v6, self.ipv6_prefix);
                 format!("ip:{group}/{}", self.ipv6_prefix).into_bytes()
             }
         })
     }
+}
+
+/// `ip:` and the dotted quad, written by hand: through `format!` it was a tenth of the
+/// middleware's own time per request.
+fn ipv4_key(ip: std::net::Ipv4Addr) -> Vec<u8> {
+    let mut key = Vec::with_capacity(18);
+    key.extend_from_slice(b"ip:");
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            key.push(b'.');
+        }
+        if octet >= 100 {
+            key.push(b'0' + octet / 100);
+        }
+        if octet >= 10 {
+            key.push(b'0' + octet / 10 % 10);
+        }
+        key.push(b'0' + octet % 10);
+    }
+    key
 }
 
 /// The peer of the connection, from what the server put in the request's extensions.
@@ -189,6 +209,20 @@ fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ipv4_keys_are_dotted_quads() {
+        for ip in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "255.255.255.255",
+            "10.1.2.3",
+            "192.168.100.7",
+        ] {
+            let parsed: std::net::Ipv4Addr = ip.parse().unwrap();
+            assert_eq!(super::ipv4_key(parsed), format!("ip:{ip}").into_bytes());
+        }
+    }
+
     use super::*;
 
     fn parts(peer: &str, headers: &[(&str, &str)]) -> Parts {

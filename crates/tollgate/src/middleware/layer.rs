@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn DynStore>,
     pub(crate) key: Box<dyn KeyExtractor>,
     pub(crate) policies: Arc<[NamedPolicy]>,
+    /// The `RateLimit-Policy` header of `policies`, built once.
+    pub(crate) policy_header: Option<http::HeaderValue>,
     pub(crate) tiers: Option<Box<dyn Tiers>>,
     pub(crate) cost: Box<CostFn>,
     /// The actual cost read from the response, and the store to commit it on.
@@ -207,6 +209,7 @@ impl<S: Store> RateLimitLayerBuilder<S> {
                 store,
                 cost_after,
                 key: self.key,
+                policy_header: super::response::policy_header(&self.policies),
                 policies: self.policies.into(),
                 tiers: self.tiers,
                 cost: self.cost,

@@ -114,26 +114,82 @@ impl Rejection {
     }
 }
 
-/// Adds the `RateLimit-Policy` and `RateLimit` headers (one item per policy) and, if asked, the
-/// legacy `X-RateLimit-*` ones (for the most restrictive policy; `Reset` in seconds from now).
+/// The `RateLimit-Policy` header of `policies` (one item each). It is the same on every
+/// response under them: the layer builds its own policies' once.
+pub(crate) fn policy_header(policies: &[NamedPolicy]) -> Option<HeaderValue> {
+    let mut text = String::with_capacity(32 * policies.len());
+    for (i, named) in policies.iter().enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        // Writing to a String cannot fail.
+        let _ = headers::write_rate_limit_policy(&mut text, &named.name, &named.policy);
+    }
+    // Built from numbers and escaped printable names: always valid header text.
+    HeaderValue::try_from(text).ok()
+}
+
+/// Header text written on the stack, then copied once into the header's own allocation:
+/// a `RateLimit` value is a few dozen bytes, and a `String` for it would be a second
+/// allocation on every response.
+struct StackText {
+    bytes: [u8; 256],
+    len: usize,
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let room = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// The `RateLimit` header of `decisions` under `policies` (one item each).
+fn state_header(policies: &[NamedPolicy], decisions: &[Decision]) -> Option<HeaderValue> {
+    fn write(
+        out: &mut impl std::fmt::Write,
+        policies: &[NamedPolicy],
+        decisions: &[Decision],
+    ) -> std::fmt::Result {
+        for (i, (named, decision)) in policies.iter().zip(decisions).enumerate() {
+            if i > 0 {
+                out.write_str(", ")?;
+            }
+            headers::write_rate_limit(out, &named.name, decision)?;
+        }
+        Ok(())
+    }
+    let mut stack = StackText {
+        bytes: [0; 256],
+        len: 0,
+    };
+    if write(&mut stack, policies, decisions).is_ok() {
+        return HeaderValue::from_bytes(&stack.bytes[..stack.len]).ok();
+    }
+    // Many policies, or long names.
+    let mut text = String::new();
+    let _ = write(&mut text, policies, decisions);
+    HeaderValue::try_from(text).ok()
+}
+
+/// Adds the `RateLimit-Policy` (`policy`, when the caller has it built already) and
+/// `RateLimit` headers (one item per policy) and, if asked, the legacy `X-RateLimit-*` ones
+/// (for the most restrictive policy; `Reset` in seconds from now).
 pub(crate) fn add_headers(
     headers: &mut HeaderMap,
     policies: &[NamedPolicy],
+    policy: Option<&HeaderValue>,
     decisions: &[Decision],
     legacy: bool,
 ) {
-    let mut policy = String::with_capacity(32 * policies.len());
-    let mut state = String::with_capacity(32 * policies.len());
-    for (named, decision) in policies.iter().zip(decisions) {
-        if !policy.is_empty() {
-            policy.push_str(", ");
-            state.push_str(", ");
-        }
-        headers::write_rate_limit_policy(&mut policy, &named.name, &named.policy);
-        headers::write_rate_limit(&mut state, &named.name, decision);
-    }
-    // Built from numbers and escaped printable names: always valid header text.
-    if let (Ok(p), Ok(s)) = (HeaderValue::try_from(policy), HeaderValue::try_from(state)) {
+    let policy = match policy {
+        Some(built) => Some(built.clone()),
+        None => policy_header(policies),
+    };
+    if let (Some(p), Some(s)) = (policy, state_header(policies, decisions)) {
         headers.insert(RATELIMIT_POLICY.clone(), p);
         headers.insert(RATELIMIT.clone(), s);
     }

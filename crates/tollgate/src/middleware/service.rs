@@ -118,9 +118,11 @@ where
         }
     };
     if let Some((policies, decisions)) = state {
+        let built = Arc::ptr_eq(&policies, &shared.policies).then_some(&shared.policy_header);
         response::add_headers(
             response.headers_mut(),
             &policies,
+            built.and_then(Option::as_ref),
             &decisions,
             shared.legacy_headers,
         );
