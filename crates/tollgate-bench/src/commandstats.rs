@@ -10,7 +10,10 @@
 //!   in the window, only script invocations and commands a script cannot run count, since the
 //!   approaches that use scripts send nothing else; without scripts, every command counts.
 //!
-//! The `INFO` calls that take the snapshots are left out of both.
+//! The `INFO` calls that take the snapshots are left out of both. Redis also counts the time
+//! each command took to execute (`usec`, parsing and replying excluded):
+//! [`CommandDelta::client_usec`] is that of the commands clients sent, script bodies
+//! included, which is Redis's time per decision.
 
 use std::collections::BTreeMap;
 
@@ -36,10 +39,17 @@ const CLIENT_ONLY: &[&str] = &[
 /// Commands a snapshot or connection set-up issues, not part of any decision.
 const IGNORED: &[&str] = &["info"];
 
-/// Calls per command, from one `INFO commandstats`.
+/// Calls and microseconds of one command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Count {
+    calls: u64,
+    usec: u64,
+}
+
+/// Calls and time per command, from one `INFO commandstats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandStats {
-    calls: BTreeMap<String, u64>,
+    calls: BTreeMap<String, Count>,
 }
 
 impl CommandStats {
@@ -54,15 +64,21 @@ impl CommandStats {
             let (name, fields) = rest.split_once(':').ok_or_else(|| {
                 BenchError::Reply(format!("commandstats line without ':': {line}"))
             })?;
-            let n = fields
-                .split(',')
-                .find_map(|f| f.strip_prefix("calls="))
-                .ok_or_else(|| {
-                    BenchError::Reply(format!("commandstats line without calls: {line}"))
-                })?
-                .parse::<u64>()
-                .map_err(|e| BenchError::Reply(format!("commandstats calls in {line}: {e}")))?;
-            calls.insert(name.to_ascii_lowercase(), n);
+            let field = |field: &str| -> Result<u64, BenchError> {
+                fields
+                    .split(',')
+                    .find_map(|f| f.strip_prefix(field)?.strip_prefix('='))
+                    .ok_or_else(|| {
+                        BenchError::Reply(format!("commandstats line without {field}: {line}"))
+                    })?
+                    .parse::<u64>()
+                    .map_err(|e| BenchError::Reply(format!("commandstats {field} in {line}: {e}")))
+            };
+            let count = Count {
+                calls: field("calls")?,
+                usec: field("usec")?,
+            };
+            calls.insert(name.to_ascii_lowercase(), count);
         }
         Ok(CommandStats { calls })
     }
@@ -81,13 +97,21 @@ impl CommandStats {
     pub fn since(&self, before: &CommandStats) -> Result<CommandDelta, BenchError> {
         let mut calls = BTreeMap::new();
         for (name, &after) in &self.calls {
-            let earlier = before.calls.get(name).copied().unwrap_or(0);
-            let n = after.checked_sub(earlier).ok_or_else(|| {
+            let earlier = before.calls.get(name).copied().unwrap_or_default();
+            let went_back = || {
                 BenchError::Reply(format!(
-                    "commandstats went back for {name} ({earlier} -> {after}): stats were reset"
+                    "commandstats went back for {name} ({} -> {} calls): stats were reset",
+                    earlier.calls, after.calls
                 ))
-            })?;
-            if n > 0 && !IGNORED.contains(&name.as_str()) {
+            };
+            let n = Count {
+                calls: after
+                    .calls
+                    .checked_sub(earlier.calls)
+                    .ok_or_else(went_back)?,
+                usec: after.usec.checked_sub(earlier.usec).ok_or_else(went_back)?,
+            };
+            if n.calls > 0 && !IGNORED.contains(&name.as_str()) {
                 calls.insert(name.clone(), n);
             }
         }
@@ -95,39 +119,46 @@ impl CommandStats {
     }
 }
 
-/// Calls per command between two snapshots, without the snapshots' own `INFO`.
+/// Calls and time per command between two snapshots, without the snapshots' own `INFO`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandDelta {
-    calls: BTreeMap<String, u64>,
+    calls: BTreeMap<String, Count>,
 }
 
 impl CommandDelta {
     /// Calls of one command (lowercase, e.g. `evalsha`).
     pub fn get(&self, name: &str) -> u64 {
-        self.calls.get(name).copied().unwrap_or(0)
+        self.calls.get(name).map_or(0, |c| c.calls)
     }
 
     /// Every command Redis executed, including those run inside scripts.
     pub fn commands(&self) -> u64 {
-        self.calls.values().sum()
+        self.calls.values().map(|c| c.calls).sum()
     }
 
     /// The commands clients sent (see the module docs for how script bodies are told apart).
     pub fn client_calls(&self) -> u64 {
-        let scripts: u64 = SCRIPT_COMMANDS.iter().map(|c| self.get(c)).sum();
-        if scripts == 0 {
-            return self.commands();
-        }
+        self.sent().map(|c| c.calls).sum()
+    }
+
+    /// The microseconds Redis spent executing the commands clients sent: a script's time
+    /// includes the commands it ran, which are not counted again.
+    pub fn client_usec(&self) -> u64 {
+        self.sent().map(|c| c.usec).sum()
+    }
+
+    fn sent(&self) -> impl Iterator<Item = &Count> {
+        let scripts = SCRIPT_COMMANDS.iter().any(|c| self.get(c) > 0);
         self.calls
             .iter()
-            .filter(|(name, _)| {
-                SCRIPT_COMMANDS.contains(&name.as_str())
+            .filter(move |(name, _)| {
+                !scripts
+                    || SCRIPT_COMMANDS.contains(&name.as_str())
                     || CLIENT_ONLY.contains(&name.as_str())
                     || name.starts_with("script|")
                     || name.starts_with("client|")
             })
-            .map(|(_, n)| n)
-            .sum()
+            .map(|(_, count)| count)
     }
 }
 
@@ -142,7 +173,7 @@ mod tests {
         \r\n";
 
     const AFTER: &str = "# Commandstats\r\n\
-        cmdstat_evalsha:calls=110,usec=100,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_evalsha:calls=110,usec=1100,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_hmget:calls=110,usec=20,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_hmset:calls=100,usec=20,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_pexpire:calls=100,usec=20,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n\
@@ -170,6 +201,11 @@ mod tests {
             100 + 1,
             "evalsha and script load only"
         );
+        assert_eq!(
+            delta.client_usec(),
+            1000 + 20,
+            "the scripts' time holds their bodies'"
+        );
     }
 
     #[test]
@@ -183,12 +219,14 @@ mod tests {
             .unwrap();
         assert_eq!(delta.client_calls(), 24);
         assert_eq!(delta.commands(), 24);
+        assert_eq!(delta.client_usec(), 5, "every command's own time");
     }
 
     #[test]
     fn malformed_lines_and_resets_are_errors() {
         assert!(CommandStats::parse("cmdstat_get\n").is_err());
         assert!(CommandStats::parse("cmdstat_get:usec=5\n").is_err());
+        assert!(CommandStats::parse("cmdstat_get:calls=5\n").is_err());
         assert!(CommandStats::parse("cmdstat_get:calls=x,usec=5\n").is_err());
         let before = CommandStats::parse(AFTER).unwrap();
         let after = CommandStats::parse(BEFORE).unwrap();

@@ -58,6 +58,7 @@ impl RedisReport {
             ("commands/decision", Right),
             ("allowed", Right),
             ("errors", Right),
+            ("Redis µs/decision", Right),
         ];
         let heading = format!("{scenario}: {}", scenario.describe());
         Section::table(heading, Vec::new(), Table::new(&columns, rows))
@@ -140,6 +141,7 @@ fn row(cell: &Cell, lua: Option<&Cell>) -> Vec<String> {
         small(cell.commands_per_decision()),
         thousands(cell.allowed as f64),
         thousands(cell.errors as f64),
+        format!("{:.2}", cell.redis_micros_per_decision()),
     ]
 }
 
@@ -150,6 +152,10 @@ fn notes() -> Vec<String> {
          before and after the cell, per check asked (errors included). Redis also counts the \
          commands a script runs; **commands/decision** includes those (the Lua baseline's \
          HMGET/HMSET/PEXPIRE, tollgate's TIME/MGET/SET), the `INFO` calls excluded from both.",
+        "**Redis µs/decision**: the time Redis spent executing the commands the clients sent \
+         (`usec` of `INFO commandstats`, a script's time holding the commands it ran), per check \
+         asked: Redis's CPU for the decisions themselves, without reading requests and writing \
+         replies.",
         "Latency is per check as the caller sees it (a tollgate check answered by the deny cache \
          never reaches Redis); percentiles by nearest rank, at most 1.6% high.",
         "The baselines take `now_ms` from the client's clock; tollgate uses Redis's `TIME`.",

@@ -156,6 +156,7 @@ async fn measure(
                     p50: m.tally.histogram.quantile(0.5).unwrap_or_default(),
                     p99: m.tally.histogram.quantile(0.99).unwrap_or_default(),
                     client_calls: m.client_calls,
+                    redis_usec: m.redis_usec,
                     commands: m.commands,
                 };
                 done += 1;
@@ -210,6 +211,7 @@ struct Measured {
     tally: Tally,
     elapsed: Duration,
     client_calls: u64,
+    redis_usec: u64,
     commands: u64,
 }
 
@@ -238,6 +240,7 @@ async fn run_cell(
         tally,
         elapsed,
         client_calls: delta.client_calls(),
+        redis_usec: delta.client_usec(),
         commands: delta.commands(),
     })
 }

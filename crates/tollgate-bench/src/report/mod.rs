@@ -105,7 +105,7 @@ pub struct Goal {
 
 impl Goal {
     /// A goal the run could not judge, and why.
-    pub(crate) fn unmeasured(goal: impl Into<String>, why: impl Into<String>) -> Goal {
+    pub fn unmeasured(goal: impl Into<String>, why: impl Into<String>) -> Goal {
         Goal {
             goal: goal.into(),
             measured: why.into(),
@@ -127,7 +127,7 @@ impl Report {
 
 impl Section {
     /// A section of paragraphs only.
-    pub(crate) fn text(heading: impl Into<String>, text: Vec<String>) -> Section {
+    pub fn text(heading: impl Into<String>, text: Vec<String>) -> Section {
         Section {
             heading: heading.into(),
             text,
@@ -136,7 +136,7 @@ impl Section {
     }
 
     /// A section holding `table` under `text`.
-    pub(crate) fn table(heading: impl Into<String>, text: Vec<String>, table: Table) -> Section {
+    pub fn table(heading: impl Into<String>, text: Vec<String>, table: Table) -> Section {
         Section {
             heading: heading.into(),
             text,
@@ -147,10 +147,7 @@ impl Section {
 
 impl Table {
     /// A table of these columns, `(name, align)` each, and these rows, a cell per column each.
-    pub(crate) fn new(
-        columns: &[(&str, Align)],
-        rows: impl IntoIterator<Item = Vec<String>>,
-    ) -> Table {
+    pub fn new(columns: &[(&str, Align)], rows: impl IntoIterator<Item = Vec<String>>) -> Table {
         let rows: Vec<Vec<String>> = rows.into_iter().collect();
         debug_assert!(rows.iter().all(|r| r.len() == columns.len()), "{rows:?}");
         Table {
