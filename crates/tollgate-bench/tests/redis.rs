@@ -85,8 +85,11 @@ async fn a_short_run_measures_every_cell_faithfully() {
     assert!(tollgate.allowed >= 10, "{tollgate:?}");
     assert_eq!(tollgate.errors, 0, "{tollgate:?}");
     let goals = report.goals();
-    assert_eq!(goals.len(), 4);
+    assert_eq!(goals.len(), 7);
     assert_eq!(goals[0].met, Some(true), "{goals:?}");
+    // Redis's time per decision is measured: the per_user cell at the largest concurrency.
+    assert!(goals[5].met.is_some(), "{goals:?}");
+    assert!(goals[5].measured.contains(" µs for "), "{goals:?}");
 
     // Only the bench's keys are gone.
     assert_eq!(redis.cmd(&[b"DBSIZE"]).unwrap(), Reply::Integer(1));
