@@ -4,7 +4,8 @@
 //! one run on one machine, written up as Markdown with SVG charts. The server binary wires
 //! `tollgate bench redis` to [`run_redis`] with [`RedisBenchArgs`] as its arguments;
 //! [`run_postgres`] with [`PostgresBenchArgs`] is the PostgreSQL benchmark, and [`run_http`]
-//! with [`HttpBenchArgs`] measures the tower middleware over a bare axum handler.
+//! with [`HttpBenchArgs`] measures the tower middleware over a bare axum handler, and
+//! [`run_memory`] with [`MemoryBenchArgs`] the in-memory store beside the `governor` crate.
 //!
 //! Each benchmark keeps what it measured typed ([`RedisReport`], [`PostgresReport`], ...) and
 //! judges its goals on that; its `report()` lays the run out as one [`Report`] (tables with
@@ -35,6 +36,7 @@ pub mod commandstats;
 mod error;
 pub mod grpc;
 pub mod http;
+pub mod memory;
 pub mod postgres;
 pub mod redis;
 pub mod report;
@@ -46,6 +48,7 @@ pub use crate::grpc::{GrpcBenchArgs, GrpcReport, run_grpc};
 pub use crate::http::{
     HttpBenchArgs, HttpReport, POLICY_NAME, Variant, allow_all, run_http, run_http_with,
 };
+pub use crate::memory::{MemoryBenchArgs, MemoryReport, run_memory};
 pub use crate::postgres::{PostgresBenchArgs, PostgresReport, run_postgres};
 pub use crate::redis::{
     Approach, Cell, OverGrant, RedisBenchArgs, RedisReport, Scenario, run_redis,

@@ -1,0 +1,267 @@
+//! The memory run as a [`Report`]: the goals, time per check beside governor's per row, memory
+//! per key, every round, and a chart of checks/s per row.
+
+use super::contenders::Contender;
+use super::report::{MemoryReport, Row, Run, scenario_name};
+use crate::report::Align::{Left, Right};
+use crate::report::{Chart, Group, Report, Section, Table, thousands};
+
+/// The contenders the chart shows: the key walk alone would dwarf them.
+const CHARTED: [Contender; 3] = [
+    Contender::TollgateLimiter,
+    Contender::TollgateStore,
+    Contender::Governor,
+];
+
+impl MemoryReport {
+    /// The report as written to `memory.md` and `memory.svg`.
+    pub fn report(&self) -> Report {
+        let scenarios: Vec<String> = self.scenarios.iter().map(|&k| scenario_name(k)).collect();
+        let threads: Vec<String> = self.threads.iter().map(ToString::to_string).collect();
+        Report {
+            name: "memory",
+            title: "Memory store: tollgate beside governor".into(),
+            intro: vec![format!(
+                "One check of cost 1 on a key that already has a bucket, as a server makes it, \
+                 in this process: {} on {} threads, {} rounds of about {} s per cell (the cells \
+                 in turn within each round), the median per cell; {} cores, shared with \
+                 whatever else the machine runs.",
+                scenarios.join(", "),
+                threads.join(" and "),
+                self.rounds,
+                self.seconds_per_run,
+                self.cores
+            )]
+            .into_iter()
+            .chain(self.others_cpu_share().map(|share| {
+                format!(
+                    "While the runs were timed, other processes used {:.0}% of a core on \
+                     average (a core shared with them slows the runs of 2 threads most).",
+                    share * 100.0
+                )
+            }))
+            .collect(),
+            goals: self.goals(),
+            sections: vec![self.times(), self.bytes(), self.every_round()],
+            notes: self.notes(),
+            charts: vec![self.chart()],
+        }
+    }
+
+    fn times(&self) -> Section {
+        let columns = [
+            ("scenario", Left),
+            ("threads", Right),
+            ("tollgate limiter ns", Right),
+            ("tollgate store ns", Right),
+            ("governor ns", Right),
+            ("ratio limiter", Right),
+            ("ratio store", Right),
+            ("key walk ns", Right),
+        ];
+        let rows = self.rows().into_iter().map(|row| {
+            vec![
+                scenario_name(row.keys),
+                row.threads.to_string(),
+                ns(row.limiter),
+                ns(row.store),
+                ns(row.governor),
+                ratio(&row, Contender::TollgateLimiter),
+                ratio(&row, Contender::TollgateStore),
+                ns(row.key_walk),
+            ]
+        });
+        Section::table(
+            "Time per check",
+            vec![format!(
+                "Nanoseconds per check at aggregate throughput (wall time ÷ the checks of every \
+                 thread, so that 1e9 ÷ ns is the checks/s of all threads together), median of \
+                 {} rounds. ratio = tollgate checks/s ÷ governor checks/s: above 1, tollgate is \
+                 faster.",
+                self.rounds
+            )],
+            Table::new(&columns, rows),
+        )
+    }
+
+    fn bytes(&self) -> Section {
+        let f = &self.footprint;
+        let per_key = |bytes: Option<u64>| {
+            bytes.map_or_else(|| "not measured".into(), |b| format!("{:.1}", f.per_key(b)))
+        };
+        let megabytes = |bytes: Option<u64>| {
+            bytes.map_or_else(
+                || "not measured".into(),
+                |b| format!("{:.1}", b as f64 / 1e6),
+            )
+        };
+        let columns = [
+            ("limiter", Left),
+            ("measured by", Left),
+            ("bytes per key", Right),
+            ("MB in all", Right),
+        ];
+        let tollgate = "tollgate `MemoryStore`";
+        let governor = "governor `DefaultKeyedRateLimiter<String>`";
+        let gained = "resident memory gained";
+        let rows = [
+            (
+                tollgate,
+                "its tables (`allocated_bytes()`)",
+                Some(f.tollgate_tables),
+            ),
+            (tollgate, gained, f.tollgate_rss),
+            (governor, gained, f.governor_rss),
+        ]
+        .map(|(limiter, how, bytes)| {
+            vec![limiter.into(), how.into(), per_key(bytes), megabytes(bytes)]
+        });
+        Section::table(
+            "Memory per key",
+            vec![format!(
+                "{} distinct keys, `user:0` to `user:{}`, each charged once into a fresh \
+                 limiter of each kind; these limiters then serve the {} scenario.",
+                thousands(f.keys as f64),
+                f.keys.saturating_sub(1),
+                scenario_name(f.keys)
+            )],
+            Table::new(&columns, rows),
+        )
+    }
+
+    fn every_round(&self) -> Section {
+        let columns = [
+            ("scenario", Left),
+            ("threads", Right),
+            ("contender", Left),
+            ("ns per check, round by round", Right),
+            ("others' CPU s, round by round", Right),
+        ];
+        let rows = self.rows().into_iter().flat_map(|row| {
+            Contender::ALL.map(|contender| {
+                let runs: Vec<&Run> = self.runs_of(row.keys, row.threads, contender).collect();
+                let each = |f: &dyn Fn(&Run) -> String| {
+                    runs.iter().map(|r| f(r)).collect::<Vec<_>>().join(", ")
+                };
+                vec![
+                    scenario_name(row.keys),
+                    row.threads.to_string(),
+                    contender.to_string(),
+                    each(&|r| format!("{:.1}", r.ns_per_check())),
+                    each(&|r| {
+                        r.others_cpu
+                            .map_or_else(|| "–".into(), |d| format!("{:.2}", d.as_secs_f64()))
+                    }),
+                ]
+            })
+        });
+        Section::table(
+            "Every round",
+            vec![
+                "The spread across rounds shows how much the machine moved during the run; \
+                 others' CPU is the CPU time the rest of the machine used during each run (from \
+                 `/proc/stat`, in 10 ms ticks): judge the figures on runs where it is near 0."
+                    .into(),
+            ],
+            Table::new(&columns, rows),
+        )
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = Contender::ALL
+            .iter()
+            .map(|&c| format!("**{c}**: {}.", describe(c)))
+            .collect();
+        notes.extend([
+            "The keys are `String`s such as `user:42`, built before anything is timed. Over many \
+             keys a xorshift walk (the same for every contender) picks the next one, so that \
+             caches see a spread of clients rather than a sequential scan. With 2 threads each \
+             thread walks its own half of the keys (odd or even indices); on the hot key both \
+             hammer the same bucket."
+                .to_owned(),
+            "The policy is the same on both sides: a burst of `u32::MAX` refilled at 1000 per \
+             second (governor `Quota::per_second(1000).allow_burst(u32::MAX)`, tollgate \
+             `Policy::token_bucket(u32::MAX, 1000, 1 s)`). Every key is first charged 1,000,000 \
+             tokens, which puts its bucket about 1000 s in debt: every timed check is allowed \
+             and takes the compare-and-swap write path on both sides, and tollgate never sweeps \
+             a benchmarked key as idle. The last goal counts the denials to show it."
+                .to_owned(),
+            format!(
+                "Timing: before the rounds, each cell runs untimed, doubling its checks until a \
+                 run lasts {} s, which sets its checks per run for about {} s. Each timed run \
+                 first makes a twentieth of its checks untimed (the cell before it evicted this \
+                 one's tables from the caches), then its threads start together at a barrier; \
+                 the wall time ends when the last thread is done. The cells run in turn within \
+                 each round, so that drift of the machine hits every contender alike.",
+                self.warmup_seconds, self.seconds_per_run
+            ),
+            "Both limiters read the same clock: governor is built without its `quanta` feature, \
+             so its `DefaultClock` is `std::time::Instant`, as tollgate's `MonotonicClock` is."
+                .to_owned(),
+            "Memory per key: the process's resident memory (from its page tables, \
+             `/proc/self/smaps_rollup`; not measured outside Linux) before and after a limiter \
+             takes the keys, ÷ the keys, measured the same way for both. It includes what the \
+             allocator keeps around the data (block headers, freed memory not returned to the \
+             system), which `allocated_bytes()` (tollgate's tables alone) does not. governor \
+             also holds a copy of every key as its own `String`; tollgate stores a short key \
+             inside its slot. tollgate is measured first: what its tables freed as they grew \
+             may stay resident and be reused by governor's allocations, which can only make \
+             governor's figure smaller."
+                .to_owned(),
+        ]);
+        notes
+    }
+
+    /// Checks/s per row, aggregate over threads, for each contender but the key walk.
+    fn chart(&self) -> Chart {
+        Chart {
+            title: format!("Checks per second, median of {} rounds", self.rounds),
+            y_label: "checks/s (higher is better)".into(),
+            series: CHARTED.iter().map(|c| c.call().replace('`', "")).collect(),
+            groups: self
+                .rows()
+                .into_iter()
+                .map(|row| Group {
+                    label: row.label(),
+                    values: CHARTED
+                        .iter()
+                        .map(|&c| row.ns(c).filter(|ns| *ns > 0.0).map(|ns| 1e9 / ns))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What `contender` times, for the notes.
+fn describe(contender: Contender) -> &'static str {
+    match contender {
+        Contender::TollgateLimiter => {
+            "`MemoryLimiter::check(key, 1)`, the store bound to its policy once, as a server \
+             does for a configured limit"
+        }
+        Contender::TollgateStore => {
+            "`MemoryStore::check(key, &policy, 1)`, which also encodes the policy's numbers \
+             into the bucket's name at every check"
+        }
+        Contender::Governor => {
+            "governor 0.10's `DefaultKeyedRateLimiter<String>::check_key(&key)`: a `DashMap` \
+             with std's `RandomState`"
+        }
+        Contender::KeyWalk => {
+            "the loop alone (pick the next key, read its last byte): the floor under every \
+             other figure"
+        }
+    }
+}
+
+/// Nanoseconds with one decimal, `–` for a cell that did not run.
+fn ns(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".into(), |ns| format!("{ns:.1}"))
+}
+
+/// `row`'s ratio for `contender` with two decimals, `–` when it cannot be taken.
+fn ratio(row: &Row, contender: Contender) -> String {
+    row.ratio(contender)
+        .map_or_else(|| "–".into(), |r| format!("{r:.2}"))
+}

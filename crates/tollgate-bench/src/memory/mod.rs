@@ -1,0 +1,244 @@
+//! The in-memory store beside `governor`: time per check, and memory per key.
+//!
+//! **What is timed.** One check of cost 1 on a key that already has a bucket, as a server would
+//! make it: the key is a `String` such as `user:42`, built before anything is timed.
+//! Contenders ([`Contender`]): `MemoryLimiter::check` (bound to its policy once),
+//! `MemoryStore::check` (which also encodes the policy at every check), governor's
+//! `DefaultKeyedRateLimiter<String>::check_key` (a `DashMap`, std's `RandomState`, and, without
+//! governor's `quanta` feature, the same `Instant` clock as tollgate), and the key walk alone
+//! (the floor under every other figure).
+//!
+//! Scenarios: one hot key, 100k keys (or a tenth of `--keys` if fewer) and `--keys` keys (1M),
+//! each with 1 and 2 threads. Over many keys a xorshift walk, the same for every contender,
+//! visits the keys; with 2 threads each walks its own half of them, and on the hot key both
+//! hammer the same bucket. The policy (a burst of `u32::MAX`, every key charged 1,000,000
+//! tokens first) keeps every timed check on the allow path, and the report counts denials to
+//! show it.
+//!
+//! **How.** Each cell (scenario, threads, contender) is calibrated once, untimed, to find how
+//! many checks last about `--seconds`; then `--rounds` rounds run every cell in turn, so that
+//! drift of the machine hits every contender alike. A cell's figure is the median across
+//! rounds of wall time ÷ the checks of every thread (so with 2 threads, `1e9 ÷ ns` is the
+//! checks/s of both together).
+//!
+//! **Memory per key**: the growth of the process's resident memory while each limiter takes
+//! the large scenario's keys (Linux; "not measured" elsewhere), and tollgate's
+//! `MemoryStore::allocated_bytes`. A library cannot install a counting global allocator into
+//! the binary that calls it; resident memory is what the process pays, measured alike for both.
+//!
+//! The run is synchronous and uses OS threads: from async code, call it where blocking is
+//! allowed (`spawn_blocking`).
+
+mod contenders;
+mod document;
+mod report;
+mod rss;
+mod timing;
+mod walk;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+pub use contenders::Contender;
+pub use report::{Footprint, GOAL_HOT_NS, GOAL_RATIO, MemoryReport, Row, Run};
+
+use crate::BenchError;
+use crate::args::seconds;
+use crate::clock;
+use crate::report::thousands;
+use contenders::{Contenders, Tally};
+use report::cell_label;
+
+/// Thread counts each scenario runs with.
+const THREADS: [usize; 2] = [1, 2];
+/// Keys of the middle scenario, at most.
+const MIDDLE_KEYS: usize = 100_000;
+/// The fewest `--keys`: the middle scenario holds a tenth of them, in two lanes of at least
+/// one key.
+const MIN_KEYS: usize = 20;
+/// A timed run first makes this fraction of its checks untimed.
+const WARM_FRACTION: u64 = 20;
+
+/// Arguments of the memory-store benchmark.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MemoryBenchArgs {
+    /// seconds per timed run (one scenario, thread count and contender, one round)
+    #[arg(long, default_value = "0.5")]
+    pub seconds: f64,
+    /// rounds: every cell runs once per round, in turn
+    #[arg(long, default_value = "5")]
+    pub rounds: usize,
+    /// distinct keys of the large scenario and of memory per key (the middle scenario has
+    /// 100,000, or a tenth of these if fewer); at least 20
+    #[arg(long, default_value = "1000000")]
+    pub keys: usize,
+    /// seconds of untimed checks per cell before the rounds, which size its runs
+    #[arg(long, default_value = "0.1")]
+    pub warmup: f64,
+    /// directory to write memory.md and memory.svg to
+    #[arg(long, default_value = "bench-report")]
+    pub out: PathBuf,
+}
+
+impl Default for MemoryBenchArgs {
+    fn default() -> MemoryBenchArgs {
+        MemoryBenchArgs {
+            seconds: 0.5,
+            rounds: 5,
+            keys: 1_000_000,
+            warmup: 0.1,
+            out: PathBuf::from("bench-report"),
+        }
+    }
+}
+
+/// A scenario: its keys, and the limiters holding them.
+struct Scenario<'a> {
+    keys: &'a [String],
+    contenders: Contenders,
+}
+
+/// Builds the limiters, times every cell, writes `memory.md` and `memory.svg` to `args.out`,
+/// and returns the report. Progress goes to stderr, a line per timed run.
+pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
+    let run_time = seconds(args.seconds, "--seconds")?;
+    let warmup = seconds(args.warmup, "--warmup")?;
+    if args.rounds == 0 {
+        return Err(BenchError::Args("--rounds must be at least 1".into()));
+    }
+    if args.keys < MIN_KEYS {
+        return Err(BenchError::Args(format!(
+            "--keys must be at least {MIN_KEYS}"
+        )));
+    }
+    let middle = (args.keys / 10).min(MIDDLE_KEYS);
+    let keys: Vec<String> = (0..args.keys).map(|i| format!("user:{i}")).collect();
+    let policy = contenders::policy()?;
+    let mut precharge = Tally::default();
+
+    eprintln!(
+        "tollgate bench memory: charging {} keys into each limiter",
+        thousands(args.keys as f64)
+    );
+    // The large scenario's limiters first, each measured as it takes the keys, in a process
+    // that holds little else yet.
+    let (tollgate, tollgate_rss) =
+        rss::grown(|| contenders::tollgate_holding(&keys, &policy, &mut precharge));
+    let (store, limiter) = tollgate?;
+    let (governor, governor_rss) =
+        rss::grown(|| contenders::governor_holding(&keys, &mut precharge));
+    let footprint = Footprint {
+        keys: args.keys,
+        tollgate_tables: u64::try_from(store.allocated_bytes()).unwrap_or(u64::MAX),
+        tollgate_rss,
+        governor_rss,
+    };
+    let many = Contenders {
+        store,
+        policy,
+        limiter,
+        governor,
+    };
+    let scenarios = [
+        Scenario {
+            keys: &keys[..1],
+            contenders: Contenders::holding(&keys[..1], &policy, &mut precharge)?,
+        },
+        Scenario {
+            keys: &keys[..middle],
+            contenders: Contenders::holding(&keys[..middle], &policy, &mut precharge)?,
+        },
+        Scenario {
+            keys: &keys,
+            contenders: many,
+        },
+    ];
+
+    let mut report = MemoryReport {
+        seconds_per_run: args.seconds,
+        warmup_seconds: args.warmup,
+        rounds: args.rounds,
+        scenarios: scenarios.iter().map(|s| s.keys.len()).collect(),
+        threads: THREADS.to_vec(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        runs: Vec::new(),
+        footprint,
+        checks: 0,
+        denied: 0,
+        precharges: precharge.checks,
+        precharges_denied: precharge.denied,
+    };
+    measure(&scenarios, warmup, run_time, &mut report);
+    report.report().write(&args.out)?;
+    Ok(report)
+}
+
+/// Calibrates every cell, then times them all in turn, round by round.
+fn measure(
+    scenarios: &[Scenario<'_>],
+    warmup: Duration,
+    run_time: Duration,
+    report: &mut MemoryReport,
+) {
+    let denied = AtomicU64::new(0);
+    let cells: Vec<(&Scenario<'_>, usize, Contender)> = scenarios
+        .iter()
+        .flat_map(|s| THREADS.map(|threads| (s, threads)))
+        .flat_map(|(s, threads)| Contender::ALL.map(|c| (s, threads, c)))
+        .collect();
+    let mut checks = 0u64;
+    let mut sizes = Vec::with_capacity(cells.len());
+    for &(scenario, threads, contender) in &cells {
+        let (iters, made) = timing::calibrate(warmup, run_time, |n| {
+            scenario
+                .contenders
+                .time(contender, scenario.keys, threads, 0, n, &denied)
+        });
+        checks = checks.saturating_add(made.saturating_mul(threads as u64));
+        sizes.push(iters);
+    }
+    let total = report.rounds.saturating_mul(cells.len());
+    for round in 1..=report.rounds {
+        for (&(scenario, threads, contender), &iters) in cells.iter().zip(&sizes) {
+            let warm = iters / WARM_FRACTION;
+            let (cpu, machine) = (clock::process_cpu(), clock::machine_cpu());
+            let elapsed =
+                scenario
+                    .contenders
+                    .time(contender, scenario.keys, threads, warm, iters, &denied);
+            let run = Run {
+                keys: scenario.keys.len(),
+                threads,
+                contender,
+                round,
+                checks: iters.saturating_mul(threads as u64),
+                elapsed,
+                others_cpu: others_since(cpu, machine),
+            };
+            checks =
+                checks.saturating_add(iters.saturating_add(warm).saturating_mul(threads as u64));
+            eprintln!(
+                "[{}/{total}] round {round}, {}, {contender}: {:.1} ns per check",
+                report.runs.len() + 1,
+                cell_label(run.keys, threads),
+                run.ns_per_check()
+            );
+            report.runs.push(run);
+        }
+    }
+    report.checks = checks;
+    report.denied = denied.load(Ordering::Relaxed);
+}
+
+/// CPU time the rest of the machine used since this process had used `cpu` and the machine
+/// `machine`; `None` where either cannot be read.
+fn others_since(cpu: Option<Duration>, machine: Option<Duration>) -> Option<Duration> {
+    let ours = cpu
+        .zip(clock::process_cpu())
+        .map(|(a, b)| b.saturating_sub(a))?;
+    let all = machine
+        .zip(clock::machine_cpu())
+        .map(|(a, b)| b.saturating_sub(a))?;
+    Some(all.saturating_sub(ours))
+}
