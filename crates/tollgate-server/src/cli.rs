@@ -59,6 +59,9 @@ pub enum ConfigCommand {
 /// `tollgate bench`'s targets.
 #[derive(Debug, Subcommand)]
 pub enum BenchTarget {
+    /// The memory store beside `governor`: ns per check on a hot key, 100k and 1M keys, at 1
+    /// and 2 threads, and bytes per key.
+    Memory(tollgate_bench::MemoryBenchArgs),
     /// The Redis store beside a Lua script, several commands, and WATCH/MULTI.
     Redis(tollgate_bench::RedisBenchArgs),
     /// The PostgreSQL store beside the published PL/pgSQL function.
@@ -73,6 +76,53 @@ pub enum BenchTarget {
     /// A long run on Redis with a fault every period: latency per period, and memory, file
     /// descriptors and tasks before and after.
     Soak(tollgate_bench::SoakArgs),
+    /// Every benchmark in one run, on throwaway servers it starts and stops itself, with an
+    /// index (`index.md`) of the machine and of every goal, met or not.
+    All(AllArgs),
+}
+
+/// `tollgate bench all`.
+#[derive(Debug, Clone, Args)]
+pub struct AllArgs {
+    /// A smoke run: every benchmark cut short (about two minutes in all); its figures are not
+    /// for quoting.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where every report and the index are written.
+    #[arg(long, default_value = "bench-report")]
+    pub out: PathBuf,
+    /// A Redis to use instead of starting one (the benchmarks write their own keys into it).
+    #[arg(long)]
+    pub redis: Option<String>,
+    /// A PostgreSQL to use instead of starting one (the benchmarks make their own schemas).
+    #[arg(long)]
+    pub postgres: Option<String>,
+    /// The nodes of a Redis Cluster to use instead of starting one of three masters
+    /// (comma-separated URLs).
+    #[arg(long, value_delimiter = ',')]
+    pub cluster: Vec<String>,
+    /// Only these benchmarks, comma-separated (default: every one).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<BenchName>,
+}
+
+/// The benchmarks `bench all` runs, in the order it runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchName {
+    /// `bench memory`.
+    Memory,
+    /// `bench redis`.
+    Redis,
+    /// `bench postgres`.
+    Postgres,
+    /// `bench http`.
+    Http,
+    /// `bench resp`.
+    Resp,
+    /// `bench grpc`.
+    Grpc,
+    /// `bench soak`.
+    Soak,
 }
 
 /// `tollgate migrate`.

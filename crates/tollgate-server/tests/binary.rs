@@ -279,6 +279,57 @@ fn bench_soak_reports_each_period_and_what_was_held() {
     assert!(out.path().join("soak.md").exists());
 }
 
+/// `tollgate bench all --quick` runs every benchmark on throwaway servers it starts itself,
+/// and writes an index that describes the machine, links every report and judges every goal.
+#[test]
+fn bench_all_quick_runs_every_benchmark_and_indexes_them() {
+    let (index, stderr, out) = bench(&["all", "--quick"]);
+    assert!(index.contains("**A quick run**"), "{index}");
+    for name in [
+        "memory", "redis", "postgres", "http", "resp", "grpc", "soak",
+    ] {
+        assert!(
+            index.contains(&format!("[{name}]({name}.md)")),
+            "{name} in {index}"
+        );
+        assert!(out.path().join(format!("{name}.md")).exists(), "{name}.md");
+        assert!(
+            stderr.contains(&format!("] {name}")),
+            "{name}'s progress in {stderr}"
+        );
+    }
+    for row in [
+        "| CPU |",
+        "| memory |",
+        "| Redis | 7",
+        "| PostgreSQL | 1",
+        "| the run took |",
+    ] {
+        assert!(index.contains(row), "{row} in {index}");
+    }
+    // Every goal of every report is judged, each one way or the other.
+    let goals: Vec<&str> = index.lines().filter(|l| l.starts_with("| **")).collect();
+    assert!(goals.len() > 20, "{index}");
+    for goal in &goals {
+        assert!(
+            goal.ends_with("| yes |")
+                || goal.ends_with("| **no** |")
+                || goal.ends_with("| not measured |"),
+            "{goal}"
+        );
+    }
+    assert!(
+        index.contains(&format!("{} goals: ", goals.len())),
+        "{index}"
+    );
+    assert!(!index.contains("**failed**"), "{index}");
+    let written = std::fs::read_to_string(out.path().join("index.md")).unwrap();
+    assert!(
+        index.starts_with(&written),
+        "stdout starts with the index written"
+    );
+}
+
 /// A client that sends its request's head a byte at a time (slowloris) is cut off after the
 /// header timeout, however often it sends; other clients are served meanwhile.
 #[test]

@@ -15,6 +15,7 @@ impl RedisReport {
             .collect();
         let mut sections: Vec<Section> = scenarios.iter().map(|&s| self.scenario(s)).collect();
         sections.extend(self.over_grant_section());
+        sections.extend(self.cluster_section());
         Report {
             name: "redis",
             title: "Redis: tollgate beside three published token-bucket approaches".into(),
@@ -62,6 +63,57 @@ impl RedisReport {
         ];
         let heading = format!("{scenario}: {}", scenario.describe());
         Section::table(heading, Vec::new(), Table::new(&columns, rows))
+    }
+
+    /// Each cluster cell per master, beside the same cell on the single node.
+    fn cluster_section(&self) -> Option<Section> {
+        let first = self.cluster.first()?;
+        let mut rows = Vec::new();
+        for cell in &self.cluster {
+            for node in &cell.nodes {
+                rows.push(vec![
+                    format!("{} c={}", cell.scenario, cell.concurrency),
+                    node.node.clone(),
+                    thousands(node.client_calls as f64),
+                    thousands(node.redis_usec as f64),
+                ]);
+            }
+            let single = self.cell(cell.scenario, Approach::Tollgate, cell.concurrency);
+            rows.push(vec![
+                format!("**{} c={}, all masters**", cell.scenario, cell.concurrency),
+                format!(
+                    "{} decisions/s; {} calls and {:.2} Redis µs per decision (one node: {} \
+                     and {})",
+                    thousands(cell.decisions_per_sec()),
+                    small(cell.calls_per_decision()),
+                    cell.redis_micros_per_decision(),
+                    single.map_or("–".into(), |s| small(s.calls_per_decision())),
+                    single.map_or("–".into(), |s| format!(
+                        "{:.2}",
+                        s.redis_micros_per_decision()
+                    )),
+                ),
+                thousands(cell.nodes.iter().map(|n| n.client_calls).sum::<u64>() as f64),
+                thousands(cell.nodes.iter().map(|n| n.redis_usec).sum::<u64>() as f64),
+            ]);
+        }
+        let columns = [
+            ("cell", Left),
+            ("master", Left),
+            ("script calls", Right),
+            ("Redis µs", Right),
+        ];
+        Some(Section::table(
+            format!("Redis Cluster: tollgate on {} masters", first.nodes.len()),
+            vec![
+                "In a cluster a call stays in one hash slot, so the store batches only one user \
+                 key's decisions together: per user, every decision is a call of its own (the \
+                 share of calls a batch splits by slot is all of them), where one node batches \
+                 every key's. The baselines' clients are not cluster-aware; tollgate ran alone."
+                    .into(),
+            ],
+            Table::new(&columns, rows),
+        ))
     }
 
     fn over_grant_section(&self) -> Option<Section> {

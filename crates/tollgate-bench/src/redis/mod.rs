@@ -14,6 +14,7 @@ mod baseline_multi;
 mod baseline_watch;
 mod bucket;
 mod cleanup;
+mod cluster;
 mod document;
 mod report;
 mod scenario;
@@ -26,6 +27,7 @@ use redis::aio::MultiplexedConnection;
 use tokio::task::JoinSet;
 
 pub use approach::Approach;
+pub use cluster::{ClusterCell, NodeCell};
 pub use report::{Cell, GOAL_CONCURRENCY, OverGrant, RedisReport};
 pub use scenario::Scenario;
 
@@ -75,6 +77,10 @@ pub struct RedisBenchArgs {
     /// the bound on one decision of tollgate's store, in milliseconds [default: the store's own]
     #[arg(long)]
     pub store_timeout_ms: Option<u64>,
+    /// the nodes of a Redis Cluster (comma-separated URLs): adds tollgate's per_user and
+    /// hot_key cells at the goal concurrency on it, with what each master spent
+    #[arg(long, value_delimiter = ',')]
+    pub cluster: Vec<String>,
 }
 
 impl Default for RedisBenchArgs {
@@ -89,6 +95,7 @@ impl Default for RedisBenchArgs {
             over_grant_seconds: 3.0,
             over_grant_workers: 64,
             store_timeout_ms: None,
+            cluster: Vec::new(),
         }
     }
 }
@@ -118,14 +125,43 @@ pub async fn run_redis(args: &RedisBenchArgs) -> Result<RedisReport, BenchError>
         concurrency: args.concurrency.clone(),
         cells: Vec::new(),
         over_grant: Vec::new(),
+        cluster: Vec::new(),
     };
-    let measured = measure(args, cell_time, &setup, &mut admin, &mut report).await;
+    let mut measured = measure(args, cell_time, &setup, &mut admin, &mut report).await;
+    if measured.is_ok() && !args.cluster.is_empty() {
+        measured = on_cluster(args, cell_time, &mut report).await;
+    }
     // Delete the run's keys even when a cell failed, then report the first failure.
     let deleted = cleanup::delete_run(&mut admin, &run_id).await;
     measured?;
     eprintln!("deleted {} keys of run {run_id}", deleted?);
     report.report().write(&args.out)?;
     Ok(report)
+}
+
+/// The cluster cells: per_user and hot_key, as asked, at the goal concurrency.
+async fn on_cluster(
+    args: &RedisBenchArgs,
+    cell_time: Duration,
+    report: &mut RedisReport,
+) -> Result<(), BenchError> {
+    let c = report.goal_concurrency().unwrap_or(GOAL_CONCURRENCY);
+    for scenario in [Scenario::PerUser, Scenario::HotKey] {
+        if !args.scenarios.contains(&scenario) {
+            continue;
+        }
+        let cell = cluster::run(&args.cluster, &report.run_id, scenario, c, cell_time).await?;
+        eprintln!(
+            "cluster: {scenario} c={c}: {:.0} decisions/s, {:.3} calls/decision, {:.2} Redis \
+             µs/decision over {} masters",
+            cell.decisions_per_sec(),
+            cell.calls_per_decision(),
+            cell.redis_micros_per_decision(),
+            cell.nodes.len()
+        );
+        report.cluster.push(cell);
+    }
+    Ok(())
 }
 
 async fn measure(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Approach, Scenario};
+use super::{Approach, ClusterCell, Scenario};
 use crate::report::{Goal, per, percent, small, thousands};
 
 /// The concurrency the ratio goals are stated at.
@@ -23,6 +23,8 @@ pub struct RedisReport {
     pub cells: Vec<Cell>,
     /// One per approach.
     pub over_grant: Vec<OverGrant>,
+    /// tollgate on a Redis Cluster, when one was given.
+    pub cluster: Vec<ClusterCell>,
 }
 
 /// One approach under one scenario at one concurrency.
@@ -207,7 +209,7 @@ impl RedisReport {
     /// tollgate's Redis time per decision in `scenario` at `c`, against `most` µs.
     fn redis_time_goal(&self, scenario: Scenario, c: usize, most: f64) -> Goal {
         let goal = format!(
-            "{scenario} c={c}: Redis spends ≤ {most} µs per tollgate decision (`INFO              commandstats`; the redis-cell module spends 1.9–2.4 µs a call)"
+            "{scenario} c={c}: Redis spends ≤ {most} µs per tollgate decision (`INFO commandstats`; the redis-cell module spends 1.9–2.4 µs a call)"
         );
         match self.cell(scenario, Approach::Tollgate, c) {
             Some(t) => {
@@ -297,6 +299,7 @@ mod tests {
                 cell(Scenario::HotKeyFlood, Approach::Tollgate, 1000, 101),
             ],
             over_grant: vec![],
+            cluster: vec![],
         };
         let goals = report.goals();
         let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();

@@ -1,57 +1,21 @@
-//! `tollgate bench`: runs a benchmark of `tollgate-bench` and prints its report.
+//! The servers `tollgate bench` measures, in its own process: `tollgate serve`'s router, its
+//! Redis-protocol listener, and its gRPC listener on the benchmark's Envoy config.
 
 use std::sync::Arc;
 
 use clap::Parser;
 
 use crate::ServeError;
-use crate::cli::{BenchTarget, Cli};
+use crate::cli::Cli;
 use crate::config::Config;
 use crate::http::AppState;
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::store::StoreHealth;
 
-/// Runs the benchmark `target` names, prints its Markdown report on stdout and says on stderr
-/// where the report and its chart were written.
-pub async fn bench(target: BenchTarget) -> Result<(), ServeError> {
-    let (markdown, out) = match target {
-        BenchTarget::Redis(args) => {
-            let report = tollgate_bench::run_redis(&args).await?;
-            (report.report().to_markdown(), args.out)
-        }
-        BenchTarget::Postgres(args) => {
-            let report = tollgate_bench::run_postgres(&args).await?;
-            (report.report().to_markdown(), args.out)
-        }
-        BenchTarget::Resp(args) => {
-            let shutdown = tokio_util::sync::CancellationToken::new();
-            let addr = resp_server(shutdown.clone()).await?;
-            let report = tollgate_bench::run_resp(&args, addr).await;
-            shutdown.cancel();
-            (report?.report().to_markdown(), args.out)
-        }
-        BenchTarget::Grpc(args) => {
-            let report = grpc(&args).await?;
-            (report.report().to_markdown(), args.out)
-        }
-        BenchTarget::Soak(args) => {
-            let report = soak(&args).await?;
-            (report.report().to_markdown(), args.out)
-        }
-        BenchTarget::Http(args) => {
-            let report = tollgate_bench::run_http_with(&args, Some(server_router().await?)).await?;
-            (report.report().to_markdown(), args.out)
-        }
-    };
-    println!("{markdown}");
-    eprintln!("tollgate bench: report written to {}", out.display());
-    Ok(())
-}
-
 /// `tollgate serve`'s router as the embedded default runs it (memory store, fail open, 50 ms
 /// timeout), with the benchmark's policy configured by name, as a config file would.
-async fn server_router() -> Result<axum::Router, ServeError> {
+pub(super) async fn server_router() -> Result<axum::Router, ServeError> {
     let allow_all = tollgate_bench::allow_all()?;
     let file = format!(
         "[policies.{}]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n",
@@ -85,7 +49,7 @@ async fn server_router() -> Result<axum::Router, ServeError> {
 
 /// `tollgate serve` on its embedded default with the Redis protocol on a free port, in this
 /// process; its address.
-async fn resp_server(
+pub(super) async fn resp_server(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<std::net::SocketAddr, ServeError> {
     let args = Cli::try_parse_from([
@@ -108,7 +72,7 @@ async fn resp_server(
 
 /// The gRPC benchmark: servers on the memory store and (given `--redis`) on Redis, in this
 /// process, answering the benchmark's Envoy config from a scratch directory.
-async fn grpc(
+pub(super) async fn grpc(
     args: &tollgate_bench::GrpcBenchArgs,
 ) -> Result<tollgate_bench::GrpcReport, ServeError> {
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -129,7 +93,9 @@ async fn grpc(
 }
 
 /// The soak run: a server on `--redis`, its fail policy `deny` so that the faults show.
-async fn soak(args: &tollgate_bench::SoakArgs) -> Result<tollgate_bench::SoakReport, ServeError> {
+pub(super) async fn soak(
+    args: &tollgate_bench::SoakArgs,
+) -> Result<tollgate_bench::SoakReport, ServeError> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let dir = BenchConfig::write()?;
     let addr = grpc_server(&args.redis, &dir, &shutdown).await?;
