@@ -209,3 +209,64 @@ async fn many_keys_share_calls_and_each_gets_its_own_budget() {
         "512 decisions in {calls} script calls: they were not batched"
     );
 }
+
+/// A batch mixes the script's short form (one check of cost 1 under the batch's first policy)
+/// with the long one (another cost, another policy, several checks at once), in any order:
+/// each key still gets exactly its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_and_long_forms_share_a_batch_exactly() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::builder(redis.url())
+        .deny_cache(false)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let hour = Duration::from_secs(3600);
+    let five = Policy::token_bucket(5, 1, hour).unwrap();
+    let seven = Policy::token_bucket(7, 1, hour).unwrap();
+    // Per round, on its own keys: cost 1 under `five` (short form when `five` comes first),
+    // cost 2 under `five`, cost 1 under `seven`, and both policies at once.
+    let asks = |round: usize| -> Vec<Vec<(Policy, String, u64)>> {
+        let key = |k: &str| format!("r{round}-{k}");
+        let mut asks = Vec::new();
+        for i in 0..8 {
+            asks.push(vec![(five, key("ones"), 1)]);
+            asks.push(vec![(five, key("twos"), 2)]);
+            asks.push(vec![(seven, key("sevens"), 1)]);
+            if i % 2 == 0 {
+                asks.push(vec![(five, key("pair"), 1), (seven, key("pair"), 3)]);
+            }
+        }
+        asks
+    };
+    for round in 0..8 {
+        let tasks: Vec<_> = asks(round)
+            .into_iter()
+            .map(|ask| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let checks: Vec<Check<'_>> = ask
+                        .iter()
+                        .map(|(p, k, cost)| Check::new(*p, k.as_bytes(), *cost))
+                        .collect();
+                    let allowed = store.decide(&checks).await.unwrap().allowed();
+                    (ask[0].1.clone(), allowed)
+                })
+            })
+            .collect();
+        let mut allowed = std::collections::BTreeMap::new();
+        for task in tasks {
+            let (key, ok) = task.await.unwrap();
+            *allowed.entry(key).or_insert(0) += u32::from(ok);
+        }
+        let got = |k: &str| allowed[&format!("r{round}-{k}")];
+        // 5 of cost 1; 2 of cost 2 (4 of 5 tokens); 7 of 8 under seven; the pair: `seven`
+        // holds 7 at cost 3, so 2 of 4 pairs (and `five` then has 3 left of 5).
+        assert_eq!(
+            (got("ones"), got("twos"), got("sevens"), got("pair")),
+            (5, 2, 7, 2),
+            "round {round}"
+        );
+    }
+}

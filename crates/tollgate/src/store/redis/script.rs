@@ -240,6 +240,16 @@ fn command(
     }
     let mut slots = slots.iter().enumerate();
     for checks in decisions {
+        if let ([check], true) = (&checks[..], buckets_only) {
+            let (i, &slot) = slots.next().expect("a slot per check");
+            if check.cost == 1 && policy_of[i] == 1 {
+                // bucket.lua's short form: minus the key index.
+                cmd.arg(-i64::try_from(slot + 1).expect("fewer keys than i64::MAX"));
+            } else {
+                cmd.arg(1).arg(slot + 1).arg(policy_of[i]).arg(check.cost);
+            }
+            continue;
+        }
         cmd.arg(checks.len());
         for (check, (i, &slot)) in checks.iter().zip(&mut slots) {
             let k = slot + 1;
