@@ -13,6 +13,7 @@ pub(super) fn judge(report: &PostgresReport) -> Vec<Goal> {
         goals.push(over_grant(report, isolation));
     }
     goals.push(no_errors_at_read_committed(report));
+    goals.push(no_give_ups_on_a_hot_key(report));
     for &isolation in &report.isolations {
         for c in [8, 32] {
             goals.push(ratio(report, Scenario::ManyKeys, isolation, c, 2.0));
@@ -48,6 +49,37 @@ fn over_grant(report: &PostgresReport, isolation: Isolation) -> Goal {
             format!("{isolation}: tollgate over-grants 0"),
             "over-grant test not run",
         ),
+    }
+}
+
+/// Issue 15: calls on one row must not conflict with each other, so the hot key at
+/// SERIALIZABLE never runs out of retries.
+fn no_give_ups_on_a_hot_key(report: &PostgresReport) -> Goal {
+    // Worded without the scenario's name, which the readings of the ratio goals look for.
+    let goal = "one hot row at SERIALIZABLE: tollgate's calls never give up on serialization \
+                failures (every connection count)";
+    let cells: Vec<_> = report
+        .cells
+        .iter()
+        .filter(|c| {
+            c.scenario == Scenario::HotKey
+                && c.isolation == Isolation::Serializable
+                && c.approach == Approach::Tollgate
+        })
+        .collect();
+    if cells.is_empty() {
+        return Goal::unmeasured(goal, "no hot_key cell at SERIALIZABLE was run");
+    }
+    let gave_up: u64 = cells.iter().map(|c| c.gave_up).sum();
+    let retried: u64 = cells.iter().map(|c| c.retried).sum();
+    let decisions: u64 = cells.iter().map(|c| c.decisions).sum();
+    Goal {
+        goal: goal.into(),
+        measured: format!(
+            "{gave_up} calls gave up, {retried} attempts retried, in {} decisions",
+            thousands(decisions as f64)
+        ),
+        met: Some(gave_up == 0),
     }
 }
 
@@ -268,12 +300,13 @@ mod tests {
         };
         let goals = report.goals();
         let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();
-        // over-grant, errors, many 8, many 32, hot 32, duplicate keys, refill.
+        // over-grant, errors, give-ups, many 8, many 32, hot 32, duplicate keys, refill.
         assert_eq!(
             met,
             [
                 None,
                 Some(false),
+                None,
                 Some(true),
                 Some(false),
                 Some(true),
@@ -283,8 +316,8 @@ mod tests {
             "{goals:?}"
         );
         assert!(goals[1].measured.contains("2 errors (2 past"), "{goals:?}");
-        assert!(goals[2].measured.contains("2.00×"), "{goals:?}");
-        assert!(goals[4].measured.contains("answered nothing"), "{goals:?}");
+        assert!(goals[3].measured.contains("2.00×"), "{goals:?}");
+        assert!(goals[5].measured.contains("answered nothing"), "{goals:?}");
         let md = report.report().to_markdown();
         for needle in [
             "| **no** |",
@@ -295,5 +328,16 @@ mod tests {
             assert!(md.contains(needle), "{needle:?} missing from\n{md}");
         }
         assert!(!md.contains("**Why hot_key"), "{md}");
+        // A hot key's calls at SERIALIZABLE that gave up fail the goal.
+        let mut serializable = cell(Scenario::HotKey, Approach::Tollgate, 32, 1000);
+        serializable.isolation = Isolation::Serializable;
+        serializable.gave_up = 3;
+        let report = PostgresReport {
+            cells: vec![serializable],
+            ..report
+        };
+        let goal = no_give_ups_on_a_hot_key(&report);
+        assert_eq!(goal.met, Some(false), "{goal:?}");
+        assert!(goal.measured.starts_with("3 calls gave up"), "{goal:?}");
     }
 }
