@@ -56,7 +56,7 @@ impl Variant {
     pub fn goal(self) -> Option<f64> {
         match self {
             Variant::Bare => None,
-            Variant::Tollgate | Variant::TollgateKeys => Some(0.9),
+            Variant::Tollgate | Variant::TollgateKeys => Some(super::GOAL_RATIO),
             // The server parses a JSON body and writes one: more work than a middleware in
             // front of a static handler.
             Variant::Server => Some(0.8),
