@@ -69,6 +69,16 @@ impl TestPostgres {
         Self::from_env_value(url::env_value(URL_VAR)?)
     }
 
+    /// A throwaway PostgreSQL as production runs one, for benchmarks: `fsync`,
+    /// `synchronous_commit` and `full_page_writes` at their defaults (on), its data directory
+    /// on disk (the temporary directory, never `/dev/shm`). `TOLLGATE_DATABASE_URL` is not
+    /// read: a benchmark that wants another server is given its URL.
+    pub fn start_durable() -> Result<Self, TestkitError> {
+        OwnedPostgres::start(process::free_port, Durability::Durable).map(|owned| Self {
+            inner: Inner::Owned(Box::new(owned)),
+        })
+    }
+
     /// [`start`](Self::start) with the variable's value passed in, so tests can cover both
     /// paths without mutating the process environment.
     pub(crate) fn from_env_value(value: Option<String>) -> Result<Self, TestkitError> {
@@ -85,7 +95,7 @@ impl TestPostgres {
                 inner: Inner::External { url, port },
             });
         }
-        OwnedPostgres::start(process::free_port).map(|owned| Self {
+        OwnedPostgres::start(process::free_port, Durability::Fast).map(|owned| Self {
             inner: Inner::Owned(Box::new(owned)),
         })
     }
@@ -178,8 +188,18 @@ impl TestPostgres {
     }
 }
 
+/// Whether commits wait for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Tests: `fsync`, `synchronous_commit` and `full_page_writes` off, data on tmpfs if it can.
+    Fast,
+    /// Benchmarks: as PostgreSQL ships, on disk.
+    Durable,
+}
+
 #[derive(Debug)]
 struct OwnedPostgres {
+    durability: Durability,
     process: Option<ServerProcess>,
     port: u16,
     url: String,
@@ -197,6 +217,7 @@ impl OwnedPostgres {
     /// first.
     fn start(
         mut pick_port: impl FnMut() -> Result<u16, TestkitError>,
+        durability: Durability,
     ) -> Result<Self, TestkitError> {
         let bin = PgBin::find()?;
         let run_as = if process::euid() == 0 {
@@ -205,7 +226,11 @@ impl OwnedPostgres {
             None
         };
         let template = ensure_template(&bin, run_as)?;
-        let dir = scratch::tempdir(&scratch::data_base(), "tollgate-pg-")?;
+        let base = match durability {
+            Durability::Fast => scratch::data_base(),
+            Durability::Durable => std::env::temp_dir(),
+        };
+        let dir = scratch::tempdir(&base, "tollgate-pg-")?;
         if let Some(user) = run_as {
             user.chown(dir.path())?;
         }
@@ -226,6 +251,7 @@ impl OwnedPostgres {
             }
         }
         let mut owned = Self {
+            durability,
             process: None,
             port: 0,
             url: String::new(),
@@ -279,13 +305,15 @@ impl OwnedPostgres {
             .arg("-p")
             .arg(self.port.to_string())
             .args(["-c", "listen_addresses=127.0.0.1"])
-            .args(["-c", "fsync=off"])
-            .args(["-c", "synchronous_commit=off"])
-            .args(["-c", "full_page_writes=off"])
             .args(["-c", "max_connections=200"])
             // Dynamic shared memory in files under the data directory, not in /dev/shm: if
             // the postmaster is SIGKILLed, removing the directory removes them too.
             .args(["-c", "dynamic_shared_memory_type=mmap"]);
+        if self.durability == Durability::Fast {
+            cmd.args(["-c", "fsync=off"])
+                .args(["-c", "synchronous_commit=off"])
+                .args(["-c", "full_page_writes=off"]);
+        }
         match &self.socket_dir {
             Some(socket_dir) => cmd.arg("-k").arg(socket_dir),
             None => cmd.args(["-c", "unix_socket_directories="]),
@@ -587,10 +615,13 @@ mod tests {
         let occupant = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let taken = occupant.local_addr().unwrap().port();
         let mut picks = [taken, 0].into_iter();
-        let pg = OwnedPostgres::start(|| match picks.next() {
-            Some(0) | None => process::free_port(),
-            Some(port) => Ok(port),
-        })
+        let pg = OwnedPostgres::start(
+            || match picks.next() {
+                Some(0) | None => process::free_port(),
+                Some(port) => Ok(port),
+            },
+            Durability::Fast,
+        )
         .unwrap();
         assert_ne!(pg.port, taken);
         assert!(fs::read_to_string(&pg.log).unwrap().contains(PORT_IN_USE));

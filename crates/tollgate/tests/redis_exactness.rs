@@ -165,18 +165,23 @@ fn calls_of(redis: &TestRedis, command: &str) -> u64 {
         .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
 }
 
+/// A store without a deny cache: every decision reaches Redis, so the calls count the batching
+/// alone.
+async fn undeterred_store(redis: &TestRedis) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .deny_cache(false)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap()
+}
+
 /// Concurrent checks of many keys share script calls, and each key is still decided exactly:
 /// 64 users, a budget of 5 each, 8 checks each, all at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_keys_share_calls_and_each_gets_its_own_budget() {
     let redis = TestRedis::start().unwrap();
-    // No deny cache: every decision reaches Redis, so the calls count the batching alone.
-    let store = RedisStore::builder(redis.url())
-        .deny_cache(false)
-        .timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .unwrap();
+    let store = undeterred_store(&redis).await;
     let policy = Policy::token_bucket(5, 1, Duration::from_secs(3600)).unwrap();
     let before = calls_of(&redis, "evalsha");
     let users: Vec<_> = (0..64)
@@ -216,12 +221,7 @@ async fn many_keys_share_calls_and_each_gets_its_own_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_and_long_forms_share_a_batch_exactly() {
     let redis = TestRedis::start().unwrap();
-    let store = RedisStore::builder(redis.url())
-        .deny_cache(false)
-        .timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .unwrap();
+    let store = undeterred_store(&redis).await;
     let hour = Duration::from_secs(3600);
     let five = Policy::token_bucket(5, 1, hour).unwrap();
     let seven = Policy::token_bucket(7, 1, hour).unwrap();

@@ -51,7 +51,9 @@ pub(super) async fn run(args: AllArgs) -> Result<(), ServeError> {
     let (postgres_url, _postgres) = match &args.postgres {
         Some(url) => (url.clone(), None),
         None => {
-            let postgres = TestPostgres::start().map_err(unavailable("PostgreSQL"))?;
+            // Commits wait for the disk, as in production: the PostgreSQL benchmark compares
+            // what each approach's commits cost.
+            let postgres = TestPostgres::start_durable().map_err(unavailable("PostgreSQL"))?;
             (postgres.url().to_owned(), Some(postgres))
         }
     };

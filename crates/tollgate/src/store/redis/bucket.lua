@@ -60,28 +60,23 @@ local o = #out
 local t1, tau1 = t[1], tau[1]
 while a <= n do
   local m = tonumber(ARGV[a])
-  if m < 0 then
-    -- One check of cost 1 under policy 1, on key -m.
-    local k = -m
-    a = a + 1
-    local new = max(tat[k], now) + t1
-    o = o + 1
-    if new - now <= tau1 then
-      tat[k] = new
-      dirty[k] = true
-      out[o] = 1
+  if m < 0 or m == 1 then
+    -- One check: decide and take at once. The short form is one of cost 1 under policy 1.
+    local k, cost, tp, taup
+    if m < 0 then
+      k, cost, tp, taup = -m, 1, t1, tau1
+      a = a + 1
     else
-      out[o] = 0
+      local p
+      k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      tp, taup = t[p], tau[p]
+      a = a + 4
     end
-  elseif m == 1 then
-    -- One check: decide and take at once.
-    local k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    a = a + 4
-    local new = max(tat[k], now) + cost * t[p]
+    local new = max(tat[k], now) + cost * tp
     o = o + 1
     if cost == 0 then
       out[o] = 1
-    elseif new - now <= tau[p] then
+    elseif new - now <= taup then
       tat[k] = new
       dirty[k] = true
       out[o] = 1
