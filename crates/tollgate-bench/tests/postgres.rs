@@ -2,8 +2,9 @@
 //! and answered, tollgate has no errors at READ COMMITTED and does not over-grant, the flaws
 //! are shown (and tollgate has neither), the run drops its schema, and the report renders.
 
+mod support;
+
 use tollgate_bench::postgres::{Approach, Isolation, Scenario};
-use tollgate_bench::report::Chart;
 use tollgate_bench::{PostgresBenchArgs, run_postgres};
 use tollgate_testkit::TestPostgres;
 
@@ -143,22 +144,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
     ] {
         assert!(md.contains(needle), "{needle:?} missing from\n{md}");
     }
-    let svg = doc.to_svg().unwrap();
-    assert!(svg.starts_with("<svg "), "{svg}");
-    assert!(svg.trim_end().ends_with("</svg>"));
-    // A panel per chart, titled, and a bar per cell.
-    let bars = doc
-        .charts
-        .iter()
-        .flat_map(|c| &c.groups)
-        .map(|g| g.values.iter().flatten());
-    assert_eq!(bars.flatten().count(), 24, "{:?}", doc.charts);
-    let titled = |c: &Chart| svg.contains(&format!("\n{}\n", c.title));
-    assert!(doc.charts.iter().all(titled), "{svg}");
-    let written = std::fs::read_to_string(out.path().join("report/postgres.md")).unwrap();
-    assert_eq!(written, md);
-    let written = std::fs::read_to_string(out.path().join("report/postgres.svg")).unwrap();
-    assert_eq!(written, svg);
+    support::written_with_its_chart(&doc, &out.path().join("report"), 24);
 
     // The run's schema is gone.
     let (client, connection) = tokio_postgres::connect(pg.url(), tokio_postgres::NoTls)

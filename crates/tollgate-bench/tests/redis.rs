@@ -2,7 +2,8 @@
 //! Redis's own counts match what each approach is known to send, tollgate does not over-grant,
 //! the run deletes its keys and nothing else, and the report renders.
 
-use tollgate_bench::report::Chart;
+mod support;
+
 use tollgate_bench::{Approach, RedisBenchArgs, Scenario, run_redis};
 use tollgate_testkit::{Reply, TestRedis};
 
@@ -117,22 +118,7 @@ async fn a_short_run_measures_every_cell_faithfully() {
         .lines()
         .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 4 |"));
     assert_eq!(rows.count(), 24, "{md}");
-    let svg = doc.to_svg().unwrap();
-    assert!(svg.starts_with("<svg "), "{svg}");
-    assert!(svg.trim_end().ends_with("</svg>"));
-    // A panel per chart, titled, and a bar per cell.
-    let bars = doc
-        .charts
-        .iter()
-        .flat_map(|c| &c.groups)
-        .map(|g| g.values.iter().flatten());
-    assert_eq!(bars.flatten().count(), 24, "{:?}", doc.charts);
-    let titled = |c: &Chart| svg.contains(&format!("\n{}\n", c.title));
-    assert!(doc.charts.iter().all(titled), "{svg}");
-    let written = std::fs::read_to_string(out.path().join("report/redis.md")).unwrap();
-    assert_eq!(written, md);
-    let written = std::fs::read_to_string(out.path().join("report/redis.svg")).unwrap();
-    assert_eq!(written, svg);
+    support::written_with_its_chart(&doc, &out.path().join("report"), 24);
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Approach, ClusterCell, Scenario};
-use crate::report::{Goal, per, percent, small, thousands};
+use crate::report::{Goal, per, small, thousands};
 
 /// The concurrency the ratio goals are stated at.
 pub const GOAL_CONCURRENCY: usize = 64;
@@ -149,8 +149,8 @@ impl RedisReport {
     pub fn goals(&self) -> Vec<Goal> {
         let mut goals = Vec::new();
         goals.push(match self.over_grant_of(Approach::Tollgate) {
-            Some(o) => Goal {
-                goal: format!(
+            Some(o) => Goal::over_grant(
+                format!(
                     "tollgate over-grants 0 (burst {}, {}/s, {} workers, {} s: at most {} allowed)",
                     o.burst,
                     o.rate,
@@ -158,14 +158,10 @@ impl RedisReport {
                     o.seconds,
                     o.max_allowed()
                 ),
-                measured: format!(
-                    "{} allowed ({}), {} errors",
-                    o.allowed,
-                    percent(o.over_grant()),
-                    o.errors
-                ),
-                met: Some(o.allowed <= o.max_allowed()),
-            },
+                o.max_allowed(),
+                o.allowed,
+                o.errors,
+            ),
             None => Goal::unmeasured("tollgate over-grants 0", "over-grant test not run"),
         });
         let c = self.goal_concurrency().unwrap_or(GOAL_CONCURRENCY);

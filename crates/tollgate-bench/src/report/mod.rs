@@ -104,6 +104,16 @@ pub struct Goal {
 }
 
 impl Goal {
+    /// An over-grant test's goal, `goal` in words: met when it allowed at most `max_allowed`.
+    pub(crate) fn over_grant(goal: String, max_allowed: u64, allowed: u64, errors: u64) -> Goal {
+        let over = allowed as f64 / max_allowed as f64 - 1.0;
+        Goal {
+            goal,
+            measured: format!("{allowed} allowed ({}), {errors} errors", percent(over)),
+            met: Some(allowed <= max_allowed),
+        }
+    }
+
     /// A goal the run could not judge, and why.
     pub fn unmeasured(goal: impl Into<String>, why: impl Into<String>) -> Goal {
         Goal {

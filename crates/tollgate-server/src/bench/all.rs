@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use tollgate_bench::report::{Align, Section, Table};
 use tollgate_bench::{BenchError, Goal, Report};
 use tollgate_testkit::{Reply, TestPostgres, TestRedis, TestRedisCluster, redis_cmd};
@@ -202,7 +202,7 @@ fn steps(args: &AllArgs, redis: &str, postgres: &str, cluster: &str) -> Vec<Step
         .filter(|(name, ..)| args.only.is_empty() || args.only.contains(name))
         .map(|(name, store, full, quick)| {
             let (extra, secs) = if args.quick { quick } else { full };
-            let mut argv = vec![bench_name(name).to_owned()];
+            let mut argv = vec![bench_name(name)];
             argv.extend(store.into_iter().map(str::to_owned));
             argv.extend(extra.iter().map(|a| (*a).to_owned()));
             argv.extend(["--out".to_owned(), out.clone()]);
@@ -214,16 +214,10 @@ fn steps(args: &AllArgs, redis: &str, postgres: &str, cluster: &str) -> Vec<Step
         .collect()
 }
 
-fn bench_name(name: BenchName) -> &'static str {
-    match name {
-        BenchName::Memory => "memory",
-        BenchName::Redis => "redis",
-        BenchName::Postgres => "postgres",
-        BenchName::Http => "http",
-        BenchName::Resp => "resp",
-        BenchName::Grpc => "grpc",
-        BenchName::Soak => "soak",
-    }
+/// The benchmark's subcommand: the name `--only` takes it by, which clap derives from both.
+fn bench_name(name: BenchName) -> String {
+    name.to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
 /// Runs one step through the command-line parser, as `tollgate bench ARGS` would.
@@ -504,8 +498,19 @@ mod tests {
         let redis = "redis --redis redis://r --cluster redis://c1,redis://c2 --seconds 0.3";
         assert!(argv[0].starts_with(redis), "{argv:?}");
         assert!(argv[1].ends_with("--rate 500 --out reports"), "{argv:?}");
-        // Every step's arguments parse as the command line would.
-        for step in &steps {
+        // Every step's arguments, of every benchmark, full or quick, parse as the command
+        // line would.
+        let every = |quick| AllArgs {
+            quick,
+            only: vec![],
+            ..args.clone()
+        };
+        let all: Vec<Step> = [every(false), every(true)]
+            .iter()
+            .flat_map(|a| super::steps(a, "redis://r", "postgres://p", "redis://c"))
+            .collect();
+        assert_eq!(all.len(), 2 * BenchName::value_variants().len());
+        for step in steps.iter().chain(&all) {
             let parsed = Cli::try_parse_from(
                 ["tollgate", "bench"]
                     .into_iter()

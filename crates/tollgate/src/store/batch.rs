@@ -176,15 +176,15 @@ impl<R: Runner> Batcher<R> {
     /// row a call in flight holds, and every later one on such a row; their rows in `rows`.
     fn take_batch(&self, entry: &mut Lane<R>, rows: &mut Vec<u64>) -> Vec<Waiter<R>> {
         let mut batch = Vec::with_capacity(entry.queue.len().min(self.max_batch));
+        // The items passed over, in order; they go back in front of the rest of the queue,
+        // which stays where it is (for a runner without rows, always: nothing is passed over).
         let mut left = VecDeque::new();
         let mut waiting_rows: Vec<u64> = Vec::new();
         let mut item_rows = Vec::new();
-        while let Some(waiter) = entry.queue.pop_front() {
-            if batch.len() == self.max_batch {
-                left.push_back(waiter);
-                left.append(&mut entry.queue);
+        while batch.len() < self.max_batch {
+            let Some(waiter) = entry.queue.pop_front() else {
                 break;
-            }
+            };
             if waiter.reply.is_closed() {
                 continue;
             }
@@ -199,7 +199,10 @@ impl<R: Runner> Batcher<R> {
                 batch.push(waiter);
             }
         }
-        entry.queue = left;
+        if !left.is_empty() {
+            left.append(&mut entry.queue);
+            entry.queue = left;
+        }
         batch
     }
 

@@ -5,7 +5,7 @@
 
 use super::PostgresReport;
 use crate::postgres::{Approach, Isolation, Scenario};
-use crate::report::{Goal, per, percent, thousands};
+use crate::report::{Goal, per, thousands};
 
 pub(super) fn judge(report: &PostgresReport) -> Vec<Goal> {
     let mut goals = Vec::new();
@@ -27,8 +27,8 @@ pub(super) fn judge(report: &PostgresReport) -> Vec<Goal> {
 
 fn over_grant(report: &PostgresReport, isolation: Isolation) -> Goal {
     match report.over_grant_of(isolation, Approach::Tollgate) {
-        Some(o) => Goal {
-            goal: format!(
+        Some(o) => Goal::over_grant(
+            format!(
                 "{isolation}: tollgate over-grants 0 (burst {}, {}/s, {} workers on one key, {} s: \
                  at most {} allowed)",
                 o.capacity,
@@ -37,14 +37,10 @@ fn over_grant(report: &PostgresReport, isolation: Isolation) -> Goal {
                 o.seconds,
                 o.max_allowed()
             ),
-            measured: format!(
-                "{} allowed ({}), {} errors",
-                o.allowed,
-                percent(o.over_grant()),
-                o.errors
-            ),
-            met: Some(o.allowed <= o.max_allowed()),
-        },
+            o.max_allowed(),
+            o.allowed,
+            o.errors,
+        ),
         None => Goal::unmeasured(
             format!("{isolation}: tollgate over-grants 0"),
             "over-grant test not run",
