@@ -354,6 +354,39 @@ fn an_idle_connection_is_closed_after_the_idle_timeout() {
     );
 }
 
+/// The timeout runs from the last request, not from the connection's start: a client active
+/// past the first deadline is answered, and closed only once it falls silent.
+#[test]
+fn the_idle_timeout_runs_from_the_last_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(dir.path(), "t.toml", "[resp]\nidle_timeout = \"400ms\"\n");
+    let server = start(&["--config", file.to_str().unwrap()]);
+    let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let clock = MonotonicClock::new();
+    let start = clock.now();
+    // A PING every 100 ms for a second: two and a half timeouts.
+    while Duration::from(clock.now() - start) < Duration::from_secs(1) {
+        stream.write_all(b"PING\r\n").unwrap();
+        let mut pong = [0u8; 7];
+        stream.read_exact(&mut pong).unwrap();
+        assert_eq!(&pong, b"+PONG\r\n");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let silent = clock.now();
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).unwrap();
+    let waited = Duration::from(clock.now() - silent);
+    assert!(rest.is_empty());
+    // The last PING went 100 ms before the silence began.
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+}
+
 #[test]
 fn client_chosen_limits_are_refused_where_inline_policies_are_off() {
     let dir = tempfile::tempdir().unwrap();

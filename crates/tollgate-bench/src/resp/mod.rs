@@ -1,7 +1,8 @@
 //! RESP: `redis-benchmark -c 64` issuing rate-limit commands at tollgate's Redis-protocol port
 //! (`CL.THROTTLE`), at `redis-server` with the redis-cell module loaded (`CL.THROTTLE`), and at
 //! throttlecrab-server (`THROTTLE`), pipelines 1 and 16, the targets in turn each round, in one
-//! run on one machine.
+//! run on one machine; and a plain `redis-server` answering `PING`, the most this load
+//! generator drives here (the ceiling).
 //!
 //! The peers are not built here: the module's shared library and throttlecrab's binary are
 //! given by path (`--redis-cell`, `--throttlecrab`, or their environment variables;
@@ -107,6 +108,14 @@ pub async fn run_resp(
             None
         }
     };
+    let ceiling = match peers::Peer::redis() {
+        Ok(peer) => Some(peer),
+        Err(why) => {
+            eprintln!("tollgate bench resp: MISSING the ceiling's redis-server: {why}");
+            report.missing.push((Target::Ceiling, why));
+            None
+        }
+    };
     // Each target with the process whose CPU time it spends: tollgate's is this one.
     let mut targets = vec![(Target::Tollgate, tollgate, "self".to_owned())];
     if let Some(cell) = &cell {
@@ -114,6 +123,9 @@ pub async fn run_resp(
     }
     if let Some(crab) = &crab {
         targets.push((Target::Throttlecrab, crab.addr, crab.pid().to_string()));
+    }
+    if let Some(ceiling) = &ceiling {
+        targets.push((Target::Ceiling, ceiling.addr, ceiling.pid().to_string()));
     }
     let total = args.rounds * args.pipelines.len() * targets.len();
     for round in 1..=args.rounds {
@@ -137,7 +149,7 @@ pub async fn run_resp(
             }
         }
     }
-    drop((cell, crab));
+    drop((cell, crab, ceiling));
     report.report().write(&args.out)?;
     Ok(report)
 }

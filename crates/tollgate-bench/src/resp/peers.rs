@@ -1,5 +1,6 @@
 //! The peers, started for the benchmark and stopped when dropped: `redis-server` with the
-//! redis-cell module, and throttlecrab-server with its Redis transport.
+//! redis-cell module, throttlecrab-server with its Redis transport, and a plain `redis-server`
+//! for the ceiling.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -65,16 +66,24 @@ impl Peer {
         if !module.exists() {
             return Err(format!("{} does not exist", module.display()));
         }
+        Peer::redis_server(Some(module))
+    }
+
+    /// A plain `redis-server`, for the ceiling.
+    pub(super) fn redis() -> Result<Peer, String> {
+        Peer::redis_server(None)
+    }
+
+    fn redis_server(module: Option<&Path>) -> Result<Peer, String> {
         let port = free_port()?;
-        Peer::start(
-            Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--loadmodule")
-                .arg(module),
-            port,
-            "redis-server",
-        )
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"]);
+        if let Some(module) = module {
+            command.arg("--loadmodule").arg(module);
+        }
+        Peer::start(&mut command, port, "redis-server")
     }
 
     /// throttlecrab-server (the binary at `binary`) with its Redis transport.

@@ -13,11 +13,20 @@ pub enum Target {
     RedisCell,
     /// throttlecrab-server: `THROTTLE`.
     Throttlecrab,
+    /// A plain `redis-server` answering `PING`: the fastest reply of a fast RESP server, so
+    /// the most requests/s this load generator drives on this machine. It bounds every other
+    /// target: a ratio against a peer near it cannot grow past `ceiling / peer`.
+    Ceiling,
 }
 
 impl Target {
     /// Every target, in report order.
-    pub const ALL: [Target; 3] = [Target::Tollgate, Target::RedisCell, Target::Throttlecrab];
+    pub const ALL: [Target; 4] = [
+        Target::Tollgate,
+        Target::RedisCell,
+        Target::Throttlecrab,
+        Target::Ceiling,
+    ];
 
     /// The name in the report.
     pub fn name(self) -> &'static str {
@@ -25,18 +34,21 @@ impl Target {
             Target::Tollgate => "tollgate",
             Target::RedisCell => "redis-cell",
             Target::Throttlecrab => "throttlecrab",
+            Target::Ceiling => "redis-server PING",
         }
     }
 
     /// The command redis-benchmark sends (`__rand_int__` spreads the keys): a burst of 1,000
     /// refilled at a million a second, so that every request takes the whole decision path
-    /// and none is limited.
-    pub(super) fn command(self) -> [&'static str; 5] {
-        let name = match self {
-            Target::Throttlecrab => "THROTTLE",
-            _ => "CL.THROTTLE",
-        };
-        [name, "bench:__rand_int__", "1000", "1000000", "1"]
+    /// and none is limited; the ceiling's `PING`.
+    pub(super) fn command(self) -> &'static [&'static str] {
+        match self {
+            Target::Tollgate | Target::RedisCell => {
+                &["CL.THROTTLE", "bench:__rand_int__", "1000", "1000000", "1"]
+            }
+            Target::Throttlecrab => &["THROTTLE", "bench:__rand_int__", "1000", "1000000", "1"],
+            Target::Ceiling => &["PING"],
+        }
     }
 }
 
@@ -135,7 +147,9 @@ impl RespReport {
             .collect()
     }
 
-    /// tollgate ≥ 1.0× redis-cell and ≥ 1.5× throttlecrab, at each pipeline.
+    /// tollgate ≥ 1.0× redis-cell and ≥ 1.5× throttlecrab, at each pipeline. A goal that asks
+    /// for more than the ceiling at its pipeline says so: no server can meet it with this load
+    /// generator on this machine.
     pub fn goals(&self) -> Vec<Goal> {
         let mut goals = Vec::new();
         for &(peer, ratio) in &[(Target::RedisCell, 1.0), (Target::Throttlecrab, 1.5)] {
@@ -147,16 +161,32 @@ impl RespReport {
                 let ours = self.median(Target::Tollgate, pipeline);
                 let theirs = self.median(peer, pipeline);
                 goals.push(match (ours, theirs) {
-                    (Some((ours, _)), Some((theirs, _))) if theirs > 0.0 => Goal {
-                        goal,
-                        measured: format!(
+                    (Some((ours, _)), Some((theirs, _))) if theirs > 0.0 => {
+                        let mut measured = format!(
                             "{} vs {} requests/s = {:.2}×",
                             thousands(ours),
                             thousands(theirs),
                             ours / theirs
-                        ),
-                        met: Some(ours / theirs >= ratio),
-                    },
+                        );
+                        let needed = ratio * theirs;
+                        if let Some((ceiling, _)) = self.median(Target::Ceiling, pipeline)
+                            && ours < needed
+                            && needed > ceiling
+                        {
+                            measured.push_str(&format!(
+                                "; {ratio}× would be {} requests/s, {:.2}× the ceiling \
+                                 (redis-server answering PING: {})",
+                                thousands(needed),
+                                needed / ceiling,
+                                thousands(ceiling)
+                            ));
+                        }
+                        Goal {
+                            goal,
+                            measured,
+                            met: Some(ours / theirs >= ratio),
+                        }
+                    }
                     _ => Goal {
                         goal,
                         measured: if self.missing.iter().any(|(t, _)| *t == peer) {
@@ -191,7 +221,9 @@ impl RespReport {
                 "`redis-benchmark -c {} -n {} -r {}` at pipelines {}, {} rounds of the targets in \
                  turn; `CL.THROTTLE bench:__rand_int__ 1000 1000000 1` (throttlecrab: \
                  `THROTTLE`, the same numbers), so no request is limited. tollgate serves its \
-                 memory store in the benchmark's process; the peers run as their own processes.",
+                 memory store in the benchmark's process; the peers run as their own processes. \
+                 The ceiling is a plain redis-server answering `PING` to the same load \
+                 generator: no target can go faster than it.",
                 self.clients,
                 self.requests,
                 self.keys,
@@ -301,6 +333,52 @@ mod tests {
         assert_eq!(parse_csv("garbage", Target::RedisCell, 1, 1), None);
     }
 
+    fn run(target: Target, requests_per_sec: f64) -> RespRun {
+        RespRun {
+            target,
+            pipeline: 1,
+            round: 1,
+            requests_per_sec,
+            p50_ms: 0.1,
+            p99_ms: 0.2,
+            server_cpu_us: None,
+        }
+    }
+
+    #[test]
+    fn a_goal_past_the_ceiling_says_so() {
+        let report = RespReport {
+            requests: 1,
+            clients: 1,
+            keys: 1,
+            rounds: 1,
+            pipelines: vec![1],
+            runs: vec![
+                run(Target::Tollgate, 95.0),
+                run(Target::RedisCell, 90.0),
+                run(Target::Throttlecrab, 80.0),
+                run(Target::Ceiling, 100.0),
+            ],
+            missing: Vec::new(),
+        };
+        let goals = report.goals();
+        // Met, or within the ceiling: nothing added.
+        assert_eq!(goals[0].met, Some(true));
+        assert!(
+            !goals[0].measured.contains("ceiling"),
+            "{}",
+            goals[0].measured
+        );
+        // 1.5 × 80 = 120 > 100.
+        assert_eq!(goals[1].met, Some(false));
+        assert!(
+            goals[1].measured.contains("1.20× the ceiling"),
+            "{}",
+            goals[1].measured
+        );
+        assert!(report.report().to_markdown().contains("redis-server PING"));
+    }
+
     #[test]
     fn a_missing_peer_is_reported_not_judged() {
         let report = RespReport {
@@ -309,15 +387,7 @@ mod tests {
             keys: 1,
             rounds: 1,
             pipelines: vec![1],
-            runs: vec![RespRun {
-                target: Target::Tollgate,
-                pipeline: 1,
-                round: 1,
-                requests_per_sec: 10.0,
-                p50_ms: 0.1,
-                p99_ms: 0.2,
-                server_cpu_us: None,
-            }],
+            runs: vec![run(Target::Tollgate, 10.0)],
             missing: vec![(Target::RedisCell, "no module given".into())],
         };
         let goals = report.goals();
