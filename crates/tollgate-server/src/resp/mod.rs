@@ -120,10 +120,10 @@ async fn connection(
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut output: Vec<u8> = Vec::with_capacity(4096);
     // One timer and one cancellation waiter for the connection's life, not one of each per
-    // read: registering them is most of what a request costs the runtime. The timer is moved
-    // on only when it fires early, from the time of the last read.
-    let mut last_read = Instant::now();
-    let idle_timer = tokio::time::sleep_until(last_read + idle);
+    // read: registering them is most of what a request costs the runtime. The connection is
+    // idle from when its replies are out; the timer is moved on only when it fires early.
+    let mut idle_since = Instant::now();
+    let idle_timer = tokio::time::sleep_until(idle_since + idle);
     let cancelled = shutdown.cancelled();
     tokio::pin!(idle_timer, cancelled);
     loop {
@@ -135,7 +135,7 @@ async fn connection(
             () = &mut cancelled => return Ok(()),
             read = stream.read_buf(&mut room) => read,
             () = &mut idle_timer => {
-                let deadline = last_read + idle;
+                let deadline = idle_since + idle;
                 if deadline <= Instant::now() {
                     return Ok(());
                 }
@@ -143,7 +143,6 @@ async fn connection(
                 continue;
             }
         };
-        last_read = Instant::now();
         if read? == 0 {
             return Ok(());
         }
@@ -187,6 +186,7 @@ async fn connection(
         if close {
             return stream.shutdown().await;
         }
+        idle_since = Instant::now();
         // A connection that once held a large request or reply does not keep its memory.
         if input.capacity() > 2 * READ_CHUNK && input.len() <= READ_CHUNK {
             input.shrink_to(READ_CHUNK);
