@@ -24,10 +24,11 @@
 //! never strands the decisions queued behind it; and a decision whose caller has gone by the
 //! time its batch is taken is dropped unanswered, so it charges nothing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 
+use foldhash::HashMap;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
@@ -42,6 +43,16 @@ pub(crate) trait Runner: Send + Sync + 'static {
         &'a self,
         items: &'a [Self::Item],
     ) -> impl Future<Output = Result<Vec<Self::Answer>, StoreError>> + Send + 'a;
+
+    /// The call a caller makes itself when its lane was idle. Its caller bounds its own wait,
+    /// so a runner may leave out the bound it puts on the calls the batcher's tasks make (a
+    /// timer each); by default, [`run`](Runner::run).
+    fn run_in_place<'a>(
+        &'a self,
+        items: &'a [Self::Item],
+    ) -> impl Future<Output = Result<Vec<Self::Answer>, StoreError>> + Send + 'a {
+        self.run(items)
+    }
 
     /// Pushes a hash of each row `item` writes, when calls in flight at once must not share a
     /// row; by default none, and calls share rows freely. (Two rows with one hash only make
@@ -110,7 +121,7 @@ impl<R: Runner> Batcher<R> {
     pub(crate) fn new(runner: Arc<R>, max_batch: usize, depth: usize) -> Batcher<R> {
         Batcher {
             runner,
-            lanes: Mutex::new(HashMap::new()),
+            lanes: Mutex::new(HashMap::default()),
             max_batch: max_batch.max(1),
             depth: depth.max(1),
         }
@@ -141,7 +152,7 @@ impl<R: Runner> Batcher<R> {
                     let mut idle = Lane {
                         queue: VecDeque::new(),
                         in_flight: 1,
-                        claimed: HashMap::new(),
+                        claimed: HashMap::default(),
                     };
                     let mut rows = Vec::new();
                     self.runner.rows(&item, &mut rows);
@@ -159,7 +170,10 @@ impl<R: Runner> Batcher<R> {
                     lane,
                     rows,
                 };
-                let mut answers = self.runner.run(std::slice::from_ref(&item)).await?;
+                let mut answers = self
+                    .runner
+                    .run_in_place(std::slice::from_ref(&item))
+                    .await?;
                 return answers
                     .pop()
                     .ok_or_else(|| StoreError::incompatible("the call answered no decision"));

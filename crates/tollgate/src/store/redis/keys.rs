@@ -23,8 +23,6 @@
 //!   so the hash tag always ends where the user key ends, and escaping is injective: two
 //!   different buckets never share a key, whatever braces, colons or binary they carry.
 
-use std::io::Write;
-
 use crate::{Algorithm, Check};
 
 /// The prefix of every bucket's key.
@@ -64,15 +62,17 @@ pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
             out.extend_from_slice(b":=");
             escape_into(name.as_bytes(), &mut out);
         }
-        // Writing into a Vec cannot fail.
+        // Every unnamed check formats its numbers: without `fmt`'s machinery.
         None => {
-            let _ = write!(
-                out,
-                ":{kind}:#{}:{}:{}",
-                policy.capacity(),
-                policy.refill(),
-                policy.period().as_u64()
-            );
+            let mut digits = itoa::Buffer::new();
+            out.push(b':');
+            out.extend_from_slice(kind.as_bytes());
+            out.extend_from_slice(b":#");
+            out.extend_from_slice(digits.format(policy.capacity()).as_bytes());
+            out.push(b':');
+            out.extend_from_slice(digits.format(policy.refill()).as_bytes());
+            out.push(b':');
+            out.extend_from_slice(digits.format(policy.period().as_u64()).as_bytes());
         }
     }
     out

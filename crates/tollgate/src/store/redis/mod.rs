@@ -262,9 +262,13 @@ impl Inner {
         }
     }
 
-    /// One script call deciding `decisions` in order, bounded by the timeout; what it denies
-    /// goes to the deny cache.
-    async fn call(&self, decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, StoreError> {
+    /// One script call deciding `decisions` in order, bounded by the timeout unless its caller
+    /// bounds it (`bounded` false); what it denies goes to the deny cache.
+    async fn call(
+        &self,
+        decisions: &[Vec<Encoded>],
+        bounded: bool,
+    ) -> Result<Vec<Reply>, StoreError> {
         let sent = self.local_now();
         let now_us = self.inject_time.then(|| sent.as_u64() / 1000);
         let scripts = &self.scripts;
@@ -274,9 +278,13 @@ impl Inner {
                 Connection::Cluster(mut c) => script::run(scripts, &mut c, now_us, decisions).await,
             }
         };
-        let replies = tokio::time::timeout(self.timeout, run)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(self.timeout)))?;
+        let replies = if bounded {
+            tokio::time::timeout(self.timeout, run)
+                .await
+                .unwrap_or(Err(StoreError::Timeout(self.timeout)))?
+        } else {
+            run.await?
+        };
         if replies.len() != decisions.len() {
             return Err(StoreError::incompatible(
                 "the tollgate script answered a different number of decisions",
@@ -312,7 +320,15 @@ impl Runner for Inner {
         &'a self,
         items: &'a [Vec<Encoded>],
     ) -> impl std::future::Future<Output = Result<Vec<Reply>, StoreError>> + Send + 'a {
-        self.call(items)
+        self.call(items, true)
+    }
+
+    /// `RedisStore::decide` bounds the wait of its caller, who makes this call.
+    fn run_in_place<'a>(
+        &'a self,
+        items: &'a [Vec<Encoded>],
+    ) -> impl std::future::Future<Output = Result<Vec<Reply>, StoreError>> + Send + 'a {
+        self.call(items, false)
     }
 }
 
@@ -368,7 +384,7 @@ impl Store for RedisStore {
             }
             None => self
                 .inner
-                .call(std::slice::from_ref(&encoded))
+                .call(std::slice::from_ref(&encoded), true)
                 .await?
                 .pop()
                 .ok_or_else(|| StoreError::incompatible("the tollgate script answered nothing"))?,

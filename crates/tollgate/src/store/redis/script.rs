@@ -1,6 +1,5 @@
 //! The decision script: arguments in, decisions out. See `decide.lua` for the contract.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::{Cmd, ErrorKind, Script, ServerErrorKind, Value};
@@ -179,21 +178,40 @@ pub(crate) async fn run(
     }
 }
 
+/// Calls with at most this many checks find repeated buckets by comparing them with the
+/// buckets before: cheaper than hashing until the comparisons add up.
+const PLAN_WITHOUT_HASHING: usize = 8;
+
 /// The buckets to send, each once in the order first met, and the index among them of every
 /// check (decisions flattened).
 fn plan(decisions: &[Vec<Encoded>]) -> (Vec<&[u8]>, Vec<usize>) {
-    let mut keys: Vec<&[u8]> = Vec::new();
-    let mut index: HashMap<&[u8], usize> = HashMap::new();
-    let slots = decisions
-        .iter()
-        .flatten()
-        .map(|check| {
-            *index.entry(&check.bucket).or_insert_with(|| {
-                keys.push(&check.bucket);
-                keys.len() - 1
+    let checks = decisions.iter().map(Vec::len).sum::<usize>();
+    let mut keys: Vec<&[u8]> = Vec::with_capacity(checks);
+    let slots = if checks <= PLAN_WITHOUT_HASHING {
+        decisions
+            .iter()
+            .flatten()
+            .map(|check| {
+                let bucket = check.bucket.as_slice();
+                keys.iter().position(|&k| k == bucket).unwrap_or_else(|| {
+                    keys.push(bucket);
+                    keys.len() - 1
+                })
             })
-        })
-        .collect();
+            .collect()
+    } else {
+        let mut index: foldhash::HashMap<&[u8], usize> = foldhash::HashMap::default();
+        decisions
+            .iter()
+            .flatten()
+            .map(|check| {
+                *index.entry(&check.bucket).or_insert_with(|| {
+                    keys.push(&check.bucket);
+                    keys.len() - 1
+                })
+            })
+            .collect()
+    };
     (keys, slots)
 }
 
