@@ -57,7 +57,9 @@ impl HttpReport {
 
     fn summary_row(&self, s: &Summary) -> Vec<String> {
         // Bare is the reference: its own ratio is 1 and nothing is added to it.
-        let c = self.compare(s.variant).filter(|_| s.variant.is_limited());
+        let c = self
+            .compare(s.variant)
+            .filter(|_| s.variant != Variant::Bare);
         let field = |f: &dyn Fn(&Comparison) -> String, bare: &str| match &c {
             Some(c) => f(c),
             None if s.variant == Variant::Bare => bare.to_owned(),
@@ -152,7 +154,9 @@ impl HttpReport {
             .filter_map(|variant| {
                 let s = self.summary(variant)?;
                 let label = match self.compare(variant) {
-                    Some(c) if variant.is_limited() => format!("{variant} ({:.2}× bare)", c.ratio),
+                    Some(c) if variant != Variant::Bare => {
+                        format!("{variant} ({:.2}× bare)", c.ratio)
+                    }
                     _ => variant.to_string(),
                 };
                 let mut values = vec![Some(s.requests_per_sec)];

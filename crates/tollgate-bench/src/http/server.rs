@@ -43,10 +43,23 @@ async fn hello() -> &'static str {
     "hello\n"
 }
 
+/// [`hello`] with the headers the middleware adds to its answer, as long as they are there
+/// (the remaining count of a fresh allow-all bucket, reset in 1 s).
+async fn hello_with_headers() -> ([(&'static str, &'static str); 2], &'static str) {
+    (
+        [
+            ("ratelimit-policy", "\"allow_all\";q=1000000000;w=1"),
+            ("ratelimit", "\"allow_all\";r=999999999;t=1"),
+        ],
+        "hello\n",
+    )
+}
+
 fn router(variant: Variant, server: Option<&Router>) -> Result<Router, BenchError> {
     let app = Router::new().route("/hello", get(hello));
     Ok(match variant {
         Variant::Bare => app,
+        Variant::BareHeaders => Router::new().route("/hello", get(hello_with_headers)),
         Variant::Tollgate => app.layer(layer(ClientIp::new())?),
         Variant::TollgateKeys => app.layer(layer(Header::new(X_API_KEY.clone()))?),
         Variant::Server => server.cloned().ok_or_else(|| {

@@ -8,6 +8,9 @@ use std::fmt;
 pub enum Variant {
     /// The bare axum handler: the throughput the others are a ratio of.
     Bare,
+    /// The bare handler answering with the two `RateLimit` headers the middleware adds, fixed:
+    /// what sending them costs, without deciding anything.
+    BareHeaders,
     /// Behind `RateLimitLayer` on the memory store, keyed by the client IP (`ConnectInfo`).
     Tollgate,
     /// The same, keyed by the `x-api-key` header, which the load spreads over many keys.
@@ -19,8 +22,9 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in report order.
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 5] = [
         Variant::Bare,
+        Variant::BareHeaders,
         Variant::Tollgate,
         Variant::TollgateKeys,
         Variant::Server,
@@ -30,6 +34,7 @@ impl Variant {
     pub fn name(self) -> &'static str {
         match self {
             Variant::Bare => "bare",
+            Variant::BareHeaders => "bare_headers",
             Variant::Tollgate => "tollgate",
             Variant::TollgateKeys => "tollgate_keys",
             Variant::Server => "server",
@@ -40,6 +45,10 @@ impl Variant {
     pub fn describe(self) -> &'static str {
         match self {
             Variant::Bare => "axum Router, GET /hello returning a static body",
+            Variant::BareHeaders => {
+                "the same handler, adding fixed RateLimit-Policy and RateLimit headers as long as \
+                 the middleware's"
+            }
             Variant::Tollgate => {
                 "the same behind RateLimitLayer, MemoryStore, keyed by client IP (ConnectInfo)"
             }
@@ -52,10 +61,10 @@ impl Variant {
         }
     }
 
-    /// The share of the bare handler's requests/s it should reach; `None` for the bare one.
+    /// The share of the bare handler's requests/s it should reach; `None` for the references.
     pub fn goal(self) -> Option<f64> {
         match self {
-            Variant::Bare => None,
+            Variant::Bare | Variant::BareHeaders => None,
             Variant::Tollgate | Variant::TollgateKeys => Some(super::GOAL_RATIO),
             // The server parses a JSON body and writes one: more work than a middleware in
             // front of a static handler.
@@ -65,7 +74,7 @@ impl Variant {
 
     /// Whether the middleware is in front of the handler.
     pub fn is_limited(self) -> bool {
-        self != Variant::Bare
+        !matches!(self, Variant::Bare | Variant::BareHeaders)
     }
 }
 
