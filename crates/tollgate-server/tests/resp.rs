@@ -328,26 +328,42 @@ async fn three_servers_on_one_redis_never_exceed_the_bound() {
     assert!((38..=41).contains(&allowed), "allowed {allowed}, bound 41");
 }
 
-#[test]
-fn an_idle_connection_is_closed_after_the_idle_timeout() {
+/// A server whose connections close after `idle` of silence, and a connection to it.
+fn idle_after(idle: &str) -> (tempfile::TempDir, Tollgate, TcpStream) {
     let dir = tempfile::tempdir().unwrap();
-    let file = support::write(dir.path(), "t.toml", "[resp]\nidle_timeout = \"200ms\"\n");
+    let config = format!("[resp]\nidle_timeout = \"{idle}\"\n");
+    let file = support::write(dir.path(), "t.toml", &config);
     let server = start(&["--config", file.to_str().unwrap()]);
-    let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
+    let stream = TcpStream::connect(server.resp_addr()).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
+    (dir, server, stream)
+}
+
+fn ping(stream: &mut TcpStream) {
     stream.write_all(b"PING\r\n").unwrap();
     let mut pong = [0u8; 7];
     stream.read_exact(&mut pong).unwrap();
     assert_eq!(&pong, b"+PONG\r\n");
-    // Silent past the timeout: the server closes (a read answers end of stream, not a timeout).
+}
+
+/// How long the server, sent nothing more, takes to close `stream` (a read answers end of
+/// stream, not the read timeout).
+fn closed_after(stream: &mut TcpStream) -> Duration {
     let clock = MonotonicClock::new();
     let start = clock.now();
     let mut rest = Vec::new();
     stream.read_to_end(&mut rest).unwrap();
-    let waited = Duration::from(clock.now() - start);
     assert!(rest.is_empty());
+    Duration::from(clock.now() - start)
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_timeout() {
+    let (_dir, _server, mut stream) = idle_after("200ms");
+    ping(&mut stream);
+    let waited = closed_after(&mut stream);
     assert!(
         waited >= Duration::from_millis(150) && waited < Duration::from_secs(3),
         "{waited:?}"
@@ -358,28 +374,15 @@ fn an_idle_connection_is_closed_after_the_idle_timeout() {
 /// past the first deadline is answered, and closed only once it falls silent.
 #[test]
 fn the_idle_timeout_runs_from_the_last_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = support::write(dir.path(), "t.toml", "[resp]\nidle_timeout = \"400ms\"\n");
-    let server = start(&["--config", file.to_str().unwrap()]);
-    let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    let (_dir, _server, mut stream) = idle_after("400ms");
     let clock = MonotonicClock::new();
     let start = clock.now();
     // A PING every 100 ms for a second: two and a half timeouts.
     while Duration::from(clock.now() - start) < Duration::from_secs(1) {
-        stream.write_all(b"PING\r\n").unwrap();
-        let mut pong = [0u8; 7];
-        stream.read_exact(&mut pong).unwrap();
-        assert_eq!(&pong, b"+PONG\r\n");
+        ping(&mut stream);
         std::thread::sleep(Duration::from_millis(100));
     }
-    let silent = clock.now();
-    let mut rest = Vec::new();
-    stream.read_to_end(&mut rest).unwrap();
-    let waited = Duration::from(clock.now() - silent);
-    assert!(rest.is_empty());
+    let waited = closed_after(&mut stream);
     // The last PING went 100 ms before the silence began.
     assert!(
         waited >= Duration::from_millis(250) && waited < Duration::from_secs(3),

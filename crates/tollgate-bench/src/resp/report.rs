@@ -345,22 +345,30 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_goal_past_the_ceiling_says_so() {
-        let report = RespReport {
+    /// A run of one round at pipeline 1.
+    fn report(runs: Vec<RespRun>, missing: Vec<(Target, String)>) -> RespReport {
+        RespReport {
             requests: 1,
             clients: 1,
             keys: 1,
             rounds: 1,
             pipelines: vec![1],
-            runs: vec![
+            runs,
+            missing,
+        }
+    }
+
+    #[test]
+    fn a_goal_past_the_ceiling_says_so() {
+        let report = report(
+            vec![
                 run(Target::Tollgate, 95.0),
                 run(Target::RedisCell, 90.0),
                 run(Target::Throttlecrab, 80.0),
                 run(Target::Ceiling, 100.0),
             ],
-            missing: Vec::new(),
-        };
+            Vec::new(),
+        );
         let goals = report.goals();
         // Met, or within the ceiling: nothing added.
         assert_eq!(goals[0].met, Some(true));
@@ -381,15 +389,10 @@ mod tests {
 
     #[test]
     fn a_missing_peer_is_reported_not_judged() {
-        let report = RespReport {
-            requests: 1,
-            clients: 1,
-            keys: 1,
-            rounds: 1,
-            pipelines: vec![1],
-            runs: vec![run(Target::Tollgate, 10.0)],
-            missing: vec![(Target::RedisCell, "no module given".into())],
-        };
+        let report = report(
+            vec![run(Target::Tollgate, 10.0)],
+            vec![(Target::RedisCell, "no module given".into())],
+        );
         let goals = report.goals();
         assert_eq!(goals[0].met, None);
         assert!(goals[0].measured.contains("MISSING"));
