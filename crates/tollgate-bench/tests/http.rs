@@ -25,15 +25,15 @@ async fn a_short_run_measures_every_variant_without_a_rejection() {
         .collect();
     assert_eq!(report.runs.len(), 2 * variants.len());
     assert_eq!(report.variants(), variants);
-    // Alternated: each round runs every variant in turn.
+    // Alternated: each round runs every variant in turn, starting one further on each round.
     let order: Vec<(usize, Variant)> = report.runs.iter().map(|r| (r.round, r.variant)).collect();
-    assert_eq!(
-        order,
-        [1, 2]
-            .into_iter()
-            .flat_map(|round| variants.iter().map(move |v| (round, *v)))
-            .collect::<Vec<_>>()
-    );
+    let n = variants.len();
+    let expected: Vec<(usize, Variant)> = [1, 2]
+        .into_iter()
+        .flat_map(|round| (0..n).map(move |i| (round, (round - 1 + i) % n)))
+        .map(|(round, i)| (round, variants[i]))
+        .collect();
+    assert_eq!(order, expected);
     for run in &report.runs {
         assert!(run.responses > 0, "{run:?}");
         assert_eq!(run.non_200, 0, "{run:?}");

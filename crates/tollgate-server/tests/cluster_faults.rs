@@ -92,9 +92,9 @@ fn node_id(port: u16) -> Vec<u8> {
     }
 }
 
-/// Moves `slot` from the master on `from` to the one on `to`, keys and all, as
-/// `redis-cli --cluster reshard` does: importing and migrating, `MIGRATE`, then the new owner
-/// told to every master, itself first.
+/// Moves `slot` from the master on `from` to the one on `to`, keys and all, as Redis's
+/// `CLUSTER SETSLOT` documentation orders a live resharding: importing and migrating,
+/// `MIGRATE`, then the new owner told to every master, itself first.
 fn migrate_slot(slot: &[u8], from: u16, to: u16, masters: &[u16]) {
     let (from_id, to_id) = (node_id(from), node_id(to));
     let ok = |reply: Result<Reply, _>, what: &str| match reply {
@@ -137,9 +137,11 @@ fn migrate_slot(slot: &[u8], from: u16, to: u16, masters: &[u16]) {
         args.extend(names.iter().map(Vec::as_slice));
         ok(redis_cmd(from, &args), "MIGRATE");
     }
-    // The new owner first, then the old, then the rest, as Redis's resharding procedure
-    // orders it: told the other way round, the old owner answers MOVED to a node still
-    // importing, which answers MOVED back, and a client that follows both gives up.
+    // The new owner first, then the old, then the rest, as the documentation orders it. Told
+    // the other way round (as some tools do, in list order), the old owner answers MOVED to a
+    // node still importing, which answers MOVED back until it is told: for that moment a
+    // client that follows both gives up, and the fail policy answers (README, "Faults under
+    // load").
     let rest = masters.iter().copied().filter(|&p| p != from && p != to);
     for port in [to, from].into_iter().chain(rest) {
         ok(

@@ -370,6 +370,14 @@ fn an_idle_connection_is_closed_after_the_idle_timeout() {
     );
 }
 
+/// An idle timeout too long to add to the time is one that never comes, not a panic.
+#[test]
+fn an_idle_timeout_past_the_end_of_time_never_comes() {
+    let (_dir, _server, mut stream) = idle_after("10000000000000000000s");
+    ping(&mut stream);
+    ping(&mut stream);
+}
+
 /// The timeout runs from the last request, not from the connection's start: a client active
 /// past the first deadline is answered, and closed only once it falls silent.
 #[test]

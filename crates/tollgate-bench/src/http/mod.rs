@@ -141,7 +141,11 @@ async fn measure(
     }
     let total = args.rounds * servers.len();
     for round in 1..=args.rounds {
-        for (server, requests) in servers.iter().zip(&requests) {
+        // Each round starts one variant further on, so that no variant always runs first (or
+        // right after another): a place in the order that favours one would tilt its ratios.
+        let start = (round - 1) % servers.len();
+        let order = servers.iter().zip(&requests).cycle().skip(start);
+        for (server, requests) in order.take(servers.len()) {
             let tally = load::run(server.addr, requests, args.connections, run_time).await?;
             let run = Run {
                 variant: server.variant,

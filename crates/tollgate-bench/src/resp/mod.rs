@@ -1,8 +1,8 @@
 //! RESP: `redis-benchmark -c 64` issuing rate-limit commands at tollgate's Redis-protocol port
 //! (`CL.THROTTLE`), at `redis-server` with the redis-cell module loaded (`CL.THROTTLE`), and at
-//! throttlecrab-server (`THROTTLE`), pipelines 1 and 16, the targets in turn each round, in one
-//! run on one machine; and a plain `redis-server` answering `PING`, the most this load
-//! generator drives here (the ceiling).
+//! throttlecrab-server (`THROTTLE`), pipelines 1 and 16, the targets in turn each round
+//! (starting one further on each round), in one run on one machine; and a plain `redis-server`
+//! answering `PING` to the same load generator (the ceiling).
 //!
 //! The peers are not built here: the module's shared library and throttlecrab's binary are
 //! given by path (`--redis-cell`, `--throttlecrab`, or their environment variables;
@@ -130,7 +130,9 @@ pub async fn run_resp(
     let total = args.rounds * args.pipelines.len() * targets.len();
     for round in 1..=args.rounds {
         for &pipeline in &args.pipelines {
-            for (target, addr, pid) in &targets {
+            // Each round starts one target further on: no target always runs first.
+            let start = (round - 1) % targets.len();
+            for (target, addr, pid) in targets.iter().cycle().skip(start).take(targets.len()) {
                 let before = crate::clock::cpu_of(pid);
                 let mut run = benchmark(args, *target, *addr, pipeline, round).await?;
                 run.server_cpu_us = before

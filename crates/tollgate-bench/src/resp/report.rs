@@ -13,9 +13,9 @@ pub enum Target {
     RedisCell,
     /// throttlecrab-server: `THROTTLE`.
     Throttlecrab,
-    /// A plain `redis-server` answering `PING`: the fastest reply of a fast RESP server, so
-    /// the most requests/s this load generator drives on this machine. It bounds every other
-    /// target: a ratio against a peer near it cannot grow past `ceiling / peer`.
+    /// A plain `redis-server` answering `PING`: what a fast RESP server answers to the
+    /// cheapest request under this load generator on this machine. Where the load generator is
+    /// what holds every target back, it is about as fast as any target can go.
     Ceiling,
 }
 
@@ -147,9 +147,8 @@ impl RespReport {
             .collect()
     }
 
-    /// tollgate ≥ 1.0× redis-cell and ≥ 1.5× throttlecrab, at each pipeline. A goal that asks
-    /// for more than the ceiling at its pipeline says so: no server can meet it with this load
-    /// generator on this machine.
+    /// tollgate ≥ 1.0× redis-cell and ≥ 1.5× throttlecrab, at each pipeline. A goal not met that
+    /// asks for more than the ceiling at its pipeline says by how much.
     pub fn goals(&self) -> Vec<Goal> {
         let mut goals = Vec::new();
         for &(peer, ratio) in &[(Target::RedisCell, 1.0), (Target::Throttlecrab, 1.5)] {
@@ -223,7 +222,8 @@ impl RespReport {
                  `THROTTLE`, the same numbers), so no request is limited. tollgate serves its \
                  memory store in the benchmark's process; the peers run as their own processes. \
                  The ceiling is a plain redis-server answering `PING` to the same load \
-                 generator: no target can go faster than it.",
+                 generator: where the load generator holds every target back, about as fast \
+                 as any can go.",
                 self.clients,
                 self.requests,
                 self.keys,

@@ -122,8 +122,10 @@ async fn connection(
     // One timer and one cancellation waiter for the connection's life, not one of each per
     // read: registering them is most of what a request costs the runtime. The connection is
     // idle from when its replies are out; the timer is moved on only when it fires early.
+    // A timeout too long to add to a time never comes (as `tokio::time::timeout` treats it).
+    let deadline = |since: Instant| since.checked_add(idle).unwrap_or_else(far_future);
     let mut idle_since = Instant::now();
-    let idle_timer = tokio::time::sleep_until(idle_since + idle);
+    let idle_timer = tokio::time::sleep_until(deadline(idle_since));
     let cancelled = shutdown.cancelled();
     tokio::pin!(idle_timer, cancelled);
     loop {
@@ -135,7 +137,7 @@ async fn connection(
             () = &mut cancelled => return Ok(()),
             read = stream.read_buf(&mut room) => read,
             () = &mut idle_timer => {
-                let deadline = idle_since + idle;
+                let deadline = deadline(idle_since);
                 if deadline <= Instant::now() {
                     return Ok(());
                 }
@@ -195,6 +197,11 @@ async fn connection(
             output.shrink_to(4096);
         }
     }
+}
+
+/// About thirty years from now: later than any connection lives, still a valid time.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(30 * 365 * 86_400)
 }
 
 /// Writes out the replies waiting in `output`; `false` when the client has not taken them

@@ -425,4 +425,33 @@ mod tests {
         let long = Policy::token_bucket(1, 1, Duration::from_millis(4_550_000_000_000)).unwrap();
         assert_eq!(params(&long).unwrap_err().field(), "period");
     }
+
+    /// Few checks are planned by comparing, many by hashing: both send each bucket once, in
+    /// the order first met, and point every check at its own.
+    #[test]
+    fn calls_of_few_and_of_many_checks_are_planned_alike() {
+        let policy = Policy::token_bucket(10, 1, Duration::from_secs(1)).unwrap();
+        let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
+        for n in [1, 5, PLAN_WITHOUT_HASHING, PLAN_WITHOUT_HASHING + 1, 40] {
+            // Single checks on a, b, c, a, b, c, ..., and one decision of two checks.
+            let mut decisions: Vec<Vec<Encoded>> = (0..n)
+                .map(|i| vec![Encoded::new(&Check::new(policy, keys[i % 3], 1)).unwrap()])
+                .collect();
+            decisions.push(vec![
+                Encoded::new(&Check::new(policy, b"d", 1)).unwrap(),
+                Encoded::new(&Check::new(policy, b"a", 1)).unwrap(),
+            ]);
+            let (sent, slots) = plan(&decisions);
+            let distinct = n.min(3);
+            let mut expected: Vec<Vec<u8>> = keys[..distinct]
+                .iter()
+                .map(|k| Encoded::new(&Check::new(policy, k, 1)).unwrap().bucket)
+                .collect();
+            expected.push(decisions[n][0].bucket.clone());
+            assert_eq!(sent, expected, "{n} checks");
+            let mut want: Vec<usize> = (0..n).map(|i| i % 3).collect();
+            want.extend([distinct, 0]);
+            assert_eq!(slots, want, "{n} checks");
+        }
+    }
 }
