@@ -1,6 +1,7 @@
 //! The PostgreSQL store under real concurrency: exact bounds on one hot key at READ COMMITTED
 //! (row lock, and coalesced) and at SERIALIZABLE (conflicts retried), no errors when first
-//! calls race on an empty table, and the configured outcome when retries run out.
+//! calls race on an empty table, the configured outcome when retries run out, and a timeout
+//! too long to add to the time, which is one that never comes.
 #![cfg(feature = "postgres")]
 
 use std::sync::Arc;
@@ -222,6 +223,20 @@ async fn racing_first_calls_on_an_empty_table_never_fail() {
         (10..=10 + refilled).contains(&allowed_on_one_key),
         "{allowed_on_one_key} allowed, {refilled} refilled"
     );
+}
+
+/// `Duration::MAX` as the timeout: decisions are made (it panicked computing the deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_past_the_end_of_time_never_comes() {
+    let pg = TestPostgres::start().expect("start PostgreSQL");
+    let store = PostgresStore::builder(pg.url())
+        .table("forever")
+        .timeout(Duration::MAX)
+        .build()
+        .await
+        .unwrap();
+    let check = [Check::new(ten_per_second(), b"k", 1)];
+    assert!(store.decide(&check).await.unwrap().allowed());
 }
 
 /// Concurrent checks of many keys share calls, and each key is still decided exactly: 64

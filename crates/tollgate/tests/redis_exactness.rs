@@ -1,5 +1,6 @@
 //! Exactness against a real Redis at Redis's own clock: many tasks in one process, and three
-//! OS processes sharing one Redis; plus what a bucket costs in Redis and that it expires.
+//! OS processes sharing one Redis; plus what a bucket costs in Redis and that it expires, and
+//! a timeout too long to add to the time, which is one that never comes.
 #![cfg(feature = "redis")]
 
 use std::process::Command;
@@ -267,6 +268,25 @@ async fn short_and_long_forms_share_a_batch_exactly() {
             (got("ones"), got("twos"), got("sevens"), got("pair")),
             (5, 2, 7, 2),
             "round {round}"
+        );
+    }
+}
+
+/// `Duration::MAX` as the timeout: decisions are made, batched and not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_past_the_end_of_time_never_comes() {
+    let redis = TestRedis::start().unwrap();
+    for batch in [true, false] {
+        let store = RedisStore::builder(redis.url())
+            .coalesce(batch)
+            .timeout(Duration::MAX)
+            .build()
+            .await
+            .unwrap();
+        let check = [Check::new(ten_per_second(), b"forever", 1)];
+        assert!(
+            store.decide(&check).await.unwrap().allowed(),
+            "batch {batch}"
         );
     }
 }

@@ -407,7 +407,9 @@ impl Inner {
                 };
                 let wait = self.retry.backoff(attempt);
                 // The retry's own statement needs time too: at least the wait again.
-                let in_time = Instant::now() + wait * 2 < deadline;
+                let in_time = Instant::now()
+                    .checked_add(wait.saturating_mul(2))
+                    .is_some_and(|t| t < deadline);
                 if attempt >= max_attempts || !in_time {
                     return Err(Failure::GaveUp(e));
                 }
@@ -455,7 +457,7 @@ impl Inner {
     /// `decide_any` call each.
     async fn decide_batch(&self, decisions: &[Vec<Queued>]) -> Result<Vec<Verdict>, StoreError> {
         let sent = self.local_now();
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
         let windowed: Vec<bool> = decisions
             .iter()
             .map(|d| d.iter().any(|q| !q.units.is_token_bucket()))
@@ -876,6 +878,14 @@ fn stale_denial(
         retry_after: Duration::from(units.policy.emission_interval()),
         ..outcome.decision(false)
     })
+}
+
+/// `timeout` from now; a timeout too long to add to the time (`Duration::MAX`, say) is one
+/// that never comes, as `tokio::time::timeout` treats it.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
 }
 
 fn micros(us: i64) -> Nanos {

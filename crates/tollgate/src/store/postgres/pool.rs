@@ -275,7 +275,7 @@ impl Connector {
     /// allowed to reach the server.
     fn bound(&self) -> Duration {
         let reach = self.setup.config.get_connect_timeout().copied();
-        reach.unwrap_or(Duration::from_secs(1)) * 4
+        reach.unwrap_or(Duration::from_secs(1)).saturating_mul(4)
     }
 
     async fn open(&self) -> Result<Client, StoreError> {

@@ -3,7 +3,6 @@
 
 use std::sync::atomic::Ordering;
 
-use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
 use super::call::{self, Units};
@@ -50,7 +49,7 @@ impl Settle for PostgresStore {
         let id: Option<&[u8]> = once.map(|o| o.id);
         let ttl: i64 = once.map_or(0, |o| i64::try_from(o.ttl.as_micros()).unwrap_or(i64::MAX));
         let params: [&(dyn ToSql + Sync); 7] = [&keys, &t, &charge, &amount, &now_param, &id, &ttl];
-        let deadline = Instant::now() + inner.timeout;
+        let deadline = super::deadline_after(inner.timeout);
         let rows = inner
             .run(deadline, inner.retry.max_attempts, |conn| async move {
                 conn.client.query(&conn.settle, &params).await
@@ -105,7 +104,7 @@ impl Settle for PostgresStore {
             keys.push(call::bucket_key(check));
         }
         let params: [&(dyn ToSql + Sync); 1] = [&keys];
-        let deadline = Instant::now() + inner.timeout;
+        let deadline = super::deadline_after(inner.timeout);
         let done = inner
             .run(deadline, inner.retry.max_attempts, |conn| async move {
                 conn.client.execute(&conn.reset, &params).await
