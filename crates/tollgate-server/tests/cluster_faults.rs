@@ -92,9 +92,9 @@ fn node_id(port: u16) -> Vec<u8> {
     }
 }
 
-/// Moves `slot` from the master on `from` to the one on `to`, keys and all, as Redis's
-/// `CLUSTER SETSLOT` documentation orders a live resharding: importing and migrating,
-/// `MIGRATE`, then the new owner told to every master, itself first.
+/// Moves `slot` from the master on `from` to the one on `to`, keys and all: importing and
+/// migrating, `MIGRATE`, then the new owner told to every master, the old one first (the
+/// harder order for clients; see below).
 fn migrate_slot(slot: &[u8], from: u16, to: u16, masters: &[u16]) {
     let (from_id, to_id) = (node_id(from), node_id(to));
     let ok = |reply: Result<Reply, _>, what: &str| match reply {
@@ -137,17 +137,20 @@ fn migrate_slot(slot: &[u8], from: u16, to: u16, masters: &[u16]) {
         args.extend(names.iter().map(Vec::as_slice));
         ok(redis_cmd(from, &args), "MIGRATE");
     }
-    // The new owner first, then the old, then the rest, as the documentation orders it. Told
-    // the other way round (as some tools do, in list order), the old owner answers MOVED to a
-    // node still importing, which answers MOVED back until it is told: for that moment a
-    // client that follows both gives up, and the fail policy answers (README, "Faults under
-    // load").
+    // The old owner first, then the new, then the rest: the order some tools use (the
+    // documentation tells the new owner first). Until the new owner is told, the old one
+    // answers MOVED to it and it, still importing, answers MOVED back; the store makes a
+    // call the cluster client could not follow again, after a moment. The 10 ms between the
+    // two (a tool's next command on a busy network) put requests under load in that moment.
     let rest = masters.iter().copied().filter(|&p| p != from && p != to);
-    for port in [to, from].into_iter().chain(rest) {
+    for port in [from, to].into_iter().chain(rest) {
         ok(
             redis_cmd(port, &[b"CLUSTER", b"SETSLOT", slot, b"NODE", &to_id]),
             "SETSLOT NODE",
         );
+        if port == from {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

@@ -147,8 +147,8 @@ pub(crate) struct Reply {
 }
 
 /// Decides `decisions` (each a list of checks, all or nothing) in order in one script call;
-/// `now_us` injects the time (tests), `None` uses Redis's clock. The script is loaded again
-/// when Redis has lost it (`NOSCRIPT`: a `SCRIPT FLUSH`, a restart).
+/// `now_us` injects the time (tests), `None` uses Redis's clock (see [`query`] for what is
+/// asked again).
 pub(crate) async fn run(
     scripts: &Scripts,
     conn: &mut impl redis::aio::ConnectionLike,
@@ -163,14 +163,7 @@ pub(crate) async fn run(
     };
     let (keys, slots) = plan(decisions);
     let cmd = command(script, now_us, decisions, &keys, &slots, buckets_only);
-    let reply = match cmd.query_async(conn).await {
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            script.load_async(conn).await.map_err(store_error)?;
-            cmd.query_async(conn).await
-        }
-        reply => reply,
-    };
-    let numbers = numbers(reply.map_err(store_error)?)?;
+    let numbers = numbers(query(script, &cmd, conn).await.map_err(store_error)?)?;
     if buckets_only {
         replay(&numbers, decisions, keys.len(), &slots)
     } else {
@@ -181,6 +174,49 @@ pub(crate) async fn run(
 /// Calls with at most this many checks find repeated buckets by comparing them with the
 /// buckets before: cheaper than hashing until the comparisons add up.
 const PLAN_WITHOUT_HASHING: usize = 8;
+
+/// How often a call that the cluster client could not follow through its redirections is made
+/// again, and the wait before the first (then twice that, three times...).
+const REDIRECTION_RETRIES: u32 = 5;
+const REDIRECTION_BACKOFF: Duration = Duration::from_millis(2);
+
+/// Runs `cmd`, an `EVALSHA` of `script`: loads the script when Redis has lost it (`NOSCRIPT`:
+/// a `SCRIPT FLUSH`, a restart), and makes the call again, a moment later, when the cluster
+/// client gave up following its redirections.
+pub(crate) async fn query(
+    script: &Script,
+    cmd: &Cmd,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> redis::RedisResult<Value> {
+    let mut redirected = 0;
+    loop {
+        let reply = match cmd.query_async(conn).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                script.load_async(conn).await?;
+                cmd.query_async(conn).await
+            }
+            reply => reply,
+        };
+        match reply {
+            Err(e) if is_redirection(&e) && redirected < REDIRECTION_RETRIES => {
+                redirected += 1;
+                tokio::time::sleep(REDIRECTION_BACKOFF * redirected).await;
+            }
+            reply => return reply,
+        }
+    }
+}
+
+/// `MOVED` or `ASK` that the cluster client gave up following: during a slot migration whose
+/// tool tells the old owner before the new one, the two redirect to each other for a moment.
+/// A redirected command did not run, so making it again cannot charge twice; the caller's
+/// timeout bounds the waits.
+fn is_redirection(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask)
+    )
+}
 
 /// The buckets to send, each once in the order first met, and the index among them of every
 /// check (decisions flattened).

@@ -2,11 +2,11 @@
 
 use std::fmt::Write;
 
-use redis::{ErrorKind, Script, ServerErrorKind, Value};
+use redis::{Script, Value};
 
 use super::error::store_error;
 use super::keys::{bucket_key, tag_prefix};
-use super::script::MICROSECOND;
+use super::script::{self, MICROSECOND};
 use super::{Connection, RedisStore};
 use crate::algorithm::gcra::Gcra;
 use crate::store::Check;
@@ -56,30 +56,13 @@ impl SettleIds {
 }
 
 impl RedisStore {
-    async fn run(&self, cmd: &redis::Cmd, script: &Script) -> Result<Value, StoreError> {
+    async fn run(&self, cmd: &redis::Cmd, lua: &Script) -> Result<Value, StoreError> {
         let run = async {
-            let mut connection = self.inner.connection.clone();
-            let query = |c: &mut Connection| {
-                let cmd = cmd.clone();
-                let mut c = c.clone();
-                async move {
-                    match &mut c {
-                        Connection::Single(c) => cmd.query_async::<Value>(c).await,
-                        Connection::Cluster(c) => cmd.query_async::<Value>(c).await,
-                    }
-                }
-            };
-            match query(&mut connection).await {
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    match &mut connection {
-                        Connection::Single(c) => script.load_async(c).await,
-                        Connection::Cluster(c) => script.load_async(c).await,
-                    }
-                    .map_err(store_error)?;
-                    query(&mut connection).await.map_err(store_error)
-                }
-                answer => answer.map_err(store_error),
+            match self.inner.connection.clone() {
+                Connection::Single(mut c) => script::query(lua, cmd, &mut c).await,
+                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c).await,
             }
+            .map_err(store_error)
         };
         let timeout = self.inner.timeout;
         tokio::time::timeout(timeout, run)
