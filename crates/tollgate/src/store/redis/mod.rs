@@ -274,8 +274,12 @@ impl Inner {
         let scripts = &self.scripts;
         let run = async {
             match self.connection.clone() {
-                Connection::Single(mut c) => script::run(scripts, &mut c, now_us, decisions).await,
-                Connection::Cluster(mut c) => script::run(scripts, &mut c, now_us, decisions).await,
+                Connection::Single(mut c) => {
+                    script::run(scripts, &mut c, false, now_us, decisions).await
+                }
+                Connection::Cluster(mut c) => {
+                    script::run(scripts, &mut c, true, now_us, decisions).await
+                }
             }
         };
         let replies = if bounded {

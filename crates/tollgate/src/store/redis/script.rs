@@ -147,11 +147,12 @@ pub(crate) struct Reply {
 }
 
 /// Decides `decisions` (each a list of checks, all or nothing) in order in one script call;
-/// `now_us` injects the time (tests), `None` uses Redis's clock (see [`query`] for what is
-/// asked again).
+/// `now_us` injects the time (tests), `None` uses Redis's clock; `cluster` when `conn` is a
+/// cluster's (see [`query`] for what is asked again).
 pub(crate) async fn run(
     scripts: &Scripts,
     conn: &mut impl redis::aio::ConnectionLike,
+    cluster: bool,
     now_us: Option<u64>,
     decisions: &[Vec<Encoded>],
 ) -> Result<Vec<Reply>, StoreError> {
@@ -163,7 +164,11 @@ pub(crate) async fn run(
     };
     let (keys, slots) = plan(decisions);
     let cmd = command(script, now_us, decisions, &keys, &slots, buckets_only);
-    let numbers = numbers(query(script, &cmd, conn).await.map_err(store_error)?)?;
+    let numbers = numbers(
+        query(script, &cmd, conn, cluster)
+            .await
+            .map_err(store_error)?,
+    )?;
     if buckets_only {
         replay(&numbers, decisions, keys.len(), &slots)
     } else {
@@ -181,12 +186,14 @@ const REDIRECTION_RETRIES: u32 = 5;
 const REDIRECTION_BACKOFF: Duration = Duration::from_millis(2);
 
 /// Runs `cmd`, an `EVALSHA` of `script`: loads the script when Redis has lost it (`NOSCRIPT`:
-/// a `SCRIPT FLUSH`, a restart), and makes the call again, a moment later, when the cluster
-/// client gave up following its redirections.
+/// a `SCRIPT FLUSH`, a restart), and, on a cluster, makes the call again a moment later when
+/// the cluster client gave up following its redirections. (One Redis that answers `MOVED` is a
+/// cluster node given as a single Redis: asking again would not help.)
 pub(crate) async fn query(
     script: &Script,
     cmd: &Cmd,
     conn: &mut impl redis::aio::ConnectionLike,
+    cluster: bool,
 ) -> redis::RedisResult<Value> {
     let mut redirected = 0;
     loop {
@@ -198,7 +205,7 @@ pub(crate) async fn query(
             reply => reply,
         };
         match reply {
-            Err(e) if is_redirection(&e) && redirected < REDIRECTION_RETRIES => {
+            Err(e) if cluster && is_redirection(&e) && redirected < REDIRECTION_RETRIES => {
                 redirected += 1;
                 tokio::time::sleep(REDIRECTION_BACKOFF * redirected).await;
             }

@@ -59,8 +59,8 @@ impl RedisStore {
     async fn run(&self, cmd: &redis::Cmd, lua: &Script) -> Result<Value, StoreError> {
         let run = async {
             match self.inner.connection.clone() {
-                Connection::Single(mut c) => script::query(lua, cmd, &mut c).await,
-                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c).await,
+                Connection::Single(mut c) => script::query(lua, cmd, &mut c, false).await,
+                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c, true).await,
             }
             .map_err(store_error)
         };
