@@ -20,12 +20,8 @@ fn three(dir: &std::path::Path, store: &[&str], extra: &[&str]) -> Vec<Tollgate>
         "127.0.0.1:0",
         "--envoy-config-dir",
         dir.to_str().expect("a UTF-8 path"),
-        "--on-store-error",
-        "deny",
-        // The test is of exactness, on a machine that may be busy: no call should time out.
-        "--store-timeout-ms",
-        "2000",
     ];
+    args.extend_from_slice(&support::PATIENT);
     args.extend_from_slice(store);
     args.extend_from_slice(extra);
     (0..3).map(|_| Tollgate::start(&args)).collect()

@@ -24,12 +24,8 @@ async fn three_servers_are_exact(isolation: &str, extra: &[&str]) {
         &table,
         "--postgres-isolation",
         isolation,
-        "--on-store-error",
-        "deny",
-        // The test is of exactness, on a machine that may be busy: no call should time out.
-        "--store-timeout-ms",
-        "2000",
     ];
+    args.extend_from_slice(&support::PATIENT);
     args.extend_from_slice(extra);
     let servers: Vec<Tollgate> = (0..3).map(|_| Tollgate::start(&args)).collect();
     assert!(
@@ -123,13 +119,10 @@ fn migrate_creates_the_schema_and_refuses_stores_without_one() {
 async fn three_servers_reserve_and_commit_within_the_bound() {
     let pg = TestPostgres::start().expect("start PostgreSQL");
     let args = [
-        "--store",
-        pg.url(),
-        "--postgres-table",
-        "reservations",
-        "--store-timeout-ms",
-        "2000",
-    ];
+        &["--store", pg.url(), "--postgres-table", "reservations"][..],
+        &support::PATIENT,
+    ]
+    .concat();
     let servers: Vec<Tollgate> = (0..3)
         .map(|_| Tollgate::start_with_env(&args, &[support::SECRET]))
         .collect();

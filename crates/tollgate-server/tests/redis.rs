@@ -29,9 +29,8 @@ fn slow_body(key: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_server_processes_sharing_one_redis_allow_38_to_40_in_3_seconds() {
     let redis = TestRedis::start().expect("start redis-server");
-    let servers: Vec<Tollgate> = (0..3)
-        .map(|_| Tollgate::start(&["--store", redis.url()]))
-        .collect();
+    let args = [&["--store", redis.url()][..], &support::PATIENT].concat();
+    let servers: Vec<Tollgate> = (0..3).map(|_| Tollgate::start(&args)).collect();
     for server in &servers {
         assert!(server.banner.contains("store: redis"), "{}", server.banner);
     }
@@ -168,7 +167,7 @@ async fn each_fail_policy_answers_within_the_timeout_while_redis_is_down_and_rec
 async fn a_comma_separated_store_is_a_redis_cluster() {
     let cluster = TestRedisCluster::start(3).expect("start a 3-master cluster");
     let seeds = cluster.urls().join(",");
-    let server = Tollgate::start(&["--store", &seeds, "--on-store-error", "deny"]);
+    let server = Tollgate::start(&[&["--store", &seeds][..], &support::PATIENT].concat());
     assert!(server.banner.contains("redis cluster"), "{}", server.banner);
     let client = Client::new();
     // Whichever master holds a key's slot, its bucket counts exactly.
@@ -220,8 +219,9 @@ async fn an_inline_policy_beyond_redis_names_its_field() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_servers_reserve_and_commit_within_the_bound() {
     let redis = TestRedis::start().expect("start redis-server");
+    let args = [&["--store", redis.url()][..], &support::PATIENT].concat();
     let servers: Vec<Tollgate> = (0..3)
-        .map(|_| Tollgate::start_with_env(&["--store", redis.url()], &[support::SECRET]))
+        .map(|_| Tollgate::start_with_env(&args, &[support::SECRET]))
         .collect();
     let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
     let key = format!("reserve-{}", std::process::id());
@@ -243,7 +243,7 @@ async fn two_named_policies_in_one_check_on_a_redis_cluster() {
     std::fs::write(
         &file,
         format!(
-            "[store]\nurl = \"{}\"\n[policies.per_second]\ncapacity = 5\nperiod = \"1s\"\n\
+            "[store]\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"\n[policies.per_second]\ncapacity = 5\nperiod = \"1s\"\n\
              [policies.per_hour]\ncapacity = 8\nperiod = \"1h\"\n",
             cluster.urls().join(",")
         ),

@@ -293,7 +293,8 @@ fn redis_benchmark_issues_cl_throttle_without_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_servers_on_one_redis_never_exceed_the_bound() {
     let redis = TestRedis::start().unwrap();
-    let servers: Vec<Tollgate> = (0..3).map(|_| start(&["--store", redis.url()])).collect();
+    let args = [&["--store", redis.url()][..], &support::PATIENT].concat();
+    let servers: Vec<Tollgate> = (0..3).map(|_| start(&args)).collect();
     let addrs: Vec<SocketAddr> = servers.iter().map(Tollgate::resp_addr).collect();
     let clock = MonotonicClock::new();
     let deadline = clock.now() + Nanos::new(3_000_000_000);
