@@ -379,6 +379,49 @@ fn an_idle_timeout_past_the_end_of_time_never_comes() {
     ping(&mut stream);
 }
 
+/// A decision slower than the idle timeout (Redis held by `DEBUG SLEEP`, the store's timeout
+/// longer) is answered, and the connection stays open after it: it is idle from its reply, not
+/// from its request.
+#[test]
+fn a_decision_slower_than_the_idle_timeout_keeps_the_connection() {
+    use std::io::BufRead;
+
+    let redis = TestRedis::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[store]\nurl = \"{}\"\ntimeout = \"3s\"\non_error = \"deny\"\n\
+         [resp]\nidle_timeout = \"200ms\"\n",
+        redis.url()
+    );
+    let file = support::write(dir.path(), "t.toml", &config);
+    let server = start(&["--config", file.to_str().unwrap()]);
+    let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut replies = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut throttle = |key: &str| {
+        let command = format!("CL.THROTTLE {key} 10 10 1\r\n");
+        stream.write_all(command.as_bytes()).unwrap();
+        let mut reply = String::new();
+        for _ in 0..6 {
+            replies.read_line(&mut reply).unwrap();
+        }
+        assert!(reply.starts_with("*5\r\n:0\r\n:11\r\n"), "{reply:?}");
+    };
+    // The store's connection and script are ready.
+    throttle("warm");
+    let port = redis.port();
+    let sleeper = std::thread::spawn(move || {
+        tollgate_testkit::redis_cmd(port, &[b"DEBUG", b"SLEEP", b"0.6"]).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    throttle("slow");
+    sleeper.join().unwrap();
+    // At once after the slow reply: answered, not closed.
+    ping(&mut stream);
+}
+
 /// The timeout runs from the last request, not from the connection's start: a client active
 /// past the first deadline is answered, and closed only once it falls silent.
 #[test]
