@@ -2,7 +2,7 @@
 //! YAML, driven by a gRPC client built from the Envoy v3 types. Every feature of the matching
 //! and the answers, the load errors at start, reload, and bad requests.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

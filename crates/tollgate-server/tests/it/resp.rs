@@ -2,7 +2,7 @@
 //! `redis` crate over RESP2 and RESP3, redis-benchmark, raw sockets that pipeline, split and
 //! send garbage; and three servers on one Redis.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,6 +1,6 @@
 //! `--store rediss://...`: the server reaches Redis over TLS and verifies its certificate.
 
-mod support;
+use crate::support;
 
 use reqwest::{Client, StatusCode};
 use tollgate_testkit::{Reply, TestRedis};

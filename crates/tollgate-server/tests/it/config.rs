@@ -1,7 +1,7 @@
 //! The configured server, run as a black box: the config file, its errors, live reload, named
 //! checks, shadow mode and the metrics.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Live reload of the config file: in-place writes, renames, symlink swaps and SIGHUP; a good
 //! edit applies within a second with buckets kept, a bad one is refused and counted.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! configured outcome, and decisions recover by themselves.
 #![cfg(feature = "postgres")]
 
-mod faults;
+use crate::faults;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

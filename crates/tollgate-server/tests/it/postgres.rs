@@ -1,7 +1,7 @@
 //! `tollgate serve --store postgres://...` and `tollgate migrate`: exact across server processes
 //! sharing one PostgreSQL, at READ COMMITTED and at SERIALIZABLE.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::process::Command;

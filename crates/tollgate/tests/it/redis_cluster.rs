@@ -3,7 +3,7 @@
 //! and the one thing a cluster cannot do atomically.
 #![cfg(feature = "redis")]
 
-mod conformance;
+use crate::conformance;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! Redis's own counts match what each approach is known to send, tollgate does not over-grant,
 //! the run deletes its keys and nothing else, and the report renders.
 
-mod support;
+use crate::support;
 
 use tollgate_bench::{Approach, RedisBenchArgs, Scenario, run_redis};
 use tollgate_testkit::{Reply, TestRedis};

@@ -3,7 +3,7 @@
 //! held before the flood keep exact decisions; new keys past the cap get the fail policy; the
 //! server keeps answering.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

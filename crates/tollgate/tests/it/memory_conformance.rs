@@ -1,6 +1,6 @@
 //! The conformance suite against the memory store.
 
-mod conformance;
+use crate::conformance;
 
 use std::time::Duration;
 

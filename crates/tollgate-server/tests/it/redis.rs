@@ -1,7 +1,7 @@
 //! `tollgate serve --store redis://...`: exact across server processes sharing one Redis, and
 //! the configured outcome, within the timeout, while Redis is down.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

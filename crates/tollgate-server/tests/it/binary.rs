@@ -1,7 +1,7 @@
 //! The `tollgate` binary as a user runs it: it announces where it listens and on which store,
 //! serves, finishes a request in flight when told to stop, and refuses bad arguments clearly.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

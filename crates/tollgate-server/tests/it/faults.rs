@@ -6,7 +6,7 @@
 //! and no more allowed than the exact bound (plus one burst where the fault loses the bucket).
 //! Each prints its figures (`cargo nextest run --test faults --no-capture`).
 
-mod support;
+use crate::support;
 
 use support::Tollgate;
 use support::faults::{Figures, bound, under_load};

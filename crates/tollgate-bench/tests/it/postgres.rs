@@ -2,7 +2,7 @@
 //! and answered, tollgate has no errors at READ COMMITTED and does not over-grant, the flaws
 //! are shown (and tollgate has neither), the run drops its schema, and the report renders.
 
-mod support;
+use crate::support;
 
 use tollgate_bench::postgres::{Approach, Isolation, Scenario};
 use tollgate_bench::{PostgresBenchArgs, run_postgres};

@@ -7,7 +7,7 @@
 //! coalesced batch decided in arrival order, and what a key holds (type, size, TTL).
 #![cfg(feature = "redis")]
 
-mod conformance;
+use crate::conformance;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};

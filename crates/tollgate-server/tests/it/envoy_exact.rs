@@ -1,7 +1,7 @@
 //! Three server processes answering Envoy's gRPC API on one Redis and on one PostgreSQL: 64
 //! concurrent clients on one descriptor for 3 s never exceed the exact bound of the algorithm.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

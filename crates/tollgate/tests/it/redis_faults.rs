@@ -3,7 +3,7 @@
 //! recover by themselves once Redis is back.
 #![cfg(feature = "redis")]
 
-mod faults;
+use crate::faults;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! into the script so the store and the model read the same clock.
 #![cfg(feature = "redis")]
 
-mod conformance;
+use crate::conformance;
 
 use std::time::Duration;
 

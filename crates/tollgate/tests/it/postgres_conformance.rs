@@ -3,7 +3,7 @@
 //! decide function (several policies, coalesced batches), at READ COMMITTED and SERIALIZABLE.
 #![cfg(feature = "postgres")]
 
-mod conformance;
+use crate::conformance;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

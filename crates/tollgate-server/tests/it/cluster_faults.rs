@@ -4,7 +4,7 @@
 //! only while the slot has no master, decisions again after, and the exact bound (plus one
 //! burst where the replica had not received the last writes).
 
-mod support;
+use crate::support;
 
 use std::sync::Mutex;
 

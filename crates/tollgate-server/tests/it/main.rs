@@ -1,0 +1,23 @@
+//! The server's integration tests, in one binary: each module drives the real `tollgate`
+//! binary, or the server's library in process, against real stores the test kit starts.
+
+mod support;
+
+mod binary;
+mod cluster_faults;
+mod config;
+mod envoy;
+mod envoy_config;
+mod envoy_exact;
+mod examples;
+mod faults;
+mod flood;
+mod hostile_input;
+mod http;
+mod postgres;
+mod readme_options;
+mod redis;
+mod redis_tls;
+mod reload;
+mod resp;
+mod resp_decoder;

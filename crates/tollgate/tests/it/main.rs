@@ -1,0 +1,22 @@
+//! The library's integration tests, in one binary (linking one is most of what a test run
+//! costs): the conformance suite on every store, exactness, faults, the middleware.
+
+mod conformance;
+mod faults;
+
+mod concurrency;
+mod incompatible;
+mod memory_cap;
+mod memory_conformance;
+mod middleware;
+mod model;
+mod postgres_conformance;
+mod postgres_exactness;
+mod postgres_faults;
+mod postgres_schema;
+mod postgres_windows;
+mod redis_cluster;
+mod redis_conformance;
+mod redis_exactness;
+mod redis_faults;
+mod redis_windows;
