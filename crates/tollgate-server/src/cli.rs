@@ -1,14 +1,22 @@
-//! The command line: `tollgate [serve] [--listen ADDR] [--store URL] ...`.
+//! The command line: `tollgate [serve] [--listen ADDR] [--store URL] ...`, `tollgate migrate`,
+//! `tollgate config check`. This module only parses: each invocation is turned into the
+//! server's own option types ([`crate::options`], [`Overrides`]) before anything runs.
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{ArgMatches, Args, Parser, Subcommand, ValueEnum};
-use serde::Deserialize;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::store::StoreSpec;
+use crate::error::ServeError;
+use crate::options::{
+    self, DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,
+};
+use crate::settings::{Overrides, Settings};
 
 /// tollgate: an exact, distributed token-bucket rate limiter.
 #[derive(Debug, Parser)]
@@ -34,9 +42,6 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create the PostgreSQL schema, table and function (also done on first use).
     Migrate(MigrateArgs),
-    /// Measure a store beside the approaches teams publish, and write the report.
-    #[command(subcommand)]
-    Bench(BenchTarget),
     /// Work with config files.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -56,75 +61,6 @@ pub enum ConfigCommand {
     },
 }
 
-/// `tollgate bench`'s targets.
-#[derive(Debug, Subcommand)]
-pub enum BenchTarget {
-    /// The memory store beside `governor`: ns per check on a hot key, 100k and 1M keys, at 1
-    /// and 2 threads, and bytes per key.
-    Memory(tollgate_bench::MemoryBenchArgs),
-    /// The Redis store beside a Lua script, several commands, and WATCH/MULTI.
-    Redis(tollgate_bench::RedisBenchArgs),
-    /// The PostgreSQL store beside the published PL/pgSQL function.
-    Postgres(tollgate_bench::PostgresBenchArgs),
-    /// The tower middleware (memory store) and the server's own router beside a bare axum
-    /// handler.
-    Http(tollgate_bench::HttpBenchArgs),
-    /// `CL.THROTTLE` on tollgate's Redis-protocol port beside redis-cell and throttlecrab.
-    Resp(tollgate_bench::RespBenchArgs),
-    /// Envoy's `ShouldRateLimit` on tollgate's gRPC listener, memory store and Redis.
-    Grpc(tollgate_bench::GrpcBenchArgs),
-    /// A long run on Redis with a fault every period: latency per period, and memory, file
-    /// descriptors and tasks before and after.
-    Soak(tollgate_bench::SoakArgs),
-    /// Every benchmark in one run, on throwaway servers it starts and stops itself, with an
-    /// index (`index.md`) of the machine and of every goal, met or not.
-    All(AllArgs),
-}
-
-/// `tollgate bench all`.
-#[derive(Debug, Clone, Args)]
-pub struct AllArgs {
-    /// A smoke run: every benchmark cut short (about two minutes in all); its figures are not
-    /// for quoting.
-    #[arg(long)]
-    pub quick: bool,
-    /// Where every report and the index are written.
-    #[arg(long, default_value = "bench-report")]
-    pub out: PathBuf,
-    /// A Redis to use instead of starting one (the benchmarks write their own keys into it).
-    #[arg(long)]
-    pub redis: Option<String>,
-    /// A PostgreSQL to use instead of starting one (the benchmarks make their own schemas).
-    #[arg(long)]
-    pub postgres: Option<String>,
-    /// The nodes of a Redis Cluster to use instead of starting one of three masters
-    /// (comma-separated URLs).
-    #[arg(long, value_delimiter = ',')]
-    pub cluster: Vec<String>,
-    /// Only these benchmarks, comma-separated (default: every one).
-    #[arg(long, value_delimiter = ',')]
-    pub only: Vec<BenchName>,
-}
-
-/// The benchmarks `bench all` runs, in the order it runs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BenchName {
-    /// `bench memory`.
-    Memory,
-    /// `bench redis`.
-    Redis,
-    /// `bench postgres`.
-    Postgres,
-    /// `bench http`.
-    Http,
-    /// `bench resp`.
-    Resp,
-    /// `bench grpc`.
-    Grpc,
-    /// `bench soak`.
-    Soak,
-}
-
 /// `tollgate migrate`.
 #[derive(Debug, Clone, Args)]
 pub struct MigrateArgs {
@@ -141,11 +77,11 @@ pub struct MigrateArgs {
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct PostgresArgs {
     /// The schema holding the buckets table.
-    #[arg(long, default_value = "tollgate")]
+    #[arg(long, default_value = PostgresOptions::DEFAULT_SCHEMA)]
     pub postgres_schema: String,
 
     /// The buckets table.
-    #[arg(long, default_value = "buckets")]
+    #[arg(long, default_value = PostgresOptions::DEFAULT_TABLE)]
     pub postgres_table: String,
 
     /// Create the table UNLOGGED: faster, but a crash empties it (every bucket full again).
@@ -160,22 +96,46 @@ pub struct PostgresArgs {
 
     /// The isolation level: `read-committed` (atomic without retries) or `serializable`
     /// (as distributed SQL runs; conflicts are retried).
-    #[arg(long, value_enum, default_value_t = IsolationArg::ReadCommitted)]
-    pub postgres_isolation: IsolationArg,
+    #[arg(
+        long,
+        default_value = "read-committed",
+        value_parser = PossibleValuesParser::new(["read-committed", "serializable"])
+            .try_map(|name| options::isolation(&name)),
+    )]
+    pub postgres_isolation: options::Isolation,
 
     /// Connections shared by all requests (statements are pipelined on them).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = PostgresOptions::DEFAULT_CONNECTIONS)]
     pub postgres_connections: usize,
 }
 
-/// `--postgres-isolation`, and `[store.postgres] isolation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IsolationArg {
-    /// READ COMMITTED.
-    ReadCommitted,
-    /// SERIALIZABLE.
-    Serializable,
+impl PostgresArgs {
+    /// The options these are, every one as given or defaulted.
+    pub fn options(&self) -> PostgresOptions {
+        PostgresOptions {
+            schema: self.postgres_schema.clone(),
+            table: self.postgres_table.clone(),
+            unlogged: self.postgres_unlogged,
+            synchronous_commit: self.postgres_synchronous_commit,
+            isolation: self.postgres_isolation,
+            connections: self.postgres_connections,
+        }
+    }
+
+    /// Those of these options that `given` says the command line gave.
+    fn given(&self, given: &Given) -> PostgresGiven {
+        PostgresGiven {
+            schema: given.pick("postgres_schema", &self.postgres_schema),
+            table: given.pick("postgres_table", &self.postgres_table),
+            unlogged: given.pick("postgres_unlogged", &self.postgres_unlogged),
+            synchronous_commit: given.pick(
+                "postgres_synchronous_commit",
+                &self.postgres_synchronous_commit,
+            ),
+            isolation: given.pick("postgres_isolation", &self.postgres_isolation),
+            connections: given.pick("postgres_connections", &self.postgres_connections),
+        }
+    }
 }
 
 /// `tollgate serve`.
@@ -188,7 +148,7 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
 
     /// Where the HTTP/JSON API listens; port 0 picks a free port (printed at start).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value_t = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
 
     /// Where the Redis protocol (`CL.THROTTLE`, `THROTTLE`, `TOLLGATE.CHECK`) listens; off
@@ -221,7 +181,7 @@ pub struct ServeArgs {
 
     /// What to answer when the store fails or does not answer in time: `allow` (fail open),
     /// `deny` (fail closed: 503), or `local` (decide in this process's memory meanwhile).
-    #[arg(long, value_enum, default_value_t = OnStoreError::Allow)]
+    #[arg(long, default_value = "allow", value_parser = one_of::<OnStoreError>(&["allow", "deny", "local"]))]
     pub on_store_error: OnStoreError,
 
     /// The bound on one store call, in milliseconds (default: 50 for Redis and memory, 100
@@ -238,12 +198,29 @@ pub struct ServeArgs {
     pub postgres: PostgresArgs,
 
     /// How log lines are written (to stderr): `text` or `json` (one object per line).
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, default_value = "text", value_parser = one_of::<LogFormat>(&["text", "json"]))]
     pub log_format: LogFormat,
+}
 
-    /// The options given on the command line (or by environment), which override the file.
-    #[arg(skip)]
-    pub given: Given,
+impl ServeArgs {
+    /// What these arguments say, of which `given` names the options the command line (or the
+    /// environment) gave: those override the config file; the others are only defaults.
+    pub fn overrides(&self, given: &Given) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            listen: given.pick("listen", &self.listen),
+            resp_listen: self.resp_listen,
+            grpc_listen: self.grpc_listen,
+            envoy_config_dir: self.envoy_config_dir.clone(),
+            envoy_merge_domain_config: self.envoy_merge_domain_config,
+            store: given.pick("store", &self.store),
+            on_store_error: given.pick("on_store_error", &self.on_store_error),
+            store_timeout: self.store_timeout,
+            max_keys: given.pick("max_keys", &self.max_keys),
+            postgres: self.postgres.given(given),
+            log_format: given.pick("log_format", &self.log_format),
+        }
+    }
 }
 
 /// The ids of the options given on the command line or by environment, rather than defaulted.
@@ -272,38 +249,87 @@ impl Given {
     pub fn has(&self, id: &str) -> bool {
         self.0.contains(id)
     }
+
+    /// `value` if the option `id` was given.
+    fn pick<T: Clone>(&self, id: &str, value: &T) -> Option<T> {
+        self.has(id).then(|| value.clone())
+    }
 }
 
-/// `--log-format`, and `[log] format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+/// What a command line asks for, in the server's own terms.
+#[derive(Debug)]
+pub enum Invocation {
+    /// Serve, with these options over the config file's.
+    Serve(Overrides),
+    /// Create the PostgreSQL schema in the database `store` names.
+    Migrate {
+        /// The `--store` given.
+        store: String,
+        /// The PostgreSQL options.
+        postgres: PostgresOptions,
+    },
+    /// Check a config file or an Envoy config directory.
+    CheckConfig {
+        /// The file or directory.
+        path: PathBuf,
+        /// Merge the YAML files that name the same domain.
+        merge_domains: bool,
+    },
 }
 
-/// The fail policy, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnStoreError {
-    /// Fail open: allow.
-    Allow,
-    /// Fail closed: 503.
-    Deny,
-    /// Decide locally, in memory.
-    Local,
-}
-
-impl std::fmt::Display for OnStoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            OnStoreError::Allow => "allow",
-            OnStoreError::Deny => "deny",
-            OnStoreError::Local => "local",
+impl Invocation {
+    /// Reads `argv` (the program's name first), or says why not: clap's error, which prints
+    /// itself as `--help` and `--version` too, and knows its exit code.
+    pub fn parse<I, T>(argv: I) -> Result<Invocation, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(argv)?;
+        let cli = Cli::from_arg_matches(&matches)?;
+        Ok(match cli.command {
+            Some(Command::Serve(args)) => {
+                let given = Given::of(matches.subcommand_matches("serve").unwrap_or(&matches));
+                Invocation::Serve(args.overrides(&given))
+            }
+            None => Invocation::Serve(cli.serve.overrides(&Given::of(&matches))),
+            Some(Command::Migrate(args)) => Invocation::Migrate {
+                store: args.store,
+                postgres: args.postgres.options(),
+            },
+            Some(Command::Config(ConfigCommand::Check {
+                file,
+                envoy_merge_domain_config,
+            })) => Invocation::CheckConfig {
+                path: file,
+                merge_domains: envoy_merge_domain_config,
+            },
         })
     }
+}
+
+/// The settings `tollgate ARGS...` serves with (`argv` without the program's name), its
+/// config file read and checked: how tests, embedders and the benchmarks start a server as the
+/// command line would.
+pub fn serve_settings<I, T>(argv: I) -> Result<Settings, ServeError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let argv = std::iter::once(OsString::from("tollgate")).chain(argv.into_iter().map(Into::into));
+    match Invocation::parse(argv) {
+        Ok(Invocation::Serve(overrides)) => Settings::load(overrides),
+        Ok(_) => Err(ServeError::Args("not a `serve` command line".to_owned())),
+        Err(e) => Err(ServeError::Args(e.to_string())),
+    }
+}
+
+/// A parser of the values `names` into `T`.
+fn one_of<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).try_map(|name| name.parse::<T>())
 }
 
 fn parse_millis(s: &str) -> Result<Duration, String> {

@@ -4,35 +4,27 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{CommandFactory, FromArgMatches};
 use tokio_util::sync::CancellationToken;
-use tollgate_server::cli::{Cli, Command, ConfigCommand, Given, LogFormat};
+use tollgate_server::Settings;
+use tollgate_server::cli::Invocation;
+use tollgate_server::options::LogFormat;
 
 /// How long requests in flight get to finish after a signal before the process exits anyway.
 const GRACE: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
-        Ok(cli) => cli,
-        Err(e) => e.exit(),
-    };
-    let mut args = match cli.command {
-        Some(Command::Serve(args)) => args,
-        Some(Command::Migrate(args)) => {
+    let overrides = match Invocation::parse(std::env::args_os()) {
+        Ok(Invocation::Serve(overrides)) => overrides,
+        Ok(Invocation::Migrate { store, postgres }) => {
             init_logs(LogFormat::Text);
-            return report(tollgate_server::migrate(args).await);
+            return report(tollgate_server::migrate(store, postgres).await);
         }
-        Some(Command::Bench(target)) => {
-            init_logs(LogFormat::Text);
-            return report(tollgate_server::bench(target).await);
-        }
-        Some(Command::Config(ConfigCommand::Check {
-            file,
-            envoy_merge_domain_config,
-        })) => {
-            return match tollgate_server::check_config(&file, envoy_merge_domain_config) {
+        Ok(Invocation::CheckConfig {
+            path,
+            merge_domains,
+        }) => {
+            return match tollgate_server::check_config(&path, merge_domains) {
                 Ok(report) => {
                     print!("{report}");
                     ExitCode::SUCCESS
@@ -43,11 +35,10 @@ async fn main() -> ExitCode {
                 }
             };
         }
-        None => cli.serve,
+        Err(e) => e.exit(),
     };
-    args.given = Given::of(matches.subcommand_matches("serve").unwrap_or(&matches));
     // A bad config file stops the server before anything starts.
-    let settings = match tollgate_server::prepare(&args) {
+    let settings = match Settings::load(overrides) {
         Ok(settings) => settings,
         Err(e) => return report(Err(e)),
     };
@@ -60,7 +51,7 @@ async fn main() -> ExitCode {
 
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let server = tollgate_server::serve(args, settings, shutdown.clone());
+    let server = tollgate_server::serve(settings, shutdown.clone());
     let outcome = tokio::select! {
         outcome = server => outcome,
         () = async { shutdown.cancelled().await; tokio::time::sleep(GRACE).await } => {

@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::ServeArgs;
 use crate::config::Config;
 use crate::envoy::Envoy;
-use crate::http::AppState;
-use crate::settings::Settings;
+use crate::limiter::Limiter;
+use crate::settings::{Settings, check_policies};
 
 /// How often the file is read.
 pub(crate) const POLL: Duration = Duration::from_millis(250);
@@ -25,9 +24,8 @@ pub(crate) const POLL: Duration = Duration::from_millis(250);
 /// Reloads `path` until `shutdown`; `running` is what the server started with.
 pub(crate) async fn watch(
     path: PathBuf,
-    args: ServeArgs,
     running: Settings,
-    state: Arc<AppState>,
+    state: Arc<Limiter>,
     envoy: Option<Arc<Envoy>>,
     shutdown: CancellationToken,
 ) {
@@ -39,7 +37,6 @@ pub(crate) async fn watch(
         reload(
             &path,
             now.as_deref(),
-            &args,
             &running,
             &state,
             envoy.as_deref(),
@@ -101,9 +98,8 @@ pub(crate) async fn on_change<T, R, F>(
 fn reload(
     path: &std::path::Path,
     bytes: Option<&[u8]>,
-    args: &ServeArgs,
     running: &Settings,
-    state: &AppState,
+    state: &Limiter,
     envoy: Option<&Envoy>,
     forced: bool,
 ) {
@@ -113,8 +109,8 @@ fn reload(
         None => Config::load(path),
     };
     let config = loaded.and_then(|config| {
-        let settings = Settings::resolve(args, Some(&config));
-        crate::check_policies(Some(path), &running.store, &settings.policies)?;
+        let settings = Settings::resolve(running.overrides.clone(), Some(&config));
+        check_policies(Some(path), &running.store, &settings.policies)?;
         Ok(settings)
     });
     let settings = match config {
@@ -125,7 +121,7 @@ fn reload(
             return;
         }
     };
-    for changed in needs_restart(running, &settings) {
+    for changed in running.needing_restart(&settings) {
         tracing::warn!(
             setting = changed,
             "the config file changes a setting that takes effect on restart only; the running value stays"
@@ -144,35 +140,4 @@ fn reload(
         inline_policies = settings.inline_policies,
         "config reloaded"
     );
-}
-
-/// The settings that differ between `running` and `new` and need a restart to change.
-fn needs_restart(running: &Settings, new: &Settings) -> Vec<&'static str> {
-    let mut changed = Vec::new();
-    let mut differ = |name, differs: bool| {
-        if differs {
-            changed.push(name);
-        }
-    };
-    differ("http.listen", running.listen != new.listen);
-    differ("store.url", running.store != new.store);
-    differ(
-        "store.on_error",
-        running.on_store_error != new.on_store_error,
-    );
-    differ("store.timeout", running.store_timeout != new.store_timeout);
-    differ("store.max_keys", running.max_keys != new.max_keys);
-    differ("store.postgres", running.postgres != new.postgres);
-    differ("log.format", running.log_format != new.log_format);
-    differ("resp.listen", running.resp_listen != new.resp_listen);
-    differ("resp", running.resp != new.resp);
-    differ(
-        "grpc.listen, grpc.config_dir or grpc.merge_domain_config",
-        match (&running.grpc, &new.grpc) {
-            (Some(a), Some(b)) => a.needs_restart(b),
-            (None, None) => false,
-            _ => true,
-        },
-    );
-    changed
 }

@@ -1,19 +1,54 @@
-//! What the server runs with: the command line's defaults, overridden by the config file,
-//! overridden by the options given on the command line (never by a flag's default).
+//! What the server runs with: the defaults, overridden by the config file, overridden by the
+//! options given on the command line ([`Overrides`]; never by a flag's default).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{LogFormat, OnStoreError, PostgresArgs, ServeArgs};
-use crate::config::{Config, Policies};
+use crate::config::{Config, ConfigError};
 use crate::envoy::{EnvoyAlgorithm, EnvoySettings};
+use crate::error::ServeError;
+use crate::limiter::Policies;
+use crate::options::{
+    DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,
+};
 use crate::resp::RespSettings;
-use crate::store::StoreSpec;
+
+/// What the command line says: each option it gave, `None` where it is silent (then the
+/// config file, or else the default, decides).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// The config file.
+    pub config: Option<PathBuf>,
+    /// Where HTTP listens.
+    pub listen: Option<SocketAddr>,
+    /// Where RESP listens.
+    pub resp_listen: Option<SocketAddr>,
+    /// Where gRPC listens.
+    pub grpc_listen: Option<SocketAddr>,
+    /// The Envoy config directory.
+    pub envoy_config_dir: Option<PathBuf>,
+    /// Merge the Envoy files of one domain.
+    pub envoy_merge_domain_config: bool,
+    /// The store.
+    pub store: Option<StoreSpec>,
+    /// The fail policy.
+    pub on_store_error: Option<OnStoreError>,
+    /// The bound on one store call.
+    pub store_timeout: Option<Duration>,
+    /// The most keys held in memory.
+    pub max_keys: Option<usize>,
+    /// The PostgreSQL store's options.
+    pub postgres: PostgresGiven,
+    /// How logs are written.
+    pub log_format: Option<LogFormat>,
+}
 
 /// The server's settings, resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// What the command line said, which every reload of the config file resolves under.
+    pub overrides: Overrides,
     /// The config file, if any.
     pub config: Option<PathBuf>,
     /// What the config file held when these settings were read from it.
@@ -29,7 +64,7 @@ pub struct Settings {
     /// The most keys held in memory.
     pub max_keys: usize,
     /// The PostgreSQL store's options.
-    pub postgres: PostgresArgs,
+    pub postgres: PostgresOptions,
     /// Whether `/v1/check` takes numbers from the client.
     pub inline_policies: bool,
     /// How logs are written.
@@ -45,37 +80,39 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `args` over `file` over the defaults.
-    pub fn resolve(args: &ServeArgs, file: Option<&Config>) -> Settings {
-        let given = |id: &str| args.given.has(id);
-        // The flag when given, else the file's value when it has one, else the flag's default.
-        macro_rules! pick {
-            ($id:literal, $flag:expr, $file:expr) => {
-                match ($file, given($id)) {
-                    (Some(value), false) => value,
-                    _ => $flag,
-                }
-            };
-        }
+    /// The settings `overrides` ask for: the config file they name (or none: the embedded
+    /// default) under them, its policies checked against the store.
+    pub fn load(overrides: Overrides) -> Result<Settings, ServeError> {
+        let config = overrides.config.as_deref().map(Config::load).transpose()?;
+        let settings = Settings::resolve(overrides, config.as_ref());
+        check_policies(
+            settings.config.as_deref(),
+            &settings.store,
+            &settings.policies,
+        )?;
+        Ok(settings)
+    }
+
+    /// `overrides` over `file` over the defaults.
+    pub fn resolve(overrides: Overrides, file: Option<&Config>) -> Settings {
+        let cli = &overrides;
         let f = file;
-        let pg = f.map(|c| c.postgres.clone()).unwrap_or_default();
-        let store = pick!("store", args.store.clone(), f.and_then(|c| c.store.clone()));
+        let store = cli
+            .store
+            .clone()
+            .or_else(|| f.and_then(|c| c.store.clone()))
+            .unwrap_or(StoreSpec::Memory);
         let timeout_default = match store {
             StoreSpec::Postgres(_) => tollgate::store::postgres::DEFAULT_TIMEOUT,
             _ => tollgate::store::redis::DEFAULT_TIMEOUT,
         };
-        let store_timeout = match (args.store_timeout, f.and_then(|c| c.store_timeout)) {
-            (Some(flag), _) => flag,
-            (None, Some(file)) => file,
-            (None, None) => timeout_default,
-        };
         let grpc = f.map(|c| c.grpc.clone()).unwrap_or_default();
-        let grpc_listen = args.grpc_listen.or(grpc.listen);
-        let config_dir = args.envoy_config_dir.clone().or(grpc.config_dir);
+        let grpc_listen = cli.grpc_listen.or(grpc.listen);
+        let config_dir = cli.envoy_config_dir.clone().or(grpc.config_dir);
         let grpc = (grpc_listen.is_some() || config_dir.is_some()).then(|| EnvoySettings {
             listen: grpc_listen.unwrap_or(crate::envoy::DEFAULT_LISTEN),
             config_dir,
-            merge_domain_config: args.envoy_merge_domain_config
+            merge_domain_config: cli.envoy_merge_domain_config
                 || grpc.merge_domain_config.unwrap_or(false),
             algorithm: grpc.algorithm.unwrap_or(EnvoyAlgorithm::FixedWindow),
             domain_algorithms: grpc.domain_algorithms,
@@ -91,57 +128,37 @@ impl Settings {
                 .near_limit_ratio
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
         });
+        let postgres = PostgresOptions::default()
+            .with(&f.map(|c| c.postgres.clone()).unwrap_or_default())
+            .with(&cli.postgres);
         Settings {
             config: f.map(|c| c.path.clone()),
             config_text: f.map(|c| c.text.clone()),
-            listen: pick!("listen", args.listen, f.and_then(|c| c.listen)),
+            listen: cli
+                .listen
+                .or_else(|| f.and_then(|c| c.listen))
+                .unwrap_or(DEFAULT_LISTEN),
             store,
-            on_store_error: pick!(
-                "on_store_error",
-                args.on_store_error,
-                f.and_then(|c| c.on_store_error)
-            ),
-            store_timeout,
-            max_keys: pick!("max_keys", args.max_keys, f.and_then(|c| c.max_keys)),
-            postgres: PostgresArgs {
-                postgres_schema: pick!(
-                    "postgres_schema",
-                    args.postgres.postgres_schema.clone(),
-                    pg.schema
-                ),
-                postgres_table: pick!(
-                    "postgres_table",
-                    args.postgres.postgres_table.clone(),
-                    pg.table
-                ),
-                postgres_unlogged: pick!(
-                    "postgres_unlogged",
-                    args.postgres.postgres_unlogged,
-                    pg.unlogged
-                ),
-                postgres_synchronous_commit: pick!(
-                    "postgres_synchronous_commit",
-                    args.postgres.postgres_synchronous_commit,
-                    pg.synchronous_commit
-                ),
-                postgres_isolation: pick!(
-                    "postgres_isolation",
-                    args.postgres.postgres_isolation,
-                    pg.isolation
-                ),
-                postgres_connections: pick!(
-                    "postgres_connections",
-                    args.postgres.postgres_connections,
-                    pg.connections
-                ),
-            },
+            on_store_error: cli
+                .on_store_error
+                .or_else(|| f.and_then(|c| c.on_store_error))
+                .unwrap_or(OnStoreError::Allow),
+            store_timeout: cli
+                .store_timeout
+                .or_else(|| f.and_then(|c| c.store_timeout))
+                .unwrap_or(timeout_default),
+            max_keys: cli
+                .max_keys
+                .or_else(|| f.and_then(|c| c.max_keys))
+                .unwrap_or(tollgate::store::memory::DEFAULT_MAX_KEYS),
+            postgres,
             inline_policies: f.and_then(|c| c.inline_policies).unwrap_or(true),
-            log_format: pick!("log_format", args.log_format, f.and_then(|c| c.log_format)),
+            log_format: cli
+                .log_format
+                .or_else(|| f.and_then(|c| c.log_format))
+                .unwrap_or(LogFormat::Text),
             policies: f.map(|c| c.policies.clone()).unwrap_or_default(),
-            resp_listen: match (args.resp_listen, f.and_then(|c| c.resp_listen)) {
-                (Some(flag), _) => Some(flag),
-                (None, file) => file,
-            },
+            resp_listen: cli.resp_listen.or_else(|| f.and_then(|c| c.resp_listen)),
             resp: RespSettings {
                 password: f.and_then(|c| c.resp_password.clone()),
                 idle_timeout: f
@@ -152,6 +169,60 @@ impl Settings {
                     .unwrap_or(crate::resp::DEFAULT_MAX_CONNECTIONS),
             },
             grpc,
+            overrides,
         }
     }
+
+    /// The settings that differ between these (running) and `new`, and need a restart to
+    /// change.
+    pub fn needing_restart(&self, new: &Settings) -> Vec<&'static str> {
+        let running = self;
+        let mut changed = Vec::new();
+        let mut differ = |name, differs: bool| {
+            if differs {
+                changed.push(name);
+            }
+        };
+        differ("http.listen", running.listen != new.listen);
+        differ("store.url", running.store != new.store);
+        differ(
+            "store.on_error",
+            running.on_store_error != new.on_store_error,
+        );
+        differ("store.timeout", running.store_timeout != new.store_timeout);
+        differ("store.max_keys", running.max_keys != new.max_keys);
+        differ("store.postgres", running.postgres != new.postgres);
+        differ("log.format", running.log_format != new.log_format);
+        differ("resp.listen", running.resp_listen != new.resp_listen);
+        differ("resp", running.resp != new.resp);
+        differ(
+            "grpc.listen, grpc.config_dir or grpc.merge_domain_config",
+            match (&running.grpc, &new.grpc) {
+                (Some(a), Some(b)) => a.needs_restart(b),
+                (None, None) => false,
+                _ => true,
+            },
+        );
+        changed
+    }
+}
+
+/// Refuses policies the store cannot decide (numbers beyond its range), naming where the file
+/// defines each.
+pub(crate) fn check_policies(
+    file: Option<&Path>,
+    store: &StoreSpec,
+    policies: &Policies,
+) -> Result<(), ConfigError> {
+    for p in policies.iter() {
+        if let Err(e) = store.supports(&p.policy) {
+            return Err(ConfigError {
+                file: file.map(Path::to_owned).unwrap_or_default(),
+                at: Some(p.defined_at),
+                field: format!("policies.{}.{}", p.name, e.field()),
+                message: format!("the {store} store cannot decide it: {e}"),
+            });
+        }
+    }
+    Ok(())
 }

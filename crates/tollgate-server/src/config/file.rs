@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cli::{IsolationArg, LogFormat, OnStoreError};
 use crate::envoy::EnvoyAlgorithm;
+use crate::options::{LogFormat, OnStoreError};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,7 +45,7 @@ pub(super) struct PostgresFile {
     pub(super) table: Option<String>,
     pub(super) unlogged: Option<bool>,
     pub(super) synchronous_commit: Option<bool>,
-    pub(super) isolation: Option<IsolationArg>,
+    pub(super) isolation: Option<Spanned<String>>,
     pub(super) connections: Option<Spanned<u64>>,
 }
 

@@ -29,12 +29,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
-pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
 use toml::Spanned;
 
-use crate::cli::{IsolationArg, LogFormat, OnStoreError};
 use crate::envoy::EnvoyAlgorithm;
-use crate::store::StoreSpec;
+use crate::limiter::Policies;
+use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec};
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.
 #[derive(Debug, Clone)]
@@ -52,7 +51,7 @@ pub struct Config {
     /// `[store] max_keys`.
     pub max_keys: Option<usize>,
     /// `[store.postgres]`.
-    pub postgres: PostgresConfig,
+    pub postgres: PostgresGiven,
     /// `[http] listen`.
     pub listen: Option<SocketAddr>,
     /// `[http] inline_policies`.
@@ -96,23 +95,6 @@ pub struct GrpcConfig {
     pub header_names: [Option<String>; 3],
     /// `near_limit_ratio`.
     pub near_limit_ratio: Option<f64>,
-}
-
-/// `[store.postgres]`: what it sets.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PostgresConfig {
-    /// `schema`.
-    pub schema: Option<String>,
-    /// `table`.
-    pub table: Option<String>,
-    /// `unlogged`.
-    pub unlogged: Option<bool>,
-    /// `synchronous_commit`.
-    pub synchronous_commit: Option<bool>,
-    /// `isolation`.
-    pub isolation: Option<IsolationArg>,
-    /// `connections`.
-    pub connections: Option<usize>,
 }
 
 impl Config {
@@ -175,6 +157,12 @@ impl Config {
             &at_least_one,
             &refuse,
         )?;
+        let isolation = checked(
+            pg.isolation,
+            "store.postgres.isolation",
+            &|name: &String| options::isolation(name),
+            &refuse,
+        )?;
         let resp_idle_timeout = checked(
             file.resp.idle_timeout,
             "resp.idle_timeout",
@@ -223,7 +211,7 @@ impl Config {
             ],
             near_limit_ratio,
         };
-        let policies = Policies::compile(file.policies, &refuse, &|offset| {
+        let policies = policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
         })?;
         Ok(Config {
@@ -233,12 +221,12 @@ impl Config {
             store_timeout,
             on_store_error: file.store.on_error,
             max_keys,
-            postgres: PostgresConfig {
+            postgres: PostgresGiven {
                 schema: pg.schema,
                 table: pg.table,
                 unlogged: pg.unlogged,
                 synchronous_commit: pg.synchronous_commit,
-                isolation: pg.isolation,
+                isolation,
                 connections,
             },
             listen: file.http.listen,

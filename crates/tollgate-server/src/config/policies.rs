@@ -1,104 +1,56 @@
 //! `[policies.NAME]`: the named policies, checked and built.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
 
 use tollgate::{Policy, PolicyError};
 use toml::Spanned;
 
 use super::ConfigError;
 use super::file::{AlgorithmName, PolicyFile};
-
-/// The most policies a file may name: each has its own metrics series and entry in memory.
-pub const MAX_POLICIES: usize = 4096;
+use crate::limiter::{MAX_POLICIES, NamedPolicy, Policies};
 
 /// The longest policy name (a bucket's name in every store).
 const MAX_NAME: usize = 64;
 
-/// A configured policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamedPolicy {
-    /// Its name, which names its buckets in the store.
-    pub name: Arc<str>,
-    /// Its numbers.
-    pub policy: Policy,
-    /// Decided and charged, but never denies.
-    pub shadow: bool,
-    /// Where the file defines it: line and column of its name.
-    pub defined_at: (usize, usize),
-}
-
-/// The configured policies, by name, listed sorted by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Policies {
-    by_name: HashMap<Arc<str>, NamedPolicy>,
-    sorted: Vec<Arc<str>>,
-}
-
-impl Policies {
-    /// The policy named `name`.
-    pub fn get(&self, name: &str) -> Option<&NamedPolicy> {
-        self.by_name.get(name)
+/// The file's `[policies.*]`, checked: each refusal made by `refuse`, each policy's place
+/// found by `locate`.
+pub(super) fn compile(
+    file: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
+    refuse: &Refuse<'_>,
+    locate: &dyn Fn(usize) -> (usize, usize),
+) -> Result<Policies, ConfigError> {
+    let Some(file) = file else {
+        return Ok(Policies::default());
+    };
+    let span = file.span();
+    let file = file.into_inner();
+    if file.len() > MAX_POLICIES {
+        return Err(refuse(
+            Some(span),
+            "policies",
+            format!(
+                "{} policies; at most {MAX_POLICIES} are allowed",
+                file.len()
+            ),
+        ));
     }
-
-    /// Every policy, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &NamedPolicy> {
-        self.sorted.iter().filter_map(|name| self.by_name.get(name))
+    let mut policies = Policies::default();
+    for (name, p) in file {
+        let field = format!("policies.{name}");
+        let span = p.span();
+        check_name(&name).map_err(|e| refuse(Some(span.clone()), &field, e))?;
+        let (policy, shadow) = compile_one(p.get_ref()).map_err(|(span, key, message)| {
+            refuse(Some(span), &format!("{field}.{key}"), message)
+        })?;
+        policies.insert(NamedPolicy {
+            name: name.into(),
+            policy,
+            shadow,
+            defined_at: locate(span.start),
+        });
     }
-
-    /// How many there are.
-    pub fn len(&self) -> usize {
-        self.sorted.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.sorted.is_empty()
-    }
-
-    pub(super) fn compile(
-        file: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
-        refuse: &Refuse<'_>,
-        locate: &dyn Fn(usize) -> (usize, usize),
-    ) -> Result<Policies, ConfigError> {
-        let Some(file) = file else {
-            return Ok(Policies::default());
-        };
-        let span = file.span();
-        let file = file.into_inner();
-        if file.len() > MAX_POLICIES {
-            return Err(refuse(
-                Some(span),
-                "policies",
-                format!(
-                    "{} policies; at most {MAX_POLICIES} are allowed",
-                    file.len()
-                ),
-            ));
-        }
-        let mut policies = Policies::default();
-        for (name, p) in file {
-            let field = format!("policies.{name}");
-            let span = p.span();
-            check_name(&name).map_err(|e| refuse(Some(span.clone()), &field, e))?;
-            let (policy, shadow) = compile_one(p.get_ref()).map_err(|(span, key, message)| {
-                refuse(Some(span), &format!("{field}.{key}"), message)
-            })?;
-            let name: Arc<str> = name.into();
-            policies.sorted.push(Arc::clone(&name));
-            policies.by_name.insert(
-                Arc::clone(&name),
-                NamedPolicy {
-                    name,
-                    policy,
-                    shadow,
-                    defined_at: locate(span.start),
-                },
-            );
-        }
-        Ok(policies)
-    }
+    Ok(policies)
 }
 
 /// A name fit for a store key, a metrics label and a header: letters, digits, `_`, `-`, `.`.

@@ -23,7 +23,8 @@ use super::config::{Rule, Unit};
 use super::limits::{self, Lookup};
 use super::metrics::Counters;
 use super::{EnvoyAlgorithm, Loaded};
-use crate::http::AppState;
+use crate::limiter::rounds::Rounds;
+use crate::limiter::{DecideError, Limiter};
 
 /// The most descriptors a request may carry.
 pub const MAX_DESCRIPTORS: usize = 64;
@@ -76,7 +77,7 @@ enum Part {
 
 /// Decides `request` under `loaded`, through `app`.
 pub async fn decide(
-    app: &AppState,
+    app: &Limiter,
     loaded: &Loaded,
     metrics: &super::EnvoyMetrics,
     request: &RateLimitRequest,
@@ -195,6 +196,7 @@ pub async fn decide(
     refund(app, &name, &mut buckets, algorithm).await?;
     decide_rounds(app, &name, &parts, &mut buckets, global_shadow).await?;
 
+    let flags = denied(&buckets);
     let near_ratio = loaded.settings.near_limit_ratio;
     let now = wall_clock();
     let mut statuses = Vec::with_capacity(parts.len());
@@ -219,7 +221,7 @@ pub async fn decide(
                 counters,
             } => {
                 let b = &buckets[*bucket];
-                let over = over_limit(part, &buckets);
+                let over = over_limit(part, &flags);
                 // The descriptor's own shadow mode makes its code OK; the server-wide switch
                 // leaves the codes and makes only the overall code OK, as in
                 // envoyproxy/ratelimit.
@@ -268,7 +270,7 @@ pub async fn decide(
         };
         statuses.push(status);
     }
-    let over = request_over(&parts, &buckets, false);
+    let over = request_over(&parts, &flags, false);
     let mut response = RateLimitResponse {
         overall_code: if over && !global_shadow {
             Code::OverLimit
@@ -380,9 +382,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Decides the buckets in rounds (see the module's comment).
+/// Decides the counted buckets in rounds (see the module's comment and [`Rounds`]).
 async fn decide_rounds(
-    app: &AppState,
+    app: &Limiter,
     name: &str,
     parts: &[Part],
     buckets: &mut [Bucket],
@@ -391,57 +393,48 @@ async fn decide_rounds(
     let counted: Vec<usize> = (0..buckets.len())
         .filter(|&b| !buckets[b].negative && buckets[b].policy.is_some())
         .collect();
-    // Each round but the last leaves out at least one more bucket.
-    for _ in 0..=counted.len() {
-        let over = request_over(parts, buckets, global_shadow);
+    let mut rounds = Rounds::new(counted.iter().map(|&b| buckets[b].denied).collect());
+    {
+        let view: &[Bucket] = buckets;
         let checks: Vec<Check<'_>> = counted
             .iter()
             .filter_map(|&b| {
-                let bucket = &buckets[b];
-                let cost = if over || bucket.denied {
-                    0
-                } else {
-                    bucket.cost
-                };
+                let bucket = &view[b];
                 bucket
                     .policy
-                    .map(|p| Check::new(p, &bucket.key, cost).named(name))
+                    .map(|p| Check::new(p, &bucket.key, bucket.cost).named(name))
             })
             .collect();
-        if checks.is_empty() {
-            return Ok(());
-        }
-        let verdict = app.decide(&checks).await.map_err(refused)?;
-        let allowed = verdict.allowed();
-        for (&b, decision) in counted.iter().zip(verdict.decisions) {
-            let bucket = &mut buckets[b];
-            if bucket.denied {
-                // Left out: keep the decision that denied it (or the peek, if none did).
-                bucket.decision.get_or_insert(decision);
-                continue;
+        let others = denied(view);
+        let denies = |denied: &[bool]| {
+            let mut all = others.clone();
+            for (&b, &d) in counted.iter().zip(denied) {
+                all[b] = d;
             }
-            bucket.decision = Some(decision);
-            bucket.denied = !decision.allowed;
-        }
-        // Allowed: every bucket not left out was charged. Over: nothing was, nor should be.
-        // Otherwise only left-out descriptors denied, and the call charged nothing: again.
-        if allowed || over || request_over(parts, buckets, global_shadow) {
-            return Ok(());
-        }
+            request_over(parts, &all, global_shadow)
+        };
+        rounds.decide(app, &checks, denies).await?;
     }
-    Err(Refused::Unavailable(
-        "the store kept denying descriptors that do not deny the request".to_owned(),
-    ))
+    for ((&b, denied), decision) in counted.iter().zip(rounds.denied).zip(rounds.decisions) {
+        buckets[b].denied = denied;
+        buckets[b].decision = decision.or(buckets[b].decision);
+    }
+    Ok(())
 }
 
-/// Whether the descriptor of `part` is over its limit.
-fn over_limit(part: &Part, buckets: &[Bucket]) -> bool {
+/// Whether each bucket is over its limit.
+fn denied(buckets: &[Bucket]) -> Vec<bool> {
+    buckets.iter().map(|b| b.denied).collect()
+}
+
+/// Whether the descriptor of `part` is over its limit, `denied` telling which buckets are.
+fn over_limit(part: &Part, denied: &[bool]) -> bool {
     match part {
         Part::Counted {
             bucket,
             negative: false,
             ..
-        } => buckets[*bucket].denied,
+        } => denied[*bucket],
         _ => false,
     }
 }
@@ -449,7 +442,7 @@ fn over_limit(part: &Part, buckets: &[Bucket]) -> bool {
 /// Whether the request is over, by envoyproxy/ratelimit's rule: a descriptor over its limit
 /// that is neither in shadow nor in quota mode, or every quota descriptor over (one in shadow
 /// mode never is). Under the server-wide shadow switch (`global_shadow`), never.
-fn request_over(parts: &[Part], buckets: &[Bucket], global_shadow: bool) -> bool {
+fn request_over(parts: &[Part], denied: &[bool], global_shadow: bool) -> bool {
     if global_shadow {
         return false;
     }
@@ -458,7 +451,7 @@ fn request_over(parts: &[Part], buckets: &[Bucket], global_shadow: bool) -> bool
         let Part::Counted { limit, .. } = part else {
             continue;
         };
-        let over = over_limit(part, buckets) && !limit.rule.shadow_mode;
+        let over = over_limit(part, denied) && !limit.rule.shadow_mode;
         if limit.rule.quota_mode {
             quota += 1;
             quota_over += usize::from(over);
@@ -480,7 +473,7 @@ fn stricter(a: Option<Policy>, b: Option<Policy>) -> Option<Policy> {
 /// Gives back the hits of the descriptors marked `is_negative_hits`, in one store call. A
 /// refund the store cannot make (it is down) is dropped: giving nothing back is the safe side.
 async fn refund(
-    app: &AppState,
+    app: &Limiter,
     name: &str,
     buckets: &mut [Bucket],
     algorithm: EnvoyAlgorithm,
@@ -522,10 +515,12 @@ async fn refund(
     Ok(())
 }
 
-fn refused(error: StoreError) -> Refused {
-    match error {
-        StoreError::Check(e) => Refused::Invalid(e.to_string()),
-        e => Refused::Unavailable(e.to_string()),
+impl From<DecideError> for Refused {
+    fn from(error: DecideError) -> Refused {
+        match error {
+            DecideError::CostExceedsCapacity(m) | DecideError::InvalidKey(m) => Refused::Invalid(m),
+            e => Refused::Unavailable(e.to_string()),
+        }
     }
 }
 

@@ -26,7 +26,8 @@ use serde_json::{Map, Value, json};
 use super::Envoy;
 use super::config::Unit;
 use super::decide::{self, Refused};
-use crate::http::problem::Problem;
+use crate::web::body;
+use crate::web::problem::Problem;
 
 /// `/json` and `/rlconfig`, to merge into the HTTP router.
 pub fn routes(envoy: Arc<Envoy>) -> Router {
@@ -42,7 +43,7 @@ async fn rlconfig(State(envoy): State<Arc<Envoy>>) -> Response {
 }
 
 async fn answer(State(envoy): State<Arc<Envoy>>, body: Body) -> Response {
-    let bytes = match crate::http::read_body(body).await {
+    let bytes = match body::read(body).await {
         Ok(bytes) => bytes,
         Err(problem) => return problem.into_response(),
     };

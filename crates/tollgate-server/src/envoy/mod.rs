@@ -24,7 +24,7 @@ use std::sync::PoisonError;
 use arc_swap::ArcSwap;
 use serde::Deserialize;
 
-use crate::http::AppState;
+use crate::limiter::Limiter;
 use config::{EnvoyConfig, LoadError};
 use metrics::EnvoyMetrics;
 
@@ -120,7 +120,7 @@ pub struct Loaded {
 /// The Envoy front end's state, shared by the gRPC service, `/json`, `/rlconfig` and the
 /// reloads.
 pub struct Envoy {
-    app: Arc<AppState>,
+    app: Arc<Limiter>,
     loaded: ArcSwap<Loaded>,
     /// Held while `loaded` is replaced: the directory's watcher and the TOML file's each
     /// change one half of it, and neither may undo the other's change.
@@ -132,10 +132,10 @@ impl Envoy {
     /// Answers with `config` under `settings`, deciding through `app`, or says which limit
     /// its store cannot decide.
     pub fn new(
-        app: Arc<AppState>,
+        app: Arc<Limiter>,
         config: EnvoyConfig,
         settings: EnvoySettings,
-    ) -> Result<Envoy, crate::ServeError> {
+    ) -> Result<Envoy, crate::error::ServeError> {
         check_store(&app, &config, &settings)?;
         let metrics = EnvoyMetrics::new(app.metrics())?;
         let series = metrics.series(&config);
@@ -193,7 +193,7 @@ impl Envoy {
     }
 
     /// The state the decisions go through.
-    pub fn app(&self) -> &AppState {
+    pub fn app(&self) -> &Limiter {
         &self.app
     }
 }
@@ -202,7 +202,7 @@ impl Envoy {
 /// Redis store computes in Lua's doubles, so a sliding counter over a year of many requests
 /// is beyond it), naming the first such limit.
 pub fn check_store(
-    app: &AppState,
+    app: &Limiter,
     config: &EnvoyConfig,
     settings: &EnvoySettings,
 ) -> Result<(), LoadError> {

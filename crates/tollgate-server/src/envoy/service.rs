@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status};
 
 use super::Envoy;
 use super::decide::{self, Refused};
-use crate::http::conn::Counted;
+use crate::web::conn::Counted;
 
 /// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.
@@ -70,5 +70,5 @@ pub async fn serve(
         .add_service(rls)
         .prepare()
         .into_axum_router();
-    crate::http::serve(listener, router, shutdown).await
+    crate::web::serve(listener, router, shutdown).await
 }

@@ -6,59 +6,36 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use std::fmt::Write as _;
 
-use tollgate::{CheckError, Decision, StoreError, headers};
+use tollgate::{Decision, headers};
 
-use super::AppState;
-use super::decide::{Decided, decide};
-use super::live::Entry;
-use super::problem::Problem;
-use super::request::{CheckRequest, Target};
-
-/// The longest body accepted, in bytes.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+use super::request::CheckRequest;
+use crate::limiter::{Decided, Entry, Limiter, Target};
+use crate::web::body;
+use crate::web::problem::Problem;
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-pub(super) async fn check(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    let request = match read_body(body).await.and_then(|b| CheckRequest::parse(&b)) {
+pub(super) async fn check(State(limiter): State<Arc<Limiter>>, body: Body) -> Response {
+    let request = match body::read(body).await.and_then(|b| CheckRequest::parse(&b)) {
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
-    let entries = match state.live.load().resolve(&request.target) {
+    let entries = match limiter.live().resolve(&request.target) {
         Ok(entries) => entries,
-        Err(problem) => return problem.into_response(),
+        Err(e) => return Problem::from(e).into_response(),
     };
-    match decide(&state, entries, request.key.as_bytes(), request.cost).await {
+    match limiter
+        .decide_entries(entries, request.key.as_bytes(), request.cost)
+        .await
+    {
         Ok(decided) => {
             let listed = matches!(request.target, Target::Named { listed: true, .. });
             answer_decided(&decided, listed, None)
         }
-        Err(problem) => problem.into_response(),
-    }
-}
-
-/// The problem to answer for a store's error.
-pub(super) fn store_problem(error: StoreError) -> Problem {
-    match error {
-        StoreError::Check(e @ CheckError::CostExceedsCapacity { .. }) => {
-            Problem::invalid_field("cost", e.to_string())
-        }
-        StoreError::Check(e) => Problem::invalid_field("key", e.to_string()),
-        e => Problem::store_unavailable(e.to_string()),
-    }
-}
-
-pub(crate) async fn read_body(body: Body) -> Result<axum::body::Bytes, Problem> {
-    match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(MAX_BODY_BYTES)),
-        Err(e) => Err(Problem::malformed_body(format!(
-            "the body could not be read: {e}"
-        ))),
+        Err(e) => Problem::from(e).into_response(),
     }
 }
 

@@ -8,17 +8,18 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tollgate::Algorithm;
 
-use super::AppState;
+use crate::limiter::Limiter;
+use crate::options;
 
-pub(super) async fn list(State(state): State<Arc<AppState>>) -> Response {
-    let live = state.live.load();
+pub(super) async fn list(State(limiter): State<Arc<Limiter>>) -> Response {
+    let live = limiter.live();
     let policies: Vec<Value> = live
         .policies
         .iter()
         .map(|p| {
             let mut v = json!({
                 "name": &*p.name,
-                "algorithm": algorithm(p.policy.algorithm()),
+                "algorithm": options::algorithm_name(p.policy.algorithm()),
                 "capacity": p.policy.capacity(),
                 "period_ms": p.policy.period().as_u64() / 1_000_000,
                 "shadow": p.shadow,
@@ -39,14 +40,4 @@ pub(super) async fn list(State(state): State<Arc<AppState>>) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-/// The config file's name of an algorithm.
-pub fn algorithm(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::TokenBucket => "token_bucket",
-        Algorithm::FixedWindow => "fixed_window",
-        Algorithm::SlidingWindowLog => "sliding_log",
-        Algorithm::SlidingWindowCounter => "sliding_counter",
-    }
 }

@@ -12,13 +12,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tollgate::Policy;
 
-use super::problem::Problem;
-
-/// The longest key accepted, in bytes.
-pub const MAX_KEY_BYTES: usize = 1024;
-
-/// The most policies one check may name.
-pub const MAX_POLICIES_PER_CHECK: usize = 16;
+use crate::limiter::{MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target};
+use crate::web::problem::Problem;
 
 const FIELDS: [&str; 7] = [
     "key",
@@ -30,21 +25,6 @@ const FIELDS: [&str; 7] = [
     "period_ms",
 ];
 const INLINE_FIELDS: [&str; 3] = ["capacity", "refill", "period_ms"];
-
-/// Which policies a request asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// An inline token-bucket policy: the client's numbers.
-    Inline(Policy),
-    /// Configured policies by name (`"policy"`: one; `"policies"`: one or more, and then the
-    /// answer lists each).
-    Named {
-        /// The names, without duplicates.
-        names: Vec<String>,
-        /// Whether they came as a `"policies"` list.
-        listed: bool,
-    },
-}
 
 /// A valid check request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,20 +15,19 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use tollgate::store::settle::{Adjustment, Once};
-use tollgate::{Algorithm, CheckError, Clock, Nanos, Policy, StoreError};
+use tollgate::{Algorithm, CheckError, Nanos, Policy, StoreError};
 
-use super::AppState;
-use super::check::{answer, answer_decided, read_body, store_problem};
-use super::decide::{check, decide};
-use super::live::Entry;
-use super::problem::Problem;
-use super::request::{CheckRequest, MAX_KEY_BYTES, Target};
-use super::reservation::{Refused, Reserved};
+use super::check::{answer, answer_decided};
+use super::request::CheckRequest;
+use crate::limiter::reservation::{Refused, Reserved};
+use crate::limiter::{DecideError, Entry, Limiter, MAX_KEY_BYTES, Target};
+use crate::web::body;
+use crate::web::problem::Problem;
 
 /// `POST /v1/reserve`: the check's answer, and when allowed, the reservation to commit. It
 /// takes one token-bucket policy (a window cannot give tokens back).
-pub(super) async fn reserve(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    let request = match read_body(body).await.and_then(|b| CheckRequest::parse(&b)) {
+pub(super) async fn reserve(State(limiter): State<Arc<Limiter>>, body: Body) -> Response {
+    let request = match body::read(body).await.and_then(|b| CheckRequest::parse(&b)) {
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
@@ -38,9 +37,9 @@ pub(super) async fn reserve(State(state): State<Arc<AppState>>, body: Body) -> R
         return Problem::invalid_field("policies", "a reservation takes one policy")
             .into_response();
     }
-    let entries = match state.live.load().resolve(&request.target) {
+    let entries = match limiter.live().resolve(&request.target) {
         Ok(entries) => entries,
-        Err(problem) => return problem.into_response(),
+        Err(e) => return Problem::from(e).into_response(),
     };
     if let Some(window) = entries
         .iter()
@@ -56,14 +55,17 @@ pub(super) async fn reserve(State(state): State<Arc<AppState>>, body: Body) -> R
         )
         .into_response();
     }
-    let decided = match decide(&state, entries, request.key.as_bytes(), request.cost).await {
+    let decided = match limiter
+        .decide_entries(entries, request.key.as_bytes(), request.cost)
+        .await
+    {
         Ok(decided) => decided,
-        Err(problem) => return problem.into_response(),
+        Err(e) => return Problem::from(e).into_response(),
     };
     if !decided.allowed() {
         return answer_decided(&decided, false, None);
     }
-    let Ok(id) = state.signer.id() else {
+    let Ok(id) = limiter.signer().id() else {
         // The tokens stay taken: a reservation that cannot be handed out is one dropped.
         return Problem::store_unavailable("no random id could be made for the reservation")
             .into_response();
@@ -71,7 +73,7 @@ pub(super) async fn reserve(State(state): State<Arc<AppState>>, body: Body) -> R
     let entry = &decided.parts[0].entry;
     let reserved = Reserved {
         id,
-        expires: state.clock.now() + Nanos::from(state.reservation_ttl),
+        expires: limiter.now() + Nanos::from(limiter.reservation_ttl()),
         policy: entry.policy,
         name: entry.named.then(|| entry.name.to_string()),
         // A fail policy's answer or a shadow's denial took nothing: nothing to give back.
@@ -79,28 +81,28 @@ pub(super) async fn reserve(State(state): State<Arc<AppState>>, body: Body) -> R
         key: request.key,
         cost: request.cost,
     };
-    let token = state.signer.sign(&reserved);
+    let token = limiter.signer().sign(&reserved);
     answer_decided(&decided, false, Some(("reservation", &token)))
 }
 
 /// `POST /v1/commit` with `{"reservation": "...", "used": N}`: gives back `reserved - used`
 /// (or takes `used - reserved` without a denial), once; answers the bucket's state. A
 /// configured policy is settled under its numbers of now (a reload may have changed them).
-pub(super) async fn commit(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    let (token, used) = match read_body(body).await.and_then(|b| parse_commit(&b)) {
+pub(super) async fn commit(State(limiter): State<Arc<Limiter>>, body: Body) -> Response {
+    let (token, used) = match body::read(body).await.and_then(|b| parse_commit(&b)) {
         Ok(parsed) => parsed,
         Err(problem) => return problem.into_response(),
     };
-    let now = state.clock.now();
-    let reserved = match state.signer.open(&token, now) {
+    let now = limiter.now();
+    let reserved = match limiter.signer().open(&token, now) {
         Ok(reserved) => reserved,
         Err(refused @ (Refused::Unknown | Refused::Expired)) => {
             return Problem::reservation_conflict(refused.to_string()).into_response();
         }
     };
     let entry = match &reserved.name {
-        None => state.live.load().inline_entry(reserved.policy),
-        Some(name) => match state.live.load().entry(name) {
+        None => limiter.live().inline_entry(reserved.policy),
+        Some(name) => match limiter.live().entry(name) {
             Some(entry) if entry.policy.algorithm() == Algorithm::TokenBucket => entry,
             _ => {
                 return Problem::reservation_conflict(format!(
@@ -111,17 +113,13 @@ pub(super) async fn commit(State(state): State<Arc<AppState>>, body: Body) -> Re
         },
     };
     let adjustment = Adjustment::commit(reserved.cost, used, reserved.paid);
-    let bucket = check(&entry, reserved.key.as_bytes(), 0);
+    let bucket = entry.check(reserved.key.as_bytes(), 0);
     // The id is remembered a minute past the expiry, so a replay can never outlive it.
     let once = Once {
         id: &reserved.id,
         ttl: Duration::from(reserved.expires - now) + Duration::from_secs(60),
     };
-    match state
-        .store
-        .settle_dyn(Some(once), &[(bucket, adjustment)])
-        .await
-    {
+    match limiter.settle(Some(once), &[(bucket, adjustment)]).await {
         Ok(verdict) => match verdict.decisions.first() {
             Some(decision) => answer(&entry, decision),
             None => Problem::store_unavailable("the store answered no bucket").into_response(),
@@ -130,40 +128,40 @@ pub(super) async fn commit(State(state): State<Arc<AppState>>, body: Body) -> Re
             "the reservation was committed already (here or on another server)",
         )
         .into_response(),
-        Err(e) => store_problem(e).into_response(),
+        Err(e) => Problem::from(DecideError::from(e)).into_response(),
     }
 }
 
 /// `GET /v1/buckets/{policy}/{key}`: the bucket's state, as a check of cost 0 answers it.
 pub(super) async fn get_bucket(
-    State(state): State<Arc<AppState>>,
+    State(limiter): State<Arc<Limiter>>,
     Path((policy, key)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let entry = match bucket(&state, &policy, &key, &query) {
+    let entry = match bucket(&limiter, &policy, &key, &query) {
         Ok(entry) => entry,
         Err(problem) => return problem.into_response(),
     };
-    match decide(&state, vec![entry], key.as_bytes(), 0).await {
+    match limiter.decide_entries(vec![entry], key.as_bytes(), 0).await {
         Ok(decided) => answer_decided(&decided, false, None),
-        Err(problem) => problem.into_response(),
+        Err(e) => Problem::from(e).into_response(),
     }
 }
 
 /// `DELETE /v1/buckets/{policy}/{key}`: the bucket is full again; `204`.
 pub(super) async fn delete_bucket(
-    State(state): State<Arc<AppState>>,
+    State(limiter): State<Arc<Limiter>>,
     Path((policy, key)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let entry = match bucket(&state, &policy, &key, &query) {
+    let entry = match bucket(&limiter, &policy, &key, &query) {
         Ok(entry) => entry,
         Err(problem) => return problem.into_response(),
     };
-    let buckets = [check(&entry, key.as_bytes(), 0)];
-    match state.store.reset_dyn(&buckets).await {
+    let buckets = [entry.check(key.as_bytes(), 0)];
+    match limiter.reset(&buckets).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => store_problem(e).into_response(),
+        Err(e) => Problem::from(DecideError::from(e)).into_response(),
     }
 }
 
@@ -222,7 +220,7 @@ fn used(fields: &Map<String, Value>) -> Result<u64, Problem> {
 /// The bucket `{policy}/{key}` names: a configured policy's, or an inline one's by the
 /// numbers of the query string.
 fn bucket(
-    state: &AppState,
+    limiter: &Limiter,
     policy: &str,
     key: &str,
     query: &HashMap<String, String>,
@@ -233,11 +231,11 @@ fn bucket(
             format!("key must be 1 to {MAX_KEY_BYTES} bytes"),
         ));
     }
-    let live = state.live.load();
+    let live = limiter.live();
     if policy != "inline" {
         let entry = live
             .entry(policy)
-            .ok_or_else(|| live.unknown("policy", policy))?;
+            .ok_or_else(|| Problem::from(live.unknown("policy", policy)))?;
         if let Some(unknown) = query.keys().next() {
             return Err(Problem::invalid_field(
                 unknown.clone(),
@@ -247,7 +245,7 @@ fn bucket(
         return Ok(entry);
     }
     if !live.inline_policies {
-        return Err(Problem::inline_refused());
+        return Err(DecideError::InlineRefused.into());
     }
     if let Some(unknown) = query
         .keys()

@@ -5,12 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tollgate::{Check, CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError};
+use tollgate::{Check, Clock, Decision, MonotonicClock, Nanos, Policy};
 
 use super::cell::{self, Throttle};
 use super::codec::Reply;
-use crate::http::AppState;
-use crate::http::request::{MAX_KEY_BYTES, Target};
+use crate::limiter::{DecideError, Limiter, MAX_KEY_BYTES, Target};
 use crate::metrics::PolicyCounters;
 
 /// The bucket name every `THROTTLE` key goes by.
@@ -19,7 +18,7 @@ const THROTTLE_BUCKET: &str = "throttle";
 /// What every connection shares.
 pub(super) struct Shared {
     /// The server's store, policies and metrics.
-    pub(super) state: Arc<AppState>,
+    pub(super) state: Arc<Limiter>,
     /// `AUTH`'s password; `None`: no authentication.
     pub(super) password: Option<String>,
     /// The port the listener is on (for `INFO`).
@@ -33,7 +32,7 @@ pub(super) struct Shared {
 
 impl Shared {
     /// Connections deciding on `state`.
-    pub(super) fn new(state: Arc<AppState>, password: Option<String>, port: u16) -> Shared {
+    pub(super) fn new(state: Arc<Limiter>, password: Option<String>, port: u16) -> Shared {
         let cell = state.metrics().policy(cell::BUCKET);
         let throttle = state.metrics().policy(THROTTLE_BUCKET);
         let clock = MonotonicClock::new();
@@ -338,9 +337,9 @@ async fn tollgate_check(shared: &Shared, args: &[&[u8]]) -> Reply {
     };
     let entries = match shared.state.live().resolve(&target) {
         Ok(entries) => entries,
-        Err(problem) => return Reply::err(problem.detail()),
+        Err(e) => return Reply::err(e.to_string()),
     };
-    match crate::http::decide::decide(&shared.state, entries, key, cost).await {
+    match shared.state.decide_entries(entries, key, cost).await {
         Ok(decided) => {
             let shown = &decided.shown().decision;
             Reply::Array(vec![
@@ -351,7 +350,7 @@ async fn tollgate_check(shared: &Shared, args: &[&[u8]]) -> Reply {
                 Reply::Integer(shown.reset_after_ms() as i64),
             ])
         }
-        Err(problem) => Reply::err(problem.detail()),
+        Err(e) => Reply::err(message(&e)),
     }
 }
 
@@ -373,12 +372,16 @@ async fn decide_one(
         }
         Err(e) => {
             counters.error.inc();
-            Err(match e {
-                StoreError::Check(CheckError::CostExceedsCapacity { .. }) => e.to_string(),
-                StoreError::Check(e) => e.to_string(),
-                e => format!("the store is unavailable: {e}"),
-            })
+            Err(message(&DecideError::from(e)))
         }
+    }
+}
+
+/// What a Redis error says of a request not decided.
+fn message(error: &DecideError) -> String {
+    match error {
+        DecideError::Unavailable(e) => format!("the store is unavailable: {e}"),
+        e => e.to_string(),
     }
 }
 

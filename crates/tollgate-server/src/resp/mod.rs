@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::AppState;
+use crate::limiter::Limiter;
 use codec::{Limits, Reply};
 use commands::{After, Session, Shared};
 
@@ -68,7 +68,7 @@ impl Default for RespSettings {
 /// request in hand.
 pub async fn serve(
     listener: TcpListener,
-    state: Arc<AppState>,
+    state: Arc<Limiter>,
     settings: RespSettings,
     shutdown: CancellationToken,
 ) -> io::Result<()> {

@@ -340,7 +340,7 @@ fn a_slow_head_is_cut_off_after_the_header_timeout() {
         .unwrap();
     slow.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    let timeout = tollgate_server::http::HEADER_READ_TIMEOUT;
+    let timeout = tollgate_server::web::HEADER_READ_TIMEOUT;
     let mut closed_after = None;
     // One more byte of the header every half second, and a reply (or a close) looked for.
     for half in 0..2 * (timeout.as_secs() + 5) {

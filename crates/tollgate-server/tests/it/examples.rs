@@ -3,13 +3,13 @@
 //! charges the tokens each call used.
 
 #[allow(dead_code)]
-#[path = "../../../examples/axum.rs"]
+#[path = "../../examples/axum.rs"]
 mod axum_example;
 #[allow(dead_code)]
-#[path = "../../../examples/llm_gateway.rs"]
+#[path = "../../examples/llm_gateway.rs"]
 mod llm_gateway;
 #[allow(dead_code)]
-#[path = "../../../examples/tonic.rs"]
+#[path = "../../examples/tonic.rs"]
 mod tonic_example;
 
 use std::net::SocketAddr;

@@ -12,7 +12,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tollgate::store::settle::DynSettle;
 use tollgate::{ManualClock, MemoryStore, Nanos};
-use tollgate_server::http::{self, AppState};
+use tollgate_server::limiter::Limiter;
+use tollgate_server::{http, web};
 
 struct Server {
     addr: SocketAddr,
@@ -29,12 +30,17 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
-        let state = AppState::new(store, Duration::from_secs(1), None)
-            .unwrap()
+        let limiter = Limiter::builder(store)
             .clock(clock.clone())
-            .reservation_ttl(Duration::from_secs(600));
-        let state = Arc::new(state);
-        tokio::spawn(http::serve(listener, http::router(state), shutdown.clone()));
+            .reservation_ttl(Duration::from_secs(600))
+            .build()
+            .unwrap();
+        let limiter = Arc::new(limiter);
+        tokio::spawn(web::serve(
+            listener,
+            http::router(limiter),
+            shutdown.clone(),
+        ));
         Server {
             addr,
             clock,

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 /// The README, as compiled in: editing it rebuilds this test.
-const README: &str = include_str!("../../../README.md");
+const README: &str = include_str!("../../../../README.md");
 
 /// An option of `--help`.
 #[derive(Debug, Default)]

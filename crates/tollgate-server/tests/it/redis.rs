@@ -6,12 +6,10 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::Parser;
 use reqwest::{Client, StatusCode};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tollgate::{Clock, MonotonicClock, Nanos};
-use tollgate_server::cli::{Cli, ServeArgs};
 use tollgate_testkit::{TestRedis, TestRedisCluster};
 
 use support::Tollgate;
@@ -47,19 +45,12 @@ async fn three_server_processes_sharing_one_redis_allow_38_to_40_in_3_seconds() 
 
 /// An in-process server on `--store <redis> <extra args>`.
 async fn serve(redis: &TestRedis, extra: &[&str]) -> (SocketAddr, CancellationToken) {
-    let mut argv = vec![
-        "tollgate",
-        "--store",
-        redis.url(),
-        "--store-timeout-ms",
-        "100",
-    ];
+    let mut argv = vec!["--store", redis.url(), "--store-timeout-ms", "100"];
     argv.extend_from_slice(extra);
     // Without a subcommand, the options are `serve`'s.
     argv.extend_from_slice(&["--listen", "127.0.0.1:0"]);
-    let args: ServeArgs = Cli::try_parse_from(argv).unwrap().serve;
-    let settings = tollgate_server::prepare(&args).unwrap();
-    let server = tollgate_server::Server::bind(args, settings).await.unwrap();
+    let settings = tollgate_server::cli::serve_settings(argv).unwrap();
+    let server = tollgate_server::Server::bind(settings).await.unwrap();
     let addr = server.local_addr();
     let shutdown = CancellationToken::new();
     tokio::spawn(server.run(shutdown.clone()));

@@ -8,6 +8,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::limiter::DecideError;
+
 /// An error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -55,22 +57,6 @@ impl Problem {
             title: "The request body is too large",
             detail: format!("the body is longer than {limit} bytes"),
             field: Some(Cow::Borrowed("body")),
-            retry_after_secs: None,
-        }
-    }
-
-    /// 403: the request carries its own numbers, and this server takes configured policies
-    /// only (`http.inline_policies = false`).
-    pub fn inline_refused() -> Problem {
-        Problem {
-            status: StatusCode::FORBIDDEN,
-            kind: "inline-policies-refused",
-            title: "This server takes configured policies only",
-            detail: "inline policies (capacity, refill, period_ms) are turned off on this \
-                     server (http.inline_policies = false); name a configured policy with \
-                     \"policy\", see GET /v1/policies"
-                .to_owned(),
-            field: Some(Cow::Borrowed("policy")),
             retry_after_secs: None,
         }
     }
@@ -132,6 +118,36 @@ impl Problem {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         self.status
+    }
+}
+
+impl From<DecideError> for Problem {
+    /// 400 naming the field at fault, 403 for an inline policy where they are refused, 503
+    /// when the store failed and the fail policy is to deny.
+    fn from(error: DecideError) -> Problem {
+        let detail = error.to_string();
+        match error {
+            DecideError::UnknownPolicy { field, .. } => Problem::invalid_field(field, detail),
+            // The HTTP API gives the period in milliseconds.
+            DecideError::Unsupported { field, .. } => Problem::invalid_field(
+                match field {
+                    "period" => "period_ms",
+                    other => other,
+                },
+                detail,
+            ),
+            DecideError::CostExceedsCapacity(_) => Problem::invalid_field("cost", detail),
+            DecideError::InvalidKey(_) => Problem::invalid_field("key", detail),
+            DecideError::InlineRefused => Problem {
+                status: StatusCode::FORBIDDEN,
+                kind: "inline-policies-refused",
+                title: "This server takes configured policies only",
+                detail,
+                field: Some(Cow::Borrowed("policy")),
+                retry_after_secs: None,
+            },
+            DecideError::Unavailable(_) => Problem::store_unavailable(detail),
+        }
     }
 }
 

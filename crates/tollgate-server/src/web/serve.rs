@@ -19,7 +19,7 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops accepting and
 /// returns once the requests in flight are answered. HTTP/1.1 and HTTP/2 (gRPC), detected per
 /// connection.
-pub(super) async fn serve<L>(
+pub async fn serve<L>(
     mut listener: L,
     router: Router,
     shutdown: CancellationToken,

@@ -6,11 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::http::HeaderValue;
-use tollgate::{Policy, headers};
+use tollgate::{Check, Policy, headers};
 
-use super::problem::Problem;
-use super::request::Target;
-use crate::config::Policies;
+use super::{DecideError, Policies, Target};
 use crate::metrics::{INLINE, Metrics, PolicyCounters};
 
 /// The policies in force.
@@ -62,6 +60,19 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// The check of `cost` tokens of `key` under this policy: a configured policy's buckets go
+    /// by its name, an inline one's by its numbers.
+    pub fn check<'a>(&'a self, key: &'a [u8], cost: u64) -> Check<'a> {
+        let check = Check::new(self.policy, key, cost);
+        if self.named {
+            check.named(&self.name)
+        } else {
+            check
+        }
+    }
+}
+
 impl Live {
     /// `policies` in force, their counters in `metrics`.
     pub fn new(policies: Policies, inline_policies: bool, metrics: &Metrics) -> Live {
@@ -87,13 +98,13 @@ impl Live {
         }
     }
 
-    /// The policies `target` asks for, or the problem to answer: an unknown name (`400`
-    /// naming `policy` or `policies`), an inline policy where they are refused (`403`).
-    pub fn resolve(&self, target: &Target) -> Result<Vec<Arc<Entry>>, Problem> {
+    /// The policies `target` asks for, or why not: an unknown name, or an inline policy where
+    /// they are refused.
+    pub fn resolve(&self, target: &Target) -> Result<Vec<Arc<Entry>>, DecideError> {
         match target {
             Target::Inline(policy) => {
                 if !self.inline_policies {
-                    return Err(Problem::inline_refused());
+                    return Err(DecideError::InlineRefused);
                 }
                 Ok(vec![self.inline_entry(*policy)])
             }
@@ -124,8 +135,8 @@ impl Live {
         self.entries.get(name).cloned()
     }
 
-    /// The problem for a name that is not configured, listing (some of) those that are.
-    pub fn unknown(&self, field: &'static str, name: &str) -> Problem {
+    /// The refusal of a name that is not configured, listing (some of) those that are.
+    pub fn unknown(&self, field: &'static str, name: &str) -> DecideError {
         const SHOWN: usize = 10;
         let known: Vec<&str> = self.policies.iter().take(SHOWN).map(|p| &*p.name).collect();
         let known = match (known.len(), self.policies.len()) {
@@ -133,6 +144,9 @@ impl Live {
             (n, total) if total > n => format!("configured: {}, ...", known.join(", ")),
             _ => format!("configured: {}", known.join(", ")),
         };
-        Problem::invalid_field(field, format!("no policy named {name:?} ({known})"))
+        DecideError::UnknownPolicy {
+            field,
+            message: format!("no policy named {name:?} ({known})"),
+        }
     }
 }

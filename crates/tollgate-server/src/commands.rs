@@ -1,0 +1,106 @@
+//! The commands other than `serve`: `tollgate config check` and `tollgate migrate`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::error::ServeError;
+use crate::options::{self, PostgresOptions, StoreSpec};
+use crate::{envoy, settings, store};
+
+/// `tollgate config check PATH`: the policies a TOML file defines, one line each (and the
+/// Envoy directory it names, loaded), or a directory of envoyproxy/ratelimit YAML loaded (its
+/// domains merged with `merge_domains`); or why it is refused.
+pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeError> {
+    if path.is_dir() {
+        let config = envoy::config::EnvoyConfig::load_dir(path, merge_domains)?;
+        return Ok(format!(
+            "{}: ok, {}, {}\n{}",
+            path.display(),
+            count(config.files(), "file"),
+            count(config.domains(), "domain"),
+            config.dump()
+        ));
+    }
+    let config = Config::load(path)?;
+    if let Some(store) = &config.store {
+        settings::check_policies(Some(path), store, &config.policies)?;
+    }
+    let envoy = match &config.grpc.config_dir {
+        Some(dir) => {
+            let merge = config.grpc.merge_domain_config.unwrap_or(false);
+            let envoy = envoy::config::EnvoyConfig::load_dir(dir, merge)?;
+            format!(
+                "  grpc.config_dir {}: {}, {}\n",
+                dir.display(),
+                count(envoy.files(), "file"),
+                count(envoy.domains(), "domain")
+            )
+        }
+        None => String::new(),
+    };
+    let mut out = format!(
+        "{}: ok, {} {}\n",
+        path.display(),
+        config.policies.len(),
+        if config.policies.len() == 1 {
+            "policy"
+        } else {
+            "policies"
+        }
+    );
+    for p in config.policies.iter() {
+        out.push_str(&format!(
+            "  {}: {}, capacity {}, {}{}\n",
+            p.name,
+            options::algorithm_name(p.policy.algorithm()),
+            p.policy.capacity(),
+            match p.policy.algorithm() {
+                tollgate::Algorithm::TokenBucket => format!(
+                    "refill {} every {}",
+                    p.policy.refill(),
+                    humantime::format_duration(Duration::from(p.policy.period()))
+                ),
+                _ => format!(
+                    "window {}",
+                    humantime::format_duration(Duration::from(p.policy.period()))
+                ),
+            },
+            if p.shadow { ", shadow" } else { "" }
+        ));
+    }
+    out.push_str(&envoy);
+    Ok(out)
+}
+
+/// `n` and `what`, plural unless `n` is 1.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// `tollgate migrate`: creates the PostgreSQL schema, table and function that `postgres`
+/// names in the database `store` names.
+pub async fn migrate(store: String, postgres: PostgresOptions) -> Result<(), ServeError> {
+    let url = match StoreSpec::parse(&store) {
+        Ok(StoreSpec::Postgres(url)) => url,
+        _ => return Err(ServeError::NothingToMigrate(store)),
+    };
+    let failed = |source| ServeError::Store {
+        store: StoreSpec::Postgres(url.clone()).to_string(),
+        source,
+    };
+    let timeout = Duration::from_secs(30);
+    let store = store::postgres(&url, &postgres, timeout)
+        .await
+        .map_err(failed)?;
+    store.migrate().await.map_err(failed)?;
+    println!(
+        "tollgate: {}.{} and {}.{}_decide are ready",
+        postgres.schema, postgres.table, postgres.schema, postgres.table
+    );
+    Ok(())
+}

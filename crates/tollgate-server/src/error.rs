@@ -1,0 +1,53 @@
+//! Why the server could not start, or stopped.
+
+use std::io;
+use std::net::SocketAddr;
+
+use tollgate::StoreError;
+
+use crate::config::ConfigError;
+use crate::envoy::config::LoadError;
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The command line was refused.
+    #[error("{0}")]
+    Args(String),
+    /// The config file was refused.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The store could not be opened.
+    #[error("cannot open the store ({store}): {source}")]
+    Store {
+        /// The store asked for.
+        store: String,
+        /// Why.
+        source: StoreError,
+    },
+    /// `migrate` was given a store that has no schema.
+    #[error(
+        "`migrate` creates the PostgreSQL schema: --store must be a postgres:// URL, not {0:?}"
+    )]
+    NothingToMigrate(String),
+    /// The system's random source failed (reservations are signed with a random secret).
+    #[error("the system's random source failed")]
+    Random,
+    /// The metrics could not be registered.
+    #[error("the metrics could not be registered: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// Serving failed.
+    #[error("the HTTP server failed: {0}")]
+    Http(#[source] io::Error),
+    /// The Envoy config directory was refused.
+    #[error("{0}")]
+    Envoy(#[from] LoadError),
+}

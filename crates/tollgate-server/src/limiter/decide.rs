@@ -1,0 +1,126 @@
+//! A request's policies decided on the store: all-or-nothing, with shadow policies that are
+//! charged exactly as if enforced but never deny, and every outcome counted.
+//!
+//! A shadow policy must not change what the enforced ones decide. So when only shadow
+//! policies deny a check of several, the enforced policies are decided again on their own
+//! ([`Rounds`]): they are charged as if the shadow policy were not there, and the shadow
+//! policy's bucket is left as its denial left it, as it would be if it were enforced.
+
+use std::sync::Arc;
+
+use tollgate::{Check, Decision};
+
+use super::live::Entry;
+use super::rounds::Rounds;
+use super::{DecideError, Limiter};
+
+/// One policy's part of an answer.
+pub struct Part {
+    /// The policy.
+    pub entry: Arc<Entry>,
+    /// Its decision.
+    pub decision: Decision,
+    /// It denied, but is in shadow mode: the request goes on.
+    pub shadow_denied: bool,
+}
+
+/// A request's decision.
+pub struct Decided {
+    /// One part per policy, in the request's order.
+    pub parts: Vec<Part>,
+    /// Whether the store took the tokens (rather than the fail policy answering).
+    pub paid: bool,
+}
+
+impl Decided {
+    /// Whether the request may go on.
+    pub fn allowed(&self) -> bool {
+        self.parts
+            .iter()
+            .all(|p| p.decision.allowed || p.shadow_denied)
+    }
+
+    /// Whether a shadow policy would have denied it.
+    pub fn shadow_denied(&self) -> bool {
+        self.parts.iter().any(|p| p.shadow_denied)
+    }
+
+    /// The part to show in the answer's top-level fields and headers: the most restrictive of
+    /// the enforced decisions (as [`Verdict::most_restrictive`](tollgate::Verdict) picks), or
+    /// of all when every policy is a shadow that denied.
+    pub fn shown(&self) -> &Part {
+        let enforced: Vec<&Part> = self.parts.iter().filter(|p| !p.shadow_denied).collect();
+        let pool = if enforced.is_empty() {
+            self.parts.iter().collect()
+        } else {
+            enforced
+        };
+        let allowed = pool.iter().all(|p| p.decision.allowed);
+        let pick = if allowed {
+            pool.iter().min_by_key(|p| p.decision.remaining)
+        } else {
+            pool.iter()
+                .filter(|p| !p.decision.allowed)
+                .max_by_key(|p| p.decision.retry_after)
+        };
+        // `parts` is never empty: a request names at least one policy.
+        pick.copied().unwrap_or(&self.parts[0])
+    }
+}
+
+impl Limiter {
+    /// Decides `cost` tokens of `key` under `entries` (as [`Live::resolve`](super::Live)
+    /// found them).
+    pub async fn decide_entries(
+        &self,
+        entries: Vec<Arc<Entry>>,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<Decided, DecideError> {
+        // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
+        // fault when inline. A configured one was checked against the store when the config
+        // was read.
+        for entry in entries.iter().filter(|e| !e.named) {
+            if let Err(e) = self.supports(&entry.policy) {
+                return Err(DecideError::Unsupported {
+                    field: e.field(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        let checks: Vec<Check<'_>> = entries.iter().map(|e| e.check(key, cost)).collect();
+        let shadow: Vec<bool> = entries.iter().map(|e| e.shadow).collect();
+        let mut rounds = Rounds::new(vec![false; entries.len()]);
+        let enforced_deny = |denied: &[bool]| denied.iter().zip(&shadow).any(|(&d, &s)| d && !s);
+        if let Err(e) = rounds.decide(self, &checks, enforced_deny).await {
+            for entry in &entries {
+                entry.counters.error.inc();
+            }
+            return Err(e);
+        }
+        let enforced_allow = !enforced_deny(&rounds.denied);
+        let parts: Vec<Part> = entries
+            .into_iter()
+            .zip(rounds.decisions)
+            .filter_map(|(entry, decision)| Some((entry, decision?)))
+            .map(|(entry, decision)| {
+                let shadow_denied = entry.shadow && !decision.allowed && enforced_allow;
+                let counter = match (decision.allowed, shadow_denied) {
+                    (true, _) => &entry.counters.allowed,
+                    (false, true) => &entry.counters.shadow_denied,
+                    (false, false) => &entry.counters.denied,
+                };
+                counter.inc();
+                Part {
+                    entry,
+                    decision,
+                    shadow_denied,
+                }
+            })
+            .collect();
+        Ok(Decided {
+            parts,
+            paid: rounds.paid,
+        })
+    }
+}

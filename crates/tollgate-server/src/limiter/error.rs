@@ -1,0 +1,66 @@
+//! Why a request was not decided, in the limiter's own terms: each front end turns it into
+//! its protocol's answer (HTTP's problem+json, a Redis error, a gRPC status) at its edge.
+
+use std::fmt;
+
+use tollgate::{CheckError, StoreError};
+
+/// Why a request was not decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecideError {
+    /// No configured policy has the name the request gives in `field` (`policy` or
+    /// `policies`); the message lists (some of) those that are configured.
+    UnknownPolicy {
+        /// The request's field.
+        field: &'static str,
+        /// What is wrong, for a person.
+        message: String,
+    },
+    /// The request carries its own numbers, and this server takes configured policies only.
+    InlineRefused,
+    /// An inline policy the store cannot decide: `field` names the number to change
+    /// (`capacity`, `refill`, `period`).
+    Unsupported {
+        /// The policy's number at fault.
+        field: &'static str,
+        /// What is wrong, for a person.
+        message: String,
+    },
+    /// The cost exceeds a policy's capacity: it can never be allowed.
+    CostExceedsCapacity(String),
+    /// The key cannot name a bucket.
+    InvalidKey(String),
+    /// The store failed and the fail policy is to deny, or it answered what cannot be used.
+    Unavailable(String),
+}
+
+impl From<StoreError> for DecideError {
+    fn from(error: StoreError) -> DecideError {
+        match error {
+            StoreError::Check(e @ CheckError::CostExceedsCapacity { .. }) => {
+                DecideError::CostExceedsCapacity(e.to_string())
+            }
+            StoreError::Check(e) => DecideError::InvalidKey(e.to_string()),
+            e => DecideError::Unavailable(e.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for DecideError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecideError::UnknownPolicy { message, .. }
+            | DecideError::Unsupported { message, .. }
+            | DecideError::CostExceedsCapacity(message)
+            | DecideError::InvalidKey(message)
+            | DecideError::Unavailable(message) => f.write_str(message),
+            DecideError::InlineRefused => f.write_str(
+                "inline policies (capacity, refill, period_ms) are turned off on this server \
+                 (http.inline_policies = false); name a configured policy with \"policy\", see \
+                 GET /v1/policies",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecideError {}

@@ -1,0 +1,249 @@
+//! The decision core every front end decides through, and none owns: the store (wrapped in
+//! its fail policy), the policies in force ([`Live`]), resolving what a request names
+//! ([`Target`]) into policies, deciding them all-or-nothing with the one rule for checks that
+//! cannot deny ([`rounds`]), reservations, and the metrics of it all.
+//!
+//! Its answers are its own types ([`Decided`], [`DecideError`]); HTTP, gRPC and RESP each turn
+//! them into their protocol's answer at their edge.
+
+mod decide;
+mod error;
+mod health;
+mod live;
+mod policies;
+pub mod reservation;
+pub(crate) mod rounds;
+mod target;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tollgate::store::settle::{Adjustment, DynSettle, Once};
+use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
+
+pub use decide::{Decided, Part};
+pub use error::DecideError;
+pub use health::StoreHealth;
+pub use live::{Entry, Live};
+pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
+pub use target::{MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target};
+
+use crate::metrics::Metrics;
+use crate::options::OnStoreError;
+use reservation::Signer;
+
+/// What every front end decides through.
+pub struct Limiter {
+    store: Arc<dyn DynSettle>,
+    ready_timeout: Duration,
+    signer: Signer,
+    /// The time reservations expire by.
+    clock: Arc<dyn Clock>,
+    /// Times store calls, for the metrics.
+    timer: MonotonicClock,
+    reservation_ttl: Duration,
+    live: ArcSwap<Live>,
+    metrics: Arc<Metrics>,
+    health: Arc<StoreHealth>,
+}
+
+/// Builds a [`Limiter`]: see [`Limiter::builder`].
+pub struct LimiterBuilder {
+    store: Arc<dyn DynSettle>,
+    ready_timeout: Duration,
+    secret: Option<Vec<u8>>,
+    clock: Arc<dyn Clock>,
+    reservation_ttl: Duration,
+    policies: Policies,
+    inline_policies: bool,
+    observed: Option<(Arc<Metrics>, Arc<StoreHealth>)>,
+}
+
+impl Limiter {
+    /// A limiter deciding on `store`: no configured policies, inline ones allowed, `/readyz`
+    /// waiting a second for the store, reservations signed with a random secret and lasting
+    /// [`reservation::DEFAULT_TTL`] by the monotonic clock, metrics of its own.
+    pub fn builder(store: Arc<dyn DynSettle>) -> LimiterBuilder {
+        LimiterBuilder {
+            store,
+            ready_timeout: Duration::from_secs(1),
+            secret: None,
+            clock: Arc::new(MonotonicClock::new()),
+            reservation_ttl: reservation::DEFAULT_TTL,
+            policies: Policies::default(),
+            inline_policies: true,
+            observed: None,
+        }
+    }
+
+    /// Puts `policies` in force for the next requests (a reload): buckets keep their state,
+    /// since they are named by policy name and key. The series of policies no longer
+    /// configured are dropped.
+    pub fn reload(&self, policies: Policies, inline: bool) {
+        let old = self
+            .live
+            .swap(Arc::new(Live::new(policies, inline, &self.metrics)));
+        let live = self.live.load();
+        for gone in old
+            .policies
+            .iter()
+            .filter(|p| live.policies.get(&p.name).is_none())
+        {
+            self.metrics.forget_policy(&gone.name);
+        }
+    }
+
+    /// Decides `checks` on the store: one call, timed for the metrics, its fail-policy answers
+    /// counted, the store's recovery noted. Every decision goes through here.
+    pub async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        let started = self.timer.now();
+        let result = self.store.decide_dyn(checks).await;
+        let took = Duration::from(self.timer.now() - started);
+        self.metrics.store_latency.observe(took.as_secs_f64());
+        let verdict = result?;
+        if verdict.decisions.len() != checks.len() {
+            return Err(StoreError::incompatible(
+                "the store answered another number of decisions than it was asked",
+            ));
+        }
+        if verdict.by_fail_policy {
+            self.metrics.fail_policy_decisions.inc();
+        } else {
+            self.health.answered();
+        }
+        Ok(verdict)
+    }
+
+    /// Whether the store can decide `policy` at all (see [`tollgate::Store::supports`]).
+    pub fn supports(&self, policy: &tollgate::Policy) -> Result<(), tollgate::PolicyError> {
+        self.store.supports_dyn(policy)
+    }
+
+    /// The store's short name.
+    pub fn store_name(&self) -> &'static str {
+        self.store.name_dyn()
+    }
+
+    /// Whether the store answers within the readiness timeout; the timeout when it does not.
+    pub async fn ready(&self) -> Result<Result<(), StoreError>, Duration> {
+        tokio::time::timeout(self.ready_timeout, self.store.ready_dyn())
+            .await
+            .map_err(|_| self.ready_timeout)
+    }
+
+    /// Gives each check's cost back to its bucket (token buckets only), in one store call.
+    pub async fn refund(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        let adjustments: Vec<_> = checks
+            .iter()
+            .map(|c| (*c, Adjustment::Refund(c.cost)))
+            .collect();
+        self.store.settle_dyn(None, &adjustments).await
+    }
+
+    /// Settles `adjustments` in one store call, at most once for `once`.
+    pub async fn settle(
+        &self,
+        once: Option<Once<'_>>,
+        adjustments: &[(Check<'_>, Adjustment)],
+    ) -> Result<Verdict, StoreError> {
+        self.store.settle_dyn(once, adjustments).await
+    }
+
+    /// Makes the buckets of `checks` full again.
+    pub async fn reset(&self, checks: &[Check<'_>]) -> Result<(), StoreError> {
+        self.store.reset_dyn(checks).await
+    }
+
+    /// The policies in force now.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// What signs and opens reservations.
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
+    /// The time reservations expire by.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// How long a reservation may wait for its commit.
+    pub fn reservation_ttl(&self) -> Duration {
+        self.reservation_ttl
+    }
+}
+
+impl LimiterBuilder {
+    /// `/readyz` waits at most `timeout` for the store.
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Reservations are signed with `secret`: servers sharing a store must share it, to
+    /// commit each other's reservations.
+    pub fn secret(mut self, secret: Option<&[u8]>) -> Self {
+        self.secret = secret.map(<[u8]>::to_vec);
+        self
+    }
+
+    /// Reservations expire by `clock` (the store's, in tests that move time by hand).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// How long a reservation may wait for its commit.
+    pub fn reservation_ttl(mut self, ttl: Duration) -> Self {
+        self.reservation_ttl = ttl;
+        self
+    }
+
+    /// Serves `policies`, and inline policies only if `inline` allows.
+    pub fn policies(mut self, policies: Policies, inline: bool) -> Self {
+        self.policies = policies;
+        self.inline_policies = inline;
+        self
+    }
+
+    /// Reports to `metrics`, and store calls to `health` (which the store's fail policy
+    /// reports its failures to).
+    pub fn observed(mut self, metrics: Arc<Metrics>, health: Arc<StoreHealth>) -> Self {
+        self.observed = Some((metrics, health));
+        self
+    }
+
+    /// The limiter, or why not: the system's random source failed (for the reservations'
+    /// secret), or the metrics could not be registered.
+    pub fn build(self) -> Result<Limiter, crate::error::ServeError> {
+        let (metrics, health) = match self.observed {
+            Some(observed) => observed,
+            None => {
+                let metrics = Arc::new(Metrics::new()?);
+                let health = Arc::new(StoreHealth::new(Arc::clone(&metrics), OnStoreError::Deny));
+                (metrics, health)
+            }
+        };
+        let signer =
+            Signer::new(self.secret.as_deref()).map_err(|_| crate::error::ServeError::Random)?;
+        Ok(Limiter {
+            store: self.store,
+            ready_timeout: self.ready_timeout,
+            signer,
+            clock: self.clock,
+            timer: MonotonicClock::new(),
+            reservation_ttl: self.reservation_ttl,
+            live: ArcSwap::from_pointee(Live::new(self.policies, self.inline_policies, &metrics)),
+            metrics,
+            health,
+        })
+    }
+}

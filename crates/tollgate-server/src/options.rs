@@ -1,0 +1,304 @@
+//! The server's own option types: what the command line and the config file both set, parsed
+//! into values that cannot be wrong. [`crate::cli`] and [`crate::config`] read their text into
+//! these; nothing past them sees a flag or a TOML value.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+use serde::Deserialize;
+pub use tollgate::store::postgres::Isolation;
+use tollgate::{Algorithm, Policy, PolicyError, PostgresStore, RedisStore};
+
+/// Where HTTP listens unless told otherwise.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
+
+/// A store to decide on, as `--store` and `[store] url` name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// This process's memory.
+    Memory,
+    /// One Redis (`redis://` or `rediss://`).
+    Redis(String),
+    /// The seed nodes of a Redis Cluster.
+    RedisCluster(Vec<String>),
+    /// PostgreSQL (`postgres://` or `postgresql://`).
+    Postgres(String),
+}
+
+impl StoreSpec {
+    /// Parses `memory`, a Redis URL, or comma-separated Redis URLs (a cluster).
+    pub fn parse(s: &str) -> Result<StoreSpec, String> {
+        let s = s.trim();
+        if s == "memory" {
+            return Ok(StoreSpec::Memory);
+        }
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(StoreSpec::Postgres(s.to_owned()));
+        }
+        let urls: Vec<String> = s.split(',').map(|u| u.trim().to_owned()).collect();
+        for url in &urls {
+            let Some((scheme, rest)) = url.split_once("://") else {
+                return Err(format!(
+                    "{url:?} is not a store: expected `memory`, `redis://HOST:PORT`, \
+                     `rediss://HOST:PORT`, a comma-separated list of redis:// URLs, or \
+                     `postgres://USER@HOST:PORT/DB`"
+                ));
+            };
+            if !matches!(scheme, "redis" | "rediss") {
+                return Err(format!(
+                    "{url:?}: unknown store scheme {scheme:?}; expected redis, rediss or postgres"
+                ));
+            }
+            if rest.is_empty() {
+                return Err(format!("{url:?} names no host"));
+            }
+        }
+        Ok(match <[String; 1]>::try_from(urls) {
+            Ok([url]) => StoreSpec::Redis(url),
+            Err(urls) => StoreSpec::RedisCluster(urls),
+        })
+    }
+
+    /// Whether the store this names can decide `policy` (checked without connecting).
+    pub fn supports(&self, policy: &Policy) -> Result<(), PolicyError> {
+        match self {
+            StoreSpec::Memory => Ok(()),
+            StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => RedisStore::supports_policy(policy),
+            StoreSpec::Postgres(_) => PostgresStore::supports_policy(policy),
+        }
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("memory"),
+            StoreSpec::Redis(url) => write!(f, "redis at {}", redact(url)),
+            StoreSpec::RedisCluster(urls) => {
+                let urls: Vec<String> = urls.iter().map(|u| redact(u)).collect();
+                write!(f, "redis cluster at {}", urls.join(","))
+            }
+            StoreSpec::Postgres(url) => write!(f, "postgres at {}", redact(url)),
+        }
+    }
+}
+
+/// A URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+/// The fail policy by name (`--on-store-error`, `[store] on_error`). It is the library's
+/// [`FailPolicy`](tollgate::store::guarded::FailPolicy) before its local store exists: `local`
+/// needs a memory store sized by `max_keys`, which only the resolved settings know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStoreError {
+    /// Fail open: allow.
+    Allow,
+    /// Fail closed: 503.
+    Deny,
+    /// Decide locally, in memory.
+    Local,
+}
+
+impl fmt::Display for OnStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnStoreError::Allow => "allow",
+            OnStoreError::Deny => "deny",
+            OnStoreError::Local => "local",
+        })
+    }
+}
+
+impl std::str::FromStr for OnStoreError {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<OnStoreError, String> {
+        match s {
+            "allow" => Ok(OnStoreError::Allow),
+            "deny" => Ok(OnStoreError::Deny),
+            "local" => Ok(OnStoreError::Local),
+            other => Err(format!(
+                "unknown fail policy {other:?}; expected `allow`, `deny` or `local`"
+            )),
+        }
+    }
+}
+
+/// How log lines are written (`--log-format`, `[log] format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!(
+                "unknown log format {other:?}; expected `text` or `json`"
+            )),
+        }
+    }
+}
+
+/// The PostgreSQL store's options (`--postgres-*`, `[store.postgres]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// The schema holding the buckets table.
+    pub schema: String,
+    /// The buckets table.
+    pub table: String,
+    /// The table is UNLOGGED.
+    pub unlogged: bool,
+    /// Each decision waits for its commit to reach the disk.
+    pub synchronous_commit: bool,
+    /// The isolation level.
+    pub isolation: Isolation,
+    /// Connections shared by all requests.
+    pub connections: usize,
+}
+
+impl PostgresOptions {
+    /// The schema unless told otherwise.
+    pub const DEFAULT_SCHEMA: &str = "tollgate";
+    /// The table unless told otherwise.
+    pub const DEFAULT_TABLE: &str = "buckets";
+    /// The connections unless told otherwise.
+    pub const DEFAULT_CONNECTIONS: usize = 4;
+}
+
+impl Default for PostgresOptions {
+    fn default() -> PostgresOptions {
+        PostgresOptions {
+            schema: PostgresOptions::DEFAULT_SCHEMA.to_owned(),
+            table: PostgresOptions::DEFAULT_TABLE.to_owned(),
+            unlogged: false,
+            synchronous_commit: false,
+            isolation: Isolation::ReadCommitted,
+            connections: PostgresOptions::DEFAULT_CONNECTIONS,
+        }
+    }
+}
+
+/// The PostgreSQL options one source gives (the command line, the config file), `None` where
+/// it is silent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostgresGiven {
+    /// `schema`.
+    pub schema: Option<String>,
+    /// `table`.
+    pub table: Option<String>,
+    /// `unlogged`.
+    pub unlogged: Option<bool>,
+    /// `synchronous_commit`.
+    pub synchronous_commit: Option<bool>,
+    /// `isolation`.
+    pub isolation: Option<Isolation>,
+    /// `connections`.
+    pub connections: Option<usize>,
+}
+
+impl PostgresOptions {
+    /// These options, with what `given` sets in their place.
+    pub fn with(self, given: &PostgresGiven) -> PostgresOptions {
+        PostgresOptions {
+            schema: given.schema.clone().unwrap_or(self.schema),
+            table: given.table.clone().unwrap_or(self.table),
+            unlogged: given.unlogged.unwrap_or(self.unlogged),
+            synchronous_commit: given.synchronous_commit.unwrap_or(self.synchronous_commit),
+            isolation: given.isolation.unwrap_or(self.isolation),
+            connections: given.connections.unwrap_or(self.connections),
+        }
+    }
+}
+
+/// The config file's name of an algorithm.
+pub fn algorithm_name(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::TokenBucket => "token_bucket",
+        Algorithm::FixedWindow => "fixed_window",
+        Algorithm::SlidingWindowLog => "sliding_log",
+        Algorithm::SlidingWindowCounter => "sliding_counter",
+    }
+}
+
+/// An isolation level by the name the command line and the config file give it.
+pub fn isolation(name: &str) -> Result<Isolation, String> {
+    match name {
+        "read-committed" => Ok(Isolation::ReadCommitted),
+        "serializable" => Ok(Isolation::Serializable),
+        other => Err(format!(
+            "unknown isolation level {other:?}; expected `read-committed` or `serializable`"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_kind_of_store() {
+        assert_eq!(StoreSpec::parse("memory"), Ok(StoreSpec::Memory));
+        assert_eq!(
+            StoreSpec::parse("redis://127.0.0.1:6379/2"),
+            Ok(StoreSpec::Redis("redis://127.0.0.1:6379/2".into()))
+        );
+        assert_eq!(
+            StoreSpec::parse("redis://a:1, redis://b:2"),
+            Ok(StoreSpec::RedisCluster(vec![
+                "redis://a:1".into(),
+                "redis://b:2".into()
+            ]))
+        );
+    }
+
+    #[test]
+    fn postgres_urls_name_the_postgres_store() {
+        assert_eq!(
+            StoreSpec::parse("postgres://u@db:5432/limits"),
+            Ok(StoreSpec::Postgres("postgres://u@db:5432/limits".into()))
+        );
+        assert!(matches!(
+            StoreSpec::parse("postgresql://db/x"),
+            Ok(StoreSpec::Postgres(_))
+        ));
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_open_and_says_why() {
+        assert!(StoreSpec::parse("mysql://x").unwrap_err().contains("mysql"));
+        assert!(
+            StoreSpec::parse("redis://")
+                .unwrap_err()
+                .contains("no host")
+        );
+        assert!(StoreSpec::parse("memroy").unwrap_err().contains("memroy"));
+    }
+
+    #[test]
+    fn passwords_stay_out_of_logs() {
+        let spec = StoreSpec::parse("redis://user:secret@host:6379").unwrap();
+        assert_eq!(spec.to_string(), "redis at redis://***@host:6379");
+    }
+
+    #[test]
+    fn isolation_levels_go_by_their_names() {
+        assert_eq!(isolation("serializable"), Ok(Isolation::Serializable));
+        assert_eq!(isolation("read-committed"), Ok(Isolation::ReadCommitted));
+        assert!(isolation("snapshot").unwrap_err().contains("snapshot"));
+    }
+}

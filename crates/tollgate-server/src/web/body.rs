@@ -1,0 +1,21 @@
+//! A request's body, read whole up to a bound: what a client sends can never grow a
+//! connection's memory past it.
+
+use axum::body::{Body, Bytes};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::problem::Problem;
+
+/// The longest body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The body, or the problem to answer: too long, or not readable.
+pub async fn read(body: Body) -> Result<Bytes, Problem> {
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(Problem::body_too_large(MAX_BODY_BYTES)),
+        Err(e) => Err(Problem::malformed_body(format!(
+            "the body could not be read: {e}"
+        ))),
+    }
+}
