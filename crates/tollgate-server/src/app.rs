@@ -78,7 +78,8 @@ impl App {
         let limiter = Arc::new(limiter);
         let envoy = match (&settings.grpc, envoy_files) {
             (Some(grpc), Some((files, config))) => {
-                let envoy = Envoy::new(Arc::clone(&limiter), config, grpc.clone())?;
+                let metrics = envoy::metrics::EnvoyMetrics::new(&metrics)?;
+                let envoy = Envoy::new(Arc::clone(&limiter), config, grpc.clone(), metrics)?;
                 envoy.metrics().loaded(true);
                 Some((Arc::new(envoy), files))
             }

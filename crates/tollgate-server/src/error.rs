@@ -7,6 +7,7 @@ use tollgate::StoreError;
 
 use crate::config::ConfigError;
 use crate::envoy::config::LoadError;
+use crate::limiter::BuildError;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +39,9 @@ pub enum ServeError {
         "`migrate` creates the PostgreSQL schema: --store must be a postgres:// URL, not {0:?}"
     )]
     NothingToMigrate(String),
-    /// The system's random source failed (reservations are signed with a random secret).
-    #[error("the system's random source failed")]
-    Random,
+    /// The decision core could not be built.
+    #[error("{0}")]
+    Limiter(#[from] BuildError),
     /// The metrics could not be registered.
     #[error("the metrics could not be registered: {0}")]
     Metrics(#[from] prometheus::Error),

@@ -33,6 +33,7 @@ mod reload;
 pub mod resp;
 pub mod settings;
 pub mod store;
+mod watch;
 pub mod web;
 
 pub use app::{App, Server};

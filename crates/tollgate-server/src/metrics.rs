@@ -1,7 +1,7 @@
 //! `GET /metrics`: Prometheus's text format, from the `prometheus` crate's registry.
 //!
 //! Every series is bounded: decisions are labelled by the configured policies (at most
-//! [`MAX_POLICIES`](crate::config::MAX_POLICIES), and a policy's series go when a reload removes
+//! 4,096, the most a config file may name), and a policy's series go when a reload removes
 //! it) plus one `inline` label for every client-chosen policy; errors by the store error's kind.
 
 use std::time::SystemTime;

@@ -1,5 +1,5 @@
 //! The server's own option types: what the command line and the config file both set, parsed
-//! into values that cannot be wrong. [`crate::cli`] and [`crate::config`] read their text into
+//! into values that cannot be wrong. The command line and the config file read their text into
 //! these; nothing past them sees a flag or a TOML value.
 
 use std::fmt;

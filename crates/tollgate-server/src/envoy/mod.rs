@@ -135,9 +135,9 @@ impl Envoy {
         app: Arc<Limiter>,
         config: EnvoyConfig,
         settings: EnvoySettings,
-    ) -> Result<Envoy, crate::error::ServeError> {
+        metrics: EnvoyMetrics,
+    ) -> Result<Envoy, LoadError> {
         check_store(&app, &config, &settings)?;
-        let metrics = EnvoyMetrics::new(app.metrics())?;
         let series = metrics.series(&config);
         Ok(Envoy {
             app,

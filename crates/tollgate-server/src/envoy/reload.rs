@@ -1,5 +1,5 @@
-//! The Envoy config directory, watched as the TOML file is (see [`crate::reload`]): read again
-//! every [`POLL`](crate::reload::POLL) (off the async workers: it may hold megabytes) and on
+//! The Envoy config directory, watched as the TOML file is (see [`crate::watch`]): read again
+//! every [`POLL`](crate::watch::POLL) (off the async workers: it may hold megabytes) and on
 //! SIGHUP; a change that two reads in a row agree on is loaded, and put in force when good, or
 //! refused with its message while the running config stays. A SIGHUP loads the directory even
 //! unchanged, once two reads agree, so that a signal sent while files are being copied does
@@ -35,7 +35,7 @@ pub(crate) async fn watch(
         }
     };
     let applied: Result<Snapshot, LoadError> = Ok(running);
-    crate::reload::on_change(read, applied, shutdown, |now, forced| {
+    crate::watch::on_change(read, applied, shutdown, |now, forced| {
         let why = if forced {
             "SIGHUP"
         } else {

@@ -64,3 +64,14 @@ impl fmt::Display for DecideError {
 }
 
 impl std::error::Error for DecideError {}
+
+/// Why a [`Limiter`](super::Limiter) could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The system's random source failed (reservations are signed with a random secret).
+    #[error("the system's random source failed")]
+    Random,
+    /// The metrics could not be registered.
+    #[error("the metrics could not be registered: {0}")]
+    Metrics(#[from] prometheus::Error),
+}

@@ -23,7 +23,7 @@ use tollgate::store::settle::{Adjustment, DynSettle, Once};
 use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 
 pub use decide::{Decided, Part};
-pub use error::DecideError;
+pub use error::{BuildError, DecideError};
 pub use health::StoreHealth;
 pub use live::{Entry, Live};
 pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
@@ -223,7 +223,7 @@ impl LimiterBuilder {
 
     /// The limiter, or why not: the system's random source failed (for the reservations'
     /// secret), or the metrics could not be registered.
-    pub fn build(self) -> Result<Limiter, crate::error::ServeError> {
+    pub fn build(self) -> Result<Limiter, BuildError> {
         let (metrics, health) = match self.observed {
             Some(observed) => observed,
             None => {
@@ -232,8 +232,7 @@ impl LimiterBuilder {
                 (metrics, health)
             }
         };
-        let signer =
-            Signer::new(self.secret.as_deref()).map_err(|_| crate::error::ServeError::Random)?;
+        let signer = Signer::new(self.secret.as_deref()).map_err(|_| BuildError::Random)?;
         Ok(Limiter {
             store: self.store,
             ready_timeout: self.ready_timeout,

@@ -11,8 +11,8 @@
 //! So a connection holds at most about 16 + 66 + 64 KiB plus one reply.
 
 mod cell;
+mod cmd;
 pub mod codec;
-mod commands;
 
 use std::io;
 use std::sync::Arc;
@@ -25,8 +25,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::limiter::Limiter;
+use cmd::{After, Session, Shared};
 use codec::{Limits, Reply};
-use commands::{After, Session, Shared};
 
 /// The longest bulk string or inline command line.
 pub const MAX_ARGUMENT: usize = 64 * 1024;
@@ -174,7 +174,7 @@ async fn connection(
             if args.is_empty() {
                 continue;
             }
-            let (reply, after) = commands::execute(shared, &mut session, &args).await;
+            let (reply, after) = cmd::execute(shared, &mut session, &args).await;
             reply.encode(&mut output, session.resp3);
             close = after == After::Close;
             if output.len() >= FLUSH_AT && !flush(&mut stream, &mut output, idle).await? {

@@ -14,6 +14,7 @@ mod faults;
 mod flood;
 mod hostile_input;
 mod http;
+mod layers;
 mod postgres;
 mod readme_options;
 mod redis;

@@ -113,7 +113,7 @@ fn migrate_creates_the_schema_and_refuses_stores_without_one() {
     assert!(stderr.contains("table name"), "{stderr}");
 }
 
-/// Issue 11: three servers on one PostgreSQL, reservations made on one, committed on another,
+/// Reservations commit at most once across servers: three servers on one PostgreSQL, reservations made on one, committed on another,
 /// replayed on the third: the bound holds and every replay is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_servers_reserve_and_commit_within_the_bound() {

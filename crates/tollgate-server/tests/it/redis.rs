@@ -172,8 +172,9 @@ async fn a_comma_separated_store_is_a_redis_cluster() {
     }
 }
 
-/// Issue 18, point 3: an inline policy beyond what the Redis store can compute was refused as
-/// `"field": "cost"`; it is a `400` naming the input to change, and nothing is charged.
+/// An inline policy beyond what the Redis store can compute was once refused as
+/// `"field": "cost"`, which named the wrong input; it is a `400` naming the number to change,
+/// and nothing is charged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inline_policy_beyond_redis_names_its_field() {
     let redis = TestRedis::start().expect("start redis-server");
@@ -204,7 +205,7 @@ async fn an_inline_policy_beyond_redis_names_its_field() {
     shutdown.cancel();
 }
 
-/// Issue 11: three servers on one Redis, reservations made on one, committed on another,
+/// Reservations commit at most once across servers: three servers on one Redis, reservations made on one, committed on another,
 /// replayed on the third: the bound holds (kept = reserved - refunded <= 10 + 10/s) and every
 /// replay is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +224,7 @@ async fn three_servers_reserve_and_commit_within_the_bound() {
     support::assert_settled_within_the_bound(&settled);
 }
 
-/// Issue 18: two named policies in one check, on a 3-master Redis Cluster, through the server:
+/// Two named policies in one check, on a 3-master Redis Cluster, through the server:
 /// every policy of one key lands in one hash slot, so the check is one atomic script; each
 /// policy's bound is exact and nothing is a 5xx.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,6 @@
-//! Issue 18, point 3: a store that answers what this program does not understand is reported
-//! as such, never mistaken for an outage that fail-open hides. And point 4: builders refuse bad
-//! input with an error instead of panicking.
+//! A store that answers what this program does not understand is reported as such, never
+//! mistaken for an outage that fail-open hides; and builders refuse bad input with an error
+//! instead of panicking.
 #![cfg(all(feature = "redis", feature = "postgres"))]
 
 use std::sync::Arc;

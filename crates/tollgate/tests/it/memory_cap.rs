@@ -109,7 +109,7 @@ fn a_cost_over_capacity_takes_no_room() {
     assert_eq!(store.len(), 1);
 }
 
-/// Issue 18, point 1: a client that sends its own numbers with every request (an inline policy
+/// A client that sends its own numbers with every request (an inline policy
 /// per request) used to make the store allocate a table per policy, never freed and not
 /// counted by the cap: about 5 KB per request. Every policy now shares the store's tables, so
 /// such a flood only adds keys, and the cap bounds them in bytes.

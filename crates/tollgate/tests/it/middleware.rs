@@ -473,8 +473,7 @@ fn layers_without_policies_or_with_duplicate_names_are_refused() {
     let _ = Arc::new(());
 }
 
-/// Issue 18, point 2: a layer with two policies on a Redis Cluster answered every request
-/// `503` (the store refused checks whose bucket names differed, since the middleware put the
+/// A layer with two policies on a Redis Cluster once answered every request `503` (the store refused checks whose bucket names differed, since the middleware put the
 /// policy's name into the key). Buckets are now named by the policy and keyed by the client
 /// alone, so both policies of a client share its hash slot: one atomic script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

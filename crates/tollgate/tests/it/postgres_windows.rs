@@ -1,4 +1,4 @@
-//! Issue 11, part 3: the window algorithms on PostgreSQL, exact across processes. Three worker
+//! The window algorithms on PostgreSQL, exact across processes. Three worker
 //! processes (this test binary, run again) hammer one key under each window algorithm, at READ
 //! COMMITTED and at SERIALIZABLE; together they get exactly the limit. The window is a day, so
 //! the run stays inside one window (a run that straddles midnight UTC is told apart and allowed

@@ -1,0 +1,66 @@
+//! A `RateLimitRequest` decided: its descriptors' limits found, every counted descriptor
+//! decided in one store call (all-or-nothing: when one is over, none is charged), and the
+//! answer built as envoyproxy/ratelimit builds it (statuses, overall code, headers).
+//!
+//! Descriptors whose denial does not deny the request — in shadow mode, or one of several in
+//! quota mode while another still has room — must not keep the others from being charged. So
+//! when only such descriptors deny, nothing was charged (a denial takes nothing), and the
+//! others are decided again without them; each round leaves out at least one more, so the
+//! rounds end.
+
+mod answer;
+mod plan;
+mod rounds;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+
+use super::{EnvoyMetrics, Loaded};
+use crate::limiter::{DecideError, Limiter};
+use plan::Plan;
+pub(crate) use plan::policy_of;
+
+/// The most descriptors a request may carry.
+pub const MAX_DESCRIPTORS: usize = 64;
+
+/// The most entries a descriptor may carry.
+pub const MAX_ENTRIES: usize = 64;
+
+/// Why a request was not decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The request is malformed (gRPC `INVALID_ARGUMENT`).
+    Invalid(String),
+    /// The store failed and the fail policy is to deny (gRPC `UNAVAILABLE`).
+    Unavailable(String),
+}
+
+impl From<DecideError> for Refused {
+    fn from(error: DecideError) -> Refused {
+        match error {
+            DecideError::CostExceedsCapacity(m) | DecideError::InvalidKey(m) => Refused::Invalid(m),
+            e => Refused::Unavailable(e.to_string()),
+        }
+    }
+}
+
+/// Decides `request` under `loaded`, through `app`: its plan (the limits of its descriptors,
+/// and the buckets they count in), the refunds of negative hits, the rounds, the answer.
+pub async fn decide(
+    app: &Limiter,
+    loaded: &Loaded,
+    metrics: &EnvoyMetrics,
+    request: &RateLimitRequest,
+) -> Result<RateLimitResponse, Refused> {
+    let mut plan = Plan::new(loaded, metrics, request)?;
+    rounds::refund(app, &plan.name, &mut plan.buckets, plan.algorithm).await?;
+    let global_shadow = loaded.settings.shadow_mode;
+    rounds::decide_rounds(
+        app,
+        &plan.name,
+        &plan.parts,
+        &mut plan.buckets,
+        global_shadow,
+    )
+    .await?;
+    Ok(answer::answer(loaded, &plan))
+}

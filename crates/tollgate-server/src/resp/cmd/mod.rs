@@ -1,0 +1,188 @@
+//! The commands, one file per family as Redis groups them: the rate limiters
+//! ([`throttle`]: `CL.THROTTLE`, `THROTTLE`, `TOLLGATE.CHECK`), a connection's own
+//! ([`connection`]: `HELLO`, `AUTH`, `CLIENT`, ...), and what clients ask of the server
+//! ([`server`]: `COMMAND`, `INFO`, `CONFIG GET`), each answered as Redis words it.
+
+mod connection;
+mod server;
+mod throttle;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tollgate::{Clock, MonotonicClock, Nanos};
+
+use super::cell;
+use super::codec::Reply;
+use crate::limiter::Limiter;
+use crate::metrics::PolicyCounters;
+
+/// The bucket name every `THROTTLE` key goes by.
+const THROTTLE_BUCKET: &str = "throttle";
+
+/// What every connection shares.
+pub(super) struct Shared {
+    /// The server's store, policies and metrics.
+    pub(super) state: Arc<Limiter>,
+    /// `AUTH`'s password; `None`: no authentication.
+    pub(super) password: Option<String>,
+    /// The port the listener is on (for `INFO`).
+    pub(super) port: u16,
+    next_id: AtomicU64,
+    clock: MonotonicClock,
+    started: Nanos,
+    cell: PolicyCounters,
+    throttle: PolicyCounters,
+}
+
+impl Shared {
+    /// Connections deciding on `state`.
+    pub(super) fn new(state: Arc<Limiter>, password: Option<String>, port: u16) -> Shared {
+        let cell = state.metrics().policy(cell::BUCKET);
+        let throttle = state.metrics().policy(THROTTLE_BUCKET);
+        let clock = MonotonicClock::new();
+        Shared {
+            state,
+            password,
+            port,
+            next_id: AtomicU64::new(1),
+            started: clock.now(),
+            clock,
+            cell,
+            throttle,
+        }
+    }
+}
+
+/// One connection's state.
+pub(super) struct Session {
+    /// `CLIENT ID`.
+    pub(super) id: u64,
+    /// Whether replies are RESP3 (after `HELLO 3`).
+    pub resp3: bool,
+    name: Option<Vec<u8>>,
+    authenticated: bool,
+}
+
+impl Session {
+    /// A new connection's.
+    pub(super) fn new(shared: &Shared) -> Session {
+        Session {
+            id: shared.next_id.fetch_add(1, Ordering::Relaxed),
+            resp3: false,
+            name: None,
+            authenticated: shared.password.is_none(),
+        }
+    }
+}
+
+/// Whether the connection goes on after the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum After {
+    /// Read the next request.
+    Continue,
+    /// Close once the reply is written (`QUIT`).
+    Close,
+}
+
+/// The command names, arities (negative: at least) and flags, for `COMMAND`.
+const COMMANDS: [(&str, i64, &[&str]); 14] = [
+    ("cl.throttle", -5, &["write", "fast"]),
+    ("throttle", -5, &["write", "fast"]),
+    ("tollgate.check", -3, &["write", "fast"]),
+    ("ping", -1, &["fast"]),
+    ("echo", 2, &["fast"]),
+    ("quit", -1, &["fast"]),
+    ("hello", -1, &["noauth", "fast"]),
+    ("auth", -2, &["noauth", "fast"]),
+    ("client", -2, &[]),
+    ("select", 2, &["fast"]),
+    ("command", -1, &[]),
+    ("info", -1, &[]),
+    ("reset", 1, &["noauth", "fast"]),
+    ("config", -2, &[]),
+];
+
+/// Answers `args` (the command's name first; never empty).
+pub(super) async fn execute(
+    shared: &Shared,
+    session: &mut Session,
+    args: &[&[u8]],
+) -> (Reply, After) {
+    // Command names are short: lowercased on the stack, no allocation on the hot path.
+    let mut lower = [0u8; 16];
+    let name = match args[0].len() {
+        n if n <= lower.len() => {
+            lower[..n].copy_from_slice(args[0]);
+            lower[..n].make_ascii_lowercase();
+            std::str::from_utf8(&lower[..n]).unwrap_or("")
+        }
+        _ => "",
+    };
+    if !session.authenticated && !matches!(name, "auth" | "hello" | "quit" | "reset") {
+        return (
+            Reply::Error("NOAUTH Authentication required.".into()),
+            After::Continue,
+        );
+    }
+    let reply = match name {
+        "cl.throttle" => throttle::cl_throttle(shared, args).await,
+        "throttle" => throttle::throttle(shared, args).await,
+        "tollgate.check" => throttle::tollgate_check(shared, args).await,
+        "ping" => match args {
+            [_] => Reply::Simple("PONG"),
+            [_, message] => Reply::Bulk(message.to_vec()),
+            _ => arity(name),
+        },
+        "echo" => match args {
+            [_, message] => Reply::Bulk(message.to_vec()),
+            _ => arity(name),
+        },
+        "quit" => return (Reply::Simple("OK"), After::Close),
+        "hello" => connection::hello(shared, session, args),
+        "auth" => connection::auth(shared, session, args),
+        "client" => connection::client(session, args),
+        "select" => match args {
+            [_, db] => match std::str::from_utf8(db)
+                .ok()
+                .and_then(|d| d.parse::<i64>().ok())
+            {
+                Some(0) => Reply::Simple("OK"),
+                Some(_) => Reply::err("DB index is out of range"),
+                None => Reply::err("value is not an integer or out of range"),
+            },
+            _ => arity(name),
+        },
+        "command" => server::command(args),
+        "info" => server::info(shared),
+        "reset" => {
+            session.resp3 = false;
+            session.name = None;
+            session.authenticated = shared.password.is_none();
+            Reply::Simple("RESET")
+        }
+        "config" => server::config(args),
+        _ => unknown(args),
+    };
+    (reply, After::Continue)
+}
+
+pub(super) fn arity(name: &str) -> Reply {
+    Reply::err(format!("wrong number of arguments for '{name}' command"))
+}
+
+/// Redis's words for a command it does not know, with the start of its arguments.
+fn unknown(args: &[&[u8]]) -> Reply {
+    let mut beginning = String::new();
+    for arg in &args[1..] {
+        let arg = String::from_utf8_lossy(arg);
+        if beginning.len() + arg.len() > 128 {
+            break;
+        }
+        beginning.push_str(&format!("'{arg}' "));
+    }
+    Reply::err(format!(
+        "unknown command '{}', with args beginning with: {beginning}",
+        String::from_utf8_lossy(args[0])
+    ))
+}

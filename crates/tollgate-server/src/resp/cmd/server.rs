@@ -1,0 +1,80 @@
+//! What clients ask of the server: `COMMAND`, `INFO`, `CONFIG GET`.
+
+use std::time::Duration;
+
+use tollgate::Clock;
+
+use super::{COMMANDS, Shared};
+use crate::resp::codec::Reply;
+
+/// `COMMAND` (every command, in Redis 7's ten-field form), `COMMAND COUNT`, `COMMAND INFO`,
+/// `COMMAND DOCS` (none documented: an empty map, which redis-cli takes as "no hints").
+pub(super) fn command(args: &[&[u8]]) -> Reply {
+    let info = |(name, arity, flags): &(&str, i64, &[&str])| {
+        let is_key = name.contains("throttle") || *name == "tollgate.check";
+        let key = if *name == "tollgate.check" { 2 } else { 1 };
+        Reply::Array(vec![
+            Reply::text(*name),
+            Reply::Integer(*arity),
+            Reply::Array(flags.iter().map(|f| Reply::text(*f)).collect()),
+            Reply::Integer(if is_key { key } else { 0 }),
+            Reply::Integer(if is_key { key } else { 0 }),
+            Reply::Integer(i64::from(is_key)),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+        ])
+    };
+    match args.get(1).map(|s| s.to_ascii_lowercase()) {
+        None => Reply::Array(COMMANDS.iter().map(info).collect()),
+        Some(sub) if sub == b"count" => Reply::Integer(COMMANDS.len() as i64),
+        Some(sub) if sub == b"docs" => Reply::Map(Vec::new()),
+        Some(sub) if sub == b"info" => Reply::Array(
+            args[2..]
+                .iter()
+                .map(|name| {
+                    let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+                    COMMANDS
+                        .iter()
+                        .find(|c| c.0 == name)
+                        .map_or(Reply::Null, info)
+                })
+                .collect(),
+        ),
+        Some(sub) => Reply::err(format!(
+            "unknown subcommand '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(&sub)
+        )),
+    }
+}
+
+pub(super) fn info(shared: &Shared) -> Reply {
+    let uptime = Duration::from(shared.clock.now() - shared.started).as_secs();
+    Reply::text(format!(
+        "# Server\r\nredis_version:7.2.0\r\ntollgate_version:{}\r\nredis_mode:standalone\r\n\
+         process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\n",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        shared.port,
+    ))
+}
+
+/// `CONFIG GET`: redis-benchmark and some clients read the server's persistence settings at
+/// start; nothing is saved to disk by this server. Other parameters are not exposed.
+pub(super) fn config(args: &[&[u8]]) -> Reply {
+    match args.get(1) {
+        Some(sub) if sub.eq_ignore_ascii_case(b"get") => Reply::Map(
+            args[2..]
+                .iter()
+                .filter_map(|p| match p.to_ascii_lowercase().as_slice() {
+                    b"save" => Some(("save", "")),
+                    b"appendonly" => Some(("appendonly", "no")),
+                    _ => None,
+                })
+                .map(|(k, v)| (Reply::text(k), Reply::text(v)))
+                .collect(),
+        ),
+        _ => Reply::err("tollgate answers CONFIG GET only (save, appendonly)"),
+    }
+}
