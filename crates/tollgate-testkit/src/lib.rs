@@ -53,8 +53,6 @@
 // The readiness deadlines need the real clock; the testkit is not on the decision path that
 // `.clippy.toml` protects from ambient time.
 #![allow(clippy::disallowed_methods)]
-#![deny(unsafe_code)]
-#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
 mod cluster;
 mod error;

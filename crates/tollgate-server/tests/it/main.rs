@@ -1,6 +1,10 @@
 //! The server's integration tests, in one binary: each module drives the real `tollgate`
 //! binary, or the server's library in process, against real stores the test kit starts.
 
+// `pub` in a test module means shared with the other test modules: nothing here is reachable
+// from outside the binary, by design.
+#![allow(unreachable_pub)]
+
 mod support;
 
 mod binary;
