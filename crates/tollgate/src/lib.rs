@@ -11,6 +11,9 @@
 //! number and rounding can only under-grant. A bucket is named by its policy's name and its key
 //! ([`Check::named`]), so a policy's numbers can change under it.
 //!
+//! The [`guide`] walks through the library chapter by chapter: buckets and their names, each
+//! store, reservations and refunds, failures, and the middleware.
+//!
 //! ## Which store
 //!
 //! | store | pick it when | decisions |
@@ -123,6 +126,7 @@ pub mod algorithm;
 mod clock;
 mod decision;
 mod error;
+pub mod guide;
 pub mod headers;
 #[cfg(feature = "tower")]
 pub mod middleware;
@@ -142,7 +146,7 @@ pub use store::postgres::{PostgresStore, PostgresStoreBuilder};
 pub use store::redis::{RedisStore, RedisStoreBuilder};
 pub use store::{Check, DynStore, Store};
 
-/// The README's examples, compiled and run as doc tests.
+/// The README's examples, compiled and run as doc tests (the guide's run as its own).
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;

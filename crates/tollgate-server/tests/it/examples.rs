@@ -1,6 +1,12 @@
 //! The examples, run as tests: the axum one limits `/hello` per client IP behind a trusted
 //! local proxy, the tonic one answers `RESOURCE_EXHAUSTED` past its limit, and the LLM gateway
 //! charges the tokens each call used.
+//!
+//! And the examples the docs show: every TOML block of the README and of the pages under
+//! `docs/` is a config file `tollgate config check` accepts; the config reference in
+//! docs/configuration.md has a row for every key of `examples/tollgate.toml` (which shows every
+//! key the file may hold: `the_example_file_is_good_and_shows_every_key`) and no other; and
+//! every `--example` the docs run is one that exists, each of them shown somewhere.
 
 #[allow(dead_code)]
 #[path = "../../examples/axum.rs"]
@@ -12,7 +18,10 @@ mod llm_gateway;
 #[path = "../../examples/tonic.rs"]
 mod tonic_example;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use reqwest::{Client, StatusCode};
 use tokio::net::TcpListener;
@@ -134,4 +143,187 @@ async fn llm_gateway_charges_the_tokens_each_call_used() {
         complete("bob", 10_000, prompt).await.unwrap().status(),
         StatusCode::OK
     );
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The README and every Markdown page under `docs/`, with their paths from the root.
+fn doc_pages() -> Vec<(String, String)> {
+    let mut pages = vec![("README.md".to_owned(), read(&root().join("README.md")))];
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    files.sort();
+    for file in files {
+        let name = format!("docs/{}", file.file_name().unwrap().to_str().unwrap());
+        pages.push((name, read(&file)));
+    }
+    pages
+}
+
+/// The fenced code blocks of `markdown` whose info string is `lang`.
+fn blocks(markdown: &str, lang: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    // Inside a fence: `Some(block)` when it is one of ours, `None` when it is another language.
+    let mut inside: Option<Option<String>> = None;
+    for line in markdown.lines() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (inside.take(), fence) {
+            (None, Some(info)) => inside = Some((info.trim() == lang).then(String::new)),
+            (None, None) => {}
+            (Some(block), Some(_)) => blocks.extend(block),
+            (Some(mut block), None) => {
+                if let Some(block) = &mut block {
+                    block.push_str(line);
+                    block.push('\n');
+                }
+                inside = Some(block);
+            }
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_toml_block_in_the_docs_is_a_good_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for (page, text) in doc_pages() {
+        for (i, block) in blocks(&text, "toml").into_iter().enumerate() {
+            let file = dir.path().join(format!("block{checked}.toml"));
+            std::fs::write(&file, &block).unwrap();
+            let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+                .args(["config", "check"])
+                .arg(&file)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{page}, TOML block {}: `tollgate config check` refuses it:\n{}\n{block}",
+                i + 1,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "only {checked} TOML blocks found");
+}
+
+/// The dotted keys of a TOML table, with the names a user chooses (of policies and Envoy
+/// domains) written `NAME`: `policies.NAME.capacity`.
+fn dotted_keys(table: &toml::Table, prefix: &str, out: &mut BTreeSet<String>) {
+    for (key, value) in table {
+        let key = match prefix {
+            "policies." | "grpc.domains." => "NAME",
+            _ => key.as_str(),
+        };
+        let path = format!("{prefix}{key}");
+        match value {
+            toml::Value::Table(inner) => dotted_keys(inner, &format!("{path}."), out),
+            _ => {
+                out.insert(path);
+            }
+        }
+    }
+}
+
+/// The keys of the reference table in docs/configuration.md's section "## Every key": the first
+/// cell of each row, in backticks.
+fn reference_keys(page: &str) -> BTreeSet<String> {
+    let start = page
+        .find("\n## Every key\n")
+        .expect("docs/configuration.md has a section \"## Every key\"");
+    let section = &page[start + 1..];
+    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |e| e + 1)];
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(key, _)| key.to_owned()))
+        .collect()
+}
+
+/// How the reference's keys and the example file's differ, one message each.
+fn reference_problems(reference: &BTreeSet<String>, example: &BTreeSet<String>) -> Vec<String> {
+    let missing = example
+        .difference(reference)
+        .map(|k| format!("`{k}` is in examples/tollgate.toml but has no row in the reference"));
+    let extra = reference
+        .difference(example)
+        .map(|k| format!("the reference has a row for `{k}`, which the config file does not take"));
+    missing.chain(extra).collect()
+}
+
+#[test]
+fn every_key_of_the_example_file_is_in_the_reference() {
+    let example: toml::Table = read(&root().join("examples/tollgate.toml"))
+        .parse()
+        .expect("examples/tollgate.toml is TOML");
+    let mut keys = BTreeSet::new();
+    dotted_keys(&example, "", &mut keys);
+    assert!(keys.contains("policies.NAME.capacity"), "{keys:?}");
+    assert!(keys.contains("grpc.domains.NAME.algorithm"), "{keys:?}");
+    let page = read(&root().join("docs/configuration.md"));
+    let reference = reference_keys(&page);
+    let problems = reference_problems(&reference, &keys);
+    assert!(
+        problems.is_empty(),
+        "docs/configuration.md:\n- {}",
+        problems.join("\n- ")
+    );
+
+    // A row lost, and a row for a key that does not exist, are caught.
+    let row = page
+        .lines()
+        .find(|l| l.starts_with("| `resp.idle_timeout`"))
+        .expect("a row for resp.idle_timeout");
+    let lost = reference_keys(&page.replace(&format!("{row}\n"), ""));
+    assert!(reference_problems(&lost, &keys)[0].contains("`resp.idle_timeout`"));
+    let invented = page.replace(row, &format!("{row}\n| `resp.idle_timeot` | | | |"));
+    let problems = reference_problems(&reference_keys(&invented), &keys);
+    assert!(problems[0].contains("`resp.idle_timeot`"), "{problems:?}");
+}
+
+#[test]
+fn every_example_the_docs_run_exists() {
+    let examples = root().join("crates/tollgate-server/examples");
+    let mut texts: Vec<(String, String)> = doc_pages();
+    let guide = root().join("crates/tollgate/src/guide");
+    for entry in std::fs::read_dir(&guide).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "md") {
+            texts.push((path.display().to_string(), read(&path)));
+        }
+    }
+    let mut shown = BTreeSet::new();
+    for (page, text) in &texts {
+        for name in text.split("--example ").skip(1).filter_map(|rest| {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        }) {
+            assert!(
+                examples.join(format!("{name}.rs")).exists(),
+                "{page} runs `--example {name}`, which crates/tollgate-server/examples/ lacks"
+            );
+            shown.insert(name);
+        }
+    }
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        assert!(
+            shown.contains(&name),
+            "no page shows how to run the example {name} (`cargo run --release --example {name}`)"
+        );
+    }
 }

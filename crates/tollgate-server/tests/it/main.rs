@@ -10,6 +10,8 @@ mod support;
 mod binary;
 mod cluster_faults;
 mod config;
+mod dashboard;
+mod docs;
 mod envoy;
 mod envoy_config;
 mod envoy_exact;

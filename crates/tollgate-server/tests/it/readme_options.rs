@@ -1,23 +1,27 @@
-//! Issue 18, point 5: what the README says is what the program does. The README's table of
-//! `tollgate serve` options (section "The server") is checked against the real binary's
+//! What the docs say is what the program does. The table of `tollgate serve`
+//! options in docs/configuration.md (section "`tollgate serve` options"; it lived in the README
+//! until the README became a front door) is checked against the real binary's
 //! `tollgate serve --help`:
 //!
 //! - every long option `--help` lists has a row, and every option a row names exists;
-//! - where `--help` prints `[default: X]`, the README's default is X (backticks and thousands
+//! - where `--help` prints `[default: X]`, the page's default is X (backticks and thousands
 //!   separators aside: `2,097,152` is `2097152`);
-//! - a flag without a default is `off` in the README;
+//! - a flag without a default is `off` on the page;
 //! - an option whose default depends on the store has no `[default: …]`; its help text says
-//!   `(default: 50 for Redis and memory, 100 for PostgreSQL)`, and the README must give the same
+//!   `(default: 50 for Redis and memory, 100 for PostgreSQL)`, and the page must give the same
 //!   value for the same stores: `50 (Redis, memory), 100 (PostgreSQL)`.
 //!
-//! `a_readme_that_disagrees_with_help_is_caught` shows each check failing on a README edited to
-//! be wrong.
+//! `a_docs_table_that_disagrees_with_help_is_caught` shows each check failing on a page edited
+//! to be wrong.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-/// The README, as compiled in: editing it rebuilds this test.
-const README: &str = include_str!("../../../../README.md");
+/// The page that holds the options table, as compiled in: editing it rebuilds this test.
+const PAGE: &str = include_str!("../../../../docs/configuration.md");
+
+/// The heading of the table's section.
+const SECTION: &str = "\n## `tollgate serve` options\n";
 
 /// An option of `--help`.
 #[derive(Debug, Default)]
@@ -90,7 +94,7 @@ fn parse_help(help: &str) -> BTreeMap<String, HelpOption> {
     options
 }
 
-/// A row of the README's options table.
+/// A row of the page's options table.
 #[derive(Debug)]
 struct Row {
     /// The options it names, without `--` and placeholders: `postgres-schema`, `postgres-table`.
@@ -122,13 +126,13 @@ fn cells(line: &str) -> Vec<String> {
     cells
 }
 
-/// The rows of the options table in the README's section "## The server" (rows that start with
+/// The rows of the options table in the page's section [`SECTION`] (rows that start with
 /// "| `--"), or an error saying what is missing.
-fn parse_readme(readme: &str) -> Result<Vec<Row>, String> {
-    let start = readme
-        .find("\n## The server\n")
-        .ok_or("the README has no section \"## The server\"")?;
-    let section = &readme[start + 1..];
+fn parse_page(page: &str) -> Result<Vec<Row>, String> {
+    let start = page
+        .find(SECTION)
+        .ok_or_else(|| format!("docs/configuration.md has no section {:?}", SECTION.trim()))?;
+    let section = &page[start + 1..];
     let section = &section[..section[1..]
         .find("\n## ")
         .map_or(section.len(), |end| end + 1)];
@@ -157,14 +161,15 @@ fn parse_readme(readme: &str) -> Result<Vec<Row>, String> {
         });
     }
     if rows.is_empty() {
-        return Err(
-            "no options table (rows starting with \"| `--\") under \"## The server\"".into(),
-        );
+        return Err(format!(
+            "no options table (rows starting with \"| `--\") under {:?}",
+            SECTION.trim()
+        ));
     }
     Ok(rows)
 }
 
-/// A default as written in the README or `--help`: backticks dropped, and thousands separators
+/// A default as written on the page or in `--help`: backticks dropped, and thousands separators
 /// dropped from a number (`2,097,152` is `2097152`).
 fn normalized(default: &str) -> String {
     let bare = default.trim().replace('`', "");
@@ -185,9 +190,9 @@ fn stores(list: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Per-store defaults as the README writes them, `50 (Redis, memory), 100 (PostgreSQL)`: each
+/// Per-store defaults as the page writes them, `50 (Redis, memory), 100 (PostgreSQL)`: each
 /// store and its value. `None` when the text is not of that form.
-fn readme_per_store(default: &str) -> Option<BTreeMap<String, String>> {
+fn page_per_store(default: &str) -> Option<BTreeMap<String, String>> {
     let mut map = BTreeMap::new();
     let mut rest = default.trim();
     while !rest.is_empty() {
@@ -231,7 +236,7 @@ fn help_per_store(text: &str) -> Option<BTreeMap<String, String>> {
     (!map.is_empty()).then_some(map)
 }
 
-/// Everything on which the README's table and `--help` disagree, one message each, naming the
+/// Everything on which the page's table and `--help` disagree, one message each, naming the
 /// option and quoting both.
 fn disagreements(help: &BTreeMap<String, HelpOption>, rows: &[Row]) -> Vec<String> {
     let mut problems = Vec::new();
@@ -240,7 +245,7 @@ fn disagreements(help: &BTreeMap<String, HelpOption>, rows: &[Row]) -> Vec<Strin
             let option = &help[name];
             problems.push(format!(
                 "`--{name}` is in `tollgate serve --help` ({:?}, default {:?}) but has no row in \
-                 the README's options table",
+                 the options table of docs/configuration.md",
                 option.text.trim(),
                 option.default
             ));
@@ -248,7 +253,7 @@ fn disagreements(help: &BTreeMap<String, HelpOption>, rows: &[Row]) -> Vec<Strin
     }
     for row in rows {
         if row.names.is_empty() {
-            problems.push(format!("a README row names no option: {:?}", row.line));
+            problems.push(format!("a row names no option: {:?}", row.line));
             continue;
         }
         // A row of several options gives one default each ("`tollgate`, `buckets`"), or one
@@ -262,23 +267,23 @@ fn disagreements(help: &BTreeMap<String, HelpOption>, rows: &[Row]) -> Vec<Strin
             vec![row.default.as_str(); row.names.len()]
         } else {
             problems.push(format!(
-                "the README row {:?} names {} options but gives {} defaults",
+                "the row {:?} names {} options but gives {} defaults",
                 row.line,
                 row.names.len(),
                 split.len()
             ));
             continue;
         };
-        for (name, readme) in row.names.iter().zip(defaults) {
+        for (name, page) in row.names.iter().zip(defaults) {
             let Some(option) = help.get(name) else {
                 problems.push(format!(
-                    "the README's row {:?} names `--{name}`, which `tollgate serve --help` does \
-                     not list",
+                    "the row {:?} names `--{name}`, which `tollgate serve --help` does not \
+                     list",
                     row.line
                 ));
                 continue;
             };
-            if let Some(problem) = disagreement(name, option, readme) {
+            if let Some(problem) = disagreement(name, option, page) {
                 problems.push(problem);
             }
         }
@@ -286,28 +291,28 @@ fn disagreements(help: &BTreeMap<String, HelpOption>, rows: &[Row]) -> Vec<Strin
     problems
 }
 
-/// How the README's default `readme` for `--name` disagrees with `--help`, if it does.
-fn disagreement(name: &str, option: &HelpOption, readme: &str) -> Option<String> {
+/// How the page's default `page` for `--name` disagrees with `--help`, if it does.
+fn disagreement(name: &str, option: &HelpOption, page: &str) -> Option<String> {
     let text = option.text.trim();
     match (&option.default, option.takes_value) {
-        (Some(help), _) => (normalized(readme) != normalized(help)).then(|| {
+        (Some(help), _) => (normalized(page) != normalized(help)).then(|| {
             format!(
-                "`--{name}`: the README's default is {readme:?}, `tollgate serve --help` says \
+                "`--{name}`: the page's default is {page:?}, `tollgate serve --help` says \
                  [default: {help}]"
             )
         }),
-        (None, false) => (normalized(readme) != "off").then(|| {
+        (None, false) => (normalized(page) != "off").then(|| {
             format!(
-                "`--{name}` is a flag, off unless given (`--help`: {text:?}): the README's \
-                 default should be `off`, not {readme:?}"
+                "`--{name}` is a flag, off unless given (`--help`: {text:?}): the page's \
+                 default should be `off`, not {page:?}"
             )
         }),
         // A listener that is off unless given an address.
         (None, true) if text.contains("off unless given") => {
-            (normalized(readme) != "off").then(|| {
+            (normalized(page) != "off").then(|| {
                 format!(
-                    "`--{name}` is off unless given (`--help`: {text:?}): the README's default \
-                     should be `off`, not {readme:?}"
+                    "`--{name}` is off unless given (`--help`: {text:?}): the page's default \
+                     should be `off`, not {page:?}"
                 )
             })
         }
@@ -315,29 +320,29 @@ fn disagreement(name: &str, option: &HelpOption, readme: &str) -> Option<String>
         (None, true) if text.contains("[env: ") => {
             let var = text.split("[env: ").nth(1)?.split('=').next()?;
             let expected = format!("none (`{var}`)");
-            (normalized(readme) != normalized(&expected)).then(|| {
+            (normalized(page) != normalized(&expected)).then(|| {
                 format!(
-                    "`--{name}` has no default but the environment's {var}: the README's \
-                     default should be {expected:?}, not {readme:?}"
+                    "`--{name}` has no default but the environment's {var}: the page's \
+                     default should be {expected:?}, not {page:?}"
                 )
             })
         }
-        (None, true) => match (help_per_store(text), readme_per_store(readme)) {
+        (None, true) => match (help_per_store(text), page_per_store(page)) {
             (Some(help), Some(ours)) if help == ours => None,
             (Some(help), _) => Some(format!(
-                "`--{name}`: the README's default is {readme:?}, `tollgate serve --help` says \
+                "`--{name}`: the page's default is {page:?}, `tollgate serve --help` says \
                  {text:?} (per store: {help:?})"
             )),
             (None, _) => Some(format!(
-                "`--{name}`: `tollgate serve --help` gives no default ({text:?}), the README's \
-                 is {readme:?}; give one in the help, or check this option here"
+                "`--{name}`: `tollgate serve --help` gives no default ({text:?}), the page's \
+                 is {page:?}; give one in the help, or check this option here"
             )),
         },
     }
 }
 
 #[test]
-fn the_readme_option_table_is_what_help_says() {
+fn the_docs_option_table_is_what_help_says() {
     let help_text = serve_help();
     let help = parse_help(&help_text);
     // The parser found every long option the help mentions, wherever it mentions one.
@@ -363,19 +368,20 @@ fn the_readme_option_table_is_what_help_says() {
         );
     }
 
-    let rows = parse_readme(README).unwrap_or_else(|e| panic!("{e}"));
+    let rows = parse_page(PAGE).unwrap_or_else(|e| panic!("{e}"));
     let problems = disagreements(&help, &rows);
     assert!(
         problems.is_empty(),
-        "README.md's `tollgate serve` options table disagrees with `tollgate serve --help`:\n- {}",
+        "docs/configuration.md's `tollgate serve` options table disagrees with \
+         `tollgate serve --help`:\n- {}",
         problems.join("\n- ")
     );
 }
 
 #[test]
-fn a_readme_that_disagrees_with_help_is_caught() {
+fn a_docs_table_that_disagrees_with_help_is_caught() {
     let help = parse_help(&serve_help());
-    // (what to change in the README, into what, the option a message must name)
+    // (what to change on the page, into what, the option a message must name)
     let edits = [
         ("| 2,097,152 |", "| 2,000,000 |", "--max-keys"),
         ("| `127.0.0.1:8080` |", "| `0.0.0.0:8080` |", "--listen"),
@@ -408,20 +414,35 @@ fn a_readme_that_disagrees_with_help_is_caught() {
         ),
     ];
     for (from, to, option) in edits {
-        assert!(
-            README.contains(from),
-            "the README no longer has {from:?}: update this test"
-        );
-        let edited = README.replacen(from, to, 1);
-        let rows = parse_readme(&edited).unwrap_or_else(|e| panic!("{e}"));
+        // The edit must land in the table: the rest of the page says some of these too.
+        let start = PAGE.find(SECTION).expect("the section");
+        let at = PAGE[start..]
+            .find(from)
+            .map(|i| start + i)
+            .unwrap_or_else(|| {
+                panic!("the options table no longer has {from:?}: update this test")
+            });
+        let edited = format!("{}{to}{}", &PAGE[..at], &PAGE[at + from.len()..]);
+        let rows = parse_page(&edited).unwrap_or_else(|e| panic!("{e}"));
         let problems = disagreements(&help, &rows);
         assert!(
             problems.iter().any(|p| p.contains(&format!("`{option}`"))),
-            "a README with {to:?} instead of {from:?} passed, or no message named `{option}`: \
+            "a page with {to:?} instead of {from:?} passed, or no message named `{option}`: \
              {problems:#?}"
         );
     }
-    assert!(parse_readme(&README.replace("\n## The server\n", "\n## Serving\n")).is_err());
+    assert!(parse_page(&PAGE.replace(SECTION, "\n## Serving\n")).is_err());
+    // A table that lost a row is caught too.
+    let row = PAGE
+        .lines()
+        .find(|l| l.starts_with("| `--max-keys`"))
+        .expect("a --max-keys row");
+    let rows = parse_page(&PAGE.replace(&format!("{row}\n"), "")).unwrap();
+    assert!(
+        disagreements(&help, &rows)
+            .iter()
+            .any(|p| p.contains("`--max-keys`") && p.contains("has no row"))
+    );
 }
 
 #[test]
@@ -430,12 +451,12 @@ fn defaults_are_compared_as_written() {
     assert_eq!(normalized("`read-committed`"), "read-committed");
     assert_eq!(normalized("`tollgate`"), "tollgate");
     assert_ne!(normalized("`60`"), "50");
-    let readme = readme_per_store("50 (Redis, memory), 100 (PostgreSQL)").unwrap();
+    let page = page_per_store("50 (Redis, memory), 100 (PostgreSQL)").unwrap();
     let help = help_per_store("The bound (default: 50 for Redis and memory, 100 for PostgreSQL) ");
-    assert_eq!(Some(readme.clone()), help);
-    assert_eq!(readme["memory"], "50");
-    assert_eq!(readme["postgresql"], "100");
-    assert_eq!(readme_per_store("`50`"), None);
+    assert_eq!(Some(page.clone()), help);
+    assert_eq!(page["memory"], "50");
+    assert_eq!(page["postgresql"], "100");
+    assert_eq!(page_per_store("`50`"), None);
     assert_eq!(help_per_store("The bound on one store call"), None);
     assert_eq!(cells("| `a|b` | c |"), ["`a|b`".to_owned(), "c".to_owned()]);
 }
