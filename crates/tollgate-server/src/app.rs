@@ -27,7 +27,7 @@ const WARM_UP: Duration = Duration::from_secs(3);
 pub struct App {
     settings: Settings,
     limiter: Arc<Limiter>,
-    envoy: Option<(Arc<Envoy>, envoy::config::Snapshot)>,
+    envoy: Option<(Arc<Envoy>, crate::limiter::descriptors::config::Snapshot)>,
 }
 
 impl App {
@@ -38,12 +38,17 @@ impl App {
         let envoy_files = match &settings.grpc {
             Some(grpc) => Some(match &grpc.config_dir {
                 Some(dir) => {
-                    let files = envoy::config::read_dir(dir)?;
-                    let config =
-                        envoy::config::EnvoyConfig::load(&files, grpc.merge_domain_config)?;
+                    let files = crate::limiter::descriptors::config::read_dir(dir)?;
+                    let config = crate::limiter::descriptors::config::EnvoyConfig::load(
+                        &files,
+                        grpc.merge_domain_config,
+                    )?;
                     (files, config)
                 }
-                None => (Vec::new(), envoy::config::EnvoyConfig::default()),
+                None => (
+                    Vec::new(),
+                    crate::limiter::descriptors::config::EnvoyConfig::default(),
+                ),
             }),
             None => None,
         };

@@ -99,6 +99,7 @@ pub struct PostgresArgs {
     #[arg(
         long,
         default_value = "read-committed",
+        hide_possible_values = true,
         value_parser = PossibleValuesParser::new(["read-committed", "serializable"])
             .try_map(|name| options::isolation(&name)),
     )]
@@ -181,7 +182,12 @@ pub struct ServeArgs {
 
     /// What to answer when the store fails or does not answer in time: `allow` (fail open),
     /// `deny` (fail closed: 503), or `local` (decide in this process's memory meanwhile).
-    #[arg(long, default_value = "allow", value_parser = one_of::<OnStoreError>(&["allow", "deny", "local"]))]
+    #[arg(
+        long,
+        default_value = "allow",
+        hide_possible_values = true,
+        value_parser = one_of::<OnStoreError>(&["allow", "deny", "local"]),
+    )]
     pub on_store_error: OnStoreError,
 
     /// The bound on one store call, in milliseconds (default: 50 for Redis and memory, 100
@@ -198,7 +204,12 @@ pub struct ServeArgs {
     pub postgres: PostgresArgs,
 
     /// How log lines are written (to stderr): `text` or `json` (one object per line).
-    #[arg(long, default_value = "text", value_parser = one_of::<LogFormat>(&["text", "json"]))]
+    #[arg(
+        long,
+        default_value = "text",
+        hide_possible_values = true,
+        value_parser = one_of::<LogFormat>(&["text", "json"]),
+    )]
     pub log_format: LogFormat,
 }
 
@@ -324,7 +335,8 @@ where
     }
 }
 
-/// A parser of the values `names` into `T`.
+/// A parser of the values `names` into `T`. Each option's help names its values in words, so
+/// clap's own list of them is hidden; a wrong value is still refused with the list.
 fn one_of<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
 where
     T: FromStr<Err = String> + Clone + Send + Sync + 'static,

@@ -6,14 +6,15 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::error::ServeError;
 use crate::options::{self, PostgresOptions, StoreSpec};
-use crate::{envoy, settings, store};
+use crate::{settings, store};
 
 /// `tollgate config check PATH`: the policies a TOML file defines, one line each (and the
 /// Envoy directory it names, loaded), or a directory of envoyproxy/ratelimit YAML loaded (its
 /// domains merged with `merge_domains`); or why it is refused.
 pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeError> {
     if path.is_dir() {
-        let config = envoy::config::EnvoyConfig::load_dir(path, merge_domains)?;
+        let config =
+            crate::limiter::descriptors::config::EnvoyConfig::load_dir(path, merge_domains)?;
         return Ok(format!(
             "{}: ok, {}, {}\n{}",
             path.display(),
@@ -29,7 +30,7 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
     let envoy = match &config.grpc.config_dir {
         Some(dir) => {
             let merge = config.grpc.merge_domain_config.unwrap_or(false);
-            let envoy = envoy::config::EnvoyConfig::load_dir(dir, merge)?;
+            let envoy = crate::limiter::descriptors::config::EnvoyConfig::load_dir(dir, merge)?;
             format!(
                 "  grpc.config_dir {}: {}, {}\n",
                 dir.display(),

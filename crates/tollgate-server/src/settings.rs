@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{Config, ConfigError};
-use crate::envoy::{EnvoyAlgorithm, EnvoySettings};
+use crate::envoy::EnvoySettings;
 use crate::error::ServeError;
 use crate::limiter::Policies;
+use crate::limiter::descriptors::EnvoyAlgorithm;
 use crate::options::{
     DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,
 };

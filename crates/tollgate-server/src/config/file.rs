@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::envoy::EnvoyAlgorithm;
+use crate::limiter::descriptors::EnvoyAlgorithm;
 use crate::options::{LogFormat, OnStoreError};
 
 #[derive(Debug, Default, Deserialize)]

@@ -31,8 +31,8 @@ use std::time::Duration;
 pub use error::ConfigError;
 use toml::Spanned;
 
-use crate::envoy::EnvoyAlgorithm;
 use crate::limiter::Policies;
+use crate::limiter::descriptors::EnvoyAlgorithm;
 use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec};
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.

@@ -24,8 +24,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::Envoy;
-use super::config::Unit;
 use super::decide::{self, Refused};
+use crate::limiter::descriptors::config::Unit;
 use crate::web::body;
 use crate::web::problem::Problem;
 

@@ -1,18 +1,16 @@
 //! Envoy's rate-limit service, drop-in: `envoy.service.ratelimit.v3.RateLimitService` over gRPC,
 //! configured by a directory of envoyproxy/ratelimit YAML files, unchanged.
 //!
-//! The files are loaded, matched and answered as envoyproxy/ratelimit does ([`config`],
-//! [`limits`]); the decisions are tollgate's, on any store: every descriptor of a request in
-//! one store call, all-or-nothing, and a denied request takes nothing ([`decide`]).
+//! The decision core resolves descriptors as envoyproxy/ratelimit does
+//! ([`descriptors`](crate::limiter::descriptors)); this front end answers as it does, and the
+//! decisions are tollgate's, on any store: every descriptor of a request in one store call,
+//! all-or-nothing, and a denied request takes nothing ([`decide`]).
 
-pub mod config;
 pub mod decide;
 pub mod json;
-pub mod limits;
 pub mod metrics;
 pub(crate) mod reload;
 pub mod service;
-mod yaml;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -22,10 +20,10 @@ use std::sync::Arc;
 use std::sync::PoisonError;
 
 use arc_swap::ArcSwap;
-use serde::Deserialize;
 
 use crate::limiter::Limiter;
-use config::{EnvoyConfig, LoadError};
+use crate::limiter::descriptors::config::{EnvoyConfig, LoadError};
+use crate::limiter::descriptors::{EnvoyAlgorithm, policy_of};
 use metrics::EnvoyMetrics;
 
 /// Where gRPC listens when it is on and no address is given (envoyproxy/ratelimit's port).
@@ -38,30 +36,6 @@ pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 /// envoyproxy/ratelimit's names of its response headers, by default.
 pub const DEFAULT_HEADER_NAMES: [&str; 3] =
     ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"];
-
-/// How a domain's limits are counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnvoyAlgorithm {
-    /// Windows aligned to the unit since the epoch, as envoyproxy/ratelimit counts (a burst
-    /// of twice the limit can straddle a boundary).
-    FixedWindow,
-    /// A bucket of `requests_per_unit` refilled over the unit: no double burst.
-    TokenBucket,
-    /// The weighted two-window approximation of a sliding window.
-    SlidingCounter,
-}
-
-impl EnvoyAlgorithm {
-    /// The name the config file uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnvoyAlgorithm::FixedWindow => "fixed_window",
-            EnvoyAlgorithm::TokenBucket => "token_bucket",
-            EnvoyAlgorithm::SlidingCounter => "sliding_counter",
-        }
-    }
-}
 
 /// The gRPC front end's settings (`[grpc]`, `--grpc-listen`, `--envoy-*`).
 #[derive(Debug, Clone, PartialEq)]
@@ -208,7 +182,7 @@ pub fn check_store(
 ) -> Result<(), LoadError> {
     for (domain, rule) in config.rules() {
         let algorithm = settings.algorithm_of(domain);
-        if let Some(policy) = decide::policy_of(&rule, algorithm)
+        if let Some(policy) = policy_of(&rule, algorithm)
             && let Err(e) = app.supports(&policy)
         {
             return Err(LoadError {

@@ -7,12 +7,13 @@
 //! them into their protocol's answer at their edge.
 
 mod decide;
+pub mod descriptors;
 mod error;
 mod health;
 mod live;
 mod policies;
 pub mod reservation;
-pub(crate) mod rounds;
+pub mod rounds;
 mod target;
 
 use std::sync::Arc;

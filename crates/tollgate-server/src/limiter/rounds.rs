@@ -12,20 +12,20 @@ use tollgate::{Check, Decision};
 use super::{DecideError, Limiter};
 
 /// Where the rounds stand: per check, whether it denies and the decision to show.
-pub(crate) struct Rounds {
+pub struct Rounds {
     /// Per check: it denies (given before any call for checks that can never be allowed, such
     /// as a limit of 0; those are left out from the start).
-    pub(crate) denied: Vec<bool>,
+    pub denied: Vec<bool>,
     /// Per check: its decision, once a call made one.
-    pub(crate) decisions: Vec<Option<Decision>>,
+    pub decisions: Vec<Option<Decision>>,
     /// Whether every call was answered by the store (none by the fail policy): the tokens of
     /// an allowed request were taken.
-    pub(crate) paid: bool,
+    pub paid: bool,
 }
 
 impl Rounds {
     /// Rounds over checks of which those in `denied` deny before any call.
-    pub(crate) fn new(denied: Vec<bool>) -> Rounds {
+    pub fn new(denied: Vec<bool>) -> Rounds {
         let n = denied.len();
         Rounds {
             denied,
@@ -37,7 +37,7 @@ impl Rounds {
     /// Decides `checks` (their costs as asked) through `limiter` until the request is settled:
     /// allowed, or denied by a check whose denial denies it, as `denies` tells from which
     /// checks deny. A denied request is charged nothing.
-    pub(crate) async fn decide(
+    pub async fn decide(
         &mut self,
         limiter: &Limiter,
         checks: &[Check<'_>],

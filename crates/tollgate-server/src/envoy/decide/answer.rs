@@ -13,9 +13,10 @@ use tollgate::{Decision, Policy, headers};
 
 use super::plan::{Part, Plan};
 use super::rounds::{denied, over_limit, request_over};
-use crate::envoy::config::{Rule, Unit};
+use crate::envoy::Loaded;
 use crate::envoy::metrics::Counters;
-use crate::envoy::{EnvoyAlgorithm, Loaded};
+use crate::limiter::descriptors::EnvoyAlgorithm;
+use crate::limiter::descriptors::config::{Rule, Unit};
 
 /// The response to a request planned as `plan` and decided, under `loaded`.
 pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {

@@ -17,7 +17,6 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use super::{EnvoyMetrics, Loaded};
 use crate::limiter::{DecideError, Limiter};
 use plan::Plan;
-pub(crate) use plan::policy_of;
 
 /// The most descriptors a request may carry.
 pub const MAX_DESCRIPTORS: usize = 64;

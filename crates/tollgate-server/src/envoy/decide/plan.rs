@@ -2,18 +2,16 @@
 //! it), and the buckets they count in, one per bucket however many descriptors name it.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tollgate::{Decision, Policy};
 
 use super::{MAX_DESCRIPTORS, MAX_ENTRIES, Refused};
 use crate::envoy::EnvoyMetrics;
-use crate::envoy::config::Rule;
-use crate::envoy::limits::{self, Lookup};
+use crate::envoy::Loaded;
 use crate::envoy::metrics::Counters;
-use crate::envoy::{EnvoyAlgorithm, Loaded};
-use crate::limiter::MAX_KEY_BYTES;
+use crate::limiter::descriptors::limits::{self, Lookup};
+use crate::limiter::descriptors::{EnvoyAlgorithm, bucket_key, bucket_name, policy_of};
 
 /// One counted descriptor's bucket (several descriptors naming the same bucket share one).
 pub(super) struct Bucket {
@@ -212,62 +210,6 @@ fn validate(request: &RateLimitRequest) -> Result<(), Refused> {
         }
     }
     Ok(())
-}
-
-/// The policy of `rule` under `algorithm`; `None` for a limit of 0 (every hit is over).
-pub(crate) fn policy_of(rule: &Rule, algorithm: EnvoyAlgorithm) -> Option<Policy> {
-    let unit = Duration::from_secs(rule.unit?.seconds());
-    // A policy counts at most one request a nanosecond: more than 10⁹ a second is counted as
-    // 10⁹ (never more than the limit).
-    let most = u64::try_from(unit.as_nanos()).unwrap_or(u64::MAX);
-    let n = u64::from(rule.requests_per_unit).min(most);
-    let policy = match algorithm {
-        EnvoyAlgorithm::FixedWindow => Policy::fixed_window(n, unit),
-        EnvoyAlgorithm::TokenBucket => Policy::token_bucket(n, n, unit),
-        EnvoyAlgorithm::SlidingCounter => Policy::sliding_window_counter(n, unit),
-    };
-    policy.ok()
-}
-
-/// The name of a domain's buckets: `envoy:DOMAIN`, or its digest when too long for a name.
-fn bucket_name(domain: &str) -> String {
-    let name = format!("envoy:{domain}");
-    if name.len() <= tollgate::store::MAX_NAME_LEN {
-        name
-    } else {
-        format!("envoy#{}", hex(&digest(domain.as_bytes())[..24]))
-    }
-}
-
-/// A descriptor's bucket key: each entry's key and value (or shared pattern), separated by
-/// bytes no protocol text holds, so that no two descriptors collide as `key_value` strings do.
-fn bucket_key(
-    descriptor: &envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor,
-    values: &[String],
-) -> Vec<u8> {
-    let mut key = Vec::new();
-    for (entry, value) in descriptor.entries.iter().zip(values) {
-        key.extend_from_slice(entry.key.as_bytes());
-        key.push(0x1f);
-        key.extend_from_slice(value.as_bytes());
-        key.push(0x1e);
-    }
-    if key.len() > MAX_KEY_BYTES {
-        let mut hashed = b"#".to_vec();
-        hashed.extend_from_slice(&digest(&key));
-        return hashed;
-    }
-    key
-}
-
-fn digest(bytes: &[u8]) -> Vec<u8> {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The stricter of two policies a bucket is counted under: the smaller limit, or over the
