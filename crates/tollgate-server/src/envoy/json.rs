@@ -52,7 +52,7 @@ async fn answer(State(envoy): State<Arc<Envoy>>, body: Body) -> Response {
         Err(problem) => return problem.into_response(),
     };
     let loaded = envoy.loaded();
-    match decide::decide(envoy.app(), &loaded, envoy.metrics(), &request).await {
+    match decide::decide(envoy.limiter(), &loaded, envoy.metrics(), &request).await {
         Ok(response) => {
             let status = if response.overall_code == Code::OverLimit as i32 {
                 StatusCode::TOO_MANY_REQUESTS

@@ -94,7 +94,7 @@ pub struct Loaded {
 /// The Envoy front end's state, shared by the gRPC service, `/json`, `/rlconfig` and the
 /// reloads.
 pub struct Envoy {
-    app: Arc<Limiter>,
+    limiter: Arc<Limiter>,
     loaded: ArcSwap<Loaded>,
     /// Held while `loaded` is replaced: the directory's watcher and the TOML file's each
     /// change one half of it, and neither may undo the other's change.
@@ -103,18 +103,18 @@ pub struct Envoy {
 }
 
 impl Envoy {
-    /// Answers with `config` under `settings`, deciding through `app`, or says which limit
+    /// Answers with `config` under `settings`, deciding through `limiter`, or says which limit
     /// its store cannot decide.
     pub fn new(
-        app: Arc<Limiter>,
+        limiter: Arc<Limiter>,
         config: EnvoyConfig,
         settings: EnvoySettings,
         metrics: EnvoyMetrics,
     ) -> Result<Envoy, LoadError> {
-        check_store(&app, &config, &settings)?;
+        check_store(&limiter, &config, &settings)?;
         let series = metrics.series(&config);
         Ok(Envoy {
-            app,
+            limiter,
             loaded: ArcSwap::from_pointee(Loaded {
                 config,
                 settings,
@@ -135,7 +135,7 @@ impl Envoy {
     pub fn reload(&self, config: EnvoyConfig) -> Result<(), LoadError> {
         let _update = self.update.lock().unwrap_or_else(PoisonError::into_inner);
         let settings = self.loaded.load().settings.clone();
-        check_store(&self.app, &config, &settings)?;
+        check_store(&self.limiter, &config, &settings)?;
         let series = self.metrics.series(&config);
         let old = self.loaded.swap(Arc::new(Loaded {
             config,
@@ -152,7 +152,7 @@ impl Envoy {
     pub fn reconfigure(&self, settings: EnvoySettings) -> Result<(), LoadError> {
         let _update = self.update.lock().unwrap_or_else(PoisonError::into_inner);
         let loaded = self.loaded.load_full();
-        check_store(&self.app, &loaded.config, &settings)?;
+        check_store(&self.limiter, &loaded.config, &settings)?;
         self.loaded.store(Arc::new(Loaded {
             config: loaded.config.clone(),
             settings,
@@ -167,8 +167,8 @@ impl Envoy {
     }
 
     /// The state the decisions go through.
-    pub fn app(&self) -> &Limiter {
-        &self.app
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
     }
 }
 
@@ -176,21 +176,21 @@ impl Envoy {
 /// Redis store computes in Lua's doubles, so a sliding counter over a year of many requests
 /// is beyond it), naming the first such limit.
 pub fn check_store(
-    app: &Limiter,
+    limiter: &Limiter,
     config: &EnvoyConfig,
     settings: &EnvoySettings,
 ) -> Result<(), LoadError> {
     for (domain, rule) in config.rules() {
         let algorithm = settings.algorithm_of(domain);
         if let Some(policy) = policy_of(&rule, algorithm)
-            && let Err(e) = app.supports(&policy)
+            && let Err(e) = limiter.supports(&policy)
         {
             return Err(LoadError {
                 file: settings.config_dir.clone(),
                 message: format!(
                     "{}: the {} store cannot count it with {}: {e}",
                     rule.full_key,
-                    app.store_name(),
+                    limiter.store_name(),
                     algorithm.as_str()
                 ),
             });

@@ -36,7 +36,7 @@ impl RateLimitService for RateLimiter {
     ) -> Result<Response<RateLimitResponse>, Status> {
         let loaded = self.envoy.loaded();
         decide::decide(
-            self.envoy.app(),
+            self.envoy.limiter(),
             &loaded,
             self.envoy.metrics(),
             request.get_ref(),

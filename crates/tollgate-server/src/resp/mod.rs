@@ -68,12 +68,12 @@ impl Default for RespSettings {
 /// request in hand.
 pub async fn serve(
     listener: TcpListener,
-    state: Arc<Limiter>,
+    limiter: Arc<Limiter>,
     settings: RespSettings,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
     let port = listener.local_addr()?.port();
-    let shared = Arc::new(Shared::new(state, settings.password.clone(), port));
+    let shared = Arc::new(Shared::new(limiter, settings.password.clone(), port));
     let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
     loop {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {

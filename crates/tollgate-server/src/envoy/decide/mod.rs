@@ -42,19 +42,19 @@ impl From<DecideError> for Refused {
     }
 }
 
-/// Decides `request` under `loaded`, through `app`: its plan (the limits of its descriptors,
+/// Decides `request` under `loaded`, through `limiter`: its plan (the limits of its descriptors,
 /// and the buckets they count in), the refunds of negative hits, the rounds, the answer.
 pub async fn decide(
-    app: &Limiter,
+    limiter: &Limiter,
     loaded: &Loaded,
     metrics: &EnvoyMetrics,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, Refused> {
     let mut plan = Plan::new(loaded, metrics, request)?;
-    rounds::refund(app, &plan.name, &mut plan.buckets, plan.algorithm).await?;
+    rounds::refund(limiter, &plan.name, &mut plan.buckets, plan.algorithm).await?;
     let global_shadow = loaded.settings.shadow_mode;
     rounds::decide_rounds(
-        app,
+        limiter,
         &plan.name,
         &plan.parts,
         &mut plan.buckets,

@@ -11,7 +11,7 @@ use crate::limiter::rounds::Rounds;
 
 /// Decides the counted buckets in rounds (see the module's comment and [`Rounds`]).
 pub(super) async fn decide_rounds(
-    app: &Limiter,
+    limiter: &Limiter,
     name: &str,
     parts: &[Part],
     buckets: &mut [Bucket],
@@ -40,7 +40,7 @@ pub(super) async fn decide_rounds(
             }
             request_over(parts, &all, global_shadow)
         };
-        rounds.decide(app, &checks, denies).await?;
+        rounds.decide(limiter, &checks, denies).await?;
     }
     for ((&b, denied), decision) in counted.iter().zip(rounds.denied).zip(rounds.decisions) {
         buckets[b].denied = denied;
@@ -92,7 +92,7 @@ pub(super) fn request_over(parts: &[Part], denied: &[bool], global_shadow: bool)
 /// Gives back the hits of the descriptors marked `is_negative_hits`, in one store call. A
 /// refund the store cannot make (it is down) is dropped: giving nothing back is the safe side.
 pub(super) async fn refund(
-    app: &Limiter,
+    limiter: &Limiter,
     name: &str,
     buckets: &mut [Bucket],
     algorithm: EnvoyAlgorithm,
@@ -120,7 +120,7 @@ pub(super) async fn refund(
                 .map(|p| Check::new(p, &bucket.key, bucket.cost).named(name))
         })
         .collect();
-    let verdict = match app.refund(&checks).await {
+    let verdict = match limiter.refund(&checks).await {
         Ok(verdict) => verdict,
         Err(StoreError::Check(e)) => return Err(Refused::Invalid(e.to_string())),
         Err(e) => {

@@ -22,8 +22,8 @@ const THROTTLE_BUCKET: &str = "throttle";
 
 /// What every connection shares.
 pub(super) struct Shared {
-    /// The server's store, policies and metrics.
-    pub(super) state: Arc<Limiter>,
+    /// The decision core: the store, the policies and the metrics.
+    pub(super) limiter: Arc<Limiter>,
     /// `AUTH`'s password; `None`: no authentication.
     pub(super) password: Option<String>,
     /// The port the listener is on (for `INFO`).
@@ -36,13 +36,13 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    /// Connections deciding on `state`.
-    pub(super) fn new(state: Arc<Limiter>, password: Option<String>, port: u16) -> Shared {
-        let cell = state.metrics().policy(cell::BUCKET);
-        let throttle = state.metrics().policy(THROTTLE_BUCKET);
+    /// Connections deciding through `limiter`.
+    pub(super) fn new(limiter: Arc<Limiter>, password: Option<String>, port: u16) -> Shared {
+        let cell = limiter.metrics().policy(cell::BUCKET);
+        let throttle = limiter.metrics().policy(THROTTLE_BUCKET);
         let clock = MonotonicClock::new();
         Shared {
-            state,
+            limiter,
             password,
             port,
             next_id: AtomicU64::new(1),

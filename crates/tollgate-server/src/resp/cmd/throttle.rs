@@ -13,13 +13,15 @@ use crate::resp::codec::Reply;
 
 /// The refusal of a client-chosen limit where the operator turned those off.
 fn chosen_limits_refused(shared: &Shared) -> Option<String> {
-    (!shared.state.live().inline_policies).then(|| {
+    (!shared.limiter.live().inline_policies).then(|| {
         "limits chosen by the client are turned off on this server (http.inline_policies = \
          false); use TOLLGATE.CHECK <policy> <key> [cost] with a configured policy"
             .to_owned()
     })
 }
 
+/// redis-cell's `CL.THROTTLE key max_burst count period [quantity]`, answered as the module
+/// answers (see [`cell`]).
 pub(super) async fn cl_throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
     if let Some(refused) = chosen_limits_refused(shared) {
         return Reply::Error(format!("Cell error: {refused}"));
@@ -149,11 +151,11 @@ pub(super) async fn tollgate_check(shared: &Shared, args: &[&[u8]]) -> Reply {
         names: vec![String::from_utf8_lossy(policy).into_owned()],
         listed: false,
     };
-    let entries = match shared.state.live().resolve(&target) {
+    let entries = match shared.limiter.live().resolve(&target) {
         Ok(entries) => entries,
         Err(e) => return Reply::err(e.to_string()),
     };
-    match shared.state.decide_entries(entries, key, cost).await {
+    match shared.limiter.decide_entries(entries, key, cost).await {
         Ok(decided) => {
             let shown = &decided.shown().decision;
             Reply::Array(vec![
@@ -174,7 +176,7 @@ async fn decide_one(
     check: &[Check<'_>; 1],
     counters: &PolicyCounters,
 ) -> Result<Decision, String> {
-    match shared.state.decide(check).await {
+    match shared.limiter.decide(check).await {
         Ok(verdict) => {
             let decision = verdict.decisions[0];
             if decision.allowed && check[0].cost > 0 {
