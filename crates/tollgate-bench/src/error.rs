@@ -37,6 +37,9 @@ pub enum BenchError {
     /// The middleware could not be built.
     #[error("rate-limit layer: {0}")]
     Layer(#[from] tollgate::middleware::LayerError),
+    /// A server to measure could not be started in this process.
+    #[error("tollgate server: {0}")]
+    Serve(#[from] tollgate_server::ServeError),
     /// The arguments cannot make a run.
     #[error("invalid arguments: {0}")]
     Args(String),

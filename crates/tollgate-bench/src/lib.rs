@@ -1,15 +1,20 @@
 //! # tollgate-bench
 //!
 //! tollgate's benchmarks: its stores measured beside the approaches teams publish and copy, in
-//! one run on one machine, written up as Markdown with SVG charts. The server binary wires
-//! `tollgate bench redis` to [`run_redis`] with [`RedisBenchArgs`] as its arguments;
-//! [`run_postgres`] with [`PostgresBenchArgs`] is the PostgreSQL benchmark, and [`run_http`]
-//! with [`HttpBenchArgs`] measures the tower middleware over a bare axum handler, and
-//! [`run_memory`] with [`MemoryBenchArgs`] the in-memory store beside the `governor` crate.
+//! one run on one machine, written up as Markdown with SVG charts. The `tollgate-bench` binary
+//! ([`cli`]) runs one of them, `tollgate-bench redis` calling [`run_redis`] with
+//! [`RedisBenchArgs`] as its arguments, or every one of them ([`all`]). The servers measured
+//! (tollgate's router, its Redis-protocol and gRPC listeners) are started in this process
+//! through the server's library, as `tollgate serve` starts them; the server never depends on
+//! this crate.
 //!
-//! Each benchmark keeps what it measured typed ([`RedisReport`], [`PostgresReport`], ...) and
-//! judges its goals on that; its `report()` lays the run out as one [`Report`] (tables with
-//! named columns, goals, notes, bar charts), which one Markdown and one SVG writer render.
+//! Every benchmark has the same layout: `<bench>/mod.rs`, its arguments (`...BenchArgs`, also
+//! its command line) and its `run_<bench>`, which checks them, starts what it measures, and
+//! writes the report; `<bench>/measure.rs`, the measurement (beside it, the parts it measures:
+//! contenders, baselines, load generators); `<bench>/report/`, what it measured, typed
+//! ([`RedisReport`], [`PostgresReport`], ...) with the goals judged on that (`mod.rs`), and its
+//! `report()`, the run laid out as one [`Report`] (`document.rs`: tables with named columns,
+//! goals, notes, bar charts), which one Markdown and one SVG writer render.
 //!
 //! The baselines live here and never in the library: they are faithful copies of published
 //! code, flaws included, kept only to be measured against.
@@ -30,7 +35,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
+pub mod all;
 mod args;
+pub mod cli;
 mod clock;
 pub mod commandstats;
 mod error;
@@ -41,6 +48,7 @@ pub mod postgres;
 pub mod redis;
 pub mod report;
 pub mod resp;
+mod servers;
 pub mod soak;
 pub mod stats;
 

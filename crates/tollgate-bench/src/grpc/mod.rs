@@ -2,28 +2,21 @@
 //! Redis, with concurrent calls spread over a few HTTP/2 connections, as Envoy's pool sends
 //! them. Decisions/s and latency per store, in one run on one machine.
 //!
-//! The servers are the caller's (the server binary starts them in its process, on the config
-//! [`CONFIG`]): this crate drives them and writes the report. The client runs in the same
+//! The servers run in this process, started through the server's library on the config
+//! [`CONFIG`] (`mod.rs`); `measure.rs` drives them, `report/` writes the report. The client runs in the same
 //! process and on the same cores, so the figures are the whole round trip's cost.
 
+mod measure;
 mod report;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use tonic::transport::{Channel, Endpoint};
+use tokio_util::sync::CancellationToken;
 
 pub use report::{GrpcReport, GrpcRun};
 
-use crate::BenchError;
-use crate::clock::Stopwatch;
-use crate::stats::Histogram;
+use crate::{BenchError, servers};
+use measure::measure;
 
 /// The envoyproxy/ratelimit config the servers answer: a limit per `user` that no run reaches,
 /// so that every call takes the whole decision path and is allowed.
@@ -76,14 +69,11 @@ impl Default for GrpcBenchArgs {
     }
 }
 
-/// Measures each of `targets` (a store's name and the gRPC address of a server on it) in
-/// turn each round, writes `grpc.md` and `grpc.svg` to `args.out`, and returns the report;
-/// `missing` lists stores not measured, and why. Progress goes to stderr, a line per run.
-pub async fn run_grpc(
-    args: &GrpcBenchArgs,
-    targets: &[(String, SocketAddr)],
-    missing: Vec<(String, String)>,
-) -> Result<GrpcReport, BenchError> {
+/// Starts a server on the memory store and (given `--redis`) one on Redis, in this process,
+/// answering [`CONFIG`]; measures each in turn each round, stops them, writes `grpc.md` and
+/// `grpc.svg` to `args.out`, and returns the report. A store not measured is listed, and why.
+/// Progress goes to stderr, a line per run.
+pub async fn run_grpc(args: &GrpcBenchArgs) -> Result<GrpcReport, BenchError> {
     if args.seconds == 0
         || args.concurrency == 0
         || args.connections == 0
@@ -95,8 +85,22 @@ pub async fn run_grpc(
                 .into(),
         ));
     }
+    let shutdown = CancellationToken::new();
+    // The servers stop when this returns, measured or not.
+    let _stop = shutdown.clone().drop_guard();
+    let config = servers::EnvoyConfig::write()?;
+    let mut stores = vec![("memory".to_owned(), "memory".to_owned())];
+    let mut missing = Vec::new();
+    match &args.redis {
+        Some(url) => stores.push(("redis".to_owned(), url.clone())),
+        None => missing.push(("redis".to_owned(), "no --redis URL given".to_owned())),
+    }
+    let mut targets = Vec::new();
+    for (name, store) in stores {
+        targets.push((name, servers::grpc(&store, &config, &shutdown).await?));
+    }
     for (store, why) in &missing {
-        eprintln!("tollgate bench grpc: NOT MEASURED {store}: {why}");
+        eprintln!("tollgate-bench grpc: NOT MEASURED {store}: {why}");
     }
     let mut report = GrpcReport {
         seconds: args.seconds,
@@ -108,7 +112,7 @@ pub async fn run_grpc(
     };
     let total = args.rounds * targets.len();
     for round in 1..=args.rounds {
-        for (store, addr) in targets {
+        for (store, addr) in &targets {
             let run = measure(args, store, *addr, round).await?;
             eprintln!(
                 "[{}/{total}] round {round} {store}: {:.0} decisions/s, p50 {:.0} µs, p99 {:.0} µs, {} errors",
@@ -123,93 +127,4 @@ pub async fn run_grpc(
     }
     report.report().write(&args.out)?;
     Ok(report)
-}
-
-/// One run against `addr`.
-async fn measure(
-    args: &GrpcBenchArgs,
-    store: &str,
-    addr: SocketAddr,
-    round: usize,
-) -> Result<GrpcRun, BenchError> {
-    let mut channels = Vec::with_capacity(args.connections);
-    for _ in 0..args.connections {
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| BenchError::Args(format!("the gRPC address {addr}: {e}")))?
-            .connect()
-            .await
-            .map_err(|e| BenchError::Args(format!("cannot connect to {addr}: {e}")))?;
-        channels.push(channel);
-    }
-    let seconds = Duration::from_secs(args.seconds);
-    let keys = args.keys;
-    let clock = Stopwatch::start();
-    let tasks: Vec<_> = (0..args.concurrency)
-        .map(|worker| {
-            let client = RateLimitServiceClient::new(channels[worker % channels.len()].clone());
-            tokio::spawn(call_until(client, worker, keys, seconds, clock))
-        })
-        .collect();
-    let mut latencies = Histogram::new();
-    let (mut allowed, mut errors) = (0u64, 0u64);
-    for task in tasks {
-        let (histogram, ok, failed) = task
-            .await
-            .map_err(|e| BenchError::Args(format!("a gRPC worker failed: {e}")))?;
-        latencies.merge(&histogram);
-        allowed += ok;
-        errors += failed;
-    }
-    let elapsed = clock.elapsed().as_secs_f64();
-    let us = |q| {
-        latencies
-            .quantile(q)
-            .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
-    };
-    Ok(GrpcRun {
-        store: store.to_owned(),
-        round,
-        decisions_per_sec: latencies.count() as f64 / elapsed,
-        p50_us: us(0.5),
-        p99_us: us(0.99),
-        allowed,
-        errors,
-    })
-}
-
-/// Calls until `seconds` have passed on `clock`: the latencies, the calls allowed, the errors.
-async fn call_until(
-    mut client: RateLimitServiceClient<Channel>,
-    worker: usize,
-    keys: usize,
-    seconds: Duration,
-    clock: Stopwatch,
-) -> (Histogram, u64, u64) {
-    let mut latencies = Histogram::new();
-    let (mut allowed, mut errors) = (0, 0);
-    let mut n = worker;
-    while clock.elapsed() < seconds {
-        // A stride that visits every key, different for each worker.
-        n = (n + 7_919) % keys;
-        let request = RateLimitRequest {
-            domain: "bench".to_owned(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![Entry {
-                    key: "user".to_owned(),
-                    value: n.to_string(),
-                }],
-                ..Default::default()
-            }],
-            hits_addend: 0,
-        };
-        let started = clock.elapsed();
-        let answer = client.should_rate_limit(request).await;
-        latencies.record(clock.elapsed().saturating_sub(started));
-        match answer {
-            Ok(r) if r.get_ref().overall_code == Code::Ok as i32 => allowed += 1,
-            Ok(_) => {}
-            Err(_) => errors += 1,
-        }
-    }
-    (latencies, allowed, errors)
 }

@@ -9,22 +9,21 @@
 //! the machine hits each alike, and the report gives each variant's median across rounds and
 //! the ratio to the bare handler. The goal is 0.95× (issue 15; 0.9× before).
 
-mod document;
 mod load;
+mod measure;
 mod report;
 mod server;
 mod variant;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 pub use report::{Comparison, GOAL_RATIO, HttpReport, Run, Summary};
 pub use server::{POLICY_NAME, allow_all};
 pub use variant::Variant;
 
-use crate::BenchError;
 use crate::args::seconds;
-use load::Requests;
+use crate::{BenchError, servers};
+use measure::measure;
 use server::Server;
 
 /// Arguments of the HTTP benchmark.
@@ -63,17 +62,19 @@ impl Default for HttpBenchArgs {
     }
 }
 
-/// Starts the servers, runs the rounds, stops the servers, writes `http.md` and `http.svg` to
-/// `args.out`, and returns the report. Progress goes to stderr, a line per run.
+/// Starts the servers (`tollgate serve`'s router among them, as [`Variant::Server`]), runs the
+/// rounds, stops the servers, writes `http.md` and `http.svg` to `args.out`, and returns the
+/// report. Progress goes to stderr, a line per run.
 ///
 /// A request the middleware rejects, or one that fails, does not stop the run: it is counted,
 /// and the report's last goal is then not met.
 pub async fn run_http(args: &HttpBenchArgs) -> Result<HttpReport, BenchError> {
-    run_http_with(args, None).await
+    let server = servers::router().await?;
+    run_http_with(args, Some(server)).await
 }
 
-/// [`run_http`], with `tollgate serve`'s router as the [`Variant::Server`] variant when given
-/// (it must configure the policy [`POLICY_NAME`] as [`allow_all`]).
+/// [`run_http`] with `server` as the [`Variant::Server`] variant (it must configure the policy
+/// [`POLICY_NAME`] as [`allow_all`]); without one, that variant is left out.
 pub async fn run_http_with(
     args: &HttpBenchArgs,
     server: Option<axum::Router>,
@@ -119,66 +120,4 @@ pub async fn run_http_with(
     stopped?;
     report.report().write(&args.out)?;
     Ok(report)
-}
-
-async fn measure(
-    args: &HttpBenchArgs,
-    run_time: Duration,
-    warmup: Option<Duration>,
-    servers: &[Server],
-    report: &mut HttpReport,
-) -> Result<(), BenchError> {
-    let requests: Vec<Requests> = servers
-        .iter()
-        .map(|s| Requests::new(s.addr, args.keys, s.variant))
-        .collect::<Result<_, _>>()?;
-    if let Some(warmup) = warmup {
-        // Connections, the allocator, the store's cells for every key: none of that is what
-        // the first round should measure.
-        for (server, requests) in servers.iter().zip(&requests) {
-            load::run(server.addr, requests, args.connections, warmup).await?;
-        }
-    }
-    let total = args.rounds * servers.len();
-    for round in 1..=args.rounds {
-        // Each round starts one variant further on, so that no variant always runs first (or
-        // right after another): a place in the order that favours one would tilt its ratios.
-        let start = (round - 1) % servers.len();
-        let order = servers.iter().zip(&requests).cycle().skip(start);
-        for (server, requests) in order.take(servers.len()) {
-            let tally = load::run(server.addr, requests, args.connections, run_time).await?;
-            let run = Run {
-                variant: server.variant,
-                round,
-                responses: tally.responses,
-                non_200: tally.non_200,
-                errors: tally.errors,
-                with_ratelimit: tally.with_ratelimit,
-                elapsed: tally.elapsed,
-                p50: tally.histogram.quantile(0.5).unwrap_or_default(),
-                p99: tally.histogram.quantile(0.99).unwrap_or_default(),
-                cpu: tally.cpu,
-                others_cpu: tally.others_cpu,
-            };
-            eprintln!(
-                "[{}/{total}] round {round} {}: {:.0} requests/s, p50 {:?}, p99 {:?}, CPU {:.1} \
-                 µs/request, others' CPU {:?}, {} non-200, {} errors{}",
-                report.runs.len() + 1,
-                run.variant,
-                run.requests_per_sec(),
-                run.p50,
-                run.p99,
-                run.cpu_per_request().unwrap_or(f64::NAN) * 1e6,
-                run.others_cpu.unwrap_or_default(),
-                run.non_200,
-                run.errors,
-                tally
-                    .first_problem
-                    .map(|p| format!(" (first: {p})"))
-                    .unwrap_or_default()
-            );
-            report.runs.push(run);
-        }
-    }
-    Ok(())
 }

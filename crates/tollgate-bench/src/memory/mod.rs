@@ -30,25 +30,22 @@
 //! allowed (`spawn_blocking`).
 
 mod contenders;
-mod document;
+mod measure;
 mod report;
 mod rss;
 mod timing;
 mod walk;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 pub use contenders::Contender;
 pub use report::{Footprint, GOAL_HOT_NS, GOAL_RATIO, MemoryReport, Row, Run};
 
 use crate::BenchError;
 use crate::args::seconds;
-use crate::clock;
 use crate::report::thousands;
 use contenders::{Contenders, Tally};
-use report::cell_label;
+use measure::measure;
 
 /// Thread counts each scenario runs with.
 const THREADS: [usize; 2] = [1, 2];
@@ -118,7 +115,7 @@ pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
     let mut precharge = Tally::default();
 
     eprintln!(
-        "tollgate bench memory: charging {} keys into each limiter",
+        "tollgate-bench memory: charging {} keys into each limiter",
         thousands(args.keys as f64)
     );
     // The large scenario's limiters first, each measured as it takes the keys, in a process
@@ -172,73 +169,4 @@ pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
     measure(&scenarios, warmup, run_time, &mut report);
     report.report().write(&args.out)?;
     Ok(report)
-}
-
-/// Calibrates every cell, then times them all in turn, round by round.
-fn measure(
-    scenarios: &[Scenario<'_>],
-    warmup: Duration,
-    run_time: Duration,
-    report: &mut MemoryReport,
-) {
-    let denied = AtomicU64::new(0);
-    let cells: Vec<(&Scenario<'_>, usize, Contender)> = scenarios
-        .iter()
-        .flat_map(|s| THREADS.map(|threads| (s, threads)))
-        .flat_map(|(s, threads)| Contender::ALL.map(|c| (s, threads, c)))
-        .collect();
-    let mut checks = 0u64;
-    let mut sizes = Vec::with_capacity(cells.len());
-    for &(scenario, threads, contender) in &cells {
-        let (iters, made) = timing::calibrate(warmup, run_time, |n| {
-            scenario
-                .contenders
-                .time(contender, scenario.keys, threads, 0, n, &denied)
-        });
-        checks = checks.saturating_add(made.saturating_mul(threads as u64));
-        sizes.push(iters);
-    }
-    let total = report.rounds.saturating_mul(cells.len());
-    for round in 1..=report.rounds {
-        for (&(scenario, threads, contender), &iters) in cells.iter().zip(&sizes) {
-            let warm = iters / WARM_FRACTION;
-            let (cpu, machine) = (clock::process_cpu(), clock::machine_cpu());
-            let elapsed =
-                scenario
-                    .contenders
-                    .time(contender, scenario.keys, threads, warm, iters, &denied);
-            let run = Run {
-                keys: scenario.keys.len(),
-                threads,
-                contender,
-                round,
-                checks: iters.saturating_mul(threads as u64),
-                elapsed,
-                others_cpu: others_since(cpu, machine),
-            };
-            checks =
-                checks.saturating_add(iters.saturating_add(warm).saturating_mul(threads as u64));
-            eprintln!(
-                "[{}/{total}] round {round}, {}, {contender}: {:.1} ns per check",
-                report.runs.len() + 1,
-                cell_label(run.keys, threads),
-                run.ns_per_check()
-            );
-            report.runs.push(run);
-        }
-    }
-    report.checks = checks;
-    report.denied = denied.load(Ordering::Relaxed);
-}
-
-/// CPU time the rest of the machine used since this process had used `cpu` and the machine
-/// `machine`; `None` where either cannot be read.
-fn others_since(cpu: Option<Duration>, machine: Option<Duration>) -> Option<Duration> {
-    let ours = cpu
-        .zip(clock::process_cpu())
-        .map(|(a, b)| b.saturating_sub(a))?;
-    let all = machine
-        .zip(clock::machine_cpu())
-        .map(|(a, b)| b.saturating_sub(a))?;
-    Some(all.saturating_sub(ours))
 }

@@ -4,9 +4,9 @@ use std::fmt;
 
 use tollgate::Policy;
 
+use super::Isolation;
 use super::database::Target;
 use super::function::FunctionConn;
-use super::isolation::Isolation;
 use super::limit::Limit;
 use super::outcome::Checked;
 use super::tollgate::TollgatePg;

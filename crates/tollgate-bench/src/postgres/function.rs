@@ -7,9 +7,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::database::Target;
-use super::isolation::Isolation;
 use super::limit::Limit;
 use super::outcome::{CallError, Checked};
+use super::{Isolation, IsolationNames};
 use crate::BenchError;
 
 /// Attempts per call, the first included.

@@ -1,4 +1,4 @@
-//! `tollgate bench postgres`: tollgate's PostgreSQL store beside the per-call PL/pgSQL function
+//! `tollgate-bench postgres`: tollgate's PostgreSQL store beside the per-call PL/pgSQL function
 //! of a widely read PostgreSQL / YugabyteDB write-up (see `/work/shared/BASELINES.md`), in one
 //! run, on one server.
 //!
@@ -16,8 +16,8 @@ mod approach;
 mod database;
 mod function;
 mod host;
-mod isolation;
 mod limit;
+mod measure;
 mod outcome;
 mod race;
 pub mod report;
@@ -28,22 +28,19 @@ mod timed;
 mod tollgate;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
+pub use ::tollgate::store::postgres::Isolation;
 pub use approach::Approach;
-pub use isolation::Isolation;
 pub use report::{Cell, OverGrant, PostgresReport, Race, Rounding};
 pub use scenario::Scenario;
 
 use crate::BenchError;
 use crate::args::seconds;
 use crate::clock;
-use approach::Crew;
-use database::{Database, Target};
-use limit::{ALLOW_ALL, SMALL};
-use timed::Measured;
+use database::Database;
+use measure::measure;
 
-/// Arguments of `tollgate bench postgres`.
+/// Arguments of `tollgate-bench postgres`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PostgresBenchArgs {
     /// PostgreSQL to run against (the bench works in a schema of its own and drops it at the end)
@@ -59,7 +56,8 @@ pub struct PostgresBenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "read-committed,serializable"
+        default_value = "read-committed,serializable",
+        value_parser = isolation_parser()
     )]
     pub isolation: Vec<Isolation>,
     /// scenarios to measure
@@ -83,13 +81,52 @@ pub struct PostgresBenchArgs {
     pub tollgate_unlogged: bool,
 }
 
+/// Both isolation levels, in report order.
+pub const ISOLATIONS: [Isolation; 2] = [Isolation::ReadCommitted, Isolation::Serializable];
+
+/// How the arguments and the report name an isolation level of tollgate's store, which the
+/// function's cells run at too.
+pub trait IsolationNames {
+    /// The name used in arguments: `read-committed`, `serializable`.
+    fn name(self) -> &'static str;
+    /// The level as SQL spells it (and as the report shows it).
+    fn sql(self) -> &'static str;
+}
+
+impl IsolationNames for Isolation {
+    fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read-committed",
+            Isolation::Serializable => "serializable",
+        }
+    }
+
+    fn sql(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "READ COMMITTED",
+            Isolation::Serializable => "SERIALIZABLE",
+        }
+    }
+}
+
+/// `--isolation`'s values, by [`IsolationNames::name`].
+fn isolation_parser() -> impl clap::builder::TypedValueParser<Value = Isolation> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(ISOLATIONS.map(IsolationNames::name)).map(|name| {
+        ISOLATIONS
+            .into_iter()
+            .find(|level| level.name() == name)
+            .unwrap_or_default()
+    })
+}
+
 impl Default for PostgresBenchArgs {
     fn default() -> PostgresBenchArgs {
         PostgresBenchArgs {
             postgres: "postgres://postgres@127.0.0.1:5432/test".into(),
             seconds: 2.0,
             connections: vec![1, 8, 32],
-            isolation: Isolation::ALL.to_vec(),
+            isolation: ISOLATIONS.to_vec(),
             scenarios: Scenario::ALL.to_vec(),
             keys: 100_000,
             out: PathBuf::from("bench-report"),
@@ -159,164 +196,4 @@ pub async fn run_postgres(args: &PostgresBenchArgs) -> Result<PostgresReport, Be
     eprintln!("dropped schema {}", db.target().schema);
     report.report().write(&args.out)?;
     Ok(report)
-}
-
-async fn measure(
-    args: &PostgresBenchArgs,
-    cell_time: Duration,
-    db: &Database,
-    report: &mut PostgresReport,
-) -> Result<(), BenchError> {
-    let target = db.target();
-    // The flaws first, while both tables are empty.
-    for &isolation in &args.isolation {
-        for approach in Approach::COMPARED {
-            report
-                .race
-                .push(race::run(target, approach, isolation).await?);
-        }
-    }
-    // Both schedules at once, each on its own table: they take 3 s of real time each.
-    let function = tokio::spawn({
-        let target = target.clone();
-        async move { rounding::run(&target, Approach::Function).await }
-    });
-    let tollgate = rounding::run(target, Approach::Tollgate).await;
-    report.rounding.push(function.await??);
-    report.rounding.push(tollgate?);
-
-    precreate(args, db).await?;
-
-    let over_grant = args.over_grant_seconds > 0.0;
-    let total =
-        args.scenarios.len() * args.isolation.len() * args.connections.len() * Approach::ALL.len()
-            + if over_grant {
-                args.isolation.len() * Approach::COMPARED.len()
-            } else {
-                0
-            };
-    let mut done = 0;
-    let space = scenario::key_space(args.keys);
-    for &scenario in &args.scenarios {
-        for &isolation in &args.isolation {
-            for &c in &args.connections {
-                for approach in Approach::ALL {
-                    let mut crew = Crew::hire(approach, target, isolation, c, c, ALLOW_ALL).await?;
-                    // The same seeds for both approaches: their workers ask for the same keys.
-                    let keys = (0..c)
-                        .map(|w| scenario.keys(&space, 0x5eed ^ c as u64, w))
-                        .collect();
-                    let Measured {
-                        tally,
-                        elapsed,
-                        cpu,
-                    } = timed::run(&mut crew, keys, cell_time).await?;
-                    drop(crew);
-                    let cell = Cell {
-                        scenario,
-                        isolation,
-                        approach,
-                        connections: c,
-                        decisions: tally.decisions,
-                        allowed: tally.allowed,
-                        errors: tally.errors,
-                        duplicate_key: tally.duplicate_key,
-                        serialization: tally.serialization,
-                        timeouts: tally.timeouts,
-                        gave_up: tally.gave_up,
-                        retried: tally.retried,
-                        statements: tally.statements,
-                        elapsed,
-                        client_cpu: cpu,
-                        p50: tally.histogram.quantile(0.5).unwrap_or_default(),
-                        p99: tally.histogram.quantile(0.99).unwrap_or_default(),
-                    };
-                    done += 1;
-                    eprintln!(
-                        "[{done}/{total}] {scenario} {isolation} c={c} {approach}: {:.0} \
-                         decisions/s, p50 {:?}, p99 {:?}, {} allowed, {} errors, {} retried, \
-                         {:.3} statements/call, client CPU {:.0} µs/call{}",
-                        cell.decisions_per_sec(),
-                        cell.p50,
-                        cell.p99,
-                        cell.allowed,
-                        cell.errors,
-                        cell.retried,
-                        cell.statements_per_call(),
-                        cell.client_cpu_per_call().unwrap_or(f64::NAN),
-                        tally.first_error_note()
-                    );
-                    report.cells.push(cell);
-                }
-            }
-        }
-    }
-    if !over_grant {
-        return Ok(());
-    }
-    let time = seconds(args.over_grant_seconds, "--over-grant-seconds")?;
-    let workers = args.over_grant_workers;
-    // tollgate's store gets the most connections any cell gave it; the function a connection
-    // per worker, as in the cells.
-    let store_connections = args.connections.iter().copied().max().unwrap_or(1);
-    for &isolation in &args.isolation {
-        for approach in Approach::COMPARED {
-            let connections = match approach {
-                Approach::Function => workers,
-                Approach::Tollgate | Approach::TollgateSync => store_connections,
-            };
-            let mut crew =
-                Crew::hire(approach, target, isolation, workers, connections, SMALL).await?;
-            let key = format!("over_grant:{}", isolation.name());
-            let keys = (0..workers)
-                .map(|_| scenario::Keys::One(key.clone()))
-                .collect();
-            let Measured { tally, .. } = timed::run(&mut crew, keys, time).await?;
-            drop(crew);
-            let o = OverGrant {
-                isolation,
-                approach,
-                workers,
-                connections,
-                seconds: args.over_grant_seconds,
-                capacity: SMALL.capacity(),
-                rate: SMALL.rate(),
-                decisions: tally.decisions,
-                allowed: tally.allowed,
-                errors: tally.errors,
-                timeouts: tally.timeouts,
-                gave_up: tally.gave_up,
-                retried: tally.retried,
-            };
-            done += 1;
-            eprintln!(
-                "[{done}/{total}] over_grant {isolation} {approach}: {} allowed of at most {}, \
-                 {} errors, {} retried{}",
-                o.allowed,
-                o.max_allowed(),
-                o.errors,
-                o.retried,
-                tally.first_error_note()
-            );
-            report.over_grant.push(o);
-        }
-    }
-    Ok(())
-}
-
-/// Creates the rows of the many_keys keys and the hot key in both tables, full buckets of the
-/// allow-all limit, so that the cells measure calls on existing keys in both approaches.
-async fn precreate(args: &PostgresBenchArgs, db: &Database) -> Result<(), BenchError> {
-    let target: &Target = db.target();
-    let watch = crate::clock::Stopwatch::start();
-    let rows = db.precreate_function_keys(args.keys, ALLOW_ALL).await?;
-    let mut keys: Vec<String> = scenario::key_space(args.keys).to_vec();
-    keys.push(scenario::HOT.into());
-    tollgate::TollgatePg::precreate(target, &keys, ALLOW_ALL.policy()?).await?;
-    db.analyze().await?;
-    eprintln!(
-        "created {rows} rows in each table in {:.1} s",
-        watch.elapsed().as_secs_f64()
-    );
-    Ok(())
 }

@@ -10,10 +10,10 @@ use tokio::task::JoinSet;
 
 use super::approach::{Approach, Crew};
 use super::database::Target;
-use super::isolation::Isolation;
 use super::limit::DEFAULTS;
 use super::outcome::Tally;
 use super::report::Race;
+use super::{Isolation, IsolationNames};
 use crate::BenchError;
 use crate::clock::Stopwatch;
 
@@ -57,7 +57,8 @@ pub(crate) async fn run(
     tally.statements += crew.store_statements();
     tally.gave_up += crew.store_gave_up();
     eprintln!(
-        "race {isolation} {approach}: {} calls, {} allowed, {} errors ({} duplicate key){}",
+        "race {} {approach}: {} calls, {} allowed, {} errors ({} duplicate key){}",
+        isolation.sql(),
         tally.decisions + tally.errors,
         tally.allowed,
         tally.errors,

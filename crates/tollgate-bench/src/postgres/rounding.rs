@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
+use super::Isolation;
 use super::approach::{Approach, Crew, Worker};
 use super::database::Target;
-use super::isolation::Isolation;
 use super::limit::{Limit, SLOW};
 use super::report::Rounding;
 use crate::BenchError;

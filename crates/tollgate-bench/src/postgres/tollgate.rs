@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tollgate::{Check, Policy, PostgresStore, Store};
 
+use super::Isolation;
 use super::database::Target;
-use super::isolation::Isolation;
 use super::outcome::{CallError, Checked};
 use crate::BenchError;
 
@@ -39,7 +39,7 @@ impl TollgatePg {
             .table(TABLE)
             .unlogged(target.unlogged)
             .connections(connections)
-            .isolation(isolation.store())
+            .isolation(isolation)
             .synchronous_commit(synchronous_commit)
             .build()
             .await?;

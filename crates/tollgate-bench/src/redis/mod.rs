@@ -1,4 +1,4 @@
-//! `tollgate bench redis`: tollgate's Redis store beside the three approaches of a widely read
+//! `tollgate-bench redis`: tollgate's Redis store beside the three approaches of a widely read
 //! token-bucket benchmark (see `/work/shared/BASELINES.md`), in one run, on one Redis.
 //!
 //! Cells run one at a time: for each scenario and concurrency, each approach in turn, so that
@@ -15,16 +15,13 @@ mod baseline_watch;
 mod bucket;
 mod cleanup;
 mod cluster;
-mod document;
+mod measure;
 mod report;
 mod scenario;
 mod tollgate;
 
 use std::path::PathBuf;
 use std::time::Duration;
-
-use redis::aio::MultiplexedConnection;
-use tokio::task::JoinSet;
 
 pub use approach::Approach;
 pub use cluster::{ClusterCell, NodeCell};
@@ -33,13 +30,11 @@ pub use scenario::Scenario;
 
 use crate::BenchError;
 use crate::args::seconds;
-use crate::clock::{self, Stopwatch};
-use crate::commandstats::CommandStats;
-use crate::stats::Histogram;
-use approach::{Setup, Worker};
-use bucket::Limit;
+use crate::clock::{self};
+use approach::Setup;
+use measure::{measure, on_cluster, redis_version};
 
-/// Arguments of `tollgate bench redis`.
+/// Arguments of `tollgate-bench redis`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RedisBenchArgs {
     /// Redis to run against (a scratch Redis: the bench flushes its keys under its own prefix only)
@@ -137,210 +132,4 @@ pub async fn run_redis(args: &RedisBenchArgs) -> Result<RedisReport, BenchError>
     eprintln!("deleted {} keys of run {run_id}", deleted?);
     report.report().write(&args.out)?;
     Ok(report)
-}
-
-/// The cluster cells: per_user and hot_key, as asked, at the goal concurrency.
-async fn on_cluster(
-    args: &RedisBenchArgs,
-    cell_time: Duration,
-    report: &mut RedisReport,
-) -> Result<(), BenchError> {
-    let c = report.goal_concurrency().unwrap_or(GOAL_CONCURRENCY);
-    for scenario in [Scenario::PerUser, Scenario::HotKey] {
-        if !args.scenarios.contains(&scenario) {
-            continue;
-        }
-        let cell = cluster::run(&args.cluster, &report.run_id, scenario, c, cell_time).await?;
-        eprintln!(
-            "cluster: {scenario} c={c}: {:.0} decisions/s, {:.3} calls/decision, {:.2} Redis \
-             µs/decision over {} masters",
-            cell.decisions_per_sec(),
-            cell.calls_per_decision(),
-            cell.redis_micros_per_decision(),
-            cell.nodes.len()
-        );
-        report.cluster.push(cell);
-    }
-    Ok(())
-}
-
-async fn measure(
-    args: &RedisBenchArgs,
-    cell_time: Duration,
-    setup: &Setup,
-    admin: &mut MultiplexedConnection,
-    report: &mut RedisReport,
-) -> Result<(), BenchError> {
-    let over_grant = args.over_grant_seconds > 0.0;
-    let total = args.scenarios.len() * args.concurrency.len() * args.approaches.len()
-        + if over_grant { args.approaches.len() } else { 0 };
-    let mut done = 0;
-    for &scenario in &args.scenarios {
-        for &c in &args.concurrency {
-            for &approach in &args.approaches {
-                let prefix = format!("bench:{approach}:{}:{scenario}:c{c}", report.run_id);
-                let keys = scenario.keys(&prefix, c);
-                let m = run_cell(setup, admin, approach, keys, scenario.limit(), cell_time).await?;
-                let cell = Cell {
-                    scenario,
-                    approach,
-                    concurrency: c,
-                    decisions: m.tally.decisions,
-                    allowed: m.tally.allowed,
-                    errors: m.tally.errors,
-                    elapsed: m.elapsed,
-                    p50: m.tally.histogram.quantile(0.5).unwrap_or_default(),
-                    p99: m.tally.histogram.quantile(0.99).unwrap_or_default(),
-                    client_calls: m.client_calls,
-                    redis_usec: m.redis_usec,
-                    commands: m.commands,
-                };
-                done += 1;
-                eprintln!(
-                    "[{done}/{total}] {scenario} c={c} {approach}: {:.0} decisions/s, p50 {:?}, \
-                     p99 {:?}, {:.3} calls/decision, {} allowed, {} errors{}",
-                    cell.decisions_per_sec(),
-                    cell.p50,
-                    cell.p99,
-                    cell.calls_per_decision(),
-                    cell.allowed,
-                    cell.errors,
-                    first_error(&m.tally)
-                );
-                report.cells.push(cell);
-            }
-        }
-    }
-    if !over_grant {
-        return Ok(());
-    }
-    let time = seconds(args.over_grant_seconds, "--over-grant-seconds")?;
-    for &approach in &args.approaches {
-        let key = format!("bench:{approach}:{}:over_grant:hot", report.run_id);
-        let keys = vec![key; args.over_grant_workers.max(1)];
-        let m = run_cell(setup, admin, approach, keys, scenario::SMALL, time).await?;
-        let o = OverGrant {
-            approach,
-            workers: args.over_grant_workers.max(1),
-            seconds: args.over_grant_seconds,
-            burst: scenario::SMALL.burst,
-            rate: scenario::SMALL.rate,
-            decisions: m.tally.decisions,
-            allowed: m.tally.allowed,
-            errors: m.tally.errors,
-        };
-        done += 1;
-        eprintln!(
-            "[{done}/{total}] over_grant {approach}: {} allowed of at most {}, {} errors{}",
-            o.allowed,
-            o.max_allowed(),
-            o.errors,
-            first_error(&m.tally)
-        );
-        report.over_grant.push(o);
-    }
-    Ok(())
-}
-
-/// What one cell measured.
-struct Measured {
-    tally: Tally,
-    elapsed: Duration,
-    client_calls: u64,
-    redis_usec: u64,
-    commands: u64,
-}
-
-async fn run_cell(
-    setup: &Setup,
-    admin: &mut MultiplexedConnection,
-    approach: Approach,
-    keys: Vec<String>,
-    limit: Limit,
-    duration: Duration,
-) -> Result<Measured, BenchError> {
-    let workers = setup.workers(approach, keys, limit).await?;
-    let before = CommandStats::fetch(admin).await?;
-    let start = Stopwatch::start();
-    let mut tasks = JoinSet::new();
-    for worker in workers {
-        tasks.spawn(drive(worker, start, duration));
-    }
-    let mut tally = Tally::default();
-    while let Some(worker) = tasks.join_next().await {
-        tally.merge(worker?);
-    }
-    let elapsed = start.elapsed();
-    let delta = CommandStats::fetch(admin).await?.since(&before)?;
-    Ok(Measured {
-        tally,
-        elapsed,
-        client_calls: delta.client_calls(),
-        redis_usec: delta.client_usec(),
-        commands: delta.commands(),
-    })
-}
-
-/// One worker's counts.
-#[derive(Default)]
-struct Tally {
-    histogram: Histogram,
-    decisions: u64,
-    allowed: u64,
-    errors: u64,
-    first_error: Option<String>,
-}
-
-impl Tally {
-    fn merge(&mut self, other: Tally) {
-        self.histogram.merge(&other.histogram);
-        self.decisions += other.decisions;
-        self.allowed += other.allowed;
-        self.errors += other.errors;
-        self.first_error = self.first_error.take().or(other.first_error);
-    }
-}
-
-/// Checks in a loop until `duration` has passed since `start`; no check starts after that.
-async fn drive(mut worker: Worker, start: Stopwatch, duration: Duration) -> Tally {
-    let mut tally = Tally::default();
-    loop {
-        let call = Stopwatch::start();
-        let outcome = worker.check().await;
-        tally.histogram.record(call.elapsed());
-        match outcome {
-            Ok(allowed) => {
-                tally.decisions += 1;
-                tally.allowed += u64::from(allowed);
-            }
-            Err(e) => {
-                tally.errors += 1;
-                if tally.first_error.is_none() {
-                    tally.first_error = Some(e.to_string());
-                }
-            }
-        }
-        if start.elapsed() >= duration {
-            return tally;
-        }
-        // A check answered locally (tollgate's deny cache) completes without yielding; spending
-        // cooperative budget lets the runtime interleave the workers, as real requests would.
-        tokio::task::coop::consume_budget().await;
-    }
-}
-
-fn first_error(tally: &Tally) -> String {
-    tally
-        .first_error
-        .as_ref()
-        .map(|e| format!(" (first: {e})"))
-        .unwrap_or_default()
-}
-
-async fn redis_version(admin: &mut MultiplexedConnection) -> Result<String, BenchError> {
-    let info: String = redis::cmd("INFO").arg("server").query_async(admin).await?;
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix("redis_version:"))
-        .map(str::to_owned)
-        .ok_or_else(|| BenchError::Reply("INFO server has no redis_version".into()))
 }

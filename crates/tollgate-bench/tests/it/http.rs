@@ -2,7 +2,7 @@
 //! the middleware (none rejected, each with its RateLimit headers), the figures are coherent and
 //! the report is written with its ratio. Nothing here is about speed.
 
-use tollgate_bench::{HttpBenchArgs, Variant, run_http};
+use tollgate_bench::{HttpBenchArgs, Variant, run_http, run_http_with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_run_measures_every_variant_without_a_rejection() {
@@ -15,10 +15,10 @@ async fn a_short_run_measures_every_variant_without_a_rejection() {
         warmup: 0.1,
         out: out.path().join("report"),
     };
-    let report = run_http(&args).await.unwrap();
+    let report = run_http_with(&args, None).await.unwrap();
 
-    // The server's variant needs the server's router: `tollgate bench http` runs it (tested
-    // there).
+    // The server's variant is left out here: `tollgate-bench http` runs it (tested in
+    // `binary.rs`).
     let variants: Vec<Variant> = Variant::ALL
         .into_iter()
         .filter(|v| *v != Variant::Server)
@@ -103,7 +103,7 @@ async fn without_keys_the_keyed_variant_is_left_out() {
         warmup: 0.0,
         out: out.path().to_owned(),
     };
-    let report = run_http(&args).await.unwrap();
+    let report = run_http_with(&args, None).await.unwrap();
     assert_eq!(
         report.variants(),
         [Variant::Bare, Variant::BareHeaders, Variant::Tollgate]
@@ -144,7 +144,7 @@ async fn bad_arguments_are_refused() {
             "--warmup",
         ),
     ] {
-        let err = run_http(&args).await.unwrap_err();
+        let err = run_http_with(&args, None).await.unwrap_err();
         assert!(err.to_string().contains(name), "{err}");
     }
 }

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod binary;
 mod http;
 mod memory;
 mod postgres;

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use tollgate_bench::postgres::{Approach, Isolation, Scenario};
+use tollgate_bench::postgres::{Approach, ISOLATIONS, Isolation, IsolationNames, Scenario};
 use tollgate_bench::{PostgresBenchArgs, run_postgres};
 use tollgate_testkit::TestPostgres;
 
@@ -26,7 +26,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
 
     assert_eq!(report.cells.len(), 2 * 2 * 2 * 3);
     for scenario in Scenario::ALL {
-        for isolation in Isolation::ALL {
+        for isolation in ISOLATIONS {
             for (approach, c) in [
                 (Approach::Function, 1),
                 (Approach::Function, 4),
@@ -37,7 +37,9 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
             ] {
                 let cell = report
                     .cell(scenario, isolation, approach, c)
-                    .unwrap_or_else(|| panic!("no cell {scenario} {isolation} {approach} {c}"));
+                    .unwrap_or_else(|| {
+                        panic!("no cell {scenario} {} {approach} {c}", isolation.sql())
+                    });
                 assert!(cell.decisions > 0, "{cell:?}");
                 assert!(cell.p50 <= cell.p99, "{cell:?}");
                 assert!(!cell.p99.is_zero(), "{cell:?}");
@@ -54,7 +56,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
     }
 
     assert_eq!(report.over_grant.len(), 4);
-    for isolation in Isolation::ALL {
+    for isolation in ISOLATIONS {
         let tollgate = report.over_grant_of(isolation, Approach::Tollgate).unwrap();
         assert_eq!(tollgate.max_allowed(), 20, "{tollgate:?}");
         assert!(tollgate.allowed <= tollgate.max_allowed(), "{tollgate:?}");
@@ -68,7 +70,7 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
 
     // Flaw (a): tollgate never fails on a first call; every call of its race is allowed.
     assert_eq!(report.race.len(), 4);
-    for isolation in Isolation::ALL {
+    for isolation in ISOLATIONS {
         let tollgate = report.race_of(isolation, Approach::Tollgate).unwrap();
         assert_eq!(tollgate.calls, 32 * 200, "{tollgate:?}");
         assert_eq!(tollgate.duplicate_key, 0, "{tollgate:?}");

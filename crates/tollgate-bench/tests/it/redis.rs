@@ -1,4 +1,4 @@
-//! A short run of `tollgate bench redis` against a throwaway redis-server: every cell is there,
+//! A short run of `tollgate-bench redis` against a throwaway redis-server: every cell is there,
 //! Redis's own counts match what each approach is known to send, tollgate does not over-grant,
 //! the run deletes its keys and nothing else, and the report renders.
 

@@ -3,6 +3,7 @@
 //! of decisions/s per scenario and isolation.
 
 use super::{Cell, PostgresReport, reading};
+use crate::postgres::IsolationNames;
 use crate::postgres::{Approach, Scenario, function, race};
 use crate::report::Align::{Left, Right};
 use crate::report::{Chart, Group, Report, Section, Table, micros, percent, small, thousands};
@@ -38,7 +39,7 @@ impl PostgresReport {
                 self.durability,
                 self.seconds_per_cell,
                 list(&self.connections),
-                list(&self.isolations),
+                list(&self.isolations.iter().map(|i| i.sql()).collect::<Vec<_>>()),
                 self.host_at_start,
                 self.host_at_end.rsplit(", ").next().unwrap_or_default(),
             )],
@@ -84,7 +85,7 @@ impl PostgresReport {
         let first = self.over_grant.first()?;
         let rows = self.over_grant.iter().map(|o| {
             vec![
-                o.isolation.to_string(),
+                o.isolation.sql().to_owned(),
                 o.approach.to_string(),
                 o.connections.to_string(),
                 thousands(o.decisions as f64),
@@ -143,7 +144,7 @@ impl PostgresReport {
         }
         let rows = self.race.iter().map(|r| {
             vec![
-                r.isolation.to_string(),
+                r.isolation.sql().to_owned(),
                 r.approach.to_string(),
                 thousands(r.calls as f64),
                 thousands(r.allowed as f64),
@@ -252,7 +253,7 @@ impl PostgresReport {
             });
         panels
             .map(|(scenario, isolation)| Chart {
-                title: format!("{scenario}, {isolation}"),
+                title: format!("{scenario}, {}", isolation.sql()),
                 y_label: "decisions/s (higher is better)".into(),
                 series: approaches.iter().map(ToString::to_string).collect(),
                 groups: self
@@ -290,7 +291,7 @@ fn row(cell: &Cell, function: Option<&Cell>) -> Vec<String> {
         _ => "–".into(),
     };
     vec![
-        cell.isolation.to_string(),
+        cell.isolation.sql().to_owned(),
         cell.connections.to_string(),
         cell.approach.to_string(),
         thousands(cell.decisions_per_sec()),

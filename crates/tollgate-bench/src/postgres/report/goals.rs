@@ -4,7 +4,7 @@
 //! "not measured", never met.
 
 use super::PostgresReport;
-use crate::postgres::{Approach, Isolation, Scenario};
+use crate::postgres::{Approach, Isolation, IsolationNames, Scenario};
 use crate::report::{Goal, per, thousands};
 
 pub(super) fn judge(report: &PostgresReport) -> Vec<Goal> {
@@ -25,8 +25,9 @@ pub(super) fn judge(report: &PostgresReport) -> Vec<Goal> {
     goals
 }
 
-fn over_grant(report: &PostgresReport, isolation: Isolation) -> Goal {
-    match report.over_grant_of(isolation, Approach::Tollgate) {
+fn over_grant(report: &PostgresReport, level: Isolation) -> Goal {
+    let isolation = level.sql();
+    match report.over_grant_of(level, Approach::Tollgate) {
         Some(o) => Goal::over_grant(
             format!(
                 "{isolation}: tollgate over-grants 0 (burst {}, {}/s, {} workers on one key, {} s: \
@@ -145,8 +146,9 @@ fn ratio(
     factor: f64,
 ) -> Goal {
     let goal = format!(
-        "{scenario}, {isolation}, {connections} connections: tollgate ≥ {factor}× the function's \
-         decisions/s"
+        "{scenario}, {}, {connections} connections: tollgate ≥ {factor}× the function's \
+         decisions/s",
+        isolation.sql()
     );
     let (Some(t), Some(f)) = (
         report.cell(scenario, isolation, Approach::Tollgate, connections),

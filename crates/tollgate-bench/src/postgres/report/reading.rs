@@ -2,6 +2,7 @@
 //! each missed goal what we think it comes from, with the run's own numbers where it has them.
 
 use super::{Cell, PostgresReport};
+use crate::postgres::IsolationNames;
 use crate::postgres::{Approach, Scenario};
 use crate::report::{Goal, micros, small};
 
@@ -71,7 +72,11 @@ fn sync_figures(report: &PostgresReport, scenario: Scenario) -> Option<String> {
                     || "–".into(),
                     |f| format!("{:.2}", x.decisions_per_sec() / f.decisions_per_sec()),
                 );
-            format!("{vs}× at {}, {} connections", x.isolation, x.connections)
+            format!(
+                "{vs}× at {}, {} connections",
+                x.isolation.sql(),
+                x.connections
+            )
         })
         .collect();
     (!shown.is_empty()).then(|| {
@@ -97,7 +102,7 @@ fn many_keys_statements(report: &PostgresReport) -> String {
             format!(
                 "{} statements per call at {}, {} connections",
                 small(x.statements_per_call()),
-                x.isolation,
+                x.isolation.sql(),
                 x.connections
             )
         })
@@ -147,7 +152,7 @@ fn hot_key_figures(report: &PostgresReport) -> String {
         .map(|x| {
             format!(
                 "{}: {} statements per call, p50 {} µs, {} µs of client CPU per call",
-                x.isolation,
+                x.isolation.sql(),
                 small(x.statements_per_call()),
                 micros(x.p50),
                 x.client_cpu_per_call()

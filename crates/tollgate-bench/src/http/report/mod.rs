@@ -1,5 +1,7 @@
 //! What an HTTP run measured, the goal it is held to, and the summaries across rounds.
 
+mod document;
+
 use std::time::Duration;
 
 use super::variant::Variant;
@@ -216,7 +218,7 @@ impl HttpReport {
                 continue;
             };
             if variant == Variant::Server && self.summary(variant).is_none() {
-                // Only `tollgate bench http` (the server's binary) can serve it.
+                // Left out by `run_http_with` without the server's router.
                 continue;
             }
             let goal =

@@ -1,5 +1,7 @@
 //! What a memory run measured, the goals it is held to, and the medians across rounds.
 
+mod document;
+
 use std::time::Duration;
 
 use super::contenders::Contender;

@@ -2,8 +2,8 @@
 //! every run, and charts of requests/s (each round beside the median, so the spread shows) and
 //! latency.
 
-use super::report::{Comparison, HttpReport, Run, Summary, ratios, signed_micros};
-use super::variant::Variant;
+use super::{Comparison, HttpReport, Run, Summary, ratios, signed_micros};
+use crate::http::Variant;
 use crate::report::Align::{Left, Right};
 use crate::report::{Chart, Group, Report, Section, Table, micros, thousands};
 

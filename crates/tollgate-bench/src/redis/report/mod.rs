@@ -1,5 +1,7 @@
 //! What a Redis run measured and the goals it is held to.
 
+mod document;
+
 use std::time::Duration;
 
 use super::{Approach, ClusterCell, Scenario};
@@ -8,7 +10,7 @@ use crate::report::{Goal, per, small, thousands};
 /// The concurrency the ratio goals are stated at.
 pub const GOAL_CONCURRENCY: usize = 64;
 
-/// One run of `tollgate bench redis`.
+/// One run of `tollgate-bench redis`.
 #[derive(Debug, Clone)]
 pub struct RedisReport {
     /// Unique to the run; part of every key it wrote.

@@ -1,8 +1,8 @@
 //! The Redis run as a [`Report`]: the goals, a table and a chart of decisions/s per scenario,
 //! the over-grant test, and how to read them.
 
-use super::report::{Cell, RedisReport};
 use super::{Approach, Scenario};
+use super::{Cell, RedisReport};
 use crate::report::Align::{Left, Right};
 use crate::report::{Chart, Group, Report, Section, Table, micros, percent, small, thousands};
 

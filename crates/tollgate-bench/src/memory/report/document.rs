@@ -1,8 +1,8 @@
 //! The memory run as a [`Report`]: the goals, time per check beside governor's per row, memory
 //! per key, every round, and a chart of checks/s per row.
 
-use super::contenders::Contender;
-use super::report::{MemoryReport, Row, Run, scenario_name};
+use super::{MemoryReport, Row, Run, scenario_name};
+use crate::memory::Contender;
 use crate::report::Align::{Left, Right};
 use crate::report::{Chart, Group, Report, Section, Table, thousands};
 

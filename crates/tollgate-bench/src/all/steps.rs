@@ -1,0 +1,171 @@
+//! The run's benchmarks: each one's command line, full or `--quick`.
+
+use std::time::Duration;
+
+use clap::ValueEnum;
+
+use super::{AllArgs, BenchName};
+
+/// One benchmark of the run: its arguments after `tollgate-bench`, and about how long it
+/// takes (for the progress line only).
+pub(super) struct Step {
+    pub(super) args: Vec<String>,
+    pub(super) estimate: Duration,
+}
+
+/// The run's benchmarks, in order: each one's arguments, full or `--quick`.
+pub(super) fn steps(args: &AllArgs, redis: &str, postgres: &str, cluster: &str) -> Vec<Step> {
+    // Each benchmark's store arguments; its arguments and about how long it takes (seconds)
+    // in a full run, then in a quick one.
+    type Plan<'a> = (
+        BenchName,
+        Vec<&'a str>,
+        (&'a [&'a str], u64),
+        (&'a [&'a str], u64),
+    );
+    let plans: Vec<Plan<'_>> = vec![
+        (
+            BenchName::Memory,
+            vec![],
+            (&[], 120),
+            (
+                &[
+                    "--keys",
+                    "100000",
+                    "--seconds",
+                    "0.05",
+                    "--rounds",
+                    "1",
+                    "--warmup",
+                    "0.02",
+                ],
+                10,
+            ),
+        ),
+        (
+            BenchName::Redis,
+            vec!["--redis", redis, "--cluster", cluster],
+            (&[], 150),
+            (
+                &[
+                    "--seconds",
+                    "0.3",
+                    "--concurrency",
+                    "1,64",
+                    "--over-grant-seconds",
+                    "1",
+                ],
+                20,
+            ),
+        ),
+        (
+            BenchName::Postgres,
+            vec!["--postgres", postgres],
+            (&[], 150),
+            (
+                &[
+                    "--seconds",
+                    "0.3",
+                    "--connections",
+                    "1,8",
+                    "--keys",
+                    "10000",
+                    "--over-grant-seconds",
+                    "1",
+                ],
+                25,
+            ),
+        ),
+        (
+            BenchName::Http,
+            vec![],
+            (&[], 50),
+            (&["--seconds", "0.5", "--rounds", "1", "--warmup", "0.2"], 5),
+        ),
+        (
+            BenchName::Resp,
+            vec![],
+            (&[], 60),
+            (&["--requests", "20000", "--rounds", "1"], 10),
+        ),
+        (
+            BenchName::Grpc,
+            vec!["--redis", redis],
+            (&[], 30),
+            (&["--seconds", "1", "--rounds", "1"], 5),
+        ),
+        (
+            BenchName::Soak,
+            vec!["--redis", redis],
+            // The soak benchmark's own default is ten minutes; `all` takes two.
+            (&["--seconds", "120", "--period", "30"], 125),
+            (&["--seconds", "10", "--period", "5", "--rate", "500"], 12),
+        ),
+    ];
+    let out = args.out.to_string_lossy().into_owned();
+    plans
+        .into_iter()
+        .filter(|(name, ..)| args.only.is_empty() || args.only.contains(name))
+        .map(|(name, store, full, quick)| {
+            let (extra, secs) = if args.quick { quick } else { full };
+            let mut argv = vec![bench_name(name)];
+            argv.extend(store.into_iter().map(str::to_owned));
+            argv.extend(extra.iter().map(|a| (*a).to_owned()));
+            argv.extend(["--out".to_owned(), out.clone()]);
+            Step {
+                args: argv,
+                estimate: Duration::from_secs(secs),
+            }
+        })
+        .collect()
+}
+
+/// The benchmark's subcommand: the name `--only` takes it by, which clap derives from both.
+fn bench_name(name: BenchName) -> String {
+    name.to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    #[test]
+    fn quick_steps_name_their_stores_and_out_dir() {
+        let args = AllArgs {
+            quick: true,
+            out: "reports".into(),
+            redis: None,
+            postgres: None,
+            cluster: vec![],
+            only: vec![BenchName::Redis, BenchName::Soak],
+        };
+        let steps = steps(&args, "redis://r", "postgres://p", "redis://c1,redis://c2");
+        let argv: Vec<String> = steps.iter().map(|s| s.args.join(" ")).collect();
+        assert_eq!(argv.len(), 2);
+        let redis = "redis --redis redis://r --cluster redis://c1,redis://c2 --seconds 0.3";
+        assert!(argv[0].starts_with(redis), "{argv:?}");
+        assert!(argv[1].ends_with("--rate 500 --out reports"), "{argv:?}");
+        // Every step's arguments, of every benchmark, full or quick, parse as the command
+        // line would.
+        let every = |quick| AllArgs {
+            quick,
+            only: vec![],
+            ..args.clone()
+        };
+        let all: Vec<Step> = [every(false), every(true)]
+            .iter()
+            .flat_map(|a| super::steps(a, "redis://r", "postgres://p", "redis://c"))
+            .collect();
+        assert_eq!(all.len(), 2 * BenchName::value_variants().len());
+        for step in steps.iter().chain(&all) {
+            let parsed = Cli::try_parse_from(
+                std::iter::once("tollgate-bench").chain(step.args.iter().map(String::as_str)),
+            );
+            assert!(parsed.is_ok(), "{:?}: {parsed:?}", step.args);
+        }
+    }
+}

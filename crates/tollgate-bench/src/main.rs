@@ -1,0 +1,26 @@
+//! `tollgate-bench`: parses the command line, sets up logging (the servers it starts in its
+//! process log as `tollgate serve` does), runs the benchmark.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tollgate_bench::cli::{self, Cli};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(filter)
+        .init();
+    match cli::run(cli.bench).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tollgate-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
