@@ -16,7 +16,7 @@
 //!
 //! A missing binary is an error naming the package to install, never a skipped test.
 //!
-//! Test servers trade durability for speed (PostgreSQL without `fsync`). `tollgate bench all`
+//! Test servers trade durability for speed (PostgreSQL without `fsync`). `tollgate-bench all`
 //! starts its PostgreSQL with [`TestPostgres::start_durable`] instead: commits wait for the
 //! disk, as in production.
 //!

@@ -1,5 +1,4 @@
-//! The cost of tollgate's tower middleware over a bare axum handler (issue 5), on the memory
-//! store.
+//! The cost of tollgate's tower middleware over a bare axum handler, on the memory store.
 //!
 //! Three servers run in this process on `127.0.0.1`: the bare handler, the same router behind
 //! `RateLimitLayer` keyed by client IP, and (with `--keys` > 0) keyed by an API key header. A
@@ -7,7 +6,7 @@
 //! server at a time. Client and servers share the machine's cores, so a run measures both; the
 //! variants alternate (bare, tollgate, tollgate_keys, bare, ...) for `--rounds`, so that drift of
 //! the machine hits each alike, and the report gives each variant's median across rounds and
-//! the ratio to the bare handler. The goal is 0.95× (issue 15; 0.9× before).
+//! the ratio to the bare handler. The goal is 0.95× (0.9× before).
 
 mod load;
 mod measure;

@@ -1,4 +1,4 @@
-//! Issue 26, item 4: documentation a newcomer can walk. The README is a front door — at most
+//! Documentation a newcomer can walk. The README is a front door — at most
 //! [`MAX_README_LINES`] lines, every page under `docs/` linked from it, no benchmark table (the
 //! tables and their dates live in docs/performance.md) — and every relative link of the README
 //! and the pages leads somewhere: to a file that exists and, when it names a section, to a

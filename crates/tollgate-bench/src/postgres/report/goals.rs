@@ -1,4 +1,4 @@
-//! The goals of issue 4, judged on a run: tollgate over-grants 0, has 0 errors at READ
+//! The PostgreSQL store's goals, judged on a run: tollgate over-grants 0, has 0 errors at READ
 //! COMMITTED, is at least 2× the function at 8 and 32 connections on many keys and 5× on a hot
 //! key at 32, and has neither of the function's two flaws. A goal whose cells were not run is
 //! "not measured", never met.
@@ -49,8 +49,8 @@ fn over_grant(report: &PostgresReport, level: Isolation) -> Goal {
     }
 }
 
-/// Issue 15: calls on one row must not conflict with each other, so the hot key at
-/// SERIALIZABLE never runs out of retries.
+/// Calls on one row must not conflict with each other (a hot row's lock would otherwise
+/// serialize every caller), so the hot key at SERIALIZABLE never runs out of retries.
 fn no_give_ups_on_a_hot_key(report: &PostgresReport) -> Goal {
     // Worded without the scenario's name, which the readings of the ratio goals look for.
     let goal = "one hot row at SERIALIZABLE: tollgate's calls never give up on serialization \

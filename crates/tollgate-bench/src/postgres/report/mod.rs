@@ -1,4 +1,4 @@
-//! What a PostgreSQL run measured, the goals of issue 4 judged on it, and its report.
+//! What a PostgreSQL run measured, the store's goals judged on it, and its report.
 
 mod document;
 mod goals;
@@ -241,7 +241,7 @@ impl PostgresReport {
         self.rounding.iter().find(|r| r.approach == approach)
     }
 
-    /// The goals of issue 4, judged on this run.
+    /// The store's goals, judged on this run.
     pub fn goals(&self) -> Vec<Goal> {
         goals::judge(self)
     }
