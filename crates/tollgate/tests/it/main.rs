@@ -1,6 +1,7 @@
 //! The library's integration tests, in one binary (linking one is most of what a test run
 //! costs): the conformance suite on every store, exactness, faults, the middleware.
 
+#[macro_use]
 mod conformance;
 mod faults;
 
