@@ -94,7 +94,7 @@ fn run_three(pg: &TestPostgres, isolation: &str) {
             Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "window_worker_process",
+                    "postgres_windows::window_worker_process",
                     "--ignored",
                     "--nocapture",
                 ])

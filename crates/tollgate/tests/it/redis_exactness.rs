@@ -77,7 +77,12 @@ fn three_processes_share_one_bound() {
     let children: Vec<_> = (0..3)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "worker_process", "--ignored", "--nocapture"])
+                .args([
+                    "--exact",
+                    "redis_exactness::worker_process",
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .env("TOLLGATE_WORKER_REDIS", redis.url())
                 .env("TOLLGATE_WORKER_START", start.as_u64().to_string())
                 .output()

@@ -2,12 +2,23 @@
 //! run by default — two decisions on one hot row conflict, and the loser fails with SQLSTATE
 //! 40001 (or 40P01, a deadlock) and must simply run again. Retries back off exponentially with
 //! jitter, so that the losers do not collide again in lockstep, and are bounded in number.
+//!
+//! Every statement runs through one loop ([`Inner::run`]), bounded by its batch's deadline; a
+//! call whose attempts ran out answers what [`GiveUp`] says.
 
+use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
+
+use super::Inner;
+use super::error::{is_missing_schema, store_error};
+use super::pool::Conn;
+use crate::{Decision, Policy, StoreError, Verdict};
 
 /// How serialization failures are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +83,110 @@ fn jitter() -> u64 {
     }
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     SEED.with(|seed| seed.hash_one(n))
+}
+
+/// Why the retries of a call ended without an answer.
+pub(super) enum Failure {
+    Store(StoreError),
+    /// Every attempt conflicted; the last conflict.
+    GaveUp(tokio_postgres::Error),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::Store(e)
+    }
+}
+
+/// `timeout` from now; a timeout too long to add to the time (`Duration::MAX`, say) is one
+/// that never comes, as `tokio::time::timeout` treats it.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
+}
+
+impl Inner {
+    /// Runs `statement` on a connection, again after each serialization failure, up to
+    /// `max_attempts`, bounded as a whole by `deadline`: the end of the batch's time, which
+    /// every statement of a batch shares (a set that conflicts, then the decide function; a
+    /// check asked again). A retry that could not finish before then is not started:
+    /// the call gives up at once, so the configured [`GiveUp`] answers rather than a timeout.
+    pub(super) async fn run<T, F, Fut>(
+        &self,
+        deadline: Instant,
+        max_attempts: u32,
+        statement: F,
+    ) -> Result<T, Failure>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let attempts = async {
+            let mut attempt = 1;
+            loop {
+                let lease = self.pool.get().await?;
+                self.stats.statements.fetch_add(1, Ordering::Relaxed);
+                let conn = lease.conn();
+                let answer = statement(Arc::clone(&conn)).await;
+                // Answered: the connection is free for others while this one backs off.
+                lease.answered();
+                let e = match answer {
+                    Ok(answer) => return Ok(answer),
+                    Err(e) if is_conflict(&e) => e,
+                    Err(e) => {
+                        if is_missing_schema(&e) {
+                            conn.stale.store(true, Ordering::Relaxed);
+                        }
+                        return Err(Failure::Store(store_error(e)));
+                    }
+                };
+                let wait = self.retry.backoff(attempt);
+                // The retry's own statement needs time too: at least the wait again.
+                let in_time = Instant::now()
+                    .checked_add(wait.saturating_mul(2))
+                    .is_some_and(|t| t < deadline);
+                if attempt >= max_attempts || !in_time {
+                    return Err(Failure::GaveUp(e));
+                }
+                self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+            }
+        };
+        tokio::time::timeout_at(deadline, attempts)
+            .await
+            .unwrap_or(Err(Failure::Store(StoreError::Timeout(self.timeout))))
+    }
+
+    /// What a call whose retries ran out answers, per [`GiveUp`], for each of its decisions.
+    pub(super) fn gave_up<'p>(
+        &self,
+        decisions: impl IntoIterator<Item = &'p [(Policy, u64)]>,
+        error: tokio_postgres::Error,
+    ) -> Result<Vec<Verdict>, StoreError> {
+        self.stats.gave_up.fetch_add(1, Ordering::Relaxed);
+        match self.retry.give_up {
+            GiveUp::Unavailable => Err(store_error(error)),
+            GiveUp::Deny => Ok(decisions
+                .into_iter()
+                .map(|policies| {
+                    Verdict::new(
+                        policies
+                            .iter()
+                            .map(|(policy, _)| Decision {
+                                allowed: false,
+                                limit: policy.capacity(),
+                                remaining: 0,
+                                retry_after: self.retry.max_backoff,
+                                reset_after: Duration::from(policy.tolerance()),
+                            })
+                            .collect(),
+                    )
+                })
+                .collect()),
+        }
+    }
 }
 
 #[cfg(test)]

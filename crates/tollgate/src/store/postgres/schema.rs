@@ -60,7 +60,7 @@ impl Names {
     /// Creates the schema, the table and the function if they are missing (and replaces the
     /// function, so an upgrade takes effect). Safe to run from many processes at once.
     pub(crate) async fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
-        let store_error = super::pool::store_error;
+        let store_error = super::error::store_error;
         let tx = client.transaction().await.map_err(store_error)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await

@@ -5,8 +5,9 @@ use std::sync::atomic::Ordering;
 
 use tokio_postgres::types::ToSql;
 
+use super::PostgresStore;
 use super::call::{self, Units};
-use super::{Failure, PostgresStore};
+use super::retry::Failure;
 use crate::algorithm::gcra::Gcra;
 use crate::store::Check;
 use crate::store::settle::{self, Adjustment, Once, Settle};
@@ -49,7 +50,7 @@ impl Settle for PostgresStore {
         let id: Option<&[u8]> = once.map(|o| o.id);
         let ttl: i64 = once.map_or(0, |o| i64::try_from(o.ttl.as_micros()).unwrap_or(i64::MAX));
         let params: [&(dyn ToSql + Sync); 7] = [&keys, &t, &charge, &amount, &now_param, &id, &ttl];
-        let deadline = super::deadline_after(inner.timeout);
+        let deadline = super::retry::deadline_after(inner.timeout);
         let rows = inner
             .run(deadline, inner.retry.max_attempts, |conn| async move {
                 conn.client.query(&conn.settle, &params).await
@@ -66,7 +67,7 @@ impl Settle for PostgresStore {
             Err(Failure::Store(e)) => return Err(e),
             Err(Failure::GaveUp(e)) => {
                 inner.stats.gave_up.fetch_add(1, Ordering::Relaxed);
-                return Err(super::pool::store_error(e));
+                return Err(super::error::store_error(e));
             }
         };
         if rows.len() != keys.len() {
@@ -104,7 +105,7 @@ impl Settle for PostgresStore {
             keys.push(call::bucket_key(check));
         }
         let params: [&(dyn ToSql + Sync); 1] = [&keys];
-        let deadline = super::deadline_after(inner.timeout);
+        let deadline = super::retry::deadline_after(inner.timeout);
         let done = inner
             .run(deadline, inner.retry.max_attempts, |conn| async move {
                 conn.client.execute(&conn.reset, &params).await
@@ -118,7 +119,7 @@ impl Settle for PostgresStore {
         match done {
             Ok(_) => Ok(()),
             Err(Failure::Store(e)) => Err(e),
-            Err(Failure::GaveUp(e)) => Err(super::pool::store_error(e)),
+            Err(Failure::GaveUp(e)) => Err(super::error::store_error(e)),
         }
     }
 }

@@ -1,0 +1,236 @@
+//! Configuring a [`PostgresStore`]: where its table is, how it talks to the database, how it
+//! batches, retries and cleans up; and building it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::cleanup::cleanup_loop;
+use super::pool::{self, Pool, Setup};
+use super::retry::Retry;
+use super::schema::Names;
+use super::{Inner, PostgresStats, PostgresStore};
+use crate::store::batch::Batcher;
+use crate::store::deny_cache::DenyCache;
+use crate::{Clock, MonotonicClock, StoreError};
+
+/// The default bound on one call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Configures a [`PostgresStore`].
+pub struct PostgresStoreBuilder {
+    url: String,
+    schema: String,
+    table: String,
+    unlogged: bool,
+    synchronous_commit: bool,
+    create_schema: bool,
+    connections: usize,
+    timeout: Duration,
+    isolation: Isolation,
+    retry: Retry,
+    deny_cache: bool,
+    coalesce: bool,
+    max_batch: usize,
+    max_in_flight: usize,
+    cleanup_interval: Option<Duration>,
+    cleanup_batch: i64,
+    test_clock: Option<Arc<dyn Clock>>,
+}
+
+/// The isolation level of every transaction of the store's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// PostgreSQL's default. Each decision is atomic without retries.
+    #[default]
+    ReadCommitted,
+    /// What YugabyteDB and CockroachDB run: conflicts fail with SQLSTATE 40001 and are retried.
+    Serializable,
+}
+
+impl PostgresStore {
+    /// A store on the database at `url` (`postgres://user:password@host:port/db`).
+    pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
+        PostgresStoreBuilder {
+            url: url.into(),
+            schema: "tollgate".into(),
+            table: "buckets".into(),
+            unlogged: false,
+            synchronous_commit: false,
+            create_schema: true,
+            connections: 4,
+            timeout: DEFAULT_TIMEOUT,
+            isolation: Isolation::ReadCommitted,
+            retry: Retry::default(),
+            deny_cache: true,
+            coalesce: true,
+            max_batch: 256,
+            max_in_flight: 2,
+            cleanup_interval: Some(Duration::from_secs(10)),
+            cleanup_batch: 1000,
+            test_clock: None,
+        }
+    }
+}
+
+impl PostgresStoreBuilder {
+    /// The schema holding the table (default `tollgate`).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The table of buckets (default `buckets`); the function is `<table>_decide`.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// Creates the table UNLOGGED (default off): faster writes, no WAL, but a crash empties it
+    /// (every bucket full again, so each key may get one extra burst) and replicas lack it.
+    pub fn unlogged(mut self, on: bool) -> Self {
+        self.unlogged = on;
+        self
+    }
+
+    /// Whether a decision waits for its commit to reach the disk (default off: the session's
+    /// `synchronous_commit`). Off, a commit returns once it is in the write-ahead log's
+    /// buffers, and the WAL writer flushes it within `3 × wal_writer_delay` (600 ms by
+    /// default). The state stays consistent and is replicated as usual; a crash of the
+    /// database server (not of a client) loses the decisions of that last moment, so their
+    /// tokens can be taken again once it is back. During the crash the store is down anyway
+    /// and the fail policy decides; on the default fail-open nothing is limited meanwhile. A
+    /// decision needs to be atomic, not durable, before its request goes on: waiting for the
+    /// flush would make each one pay a disk write (about 0.2 ms here) for nothing it needs.
+    /// On, commits are as durable as the server's settings make them.
+    pub fn synchronous_commit(mut self, on: bool) -> Self {
+        self.synchronous_commit = on;
+        self
+    }
+
+    /// Whether to create the schema on first use (default on); off when `tollgate migrate`
+    /// creates it ahead and the store's role may not run DDL.
+    pub fn create_schema(mut self, on: bool) -> Self {
+        self.create_schema = on;
+        self
+    }
+
+    /// How many connections to share (default 4).
+    pub fn connections(mut self, n: usize) -> Self {
+        self.connections = n;
+        self
+    }
+
+    /// The bound on one call, retries included (default 100 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The isolation level of the store's transactions (default READ COMMITTED).
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// How serialization failures are retried.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Whether to answer known denials locally (default on).
+    pub fn deny_cache(mut self, on: bool) -> Self {
+        self.deny_cache = on;
+        self
+    }
+
+    /// Whether concurrent decisions share calls (default on). Off, every decision is its own
+    /// call.
+    pub fn coalesce(mut self, on: bool) -> Self {
+        self.coalesce = on;
+        self
+    }
+
+    /// The most decisions one call decides (default 256).
+    pub fn max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch;
+        self
+    }
+
+    /// How many calls may be in flight at once (default 2), whatever the number of connections:
+    /// the next batch reaches the database while the last one commits. More calls in flight
+    /// make smaller batches, and on a hot key, calls that only queue on its row lock (or, under
+    /// SERIALIZABLE, conflict).
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls;
+        self
+    }
+
+    /// How often idle rows are deleted in the background (default every 10 s; `None`: never).
+    pub fn cleanup_interval(mut self, every: Option<Duration>) -> Self {
+        self.cleanup_interval = every;
+        self
+    }
+
+    /// The most rows one cleanup statement deletes (default 1000).
+    pub fn cleanup_batch(mut self, rows: u32) -> Self {
+        self.cleanup_batch = i64::from(rows.max(1));
+        self
+    }
+
+    /// Decides at `clock` instead of `clock_timestamp()`: for tests that move time by hand.
+    pub fn test_clock(mut self, clock: impl Clock) -> Self {
+        self.test_clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Checks the configuration. Connects lazily: a database that is down now makes calls
+    /// fail (transiently) until it is up.
+    ///
+    /// Fails with [`StoreError::Config`] for a schema or table name that is not a plain
+    /// identifier, a URL that does not parse, or outside a Tokio runtime (the store runs its
+    /// cleanup on one).
+    pub async fn build(self) -> Result<PostgresStore, StoreError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            StoreError::Config("the PostgreSQL store must be built inside a Tokio runtime".into())
+        })?;
+        let names = Names::new(&self.schema, &self.table, self.unlogged)?;
+        let config = pool::config(&self.url, self.timeout.max(Duration::from_millis(500)))?;
+        let setup = Setup {
+            config,
+            names,
+            isolation: self.isolation,
+            synchronous_commit: self.synchronous_commit,
+            create_schema: self.create_schema,
+        };
+        let inject_time = self.test_clock.is_some();
+        let inner = Arc::new(Inner {
+            pool: Pool::new(setup, self.connections, self.timeout),
+            isolation: self.isolation,
+            timeout: self.timeout,
+            retry: Retry {
+                max_attempts: self.retry.max_attempts.max(1),
+                ..self.retry
+            },
+            clock: self
+                .test_clock
+                .unwrap_or_else(|| Arc::new(MonotonicClock::new())),
+            inject_time,
+            deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
+            cleanup_batch: self.cleanup_batch,
+            stats: PostgresStats::default(),
+            row_hasher: foldhash::fast::FixedState::default(),
+        });
+        if let Some(every) = self.cleanup_interval {
+            runtime.spawn(cleanup_loop(Arc::downgrade(&inner), every));
+        }
+        let batcher = self.coalesce.then(|| {
+            Arc::new(Batcher::new(
+                Arc::clone(&inner),
+                self.max_batch,
+                self.max_in_flight,
+            ))
+        });
+        Ok(PostgresStore { inner, batcher })
+    }
+}

@@ -1,0 +1,45 @@
+//! PostgreSQL's failures, classified: the database is down or busy (transient: the fail policy
+//! answers until it is back), or it answered what this program does not understand
+//! (incompatible: a schema or a configuration that disagrees with it); and the failures that
+//! say the schema is gone, after which a connection is made again (and the schema with it).
+
+use tokio_postgres::error::SqlState;
+
+use crate::StoreError;
+
+pub(crate) fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(
+            &SqlState::UNDEFINED_TABLE
+                | &SqlState::UNDEFINED_FUNCTION
+                | &SqlState::INVALID_SCHEMA_NAME
+        )
+    )
+}
+
+/// A failure of the database, classified, with what the server said: tokio-postgres displays
+/// an error the server sent as a bare "db error", which would hide a serialization failure or
+/// a missing table from the logs.
+///
+/// Transient (the fail policy answers until the database is back): no answer at all (a
+/// connection refused, closed or timed out), and the SQLSTATE classes that say the server
+/// cannot serve now: 08 connection exception, 40 transaction rollback (conflicts left after
+/// the retries), 53 insufficient resources, 55 object not in prerequisite state (a lock not
+/// available), 57 operator intervention (shutdown, recovery), 58 system error, and 25006 (a
+/// read-only transaction: a standby not yet promoted). Any other error
+/// the server sends (a missing table or function, a type or syntax error, a permission
+/// refused) is a schema or a configuration that disagrees with this program: incompatible.
+pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
+    let Some(db) = e.as_db_error() else {
+        return StoreError::Unavailable(Box::new(e));
+    };
+    let code = db.code().code();
+    let message = format!("{}: {} (SQLSTATE {code})", db.severity(), db.message());
+    // 25006: a read-only transaction, as on a standby that a failover has not promoted yet.
+    if matches!(code.get(..2), Some("08" | "40" | "53" | "55" | "57" | "58")) || code == "25006" {
+        StoreError::Unavailable(message.into())
+    } else {
+        StoreError::Incompatible(message.into())
+    }
+}
