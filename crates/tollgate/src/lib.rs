@@ -115,12 +115,6 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
-#![warn(
-    missing_docs,
-    rust_2018_idioms,
-    unreachable_pub,
-    clippy::missing_panics_doc
-)]
 
 pub mod algorithm;
 mod clock;

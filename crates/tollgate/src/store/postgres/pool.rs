@@ -8,7 +8,7 @@
 //! needs. Each connection is a server process; spread round-robin over all of them, a batching
 //! store's two or three calls in flight woke a different process each time, cold in the CPU's
 //! caches: at 32 workers on many keys they decided 20–22k checks/s against 36–39k on the
-//! first of the least loaded (`tollgate bench postgres`, interleaved runs of both).
+//! first of the least loaded (`tollgate-bench postgres`, interleaved runs of both).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
