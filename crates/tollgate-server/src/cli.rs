@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::error::ServeError;
@@ -99,9 +99,11 @@ pub struct PostgresArgs {
     #[arg(
         long,
         default_value = "read-committed",
-        hide_possible_values = true,
-        value_parser = PossibleValuesParser::new(["read-committed", "serializable"])
-            .try_map(|name| options::isolation(&name)),
+        value_parser = PossibleValuesParser::new([
+            PossibleValue::new("read-committed").help("READ COMMITTED"),
+            PossibleValue::new("serializable").help("SERIALIZABLE"),
+        ])
+        .try_map(|name| options::isolation(&name)),
     )]
     pub postgres_isolation: options::Isolation,
 
@@ -185,8 +187,11 @@ pub struct ServeArgs {
     #[arg(
         long,
         default_value = "allow",
-        hide_possible_values = true,
-        value_parser = one_of::<OnStoreError>(&["allow", "deny", "local"]),
+        value_parser = one_of::<OnStoreError, 3>([
+            PossibleValue::new("allow").help("Fail open: allow"),
+            PossibleValue::new("deny").help("Fail closed: 503"),
+            PossibleValue::new("local").help("Decide locally, in memory"),
+        ]),
     )]
     pub on_store_error: OnStoreError,
 
@@ -207,8 +212,10 @@ pub struct ServeArgs {
     #[arg(
         long,
         default_value = "text",
-        hide_possible_values = true,
-        value_parser = one_of::<LogFormat>(&["text", "json"]),
+        value_parser = one_of::<LogFormat, 2>([
+            PossibleValue::new("text").help("Human-readable lines"),
+            PossibleValue::new("json").help("One JSON object per line"),
+        ]),
     )]
     pub log_format: LogFormat,
 }
@@ -335,13 +342,12 @@ where
     }
 }
 
-/// A parser of the values `names` into `T`. Each option's help names its values in words, so
-/// clap's own list of them is hidden; a wrong value is still refused with the list.
-fn one_of<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+/// A parser of `values` (each with its help line, which `--help` lists) into `T`.
+fn one_of<T, const N: usize>(values: [PossibleValue; N]) -> impl TypedValueParser<Value = T>
 where
     T: FromStr<Err = String> + Clone + Send + Sync + 'static,
 {
-    PossibleValuesParser::new(names).try_map(|name| name.parse::<T>())
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<T>())
 }
 
 fn parse_millis(s: &str) -> Result<Duration, String> {

@@ -240,8 +240,9 @@ pub fn isolation(name: &str) -> Result<Isolation, String> {
     match name {
         "read-committed" => Ok(Isolation::ReadCommitted),
         "serializable" => Ok(Isolation::Serializable),
+        // As serde words an unknown name, which the config file's other choices get.
         other => Err(format!(
-            "unknown isolation level {other:?}; expected `read-committed` or `serializable`"
+            "unknown variant `{other}`, expected `read-committed` or `serializable`"
         )),
     }
 }

@@ -2,9 +2,9 @@
 //! charged exactly as if enforced but never deny, and every outcome counted.
 //!
 //! A shadow policy must not change what the enforced ones decide. So when only shadow
-//! policies deny a check of several, the enforced policies are decided again on their own
-//! ([`Rounds`]): they are charged as if the shadow policy were not there, and the shadow
-//! policy's bucket is left as its denial left it, as it would be if it were enforced.
+//! policies deny a check of several, the enforced policies are decided again on their own (a
+//! second store call, only then): they are charged as if the shadow policies were not there,
+//! and the shadow policies' buckets are left as that first call left them.
 
 use std::sync::Arc;
 
@@ -90,7 +90,7 @@ impl Limiter {
         }
         let checks: Vec<Check<'_>> = entries.iter().map(|e| e.check(key, cost)).collect();
         let shadow: Vec<bool> = entries.iter().map(|e| e.shadow).collect();
-        let mut rounds = Rounds::new(vec![false; entries.len()]);
+        let mut rounds = Rounds::new(vec![false; entries.len()]).retried_without(shadow.clone());
         let enforced_deny = |denied: &[bool]| denied.iter().zip(&shadow).any(|(&d, &s)| d && !s);
         if let Err(e) = rounds.decide(self, &checks, enforced_deny).await {
             for entry in &entries {
@@ -99,10 +99,12 @@ impl Limiter {
             return Err(e);
         }
         let enforced_allow = !enforced_deny(&rounds.denied);
+        let decisions = rounds.decided().ok_or_else(|| {
+            DecideError::Unavailable("the store answered no decision for a policy".to_owned())
+        })?;
         let parts: Vec<Part> = entries
             .into_iter()
-            .zip(rounds.decisions)
-            .filter_map(|(entry, decision)| Some((entry, decision?)))
+            .zip(decisions)
             .map(|(entry, decision)| {
                 let shadow_denied = entry.shadow && !decision.allowed && enforced_allow;
                 let counter = match (decision.allowed, shadow_denied) {

@@ -1,7 +1,7 @@
 //! The decision core every front end decides through, and none owns: the store (wrapped in
 //! its fail policy), the policies in force ([`Live`]), resolving what a request names
 //! ([`Target`]) into policies, deciding them all-or-nothing with the one rule for checks that
-//! cannot deny ([`rounds`]), reservations, and the metrics of it all.
+//! cannot deny (the rounds of `rounds.rs`), reservations, and the metrics of it all.
 //!
 //! Its answers are its own types ([`Decided`], [`DecideError`]); HTTP, gRPC and RESP each turn
 //! them into their protocol's answer at their edge.
@@ -13,7 +13,7 @@ mod health;
 mod live;
 mod policies;
 pub mod reservation;
-pub mod rounds;
+pub(crate) mod rounds;
 mod target;
 
 use std::sync::Arc;

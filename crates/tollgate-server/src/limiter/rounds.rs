@@ -2,80 +2,90 @@
 //! Envoy's terms a descriptor in shadow or quota mode while another still has room.
 //!
 //! A store call is all-or-nothing: when any check denies, none is charged. So when only such
-//! checks deny, the call charged nothing that it should have; they are left out (peeked at
-//! cost 0, keeping the decision that denied them, as it would stand were they enforced) and
-//! the others are decided again. Each round leaves out at least one more check, so the rounds
-//! end: at most one more than there are checks.
+//! checks deny, the call charged nothing that it should have: the checks that denied are left
+//! out (peeked at cost 0, keeping the decision that denied them, as it would stand were they
+//! enforced), and so are those a caller asks to leave out of every retry, and the others are
+//! decided again. Each round leaves out at least one more check, so the rounds end: at most
+//! one more than there are checks, and two when every check that cannot deny is left out of
+//! the retry.
 
 use tollgate::{Check, Decision};
 
 use super::{DecideError, Limiter};
 
 /// Where the rounds stand: per check, whether it denies and the decision to show.
-pub struct Rounds {
+pub(crate) struct Rounds {
     /// Per check: it denies (given before any call for checks that can never be allowed, such
     /// as a limit of 0; those are left out from the start).
-    pub denied: Vec<bool>,
+    pub(crate) denied: Vec<bool>,
     /// Per check: its decision, once a call made one.
-    pub decisions: Vec<Option<Decision>>,
+    pub(crate) decisions: Vec<Option<Decision>>,
+    /// Per check: left out of every round after the first, whatever it decided.
+    retried_without: Vec<bool>,
     /// Whether every call was answered by the store (none by the fail policy): the tokens of
     /// an allowed request were taken.
-    pub paid: bool,
+    pub(crate) paid: bool,
 }
 
 impl Rounds {
     /// Rounds over checks of which those in `denied` deny before any call.
-    pub fn new(denied: Vec<bool>) -> Rounds {
+    pub(crate) fn new(denied: Vec<bool>) -> Rounds {
         let n = denied.len();
         Rounds {
             denied,
             decisions: vec![None; n],
+            retried_without: vec![false; n],
             paid: true,
         }
+    }
+
+    /// These rounds, with the checks in `without` left out of every retry (a shadow policy
+    /// is charged in the first call or not at all, as were it alone).
+    pub(crate) fn retried_without(mut self, without: Vec<bool>) -> Rounds {
+        self.retried_without = without;
+        self
     }
 
     /// Decides `checks` (their costs as asked) through `limiter` until the request is settled:
     /// allowed, or denied by a check whose denial denies it, as `denies` tells from which
     /// checks deny. A denied request is charged nothing.
-    pub async fn decide(
+    pub(crate) async fn decide(
         &mut self,
         limiter: &Limiter,
         checks: &[Check<'_>],
         denies: impl Fn(&[bool]) -> bool,
     ) -> Result<(), DecideError> {
-        for _ in 0..=checks.len() {
+        for round in 0..=checks.len() {
+            let left_out: Vec<bool> = (0..checks.len())
+                .map(|i| self.denied[i] || (round > 0 && self.retried_without[i]))
+                .collect();
             // Every check left out, and each has the decision to show: nothing to charge.
-            if self.denied.iter().all(|&d| d) && self.decisions.iter().all(Option::is_some) {
+            if left_out.iter().all(|&l| l) && self.decisions.iter().all(Option::is_some) {
                 return Ok(());
             }
             let over = denies(&self.denied);
-            let round: Vec<Check<'_>> = checks
+            let call: Vec<Check<'_>> = checks
                 .iter()
-                .zip(&self.denied)
-                .map(|(check, &denied)| {
-                    let cost = if over || denied { 0 } else { check.cost };
+                .zip(&left_out)
+                .map(|(check, &left_out)| {
+                    let cost = if over || left_out { 0 } else { check.cost };
                     Check { cost, ..*check }
                 })
                 .collect();
-            if round.is_empty() {
+            if call.is_empty() {
                 return Ok(());
             }
-            let verdict = limiter.decide(&round).await?;
+            let verdict = limiter.decide(&call).await?;
             self.paid &= !verdict.by_fail_policy;
             let allowed = verdict.allowed();
-            for ((denied, shown), decision) in self
-                .denied
-                .iter_mut()
-                .zip(&mut self.decisions)
-                .zip(verdict.decisions)
-            {
-                if *denied {
-                    // Left out: keep the decision that denied it (or the peek, if none did).
-                    shown.get_or_insert(decision);
+            for (i, decision) in verdict.decisions.into_iter().enumerate() {
+                if left_out[i] {
+                    // Left out: keep the decision that stood (or the peek, if none did).
+                    self.decisions[i].get_or_insert(decision);
                     continue;
                 }
-                *shown = Some(decision);
-                *denied = !decision.allowed;
+                self.decisions[i] = Some(decision);
+                self.denied[i] = !decision.allowed;
             }
             // Allowed: every check not left out was charged. Over: nothing was, nor should be.
             // Otherwise only left-out checks denied, and the call charged nothing: again.
@@ -86,5 +96,11 @@ impl Rounds {
         Err(DecideError::Unavailable(
             "the store kept denying checks that do not deny the request".to_owned(),
         ))
+    }
+
+    /// The decision of every check, once [`decide`](Self::decide) settled them; `None` if a
+    /// check has none (the store answered fewer decisions than asked).
+    pub(crate) fn decided(&self) -> Option<Vec<Decision>> {
+        self.decisions.iter().copied().collect()
     }
 }

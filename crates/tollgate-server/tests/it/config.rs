@@ -285,6 +285,52 @@ async fn shadow_mode_never_denies_and_counts_what_it_would_have_denied() {
     assert_eq!(series("api", "allowed"), 4.0);
 }
 
+/// Shadow policies beside an enforced one, one of them denying: the enforced policy is decided
+/// again on its own, in a second store call and no more, and a shadow that allowed is not
+/// charged by it (it was charged in the first call or not at all, as were it alone).
+#[tokio::test]
+async fn a_shadow_that_allows_is_not_charged_again_when_another_shadow_denies() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MINIMAL}\n[policies.tiny]\ncapacity = 1\nperiod = \"1h\"\nshadow = true\n\
+         [policies.big]\ncapacity = 100\nperiod = \"1h\"\nshadow = true\n"
+    );
+    let file = write(dir.path(), "tollgate.toml", &text);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    let calls = |metrics: &str| metric(metrics, "tollgate_store_call_duration_seconds_count");
+    let before = calls(&get(&client, &server, "/metrics").await);
+    for i in 0..3 {
+        let all = json!({"policies": ["api", "tiny", "big"], "key": "c"});
+        let (status, body) = check(&client, &server, all).await;
+        assert_eq!(status, StatusCode::OK, "{i}: {body}");
+        assert_eq!(body["policies"][0]["remaining"], 9 - i, "{i}: {body}");
+        assert_eq!(body["policies"][2]["remaining"], 99, "{i}: {body}");
+    }
+    // One call for the first check, which every policy allowed; two for each of the others.
+    let after = calls(&get(&client, &server, "/metrics").await);
+    assert_eq!(after - before, 5.0);
+    let (_, bucket) = check_bucket(&client, &server, "big", "c").await;
+    assert_eq!(bucket["remaining"], 99, "{bucket}");
+}
+
+/// `GET /v1/buckets/{policy}/{key}`: its status and body.
+async fn check_bucket(
+    client: &Client,
+    server: &Tollgate,
+    policy: &str,
+    key: &str,
+) -> (StatusCode, Value) {
+    let response = client
+        .get(format!("http://{}/v1/buckets/{policy}/{key}", server.addr))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.text().await.unwrap();
+    (status, serde_json::from_str(&body).unwrap())
+}
+
 #[tokio::test]
 async fn metrics_pass_promtool_and_count_the_decisions_made() {
     let dir = tempfile::tempdir().unwrap();

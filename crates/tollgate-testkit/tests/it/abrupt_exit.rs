@@ -55,7 +55,7 @@ fn servers_die_with_a_killed_test_process() {
     let mut victim = Command::new(env::current_exe().unwrap())
         .args([
             "--exact",
-            "victim_holds_servers_until_killed",
+            "abrupt_exit::victim_holds_servers_until_killed",
             "--nocapture",
         ])
         .env(VICTIM_VAR, "1")

@@ -5,8 +5,7 @@
 //! Descriptors whose denial does not deny the request — in shadow mode, or one of several in
 //! quota mode while another still has room — must not keep the others from being charged. So
 //! when only such descriptors deny, nothing was charged (a denial takes nothing), and the
-//! others are decided again without them; each round leaves out at least one more, so the
-//! rounds end.
+//! others are decided again without them, by the decision core's one rule for such checks.
 
 mod answer;
 mod plan;
@@ -37,7 +36,10 @@ impl From<DecideError> for Refused {
     fn from(error: DecideError) -> Refused {
         match error {
             DecideError::CostExceedsCapacity(m) | DecideError::InvalidKey(m) => Refused::Invalid(m),
-            e => Refused::Unavailable(e.to_string()),
+            e @ (DecideError::UnknownPolicy { .. }
+            | DecideError::InlineRefused
+            | DecideError::Unsupported { .. }
+            | DecideError::Unavailable(_)) => Refused::Unavailable(e.to_string()),
         }
     }
 }

@@ -166,7 +166,7 @@ pub(super) async fn tollgate_check(shared: &Shared, args: &[&[u8]]) -> Reply {
                 Reply::Integer(shown.reset_after_ms() as i64),
             ])
         }
-        Err(e) => Reply::err(message(&e)),
+        Err(e) => Reply::err(e.to_string()),
     }
 }
 
@@ -188,15 +188,10 @@ async fn decide_one(
         }
         Err(e) => {
             counters.error.inc();
-            Err(message(&DecideError::from(e)))
+            Err(match DecideError::from(e) {
+                DecideError::Unavailable(e) => format!("the store is unavailable: {e}"),
+                e => e.to_string(),
+            })
         }
-    }
-}
-
-/// What a Redis error says of a request not decided.
-fn message(error: &DecideError) -> String {
-    match error {
-        DecideError::Unavailable(e) => format!("the store is unavailable: {e}"),
-        e => e.to_string(),
     }
 }

@@ -267,7 +267,7 @@ pub fn assert_settled_within_the_bound(settled: &Settled) {
     assert!(settled.replays_refused > 0);
 }
 
-/// The issue's minimal config file, as written there.
+/// The minimal config file, as the docs show it.
 pub const MINIMAL: &str = r#"[store]
 url = "memory"            # or redis://…, rediss://…, a comma-separated cluster, postgres://…
 
