@@ -84,18 +84,8 @@ fn parse_help(help: &str) -> BTreeMap<String, HelpOption> {
             .and_then(|d| d.strip_suffix(']'))
         {
             Some(default) => option.default = Some(default.to_owned()),
-            // Where no option's help runs to several paragraphs, clap ends the line with it.
             None if !trimmed.is_empty() => {
-                let (text, default) = match trimmed.rsplit_once(" [default: ") {
-                    Some((text, default)) if default.ends_with(']') => {
-                        (text, default.strip_suffix(']'))
-                    }
-                    _ => (trimmed, None),
-                };
-                if let Some(default) = default {
-                    option.default = Some(default.to_owned());
-                }
-                option.text.push_str(text);
+                option.text.push_str(trimmed);
                 option.text.push(' ');
             }
             None => {}
