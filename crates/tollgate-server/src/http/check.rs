@@ -67,8 +67,8 @@ pub(super) fn answer_decided(
         }
         body.push(']');
     }
-    if shown.entry.named {
-        string(&mut body, "policy", &shown.entry.name);
+    if let Some(entry) = shown.entry.filter(|e| e.named) {
+        string(&mut body, "policy", &entry.name);
     }
     if decided.shadow_denied() {
         body.push_str(",\"shadow_denied\":true");
@@ -77,7 +77,7 @@ pub(super) fn answer_decided(
         string(&mut body, name, value);
     }
     body.push('}');
-    respond(allowed, body, &shown.entry, &shown.decision)
+    respond(allowed, body, shown.entry.map(|e| &**e), &shown.decision)
 }
 
 /// The answer of one bucket's state (a commit's).
@@ -87,7 +87,7 @@ pub(super) fn answer(entry: &Entry, decision: &Decision) -> Response {
     fields(&mut body, decision.allowed, decision);
     string(&mut body, "policy", &entry.name);
     body.push('}');
-    respond(decision.allowed, body, entry, decision)
+    respond(decision.allowed, body, Some(entry), decision)
 }
 
 /// A decision's fields, written by hand: every value is a number or a boolean, and they are
@@ -111,9 +111,9 @@ fn string(body: &mut String, name: &str, value: &str) {
     let _ = write!(body, ",\"{name}\":\"{value}\"");
 }
 
-/// `200` or `429` with `body`, the RateLimit headers of `decision` under `entry`'s policy, and
-/// `Retry-After` when denied.
-fn respond(allowed: bool, body: String, entry: &Entry, decision: &Decision) -> Response {
+/// `200` or `429` with `body`, the RateLimit headers of `decision` under `entry`'s policy (none
+/// without an enforced policy to describe), and `Retry-After` when denied.
+fn respond(allowed: bool, body: String, entry: Option<&Entry>, decision: &Decision) -> Response {
     let status = if allowed {
         StatusCode::OK
     } else {
@@ -125,12 +125,14 @@ fn respond(allowed: bool, body: String, entry: &Entry, decision: &Decision) -> R
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if let Some(v) = &entry.policy_header {
-        h.insert(RATELIMIT_POLICY.clone(), v.clone());
-    }
-    // Built from numbers and a policy's name, quoted: always valid header text.
-    if let Ok(v) = HeaderValue::try_from(headers::rate_limit(&entry.name, decision)) {
-        h.insert(RATELIMIT.clone(), v);
+    if let Some(entry) = entry {
+        if let Some(v) = &entry.policy_header {
+            h.insert(RATELIMIT_POLICY.clone(), v.clone());
+        }
+        // Built from numbers and a policy's name, quoted: always valid header text.
+        if let Ok(v) = HeaderValue::try_from(headers::rate_limit(&entry.name, decision)) {
+            h.insert(RATELIMIT.clone(), v);
+        }
     }
     if !allowed {
         h.insert(

@@ -7,6 +7,7 @@
 //! and the shadow policies' buckets are left as that first call left them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tollgate::{Check, Decision};
 
@@ -22,6 +23,14 @@ pub struct Part {
     pub decision: Decision,
     /// It denied, but is in shadow mode: the request goes on.
     pub shadow_denied: bool,
+}
+
+/// What an answer's top-level fields and headers show (see [`Decided::shown`]).
+pub struct Shown<'a> {
+    /// The enforced policy they describe; `None` when every policy is a shadow.
+    pub entry: Option<&'a Arc<Entry>>,
+    /// The decision they show.
+    pub decision: Decision,
 }
 
 /// A request's decision.
@@ -45,26 +54,43 @@ impl Decided {
         self.parts.iter().any(|p| p.shadow_denied)
     }
 
-    /// The part to show in the answer's top-level fields and headers: the most restrictive of
-    /// the enforced decisions (as [`Verdict::most_restrictive`](tollgate::Verdict) picks), or
-    /// of all when every policy is a shadow that denied.
-    pub fn shown(&self) -> &Part {
-        let enforced: Vec<&Part> = self.parts.iter().filter(|p| !p.shadow_denied).collect();
-        let pool = if enforced.is_empty() {
-            self.parts.iter().collect()
+    /// What the answer's top-level fields and headers show. A shadow policy is invisible to
+    /// the client: they show the most restrictive of the enforced decisions (as
+    /// [`Verdict::most_restrictive`](tollgate::Verdict) picks) and never a shadow's. When every
+    /// policy is a shadow, they show the most restrictive shadow as the allowed answer it is
+    /// (`retry_after` 0), with no policy to put in headers.
+    pub fn shown(&self) -> Shown<'_> {
+        let enforced: Vec<&Part> = self.parts.iter().filter(|p| !p.entry.shadow).collect();
+        if enforced.is_empty() {
+            // `parts` is never empty: a request names at least one policy.
+            let tightest = self
+                .parts
+                .iter()
+                .min_by_key(|p| p.decision.remaining)
+                .unwrap_or(&self.parts[0]);
+            return Shown {
+                entry: None,
+                decision: Decision {
+                    allowed: true,
+                    retry_after: Duration::ZERO,
+                    ..tightest.decision
+                },
+            };
+        }
+        let allowed = enforced.iter().all(|p| p.decision.allowed);
+        let pick = if allowed {
+            enforced.iter().min_by_key(|p| p.decision.remaining)
         } else {
             enforced
-        };
-        let allowed = pool.iter().all(|p| p.decision.allowed);
-        let pick = if allowed {
-            pool.iter().min_by_key(|p| p.decision.remaining)
-        } else {
-            pool.iter()
+                .iter()
                 .filter(|p| !p.decision.allowed)
                 .max_by_key(|p| p.decision.retry_after)
         };
-        // `parts` is never empty: a request names at least one policy.
-        pick.copied().unwrap_or(&self.parts[0])
+        let part = pick.copied().unwrap_or(enforced[0]);
+        Shown {
+            entry: Some(&part.entry),
+            decision: part.decision,
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use arc_swap::ArcSwap;
 use tollgate::store::settle::{Adjustment, DynSettle, Once};
 use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 
-pub use decide::{Decided, Part};
+pub use decide::{Decided, Part, Shown};
 pub use error::{BuildError, DecideError};
 pub use health::StoreHealth;
 pub use live::{Entry, Live};

@@ -314,6 +314,74 @@ async fn a_shadow_that_allows_is_not_charged_again_when_another_shadow_denies() 
     assert_eq!(bucket["remaining"], 99, "{bucket}");
 }
 
+/// A shadow policy is invisible to clients: beside an enforced policy, the top-level fields and
+/// the RateLimit headers are the enforced policy's, even where the shadow has less left or
+/// would deny; alone, it answers allowed with no wait and no RateLimit headers. Its own entry
+/// under `"policies"` says what it would have done.
+#[tokio::test]
+async fn a_shadow_policy_never_shapes_the_top_level_fields_nor_the_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        format!("{MINIMAL}\n[policies.tiny]\ncapacity = 1\nperiod = \"1h\"\nshadow = true\n");
+    let file = write(dir.path(), "tollgate.toml", &text);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    for i in 0..2 {
+        let both = json!({"policies": ["api", "tiny"], "key": "dave"});
+        let (status, headers, body) = post_check(&client, &server, both).await;
+        assert_eq!(status, StatusCode::OK, "{i}: {body}");
+        assert_eq!(
+            header(&headers, "ratelimit-policy"),
+            "\"api\";q=10;w=1",
+            "{i}"
+        );
+        assert!(header(&headers, "ratelimit").starts_with("\"api\";"), "{i}");
+        assert_eq!(body["policy"], "api", "{i}: {body}");
+        assert_eq!(body["remaining"], 9 - i, "{i}: {body}");
+        assert_eq!(body["retry_after_ms"], 0, "{i}: {body}");
+        assert_eq!(body["policies"][1]["allowed"], i == 0, "{i}: {body}");
+    }
+    for i in 0..2 {
+        let alone = json!({"policy": "tiny", "key": "erin"});
+        let (status, headers, body) = post_check(&client, &server, alone).await;
+        assert_eq!(status, StatusCode::OK, "{i}: {body}");
+        assert_eq!(body["allowed"], true, "{i}: {body}");
+        assert_eq!(body["retry_after_ms"], 0, "{i}: {body}");
+        assert!(headers.get("ratelimit").is_none(), "{i}: {headers:?}");
+        assert!(
+            headers.get("ratelimit-policy").is_none(),
+            "{i}: {headers:?}"
+        );
+        assert!(headers.get("retry-after").is_none(), "{i}: {headers:?}");
+        assert_eq!(body.get("shadow_denied").is_some(), i == 1, "{i}: {body}");
+    }
+}
+
+/// `POST /v1/check` with `body`: its status, headers and body.
+async fn post_check(
+    client: &Client,
+    server: &Tollgate,
+    body: Value,
+) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+    let response = client
+        .post(format!("http://{}/v1/check", server.addr))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    let body = response.text().await.unwrap();
+    (status, headers, serde_json::from_str(&body).unwrap())
+}
+
+/// The text of header `name`, or empty.
+fn header<'h>(headers: &'h reqwest::header::HeaderMap, name: &str) -> &'h str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
 /// `GET /v1/buckets/{policy}/{key}`: its status and body.
 async fn check_bucket(
     client: &Client,

@@ -467,6 +467,29 @@ fn client_chosen_limits_are_refused_where_inline_policies_are_off() {
     );
 }
 
+/// `TOLLGATE.CHECK` of a shadow policy that would deny answers allowed, with no wait: a shadow
+/// is invisible to clients on every front end.
+#[test]
+fn tollgate_check_of_a_shadow_that_would_deny_answers_allowed_with_no_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = support::write(
+        dir.path(),
+        "t.toml",
+        "[policies.tiny]\ncapacity = 1\nperiod = \"1h\"\nshadow = true\n",
+    );
+    let server = start(&["--config", file.to_str().unwrap()]);
+    let replies = exchange(
+        server.resp_addr(),
+        b"TOLLGATE.CHECK tiny k\r\nTOLLGATE.CHECK tiny k\r\n",
+    );
+    let second = replies.split("*5\r\n").nth(2).unwrap_or_default();
+    // allowed, limit 1, nothing left, no wait, then the time until the bucket is full again.
+    assert!(
+        second.starts_with(":1\r\n:1\r\n:0\r\n:0\r\n:"),
+        "{replies:?}"
+    );
+}
+
 /// A client that pipelines commands and stops reading its replies is dropped once it has not
 /// read for the idle timeout: the server neither blocks on it forever nor keeps answering into
 /// memory. So it gets fewer replies than the commands it managed to send.
