@@ -150,19 +150,20 @@ pub struct ServeArgs {
     #[arg(long, env = "TOLLGATE_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Where the HTTP/JSON API listens; port 0 picks a free port (printed at start).
-    #[arg(long, default_value_t = DEFAULT_LISTEN)]
+    /// Where the HTTP/JSON API listens: IP:PORT, HOST:PORT, or a port alone (on 127.0.0.1);
+    /// port 0 picks a free port (printed at start).
+    #[arg(long, default_value_t = DEFAULT_LISTEN, value_parser = options::listen_addr)]
     pub listen: SocketAddr,
 
-    /// Where the Redis protocol (`CL.THROTTLE`, `THROTTLE`, `TOLLGATE.CHECK`) listens; off
-    /// unless given here or in the config file.
-    #[arg(long)]
+    /// Where the Redis protocol (`CL.THROTTLE`, `THROTTLE`, `TOLLGATE.CHECK`) listens, as
+    /// `--listen` takes it; off unless given here or in the config file.
+    #[arg(long, value_parser = options::listen_addr)]
     pub resp_listen: Option<SocketAddr>,
 
     /// Where Envoy's rate-limit service (gRPC, `envoy.service.ratelimit.v3`) listens; off
     /// unless given here or in the config file, or an Envoy config directory is (then on
     /// 127.0.0.1:8081).
-    #[arg(long)]
+    #[arg(long, value_parser = options::listen_addr)]
     pub grpc_listen: Option<SocketAddr>,
 
     /// A directory of envoyproxy/ratelimit YAML config files, loaded as that service loads

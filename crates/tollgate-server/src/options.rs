@@ -12,6 +12,37 @@ use tollgate::{Algorithm, Policy, PolicyError, PostgresStore, RedisStore};
 /// Where HTTP listens unless told otherwise.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
 
+/// An address to listen on, as the `--*listen` options and the config file's `listen` keys
+/// give it: `IP:PORT` (`[IPv6]:PORT`), `HOST:PORT` (the host name resolved now, its first IPv4
+/// address taken where it has one, as `localhost` is 127.0.0.1), or a bare `PORT` (on
+/// 127.0.0.1, never on every interface unless asked).
+pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)));
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!(
+            "{s:?} is not an address to listen on: give HOST:PORT, IP:PORT or a port alone"
+        ));
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{s:?}: {port:?} is not a port (0 to 65535)"))?;
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .map_err(|e| format!("{s:?}: the host {host:?} does not resolve: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{s:?}: the host {host:?} has no address"))
+}
+
 /// A store to decide on, as `--store` and `[store] url` name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
@@ -294,6 +325,25 @@ mod tests {
     fn passwords_stay_out_of_logs() {
         let spec = StoreSpec::parse("redis://user:secret@host:6379").unwrap();
         assert_eq!(spec.to_string(), "redis at redis://***@host:6379");
+    }
+
+    #[test]
+    fn listen_addresses_take_host_names_and_bare_ports() {
+        let local = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        assert_eq!(listen_addr("127.0.0.1:8080"), Ok(local(8080)));
+        assert_eq!(listen_addr("8080"), Ok(local(8080)));
+        assert_eq!(listen_addr("localhost:8080"), Ok(local(8080)));
+        assert_eq!(
+            listen_addr("[::1]:9"),
+            Ok("[::1]:9".parse::<SocketAddr>().unwrap())
+        );
+        assert!(listen_addr("localhost").unwrap_err().contains("HOST:PORT"));
+        assert!(listen_addr("localhost:http").unwrap_err().contains("port"));
+        assert!(
+            listen_addr("no-such-host.invalid:80")
+                .unwrap_err()
+                .contains("resolve")
+        );
     }
 
     #[test]

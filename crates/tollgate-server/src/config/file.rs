@@ -3,7 +3,6 @@
 //! silently ignored).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -52,14 +51,14 @@ pub(super) struct PostgresFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct HttpFile {
-    pub(super) listen: Option<SocketAddr>,
+    pub(super) listen: Option<Spanned<String>>,
     pub(super) inline_policies: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RespFile {
-    pub(super) listen: Option<SocketAddr>,
+    pub(super) listen: Option<Spanned<String>>,
     pub(super) password: Option<String>,
     pub(super) idle_timeout: Option<Spanned<String>>,
     pub(super) max_connections: Option<Spanned<u64>>,
@@ -68,7 +67,7 @@ pub(super) struct RespFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct GrpcFile {
-    pub(super) listen: Option<SocketAddr>,
+    pub(super) listen: Option<Spanned<String>>,
     pub(super) config_dir: Option<String>,
     pub(super) merge_domain_config: Option<bool>,
     pub(super) algorithm: Option<EnvoyAlgorithm>,

@@ -144,6 +144,10 @@ impl Config {
             &refuse,
         )?;
         let store_timeout = checked(file.store.timeout, "store.timeout", &duration, &refuse)?;
+        let address = |s: &String| options::listen_addr(s);
+        let http_listen = checked(file.http.listen, "http.listen", &address, &refuse)?;
+        let resp_listen = checked(file.resp.listen, "resp.listen", &address, &refuse)?;
+        let grpc_listen = checked(file.grpc.listen, "grpc.listen", &address, &refuse)?;
         let max_keys = checked(
             file.store.max_keys,
             "store.max_keys",
@@ -188,7 +192,7 @@ impl Config {
             &refuse,
         )?;
         let grpc = GrpcConfig {
-            listen: file.grpc.listen,
+            listen: grpc_listen,
             config_dir: file
                 .grpc
                 .config_dir
@@ -229,10 +233,10 @@ impl Config {
                 isolation,
                 connections,
             },
-            listen: file.http.listen,
+            listen: http_listen,
             inline_policies: file.http.inline_policies,
             log_format: file.log.format,
-            resp_listen: file.resp.listen,
+            resp_listen,
             resp_password: file.resp.password,
             resp_idle_timeout,
             resp_max_connections,

@@ -114,6 +114,16 @@ fn bad_arguments_are_refused_naming_the_option() {
     assert!(stderr.contains("--on-store-error"), "{stderr}");
 }
 
+/// Every listen option takes a host name or a port alone, as most servers do: `localhost:0`
+/// and `0` both listen on 127.0.0.1 (0: a free port).
+#[test]
+fn listen_options_take_a_host_name_or_a_port_alone() {
+    let server = Tollgate::start_exactly(&["--listen", "localhost:0", "--resp-listen", "0"], &[]);
+    assert!(server.addr.ip().is_loopback(), "{}", server.addr);
+    let resp = server.resp_addr();
+    assert_eq!(resp.ip().to_string(), "127.0.0.1");
+}
+
 #[test]
 fn a_taken_port_is_a_clear_error() {
     let server = Tollgate::start(&[]);

@@ -38,8 +38,13 @@ impl Tollgate {
 
     /// [`start`](Self::start) with environment variables set.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Tollgate {
+        let args = [&["--listen", "127.0.0.1:0"][..], args].concat();
+        Tollgate::start_exactly(&args, env)
+    }
+
+    /// Starts `tollgate <args>`, nothing added, with environment variables `env` set.
+    pub fn start_exactly(args: &[&str], env: &[(&str, &str)]) -> Tollgate {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
