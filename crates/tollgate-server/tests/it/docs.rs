@@ -359,3 +359,40 @@ fn the_store_password_is_not_printed() {
     );
     assert!(!server.banner.contains("hunter2"), "{}", server.banner);
 }
+
+/// `cargo test` at the workspace's root tests the library too (its members by default hold
+/// every crate but the benchmarks'), and `cargo run` still finds one binary to run there.
+#[test]
+fn plain_cargo_test_tests_the_library_and_cargo_run_starts_the_server() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let manifest: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let defaults: Vec<&str> = manifest["workspace"]["default-members"]
+        .as_array()
+        .expect("default-members")
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    for member in [
+        "crates/tollgate",
+        "crates/tollgate-server",
+        "crates/tollgate-testkit",
+    ] {
+        assert!(defaults.contains(&member), "{member} in {defaults:?}");
+    }
+    let binaries: Vec<&str> = defaults
+        .iter()
+        .filter(|m| {
+            let cargo = std::fs::read_to_string(root.join(m).join("Cargo.toml")).unwrap();
+            cargo.contains("[[bin]]") || root.join(m).join("src/main.rs").exists()
+        })
+        .copied()
+        .collect();
+    assert_eq!(
+        binaries,
+        ["crates/tollgate-server"],
+        "cargo run needs one binary"
+    );
+}
