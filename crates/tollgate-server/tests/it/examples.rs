@@ -129,8 +129,9 @@ async fn llm_gateway_charges_the_tokens_each_call_used() {
     let first = complete("alice", 4_000, prompt).await.unwrap();
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(first.headers()["x-llm-tokens"], "150");
-    // The RateLimit header was written before the commit: it shows the reservation.
-    assert_eq!(first.headers()["ratelimit"], r#""llm-tokens";r=6000;t=24"#);
+    // The RateLimit header describes the bucket after the commit, not the reservation: 150
+    // taken, which the refill (10,000 a minute) pays back within a second.
+    assert_eq!(first.headers()["ratelimit"], r#""llm-tokens";r=9850;t=1"#);
     // 10,000 - 150 are left: a reservation of 9,850 fits...
     let second = complete("alice", 9_850, prompt).await.unwrap();
     assert_eq!(second.status(), StatusCode::OK);

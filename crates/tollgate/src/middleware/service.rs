@@ -101,10 +101,15 @@ where
         None => None,
     };
     let (mut response, state) = match decide(&shared, &parts).await {
-        Outcome::Pass(state, paid) => {
+        Outcome::Pass(mut state, paid) => {
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
-            if let (Some((key, cost)), Some((policies, _))) = (&reserved, &state) {
-                response = commit(&shared, response, policies, key, *cost, paid).await;
+            if let (Some((key, cost)), Some((policies, decisions))) = (&reserved, &mut state) {
+                let settled;
+                (response, settled) = commit(&shared, response, policies, key, *cost, paid).await;
+                // The headers describe the buckets after the settlement, not the reservation.
+                if let Some(after) = settled.filter(|after| after.len() == decisions.len()) {
+                    *decisions = after;
+                }
             }
             (response.map(Either::Left), state)
         }
@@ -131,8 +136,8 @@ where
 }
 
 /// Commits the actual cost `cost_after` reads from `response` on the buckets that reserved
-/// `cost`. A response it reads nothing from, or a commit that fails, keeps the reserved charge:
-/// the safe side.
+/// `cost`, and says what the buckets hold after it when it settled anything. A response it
+/// reads nothing from, or a commit that fails, keeps the reserved charge: the safe side.
 async fn commit<B>(
     shared: &Shared,
     response: Response<B>,
@@ -140,9 +145,9 @@ async fn commit<B>(
     key: &[u8],
     cost: u64,
     paid: bool,
-) -> Response<B> {
+) -> (Response<B>, Option<Vec<Decision>>) {
     let Some((cost_after, store)) = &shared.cost_after else {
-        return response;
+        return (response, None);
     };
     let (parts, body) = response.into_parts();
     let used = cost_after(&parts);
@@ -153,9 +158,13 @@ async fn commit<B>(
             .iter()
             .map(|p| (Check::new(p.policy, key, cost).named(&p.name), adjustment))
             .collect();
-        let _ = store.settle_dyn(None, &adjustments).await;
+        let settled = store.settle_dyn(None, &adjustments).await.ok();
+        return (
+            Response::from_parts(parts, body),
+            settled.map(|verdict| verdict.decisions),
+        );
     }
-    Response::from_parts(parts, body)
+    (Response::from_parts(parts, body), None)
 }
 
 async fn decide(shared: &Shared, parts: &Parts) -> Outcome {

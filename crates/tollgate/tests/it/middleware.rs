@@ -581,14 +581,15 @@ async fn cost_after_charges_the_actual_cost_from_the_response() {
         let client = client.clone();
         async move { get_with(&client, &url, &[("x-api-key", "alice")]).await }
     };
-    // 40 reserved of 100; the call used 10, so 30 come back.
+    // 40 reserved of 100; the call used 10, so 30 come back. The headers describe the bucket
+    // after that commit, not the reservation.
     let first = call("10").await;
     assert_eq!(first.status(), StatusCode::OK);
-    assert_eq!(header(&first, "ratelimit"), Some("\"llm\";r=60;t=1440"));
-    // The next reservation sees the refund: 100 - 10 - 40 = 50.
+    assert_eq!(header(&first, "ratelimit"), Some("\"llm\";r=90;t=360"));
+    // The next reservation sees the refund (100 - 10 - 40 = 50) and uses 70: 30 more than
+    // reserved, taken without a denial, 100 - 10 - 70 = 20 left.
     let second = call("70").await;
-    assert_eq!(header(&second, "ratelimit"), Some("\"llm\";r=50;t=1800"));
-    // It used 70: 30 more than reserved, taken without a denial: 100 - 10 - 70 = 20 left.
+    assert_eq!(header(&second, "ratelimit"), Some("\"llm\";r=20;t=2880"));
     // A response that says nothing keeps its whole reservation of 40: none left after.
     let third = call("").await;
     assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
