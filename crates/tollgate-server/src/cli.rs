@@ -68,9 +68,17 @@ pub struct MigrateArgs {
     #[arg(long)]
     pub store: String,
 
-    /// The PostgreSQL store's options.
-    #[command(flatten)]
-    pub postgres: PostgresArgs,
+    /// The schema holding the buckets table.
+    #[arg(long, default_value = PostgresOptions::DEFAULT_SCHEMA)]
+    pub postgres_schema: String,
+
+    /// The buckets table.
+    #[arg(long, default_value = PostgresOptions::DEFAULT_TABLE)]
+    pub postgres_table: String,
+
+    /// Create the table UNLOGGED: faster, but a crash empties it (every bucket full again).
+    #[arg(long)]
+    pub postgres_unlogged: bool,
 }
 
 /// Options of the PostgreSQL store.
@@ -113,18 +121,6 @@ pub struct PostgresArgs {
 }
 
 impl PostgresArgs {
-    /// The options these are, every one as given or defaulted.
-    pub fn options(&self) -> PostgresOptions {
-        PostgresOptions {
-            schema: self.postgres_schema.clone(),
-            table: self.postgres_table.clone(),
-            unlogged: self.postgres_unlogged,
-            synchronous_commit: self.postgres_synchronous_commit,
-            isolation: self.postgres_isolation,
-            connections: self.postgres_connections,
-        }
-    }
-
     /// Those of these options that `given` says the command line gave.
     fn given(&self, given: &Given) -> PostgresGiven {
         PostgresGiven {
@@ -198,7 +194,7 @@ pub struct ServeArgs {
 
     /// The bound on one store call, in milliseconds (default: 50 for Redis and memory, 100
     /// for PostgreSQL).
-    #[arg(long = "store-timeout-ms", value_parser = parse_millis)]
+    #[arg(long = "store-timeout-ms", value_name = "MS", value_parser = parse_millis)]
     pub store_timeout: Option<Duration>,
 
     /// The most keys held in memory (the memory store, and the `local` fallback).
@@ -314,7 +310,12 @@ impl Invocation {
             None => Invocation::Serve(cli.serve.overrides(&Given::of(&matches))),
             Some(Command::Migrate(args)) => Invocation::Migrate {
                 store: args.store,
-                postgres: args.postgres.options(),
+                postgres: PostgresOptions {
+                    schema: args.postgres_schema,
+                    table: args.postgres_table,
+                    unlogged: args.postgres_unlogged,
+                    ..PostgresOptions::default()
+                },
             },
             Some(Command::Config(ConfigCommand::Check {
                 file,

@@ -124,6 +124,37 @@ fn listen_options_take_a_host_name_or_a_port_alone() {
     assert_eq!(resp.ip().to_string(), "127.0.0.1");
 }
 
+/// The help reads well: a misspelt option gets clap's suggestion, the top help names every
+/// front end, `migrate` lists only the options that mean something to it, and the timeout says
+/// its unit.
+#[test]
+fn help_suggests_and_says_only_what_applies() {
+    let (code, stderr) = run(&["--lisen", "127.0.0.1:0"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("similar argument exists: '--listen'"),
+        "{stderr}"
+    );
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(help(&["--help"]).contains("Envoy"));
+    let migrate = help(&["migrate", "--help"]);
+    assert!(migrate.contains("--postgres-table"), "{migrate}");
+    for meaningless in [
+        "--postgres-isolation",
+        "--postgres-connections",
+        "--postgres-synchronous-commit",
+    ] {
+        assert!(!migrate.contains(meaningless), "{meaningless} in {migrate}");
+    }
+    assert!(help(&["serve", "--help"]).contains("--store-timeout-ms <MS>"));
+}
+
 #[test]
 fn a_taken_port_is_a_clear_error() {
     let server = Tollgate::start(&[]);
