@@ -139,7 +139,12 @@ fn parse(bytes: &[u8]) -> Result<RateLimitRequest, Problem> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let json: JsonRequest = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." { "body".to_owned() } else { path };
+        // serde_path_to_error says `?` for JSON that breaks before any field (a syntax error).
+        let field = if path == "." || path == "?" {
+            "body".to_owned()
+        } else {
+            path
+        };
         Problem::invalid_field(field, e.inner().to_string())
     })?;
     let invalid = |field: String, e: String| Problem::invalid_field(field, e);
@@ -262,4 +267,19 @@ fn render(response: &RateLimitResponse) -> Value {
         out.insert("responseHeadersToAdd".into(), Value::Array(headers));
     }
     Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_that_breaks_before_any_field_blames_the_body() {
+        for broken in [&b"{not json"[..], b"", b"not json"] {
+            let problem = parse(broken).expect_err("refused");
+            assert_eq!(problem.field(), Some("body"), "{}", problem.detail());
+        }
+        let problem = parse(br#"{"domain": 7}"#).expect_err("refused");
+        assert_eq!(problem.field(), Some("domain"), "{}", problem.detail());
+    }
 }

@@ -49,10 +49,10 @@ impl Problem {
         }
     }
 
-    /// 400: the body is longer than `limit` bytes.
+    /// 413: the body is longer than `limit` bytes.
     pub fn body_too_large(limit: usize) -> Problem {
         Problem {
-            status: StatusCode::BAD_REQUEST,
+            status: StatusCode::PAYLOAD_TOO_LARGE,
             kind: "body-too-large",
             title: "The request body is too large",
             detail: format!("the body is longer than {limit} bytes"),
@@ -89,6 +89,11 @@ impl Problem {
     /// What is wrong, for a person.
     pub fn detail(&self) -> &str {
         &self.detail
+    }
+
+    /// The field of the request at fault, if one is.
+    pub fn field(&self) -> Option<&str> {
+        self.field.as_deref()
     }
 
     /// 404 for a path the server does not serve.
