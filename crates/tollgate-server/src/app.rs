@@ -175,6 +175,11 @@ impl Server {
         &self.app.settings
     }
 
+    /// The Envoy front end, if gRPC is on.
+    pub fn envoy(&self) -> Option<&Arc<Envoy>> {
+        self.app.envoy.as_ref().map(|(envoy, _)| envoy)
+    }
+
     /// Serves until `shutdown` is cancelled and the requests in flight are answered, reloading
     /// the config file (and the Envoy directory) meanwhile.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {

@@ -56,9 +56,32 @@ pub async fn serve(
     if let Some(addr) = server.grpc_addr() {
         resp.push_str(&format!(" and grpc://{addr}"));
     }
+    // What the gRPC listener answers from: a server that serves only an Envoy directory says so.
+    let envoy = server.envoy().map_or_else(String::new, |envoy| {
+        let loaded = envoy.loaded();
+        let dir = loaded.settings.config_dir.as_ref().map_or_else(
+            || "no Envoy config directory".to_owned(),
+            |dir| format!("Envoy config {}", dir.display()),
+        );
+        format!(
+            ", {dir}: {} {}, {} {}",
+            loaded.config.domains(),
+            if loaded.config.domains() == 1 {
+                "domain"
+            } else {
+                "domains"
+            },
+            loaded.config.rules().len(),
+            if loaded.config.rules().len() == 1 {
+                "limit"
+            } else {
+                "limits"
+            },
+        )
+    });
     println!(
         "tollgate listening on http://{}{resp} (store: {}, on store error: {}, timeout {:?}, \
-         config: {}, {} named {})",
+         config: {}, {} named {}{envoy})",
         server.local_addr(),
         s.store,
         s.on_store_error,

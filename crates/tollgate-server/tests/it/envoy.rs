@@ -630,6 +630,24 @@ fn run_to_exit(args: &[&str]) -> (bool, String) {
     )
 }
 
+/// A server that answers from an Envoy config directory says so when it starts: the directory,
+/// its domains and limits (not only "0 named policies").
+#[test]
+fn the_start_line_names_the_envoy_directory_and_what_it_holds() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let one = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 5}\n";
+    write(dir.path(), &[("d.yaml", one)]);
+    let path = dir.path().to_str().expect("a UTF-8 path");
+    let server = Tollgate::start(&["--grpc-listen", "127.0.0.1:0", "--envoy-config-dir", path]);
+    assert!(
+        server
+            .banner
+            .contains(&format!("Envoy config {path}: 1 domain, 2 limits")),
+        "{}",
+        server.banner
+    );
+}
+
 #[test]
 fn a_bad_file_or_a_domain_twice_stops_the_server_naming_the_file() {
     let dir = tempfile::tempdir().expect("a temporary directory");
