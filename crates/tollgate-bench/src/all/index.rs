@@ -38,8 +38,9 @@ pub(super) fn index(
         count(Some(false)),
         count(None)
     );
-    let started_by = |given: &Option<String>| match given {
+    let started_by = |given: &Option<String>, version: &str| match given {
         Some(_) => "given by --redis/--postgres",
+        None if version == "not used" => "not used by these benchmarks",
         None => "throwaway, started by the run",
     };
     let rows = done.iter().map(|d| {
@@ -79,8 +80,8 @@ pub(super) fn index(
                 "The machine",
                 vec![format!(
                     "Redis {}; PostgreSQL {}.",
-                    started_by(&args.redis),
-                    started_by(&args.postgres)
+                    started_by(&args.redis, redis),
+                    started_by(&args.postgres, postgres)
                 )],
                 machine.table(redis, postgres, took),
             ),

@@ -28,8 +28,8 @@ use steps::{Step, steps};
 /// `tollgate-bench all`.
 #[derive(Debug, Clone, Args)]
 pub struct AllArgs {
-    /// A smoke run: every benchmark cut short (about two minutes in all); its figures are not
-    /// for quoting.
+    /// A smoke run: every benchmark cut short (about a minute and a half in all); its figures
+    /// are not for quoting.
     #[arg(long)]
     pub quick: bool,
     /// Where every report and the index are written.
@@ -80,9 +80,16 @@ struct Done {
 pub(crate) async fn run(args: AllArgs) -> Result<(), BenchError> {
     let machine = Machine::read();
     let started = Instant::now();
-    // The throwaway servers live until the end of the run; a URL given is used as it is.
+    // The throwaway servers live until the end of the run; a URL given is used as it is, and a
+    // server no benchmark of the run needs is not started.
+    let needs = |names: &[BenchName]| {
+        args.only.is_empty() || args.only.iter().any(|name| names.contains(name))
+    };
     let (redis_url, _redis) = match &args.redis {
         Some(url) => (url.clone(), None),
+        None if !needs(&[BenchName::Redis, BenchName::Grpc, BenchName::Soak]) => {
+            (String::new(), None)
+        }
         None => {
             let redis = TestRedis::start().map_err(unavailable("Redis"))?;
             (redis.url().to_owned(), Some(redis))
@@ -90,6 +97,7 @@ pub(crate) async fn run(args: AllArgs) -> Result<(), BenchError> {
     };
     let (postgres_url, _postgres) = match &args.postgres {
         Some(url) => (url.clone(), None),
+        None if !needs(&[BenchName::Postgres]) => (String::new(), None),
         None => {
             // Commits wait for the disk, as in production: the PostgreSQL benchmark compares
             // what each approach's commits cost.
@@ -97,11 +105,13 @@ pub(crate) async fn run(args: AllArgs) -> Result<(), BenchError> {
             (postgres.url().to_owned(), Some(postgres))
         }
     };
-    let (cluster_urls, _cluster) = if args.cluster.is_empty() {
+    let (cluster_urls, _cluster) = if !args.cluster.is_empty() {
+        (args.cluster.join(","), None)
+    } else if needs(&[BenchName::Redis]) {
         let cluster = TestRedisCluster::start(3).map_err(unavailable("Redis Cluster"))?;
         (cluster.urls().join(","), Some(cluster))
     } else {
-        (args.cluster.join(","), None)
+        (String::new(), None)
     };
     let steps = steps(&args, &redis_url, &postgres_url, &cluster_urls);
     let progress = Progress::start(&steps);
@@ -160,6 +170,9 @@ async fn run_step(step: &Step) -> Result<Report, BenchError> {
 
 /// `redis_version` from `INFO server`.
 async fn redis_version(url: &str) -> String {
+    if url.is_empty() {
+        return "not used".into();
+    }
     let url = url.to_owned();
     let info = tokio::task::spawn_blocking(move || redis_cmd(url.as_str(), &[b"INFO", b"server"]))
         .await
@@ -176,6 +189,9 @@ async fn redis_version(url: &str) -> String {
 
 /// `server_version`.
 async fn postgres_version(url: &str) -> String {
+    if url.is_empty() {
+        return "not used".into();
+    }
     let Ok((client, connection)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await else {
         return "unknown".into();
     };

@@ -80,6 +80,28 @@ fn bench(args: &[&str]) -> (String, String, tempfile::TempDir) {
     (report, stderr, out)
 }
 
+/// `all --only memory` starts no store it does not need: with no `redis-server` or PostgreSQL
+/// to be found, it still runs, and its index says the stores were not used.
+#[test]
+fn all_only_memory_starts_no_store() {
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tollgate-bench"))
+        .args(["all", "--quick", "--only", "memory", "--out"])
+        .arg(out.path())
+        .env("PATH", "/nonexistent")
+        .env_remove("TOLLGATE_REDIS_URL")
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .env_remove("TOLLGATE_REDIS_CLUSTER_URLS")
+        .output()
+        .unwrap();
+    let index = String::from_utf8(run.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{index}{stderr}");
+    assert!(index.contains("[memory](memory.md)"), "{index}");
+    assert!(index.contains("| Redis | not used |"), "{index}");
+    assert!(index.contains("| PostgreSQL | not used |"), "{index}");
+}
+
 /// `tollgate-bench http` measures the server's own router beside the middleware: every check
 /// by name answered 200 with the RateLimit headers.
 #[test]
