@@ -221,7 +221,7 @@ pub(crate) fn check_policies(
                 file: file.map(Path::to_owned).unwrap_or_default(),
                 at: Some(p.defined_at),
                 field: format!("policies.{}.{}", p.name, e.field()),
-                message: format!("the {store} store cannot decide it: {e}"),
+                message: format!("the store ({store}) cannot decide it: {e}"),
             });
         }
     }

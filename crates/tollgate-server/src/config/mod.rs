@@ -134,7 +134,7 @@ impl Config {
                 .to_string()
                 .replace(".$__serde_spanned_private_value", "");
             let field = if field == "." { String::new() } else { field };
-            refuse(e.inner().span(), &field, e.inner().message().to_owned())
+            refuse(e.inner().span(), &field, plain(&field, e.inner().message()))
         })?;
 
         let store = checked(
@@ -244,6 +244,25 @@ impl Config {
             policies,
         })
     }
+}
+
+/// serde's message for a value of the wrong type, in the file's terms: a duration asked for as
+/// a string says how to write one, and a number beyond every integer type says the largest.
+fn plain(field: &str, message: &str) -> String {
+    let duration =
+        ["store.timeout", "resp.idle_timeout"].contains(&field) || field.ends_with(".period");
+    if duration && message.starts_with("invalid type") {
+        return format!("{message}; write a duration such as \"50ms\", \"1s\" or \"1h\"");
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: integer `")
+        && let Some((number, _)) = rest.split_once("` as i128")
+    {
+        return format!(
+            "{number} is larger than the largest number accepted, {}",
+            u64::MAX
+        );
+    }
+    message.to_owned()
 }
 
 /// A humantime duration of at least a millisecond: `"100ms"`, `"1s"`, `"1m"`, `"1h"`, `"1d"`.

@@ -66,7 +66,8 @@ fn check_name(name: &str) -> Result<(), String> {
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
     {
         return Err(format!(
-            "{c:?} in the name {name:?}: a policy's name may hold letters, digits, `_`, `-` and `.`"
+            "{c:?} in the name {name:?}: a policy's name may hold ASCII letters and digits, `_`, `-` \
+             and `.`"
         ));
     }
     // These name the buckets of client-chosen numbers (HTTP's inline policies, CL.THROTTLE,
@@ -130,13 +131,24 @@ fn compile_one(p: &PolicyFile) -> Result<(Policy, bool), Refusal> {
 
 /// The library's refusal, pointed at the key it is about.
 fn refusal(p: &PolicyFile, e: &PolicyError) -> Refusal {
-    match e.field() {
-        "refill" => (
-            p.refill.as_ref().map_or(p.capacity.span(), Spanned::span),
-            "refill",
-            e.to_string(),
-        ),
-        "period" => (p.period.span(), "period", e.to_string()),
-        _ => (p.capacity.span(), "capacity", e.to_string()),
+    // Without `refill`, a bucket refills its capacity each period: a refill too fast is the
+    // capacity's, and a refill too slow the period's, the numbers the file gave.
+    let unsaid = "with no `refill`, the bucket refills its whole capacity each `period`: ";
+    match (e, &p.refill) {
+        (PolicyError::RateTooHigh { .. }, None) => {
+            (p.capacity.span(), "capacity", format!("{unsaid}{e}"))
+        }
+        (PolicyError::RefillTooSlow { .. }, None) => {
+            (p.period.span(), "period", format!("{unsaid}{e}"))
+        }
+        _ => match e.field() {
+            "refill" => (
+                p.refill.as_ref().map_or(p.capacity.span(), Spanned::span),
+                "refill",
+                e.to_string(),
+            ),
+            "period" => (p.period.span(), "period", e.to_string()),
+            _ => (p.capacity.span(), "capacity", e.to_string()),
+        },
     }
 }

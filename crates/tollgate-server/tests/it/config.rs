@@ -166,7 +166,7 @@ fn every_class_of_bad_file_names_its_line_column_and_field() {
         (
             "a store's range",
             "[store]\nurl = \"redis://127.0.0.1:1\"\n[policies.api]\nalgorithm = \"sliding_counter\"\ncapacity = 100000000\nperiod = \"1d\"\n".to_owned(),
-            ":3:1: policies.api.capacity: the redis at redis://127.0.0.1:1 store cannot decide it",
+            ":3:1: policies.api.capacity: the store (redis at redis://127.0.0.1:1) cannot decide it",
         ),
     ];
     for (what, text, expected) in cases {
@@ -438,6 +438,43 @@ async fn metrics_pass_promtool_and_count_the_decisions_made() {
 }
 
 /// The commented example shows every key, and is a good file.
+/// Each refusal blames the key the file got wrong, in the file's terms: a capacity too large
+/// for a bucket with no `refill` is the capacity's, a period too long the period's; a duration
+/// written as a number says how to write one; a name is told which letters; a number beyond
+/// every integer says the largest.
+#[test]
+fn config_errors_blame_the_key_the_file_got_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[policies.a]\ncapacity = 18446744073709551615\nperiod = \"1s\"\n",
+            "policies.a.capacity: with no `refill`",
+        ),
+        (
+            "[policies.a]\ncapacity = 10\nperiod = \"200y\"\n",
+            "policies.a.period: with no `refill`",
+        ),
+        (
+            "[store]\ntimeout = 50\n",
+            "store.timeout: invalid type: integer `50`, expected a string; write a duration such as \"50ms\"",
+        ),
+        (
+            "[policies.\"ключ\"]\ncapacity = 10\nperiod = \"1s\"\n",
+            "may hold ASCII letters and digits",
+        ),
+        (
+            "[policies.a]\ncapacity = 1000000000000000000000000000000\nperiod = \"1s\"\n",
+            "policies.a.capacity: 1000000000000000000000000000000 is larger than the largest number accepted",
+        ),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let file = write(dir.path(), &format!("c{i}.toml"), text);
+        let (ok, _, err) = config_check(&file);
+        assert!(!ok, "{text}");
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+}
+
 #[test]
 fn the_example_file_is_good_and_shows_every_key() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tollgate.toml");
