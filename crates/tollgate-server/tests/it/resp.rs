@@ -26,7 +26,7 @@ fn redis_cli(addr: SocketAddr, args: &[&str]) -> String {
         .args(["-h", "127.0.0.1", "-p", &addr.port().to_string()])
         .args(args)
         .output()
-        .expect("redis-cli runs (scripts/test installs redis-tools)");
+        .expect("redis-cli runs (scripts/test --install installs redis-tools)");
     assert!(
         out.status.success(),
         "{}",
@@ -278,7 +278,7 @@ fn redis_benchmark_issues_cl_throttle_without_errors() {
             "1",
         ])
         .output()
-        .expect("redis-benchmark runs (scripts/test installs redis-tools)");
+        .expect("redis-benchmark runs (scripts/test --install installs redis-tools)");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
