@@ -116,6 +116,7 @@ async fn connection(
         max_inline: MAX_ARGUMENT,
         ..Limits::default()
     };
+    let _connected = shared.connect();
     let mut session = Session::new(shared);
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut output: Vec<u8> = Vec::with_capacity(4096);

@@ -467,6 +467,24 @@ fn client_chosen_limits_are_refused_where_inline_policies_are_off() {
     );
 }
 
+/// `INFO` has the sections clients and tools read, and `INFO <section>` only that one.
+#[test]
+fn info_answers_the_server_clients_and_stats_sections() {
+    let server = start(&[]);
+    let all = exchange(server.resp_addr(), b"PING\r\nINFO\r\n");
+    for line in [
+        "# Server\r\n",
+        "\r\n# Clients\r\nconnected_clients:1\r\n",
+        "\r\n# Stats\r\n",
+        "total_commands_processed:2\r\n",
+    ] {
+        assert!(all.contains(line), "{line:?} in {all:?}");
+    }
+    let clients = exchange(server.resp_addr(), b"INFO clients\r\n");
+    assert!(clients.contains("# Clients\r\n"), "{clients:?}");
+    assert!(!clients.contains("# Server"), "{clients:?}");
+}
+
 /// `TOLLGATE.CHECK` of a shadow policy that would deny answers allowed, with no wait: a shadow
 /// is invisible to clients on every front end.
 #[test]

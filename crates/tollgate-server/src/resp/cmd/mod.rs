@@ -29,6 +29,10 @@ pub(super) struct Shared {
     /// The port the listener is on (for `INFO`).
     pub(super) port: u16,
     next_id: AtomicU64,
+    /// Connections open now, for `INFO clients`.
+    connected: AtomicU64,
+    /// Commands answered since the start, for `INFO stats`.
+    commands: AtomicU64,
     clock: MonotonicClock,
     started: Nanos,
     cell: PolicyCounters,
@@ -46,11 +50,30 @@ impl Shared {
             password,
             port,
             next_id: AtomicU64::new(1),
+            connected: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
             started: clock.now(),
             clock,
             cell,
             throttle,
         }
+    }
+}
+
+impl Shared {
+    /// Counts a connection open until the guard it returns is dropped.
+    pub(super) fn connect(&self) -> Connected<'_> {
+        self.connected.fetch_add(1, Ordering::Relaxed);
+        Connected(self)
+    }
+}
+
+/// A connection counted in [`Shared`]'s open connections while it lives.
+pub(super) struct Connected<'a>(&'a Shared);
+
+impl Drop for Connected<'_> {
+    fn drop(&mut self) {
+        self.0.connected.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -125,6 +148,7 @@ pub(super) async fn execute(
             After::Continue,
         );
     }
+    shared.commands.fetch_add(1, Ordering::Relaxed);
     let reply = match name {
         "cl.throttle" => throttle::cl_throttle(shared, args).await,
         "throttle" => throttle::throttle(shared, args).await,
@@ -154,7 +178,7 @@ pub(super) async fn execute(
             _ => arity(name),
         },
         "command" => server::command(args),
-        "info" => server::info(shared),
+        "info" => server::info(shared, &args[1..]),
         "reset" => {
             session.resp3 = false;
             session.name = None;

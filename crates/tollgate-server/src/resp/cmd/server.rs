@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use tollgate::Clock;
 
+use std::sync::atomic::Ordering;
+
 use super::{COMMANDS, Shared};
 use crate::resp::codec::Reply;
 
@@ -49,15 +51,54 @@ pub(super) fn command(args: &[&[u8]]) -> Reply {
     }
 }
 
-pub(super) fn info(shared: &Shared) -> Reply {
-    let uptime = Duration::from(shared.clock.now() - shared.started).as_secs();
-    Reply::text(format!(
-        "# Server\r\nredis_version:7.2.0\r\ntollgate_version:{}\r\nredis_mode:standalone\r\n\
-         process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\n",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id(),
-        shared.port,
-    ))
+/// `INFO [section ...]`: the sections clients and tools read (`server`, `clients`, `stats`),
+/// all of them without a section named (or with `all`, `default`, `everything`), as Redis
+/// words them; a section this server does not have is left out, as Redis leaves it.
+pub(super) fn info(shared: &Shared, sections: &[&[u8]]) -> Reply {
+    let wanted = |name: &str| {
+        sections.is_empty()
+            || sections.iter().any(|s| {
+                s.eq_ignore_ascii_case(name.as_bytes())
+                    || [&b"all"[..], b"default", b"everything"]
+                        .iter()
+                        .any(|all| s.eq_ignore_ascii_case(all))
+            })
+    };
+    let mut text = String::new();
+    if wanted("server") {
+        let uptime = Duration::from(shared.clock.now() - shared.started).as_secs();
+        text.push_str(&format!(
+            "# Server\r\nredis_version:7.2.0\r\ntollgate_version:{}\r\nredis_mode:standalone\r\n\
+             process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            shared.port,
+        ));
+    }
+    if wanted("clients") {
+        push_section(&mut text, "Clients");
+        text.push_str(&format!(
+            "connected_clients:{}\r\n",
+            shared.connected.load(Ordering::Relaxed)
+        ));
+    }
+    if wanted("stats") {
+        push_section(&mut text, "Stats");
+        text.push_str(&format!(
+            "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n",
+            shared.next_id.load(Ordering::Relaxed) - 1,
+            shared.commands.load(Ordering::Relaxed),
+        ));
+    }
+    Reply::text(text)
+}
+
+/// A section's heading, after a blank line when one comes before it, as Redis separates them.
+fn push_section(text: &mut String, name: &str) {
+    if !text.is_empty() {
+        text.push_str("\r\n");
+    }
+    text.push_str(&format!("# {name}\r\n"));
 }
 
 /// `CONFIG GET`: redis-benchmark and some clients read the server's persistence settings at
