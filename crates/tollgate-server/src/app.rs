@@ -10,7 +10,6 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tollgate::StoreError;
-use tollgate::store::settle::DynSettle;
 
 use crate::envoy::{self, Envoy};
 use crate::error::ServeError;
@@ -21,7 +20,7 @@ use crate::web::conn::{Counted, DEFAULT_MAX_CONNECTIONS};
 use crate::{http, reload, resp, store, web};
 
 /// How long the server waits at start for its store to answer.
-const WARM_UP: Duration = Duration::from_secs(3);
+pub(crate) const WARM_UP: Duration = Duration::from_secs(3);
 
 /// The server's state, its store open: the decision core, and Envoy's front end if it is on.
 pub struct App {
@@ -59,17 +58,30 @@ impl App {
         ));
         let store = store::open(&settings, Arc::clone(&health))
             .await
-            .map_err(|source| ServeError::Store {
-                store: settings.store.to_string(),
-                source,
+            .map_err(|source| {
+                let store = settings.store.to_string();
+                match source {
+                    StoreError::Config(_) => ServeError::Unusable { store, source },
+                    source => ServeError::Store { store, source },
+                }
             })?;
-        if let Err(e) = warm_up(store.as_ref(), WARM_UP).await {
-            tracing::warn!(
+        match store::warm_up(|| store.ready_dyn(), WARM_UP).await {
+            Ok(()) => {}
+            // A typo never turns limiting off: a store that can never work (no such database
+            // or DB index, credentials refused) stops the server here, rather than leave every
+            // decision to the fail policy.
+            Err(source) if source.kind() == tollgate::ErrorKind::Config => {
+                return Err(ServeError::Unusable {
+                    store: settings.store.to_string(),
+                    source,
+                });
+            }
+            Err(e) => tracing::warn!(
                 error = %e,
                 "the store does not answer yet; serving anyway, with the fail policy `{}` \
                  until it does",
                 settings.on_store_error
-            );
+            ),
         }
         // Servers that share a store share this secret, to commit each other's reservations.
         let secret = std::env::var_os("TOLLGATE_RESERVATION_SECRET");
@@ -240,23 +252,4 @@ async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError>
         .map_err(|source| ServeError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(ServeError::Http)?;
     Ok((listener, bound))
-}
-
-/// Asks the store until it answers (or `within` passes), so that a store connecting lazily has
-/// done its TCP and TLS handshakes before the first request, whose timeout is far shorter.
-async fn warm_up(store: &dyn DynSettle, within: Duration) -> Result<(), StoreError> {
-    let mut last = StoreError::Timeout(within);
-    let attempts = async {
-        loop {
-            match store.ready_dyn().await {
-                Ok(()) => return Ok(()),
-                Err(e) => last = e,
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    match tokio::time::timeout(within, attempts).await {
-        Ok(result) => result,
-        Err(_) => Err(last),
-    }
 }

@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use tollgate::StoreError;
+
 use crate::config::Config;
 use crate::error::ServeError;
 use crate::options::{self, PostgresOptions, StoreSpec};
@@ -24,9 +26,13 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
         ));
     }
     let config = Config::load(path)?;
-    if let Some(store) = &config.store {
-        settings::check_policies(Some(path), store, &config.policies)?;
-    }
+    let store = match &config.store {
+        Some(store) => {
+            settings::check_policies(Some(path), store, &config.policies)?;
+            check_store(&config)?
+        }
+        None => String::new(),
+    };
     let envoy = match &config.grpc.config_dir {
         Some(dir) => {
             let merge = config.grpc.merge_domain_config.unwrap_or(false);
@@ -71,7 +77,55 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
         ));
     }
     out.push_str(&envoy);
+    out.push_str(&store);
     Ok(out)
+}
+
+/// How long `config check` waits for the store the file names.
+const STORE_CHECK: Duration = Duration::from_secs(2);
+
+/// Asks the store `config` names, as the server would at start: one line saying it answers,
+/// or that it cannot be reached now (not an error: a check run where the store is not, as in
+/// CI, must pass, and the server would start and answer with its fail policy meanwhile); or
+/// the error, when the store can never work as configured (no such database or DB index,
+/// credentials refused, a URL the driver cannot use), which a start would refuse too.
+fn check_store(config: &Config) -> Result<String, ServeError> {
+    let settings = settings::Settings::resolve(settings::Overrides::default(), Some(config));
+    if settings.store == StoreSpec::Memory {
+        return Ok(String::new());
+    }
+    let name = settings.store.to_string();
+    // On a thread of its own with a runtime of its own: this command is synchronous, and may
+    // be called from within a runtime (as `main` does).
+    let outcome = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                runtime.block_on(store::probe(&settings, STORE_CHECK))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::incompatible("the store check panicked")))
+    });
+    match outcome {
+        Ok(()) => Ok(format!("  store {name}: answers\n")),
+        Err(source) if source.kind() == tollgate::ErrorKind::Config => Err(ServeError::Unusable {
+            store: name,
+            source,
+        }),
+        Err(e) if !e.is_transient() => Ok(format!(
+            "  store {name}: answers, but: {e}; the server would start and answer with the \
+             fail policy `{}` while this lasts\n",
+            settings.on_store_error
+        )),
+        Err(e) => Ok(format!(
+            "  store {name}: not reachable from here ({e}); not an error: the server would \
+             start and answer with the fail policy `{}` until it is\n",
+            settings.on_store_error
+        )),
+    }
 }
 
 /// `n` and `what`, plural unless `n` is 1.

@@ -34,6 +34,15 @@ pub enum ServeError {
         /// Why.
         source: StoreError,
     },
+    /// The store answered that it can never work as configured (no such database or DB index,
+    /// credentials refused): `--store` / `[store] url` is to fix.
+    #[error("cannot use the store ({store}): {}; fix --store or [store] url", plain(.source))]
+    Unusable {
+        /// The store asked for.
+        store: String,
+        /// Why, a [`StoreError::Config`].
+        source: StoreError,
+    },
     /// `migrate` was given a store that has no schema.
     #[error(
         "`migrate` creates the PostgreSQL schema: --store must be a postgres:// URL, not {0:?}"
@@ -51,4 +60,12 @@ pub enum ServeError {
     /// The Envoy config directory was refused.
     #[error("{0}")]
     Envoy(#[from] LoadError),
+}
+
+/// A store's error without its kind's preamble, when it is what the user has to fix.
+pub(crate) fn plain(e: &StoreError) -> String {
+    match e {
+        StoreError::Config(why) => why.clone(),
+        other => other.to_string(),
+    }
 }

@@ -70,11 +70,18 @@ fn reload(
             return;
         }
     };
-    for changed in running.needing_restart(&settings) {
+    let changed = running.needing_restart(&settings);
+    for changed in &changed {
         tracing::warn!(
             setting = changed,
             "the config file changes a setting that takes effect on restart only; the running value stays"
         );
+    }
+    if changed
+        .iter()
+        .any(|c| matches!(*c, "store.url" | "store.postgres" | "store.timeout"))
+    {
+        tokio::spawn(check_new_store(settings.clone()));
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
     if let (Some(envoy), Some(grpc)) = (envoy, &settings.grpc)
@@ -89,4 +96,29 @@ fn reload(
         inline_policies = settings.inline_policies,
         "config reloaded"
     );
+}
+
+/// Asks the store a reloaded file names, which the running server does not use before a
+/// restart, as `config check` does: one that can never work (no such database or DB index,
+/// credentials refused) is logged as an error now, rather than found when a restart refuses
+/// it; one that does not answer is only noted. The running store and policies are unchanged
+/// either way.
+async fn check_new_store(settings: Settings) {
+    let store = settings.store.to_string();
+    match crate::store::probe(&settings, crate::app::WARM_UP).await {
+        Ok(()) => {
+            tracing::info!(%store, "the store the config file names answers; it takes effect on restart")
+        }
+        Err(e) if e.kind() == tollgate::ErrorKind::Config => tracing::error!(
+            %store,
+            error = %crate::error::plain(&e),
+            "the store the config file names can never work as configured: a restart would be \
+             refused; fix [store] url (the running store stays in use)"
+        ),
+        Err(e) => tracing::warn!(
+            %store,
+            error = %e,
+            "the store the config file names does not answer now; it takes effect on restart"
+        ),
+    }
 }

@@ -1,11 +1,12 @@
 //! Which store the server decides on, from `--store`, wrapped in the fail policy.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::store::guarded::{FailPolicy, Guarded};
 use tollgate::store::settle::{DynSettle, Settle};
-use tollgate::{MemoryStore, PostgresStore, RedisStore, StoreError};
+use tollgate::{ErrorKind, MemoryStore, PostgresStore, RedisStore, Store, StoreError};
 
 use crate::limiter::StoreHealth;
 use crate::options::{OnStoreError, PostgresOptions, StoreSpec};
@@ -77,4 +78,60 @@ pub async fn postgres(
         .timeout(timeout)
         .build()
         .await
+}
+
+/// Asks `ready` until the store answers, `within` passes, or it says it never will (a
+/// [`StoreError::Config`]: no such database or DB index, credentials refused), so that a store
+/// connecting lazily has done its TCP and TLS handshakes before the first request, whose
+/// timeout is far shorter. The error is the last one seen.
+pub async fn warm_up<F, Fut>(mut ready: F, within: Duration) -> Result<(), StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), StoreError>>,
+{
+    let mut last = StoreError::Timeout(within);
+    let attempts = async {
+        loop {
+            match ready().await {
+                Ok(()) => return Ok(()),
+                // Asking again will not help.
+                Err(e) if e.kind() == ErrorKind::Config => return Err(e),
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    match tokio::time::timeout(within, attempts).await {
+        Ok(result) => result,
+        Err(_) => Err(last),
+    }
+}
+
+/// Opens the store `settings` name, with no fail policy, and asks it as the server does at
+/// start ([`warm_up`] for `within`): what `config check` and a reload that changes the store
+/// report. `Ok` for the memory store.
+pub async fn probe(settings: &Settings, within: Duration) -> Result<(), StoreError> {
+    let timeout = settings.store_timeout;
+    match &settings.store {
+        StoreSpec::Memory => Ok(()),
+        StoreSpec::Redis(url) => {
+            let store = RedisStore::builder(url.as_str())
+                .timeout(timeout)
+                .build()
+                .await?;
+            warm_up(|| store.ready(), within).await
+        }
+        StoreSpec::RedisCluster(urls) => {
+            let store = RedisStore::builder(urls[0].as_str())
+                .cluster(urls.iter().cloned())
+                .timeout(timeout)
+                .build()
+                .await?;
+            warm_up(|| store.ready(), within).await
+        }
+        StoreSpec::Postgres(url) => {
+            let store = postgres(url, &settings.postgres, timeout).await?;
+            warm_up(|| store.ready(), within).await
+        }
+    }
 }

@@ -28,3 +28,4 @@ mod redis_tls;
 mod reload;
 mod resp;
 mod resp_decoder;
+mod store_config;

@@ -21,3 +21,4 @@ mod redis_conformance;
 mod redis_exactness;
 mod redis_faults;
 mod redis_windows;
+mod store_config;

@@ -22,6 +22,11 @@ pub(crate) fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
 /// an error the server sent as a bare "db error", which would hide a serialization failure or
 /// a missing table from the logs.
 ///
+/// Never going to work ([`StoreError::Config`], in the server's own words): authentication
+/// refused (SQLSTATE 28000, 28P01: no such role, a wrong password, no `pg_hba.conf` entry), no
+/// such database (3D000), a password the server asks for and the URL does not give, and a
+/// server that does not answer as PostgreSQL does.
+///
 /// Transient (the fail policy answers until the database is back): no answer at all (a
 /// connection refused, closed or timed out), and the SQLSTATE classes that say the server
 /// cannot serve now: 08 connection exception, 40 transaction rollback (conflicts left after
@@ -32,14 +37,50 @@ pub(crate) fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
 /// refused) is a schema or a configuration that disagrees with this program: incompatible.
 pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
     let Some(db) = e.as_db_error() else {
-        return StoreError::Unavailable(Box::new(e));
+        return match never_works(&e) {
+            Some(message) => StoreError::Config(message),
+            None => StoreError::Unavailable(Box::new(e)),
+        };
     };
     let code = db.code().code();
+    if matches!(code, "28000" | "28P01" | "3D000") {
+        // The server's words name the thing: `database "x" does not exist`, `password
+        // authentication failed for user "x"`, `role "x" does not exist`.
+        return StoreError::Config(format!("{} (SQLSTATE {code})", db.message()));
+    }
     let message = format!("{}: {} (SQLSTATE {code})", db.severity(), db.message());
     // 25006: a read-only transaction, as on a standby that a failover has not promoted yet.
     if matches!(code.get(..2), Some("08" | "40" | "53" | "55" | "57" | "58")) || code == "25006" {
         StoreError::Unavailable(message.into())
     } else {
         StoreError::Incompatible(message.into())
+    }
+}
+
+/// What is wrong, when a failure that is not the server's own error can never pass: the
+/// connection settings lack what the driver needs (a host, a user, a password the server asks
+/// for), or the server answered what PostgreSQL never sends. tokio-postgres says which only
+/// in its display (its kinds are private) and the cause.
+fn never_works(e: &tokio_postgres::Error) -> Option<String> {
+    let what = e.to_string();
+    let cause = std::error::Error::source(e).map(ToString::to_string);
+    let detail = cause.as_deref().unwrap_or("");
+    match what.as_str() {
+        "invalid configuration" | "invalid connection string" if detail == "password missing" => {
+            Some("the PostgreSQL server asks for a password and the URL gives none".into())
+        }
+        "invalid configuration" | "invalid connection string" => Some(format!(
+            "the PostgreSQL connection settings are incomplete: {}",
+            if detail.is_empty() { &what } else { detail }
+        )),
+        "authentication error" => Some(format!(
+            "the PostgreSQL server refused the authentication: {}",
+            if detail.is_empty() { &what } else { detail }
+        )),
+        "unexpected message from server" | "error parsing response from server" => Some(format!(
+            "the server does not answer as PostgreSQL does ({what}): is this the PostgreSQL \
+             host and port?"
+        )),
+        _ => None,
     }
 }

@@ -60,6 +60,11 @@ pub(crate) struct Pool {
 struct Connector {
     setup: Setup,
     migrated: OnceCell<()>,
+    /// Why the last connection failed, when it can never work (a refused password, no such
+    /// database); cleared by a connection made. A connection is made on a task of its own
+    /// that may outlast its caller's timeout (a password hashed slowly): this keeps its
+    /// reason for the callers that gave up waiting.
+    never_works: parking_lot::Mutex<Option<String>>,
 }
 
 /// One connection's place: the connection once made, and the statements sent on it and not
@@ -183,6 +188,7 @@ impl Pool {
             connector: Arc::new(Connector {
                 setup,
                 migrated: OnceCell::new(),
+                never_works: parking_lot::Mutex::new(None),
             }),
             slots: (0..connections.max(1))
                 .map(|_| Slot {
@@ -234,7 +240,12 @@ impl Pool {
                     // not hold the slot for good.
                     let bound = connector.bound();
                     let made = tokio::time::timeout(bound, connector.connect()).await;
-                    let conn = Arc::new(made.map_err(|_| StoreError::Timeout(bound))??);
+                    let made = made.map_err(|_| StoreError::Timeout(bound))?;
+                    *connector.never_works.lock() = match &made {
+                        Err(StoreError::Config(why)) => Some(why.clone()),
+                        _ => None,
+                    };
+                    let conn = Arc::new(made?);
                     *held = Some(Arc::clone(&conn));
                     Ok::<_, StoreError>(conn)
                 });
@@ -248,6 +259,16 @@ impl Pool {
             load: Some(load),
             hold: self.hold,
         })
+    }
+
+    /// Why the last connection failed, if that can never work ([`StoreError::Config`]): what
+    /// a caller that timed out waiting for a connection reports rather than its timeout.
+    pub(crate) fn never_works(&self) -> Option<StoreError> {
+        self.connector
+            .never_works
+            .lock()
+            .clone()
+            .map(StoreError::Config)
     }
 
     /// How many connections the pool holds.
@@ -383,9 +404,21 @@ async fn set_if_known(client: &Client, set: &str) -> Result<(), StoreError> {
 
 /// Parses a `postgres://` URL (or a key=value string) into a connection config.
 pub(crate) fn config(url: &str, connect_timeout: Duration) -> Result<Config, StoreError> {
-    let mut config: Config = url
-        .parse()
-        .map_err(|e| StoreError::Config(format!("the PostgreSQL URL: {e}")))?;
+    let mut config: Config = url.parse().map_err(|e: tokio_postgres::Error| {
+        let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string());
+        StoreError::Config(format!("the PostgreSQL URL does not parse: {cause}"))
+    })?;
+    // What the driver needs and will not guess: it would fail on every connection.
+    if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+        return Err(StoreError::Config(
+            "the PostgreSQL URL names no host (postgres://USER@HOST:PORT/DATABASE)".into(),
+        ));
+    }
+    if config.get_user().is_none() {
+        return Err(StoreError::Config(
+            "the PostgreSQL URL names no user (postgres://USER@HOST:PORT/DATABASE)".into(),
+        ));
+    }
     config.connect_timeout(connect_timeout);
     if config.get_application_name().is_none() {
         config.application_name("tollgate");

@@ -91,9 +91,17 @@ impl Store for PostgresStore {
             }
             Ok(())
         };
+        // A connection that can never be made is reported as such, not as the timeout of a
+        // probe that gave up while the attempt (a password hashed slowly) went on.
         tokio::time::timeout(self.inner.timeout, ping)
             .await
-            .unwrap_or(Err(StoreError::Timeout(self.inner.timeout)))
+            .unwrap_or_else(|_| {
+                Err(self
+                    .inner
+                    .pool
+                    .never_works()
+                    .unwrap_or(StoreError::Timeout(self.inner.timeout)))
+            })
     }
 
     fn name(&self) -> &'static str {

@@ -13,7 +13,15 @@ use crate::StoreError;
 /// middle of one). Incompatible: an error running the script, a value of another type under a
 /// bucket's key (`WRONGTYPE`: another program wrote it), a refused permission (`NOPERM`, a
 /// failed authentication), a reply of another type than the script returns.
+///
+/// Never going to work ([`StoreError::Config`], in plain words): a password Redis asks for and
+/// the URL does not give (`NOAUTH`), credentials refused (`WRONGPASS`, a failed `AUTH`), a DB
+/// index the server does not have (`SELECT`: `DB index is out of range`), a URL the client
+/// cannot use.
 pub(crate) fn store_error(e: RedisError) -> StoreError {
+    if let Some(why) = never_works(&e) {
+        return StoreError::Config(why);
+    }
     let transient = match e.kind() {
         ErrorKind::Server(kind) => matches!(
             kind,
@@ -36,5 +44,63 @@ pub(crate) fn store_error(e: RedisError) -> StoreError {
         StoreError::Unavailable(Box::new(e))
     } else {
         StoreError::Incompatible(Box::new(e))
+    }
+}
+
+/// What is wrong, when `e` says the connection settings can never work.
+fn never_works(e: &RedisError) -> Option<String> {
+    let redis_said = || {
+        e.detail()
+            .map(|d| format!(" (Redis: {d})"))
+            .unwrap_or_default()
+    };
+    match (e.kind(), e.code()) {
+        (ErrorKind::AuthenticationFailed, _) | (_, Some("WRONGPASS")) => Some(format!(
+            "Redis refused the user or password in the URL{}",
+            redis_said()
+        )),
+        (_, Some("NOAUTH")) => Some(
+            "Redis asks for a password and the URL gives none \
+             (redis://:PASSWORD@HOST:PORT or redis://USER:PASSWORD@HOST:PORT)"
+                .into(),
+        ),
+        (ErrorKind::InvalidClientConfig, _) => Some(format!("the Redis URL cannot be used: {e}")),
+        // The client's words for a refused `SELECT`, with the server's after them.
+        _ if e.to_string().contains("refused to switch database") => Some(format!(
+            "the Redis server has no such DB index as the URL names: {} (a server has \
+             `databases` of them, 16 by default, numbered from 0)",
+            e.detail().unwrap_or("SELECT refused")
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    use super::store_error;
+    use crate::error::ErrorKind as Kind;
+
+    #[test]
+    fn settings_that_can_never_work_are_config_errors() {
+        let select: RedisError = (
+            ServerErrorKind::ResponseError.into(),
+            "Redis server refused to switch database",
+            "DB index is out of range".to_owned(),
+        )
+            .into();
+        let e = store_error(select);
+        assert_eq!(e.kind(), Kind::Config);
+        assert!(e.to_string().contains("no such DB index"), "{e}");
+        assert!(e.to_string().contains("DB index is out of range"), "{e}");
+        let auth: RedisError = (
+            ErrorKind::AuthenticationFailed,
+            "Password authentication failed",
+        )
+            .into();
+        assert_eq!(store_error(auth).kind(), Kind::Config);
+        let down: RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into();
+        assert_eq!(store_error(down).kind(), Kind::Unavailable);
     }
 }

@@ -202,7 +202,13 @@ impl RedisStoreBuilder {
             ));
         }
         let unavailable = error::store_error;
-        let config_error = |e: redis::RedisError| StoreError::Config(e.to_string());
+        let config_error = |e: redis::RedisError| {
+            StoreError::Config(format!(
+                "the Redis URL cannot be used: {}",
+                e.detail()
+                    .unwrap_or("it does not parse (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])")
+            ))
+        };
         let connection = if self.urls.len() > 1 {
             let client = redis::cluster::ClusterClient::builder(self.urls.clone())
                 .connection_timeout(self.timeout.max(Duration::from_millis(500)))
