@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
@@ -18,9 +17,6 @@ use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::web::conn::{Counted, DEFAULT_MAX_CONNECTIONS};
 use crate::{http, reload, resp, store, web};
-
-/// How long the server waits at start for its store to answer.
-pub(crate) const WARM_UP: Duration = Duration::from_secs(3);
 
 /// The server's state, its store open: the decision core, and Envoy's front end if it is on.
 pub struct App {
@@ -65,7 +61,7 @@ impl App {
                     source => ServeError::Store { store, source },
                 }
             })?;
-        match store::warm_up(|| store.ready_dyn(), WARM_UP).await {
+        match store::warm_up(|| store.ready_dyn(), store::WARM_UP).await {
             Ok(()) => {}
             // A typo never turns limiting off: a store that can never work (no such database
             // or DB index, credentials refused) stops the server here, rather than leave every

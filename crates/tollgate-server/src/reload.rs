@@ -105,7 +105,7 @@ fn reload(
 /// either way.
 async fn check_new_store(settings: Settings) {
     let store = settings.store.to_string();
-    match crate::store::probe(&settings, crate::app::WARM_UP).await {
+    match crate::store::probe(&settings, crate::store::WARM_UP).await {
         Ok(()) => {
             tracing::info!(%store, "the store the config file names answers; it takes effect on restart")
         }

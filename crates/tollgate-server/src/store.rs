@@ -12,6 +12,10 @@ use crate::limiter::StoreHealth;
 use crate::options::{OnStoreError, PostgresOptions, StoreSpec};
 use crate::settings::Settings;
 
+/// How long the server waits at start (and a reload or `config check` waits) for a store to
+/// answer.
+pub(crate) const WARM_UP: Duration = Duration::from_secs(3);
+
 /// Opens the store `settings` name, bounded by its timeout and wrapped in its fail policy;
 /// its failures are reported to `health`.
 pub async fn open(
