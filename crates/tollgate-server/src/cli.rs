@@ -68,6 +68,14 @@ pub struct MigrateArgs {
     #[arg(long)]
     pub store: String,
 
+    /// The table to create.
+    #[command(flatten)]
+    pub table: PostgresTableArgs,
+}
+
+/// The PostgreSQL table's options: what `migrate` creates, and `serve` decides in.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct PostgresTableArgs {
     /// The schema holding the buckets table.
     #[arg(long, default_value = PostgresOptions::DEFAULT_SCHEMA)]
     pub postgres_schema: String,
@@ -84,17 +92,9 @@ pub struct MigrateArgs {
 /// Options of the PostgreSQL store.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct PostgresArgs {
-    /// The schema holding the buckets table.
-    #[arg(long, default_value = PostgresOptions::DEFAULT_SCHEMA)]
-    pub postgres_schema: String,
-
-    /// The buckets table.
-    #[arg(long, default_value = PostgresOptions::DEFAULT_TABLE)]
-    pub postgres_table: String,
-
-    /// Create the table UNLOGGED: faster, but a crash empties it (every bucket full again).
-    #[arg(long)]
-    pub postgres_unlogged: bool,
+    /// The table.
+    #[command(flatten)]
+    pub table: PostgresTableArgs,
 
     /// Make each decision wait for its commit to reach the disk. Off (the default), a crash
     /// of the database server loses the decisions of its last moment (at most 3 ×
@@ -124,9 +124,9 @@ impl PostgresArgs {
     /// Those of these options that `given` says the command line gave.
     fn given(&self, given: &Given) -> PostgresGiven {
         PostgresGiven {
-            schema: given.pick("postgres_schema", &self.postgres_schema),
-            table: given.pick("postgres_table", &self.postgres_table),
-            unlogged: given.pick("postgres_unlogged", &self.postgres_unlogged),
+            schema: given.pick("postgres_schema", &self.table.postgres_schema),
+            table: given.pick("postgres_table", &self.table.postgres_table),
+            unlogged: given.pick("postgres_unlogged", &self.table.postgres_unlogged),
             synchronous_commit: given.pick(
                 "postgres_synchronous_commit",
                 &self.postgres_synchronous_commit,
@@ -311,9 +311,9 @@ impl Invocation {
             Some(Command::Migrate(args)) => Invocation::Migrate {
                 store: args.store,
                 postgres: PostgresOptions {
-                    schema: args.postgres_schema,
-                    table: args.postgres_table,
-                    unlogged: args.postgres_unlogged,
+                    schema: args.table.postgres_schema,
+                    table: args.table.postgres_table,
+                    unlogged: args.table.postgres_unlogged,
                     ..PostgresOptions::default()
                 },
             },

@@ -31,19 +31,8 @@ pub async fn open(
     let timeout = settings.store_timeout;
     match &settings.store {
         StoreSpec::Memory => Ok(guard(memory(), on_error, timeout, health)),
-        StoreSpec::Redis(url) => {
-            let store = RedisStore::builder(url.as_str())
-                .timeout(timeout)
-                .build()
-                .await?;
-            Ok(guard(store, on_error, timeout, health))
-        }
-        StoreSpec::RedisCluster(urls) => {
-            let store = RedisStore::builder(urls[0].as_str())
-                .cluster(urls.iter().cloned())
-                .timeout(timeout)
-                .build()
-                .await?;
+        StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => {
+            let store = redis(&settings.store, timeout).await?;
             Ok(guard(store, on_error, timeout, health))
         }
         StoreSpec::Postgres(url) => {
@@ -51,6 +40,20 @@ pub async fn open(
             Ok(guard(store, on_error, timeout, health))
         }
     }
+}
+
+/// The Redis store (one server, or a cluster by its seed nodes) that `spec` names.
+async fn redis(spec: &StoreSpec, timeout: Duration) -> Result<RedisStore, StoreError> {
+    let builder = match spec {
+        StoreSpec::RedisCluster(urls) => {
+            RedisStore::builder(urls[0].as_str()).cluster(urls.iter().cloned())
+        }
+        StoreSpec::Redis(url) => RedisStore::builder(url.as_str()),
+        other => {
+            return Err(StoreError::Config(format!("{other} is not a Redis store")));
+        }
+    };
+    builder.timeout(timeout).build().await
 }
 
 fn guard<S: Settle>(
@@ -118,19 +121,8 @@ pub async fn probe(settings: &Settings, within: Duration) -> Result<(), StoreErr
     let timeout = settings.store_timeout;
     match &settings.store {
         StoreSpec::Memory => Ok(()),
-        StoreSpec::Redis(url) => {
-            let store = RedisStore::builder(url.as_str())
-                .timeout(timeout)
-                .build()
-                .await?;
-            warm_up(|| store.ready(), within).await
-        }
-        StoreSpec::RedisCluster(urls) => {
-            let store = RedisStore::builder(urls[0].as_str())
-                .cluster(urls.iter().cloned())
-                .timeout(timeout)
-                .build()
-                .await?;
+        StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => {
+            let store = redis(&settings.store, timeout).await?;
             warm_up(|| store.ready(), within).await
         }
         StoreSpec::Postgres(url) => {

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
-use support::{MINIMAL, Tollgate, check, get, metric, write};
+use support::{MINIMAL, Tollgate, check, config_check, get, metric, write};
 
 #[tokio::test]
 async fn the_minimal_file_works_as_written() {
@@ -56,20 +56,6 @@ async fn the_environment_names_the_file_and_only_flags_given_override_it() {
         "{}",
         server.banner
     );
-}
-
-/// `tollgate config check FILE`: its exit status and what it printed on stdout and stderr.
-fn config_check(file: &Path) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(["config", "check"])
-        .arg(file)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 #[test]

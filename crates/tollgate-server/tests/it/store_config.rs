@@ -12,7 +12,7 @@ use tollgate::{Clock, MonotonicClock};
 
 use tollgate_testkit::{TestPostgres, TestRedis};
 
-use crate::support::{self, Tollgate};
+use crate::support::{self, Tollgate, config_check};
 
 /// Runs `tollgate args` to its exit (killed after 10 s: a store refused must not leave a server
 /// running); its exit code, its stderr, and how long it ran.
@@ -65,20 +65,6 @@ fn refused_at_start(store: &str, says: &[&str]) {
         );
     }
     assert!(!stderr.contains("disagree"), "{stderr}");
-}
-
-/// `tollgate config check FILE`: its success, stdout and stderr.
-fn config_check(file: &Path) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(["config", "check"])
-        .arg(file)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 fn file_naming(dir: &Path, url: &str) -> std::path::PathBuf {

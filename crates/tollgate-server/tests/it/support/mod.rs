@@ -383,3 +383,17 @@ pub fn promtool_check(text: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `tollgate config check FILE`: its success, stdout and stderr.
+pub fn config_check(file: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["config", "check"])
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
