@@ -3,12 +3,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use tollgate_bench::cli::{self, Cli};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt()

@@ -23,6 +23,7 @@ use crate::cli::{Cli, run_one};
 use crate::{BenchError, Report};
 use machine::Machine;
 use progress::Progress;
+pub(crate) use steps::quick_args;
 use steps::{Step, steps};
 
 /// `tollgate-bench all`.

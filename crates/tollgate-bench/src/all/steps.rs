@@ -15,15 +15,37 @@ pub(super) struct Step {
 
 /// The run's benchmarks, in order: each one's arguments, full or `--quick`.
 pub(super) fn steps(args: &AllArgs, redis: &str, postgres: &str, cluster: &str) -> Vec<Step> {
-    // Each benchmark's store arguments; its arguments and about how long it takes (seconds)
-    // in a full run, then in a quick one.
-    type Plan<'a> = (
-        BenchName,
-        Vec<&'a str>,
-        (&'a [&'a str], u64),
-        (&'a [&'a str], u64),
-    );
-    let plans: Vec<Plan<'_>> = vec![
+    let plans = plans(redis, postgres, cluster);
+    let out = args.out.to_string_lossy().into_owned();
+    plans
+        .into_iter()
+        .filter(|(name, ..)| args.only.is_empty() || args.only.contains(name))
+        .map(|(name, store, full, quick)| {
+            let (extra, secs) = if args.quick { quick } else { full };
+            let mut argv = vec![bench_name(name)];
+            argv.extend(store.into_iter().map(str::to_owned));
+            argv.extend(extra.iter().map(|a| (*a).to_owned()));
+            argv.extend(["--out".to_owned(), out.clone()]);
+            Step {
+                args: argv,
+                estimate: Duration::from_secs(secs),
+            }
+        })
+        .collect()
+}
+
+/// Each benchmark's store arguments; its arguments and about how long it takes (seconds) in a
+/// full run, then in a quick one.
+type Plan<'a> = (
+    BenchName,
+    Vec<&'a str>,
+    (&'a [&'a str], u64),
+    (&'a [&'a str], u64),
+);
+
+/// Every benchmark's plan, its stores at `redis`, `postgres` and `cluster`.
+fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a>> {
+    vec![
         (
             BenchName::Memory,
             vec![],
@@ -101,23 +123,16 @@ pub(super) fn steps(args: &AllArgs, redis: &str, postgres: &str, cluster: &str) 
             (&["--seconds", "120", "--period", "30"], 125),
             (&["--seconds", "10", "--period", "5", "--rate", "500"], 12),
         ),
-    ];
-    let out = args.out.to_string_lossy().into_owned();
-    plans
+    ]
+}
+
+/// The arguments `--quick` gives the benchmark named `name` (as its subcommand), beside its
+/// stores.
+pub(crate) fn quick_args(name: &str) -> Vec<&'static str> {
+    plans("", "", "")
         .into_iter()
-        .filter(|(name, ..)| args.only.is_empty() || args.only.contains(name))
-        .map(|(name, store, full, quick)| {
-            let (extra, secs) = if args.quick { quick } else { full };
-            let mut argv = vec![bench_name(name)];
-            argv.extend(store.into_iter().map(str::to_owned));
-            argv.extend(extra.iter().map(|a| (*a).to_owned()));
-            argv.extend(["--out".to_owned(), out.clone()]);
-            Step {
-                args: argv,
-                estimate: Duration::from_secs(secs),
-            }
-        })
-        .collect()
+        .find(|(bench, ..)| bench_name(*bench) == name)
+        .map_or_else(Vec::new, |(_, _, _, (quick, _))| quick.to_vec())
 }
 
 /// The benchmark's subcommand: the name `--only` takes it by, which clap derives from both.

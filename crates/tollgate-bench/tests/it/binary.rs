@@ -80,6 +80,14 @@ fn bench(args: &[&str]) -> (String, String, tempfile::TempDir) {
     (report, stderr, out)
 }
 
+/// `memory --quick` runs one benchmark cut short, as `all --quick` runs it.
+#[test]
+fn one_benchmark_runs_quick() {
+    let (report, _, out) = bench(&["memory", "--quick"]);
+    assert!(report.contains("governor"), "{report}");
+    assert!(out.path().join("memory.md").exists());
+}
+
 /// `all --only memory` starts no store it does not need: with no `redis-server` or PostgreSQL
 /// to be found, it still runs, and its index says the stores were not used.
 #[test]
