@@ -20,6 +20,7 @@ mod faults;
 mod flood;
 mod hostile_input;
 mod http;
+mod image;
 mod layers;
 mod postgres;
 mod readme_options;
