@@ -118,6 +118,7 @@ impl Settings {
             algorithm: grpc.algorithm.unwrap_or(EnvoyAlgorithm::FixedWindow),
             domain_algorithms: grpc.domain_algorithms,
             shadow_mode: grpc.shadow_mode.unwrap_or(false),
+            charge: grpc.charge.unwrap_or_default(),
             response_headers: grpc.response_headers.unwrap_or(false),
             ietf_headers: grpc.ietf_headers.unwrap_or(false),
             header_names: std::array::from_fn(|i| {

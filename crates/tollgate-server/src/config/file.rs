@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::limiter::descriptors::EnvoyAlgorithm;
+use crate::limiter::descriptors::{Charge, EnvoyAlgorithm};
 use crate::options::{LogFormat, OnStoreError};
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,6 +72,7 @@ pub(super) struct GrpcFile {
     pub(super) merge_domain_config: Option<bool>,
     pub(super) algorithm: Option<EnvoyAlgorithm>,
     pub(super) shadow_mode: Option<bool>,
+    pub(super) charge: Option<Charge>,
     pub(super) response_headers: Option<bool>,
     pub(super) ietf_headers: Option<bool>,
     pub(super) limit_header: Option<String>,

@@ -32,7 +32,7 @@ pub use error::ConfigError;
 use toml::Spanned;
 
 use crate::limiter::Policies;
-use crate::limiter::descriptors::EnvoyAlgorithm;
+use crate::limiter::descriptors::{Charge, EnvoyAlgorithm};
 use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec};
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.
@@ -87,6 +87,8 @@ pub struct GrpcConfig {
     pub domain_algorithms: BTreeMap<String, EnvoyAlgorithm>,
     /// `shadow_mode`.
     pub shadow_mode: Option<bool>,
+    /// `charge`.
+    pub charge: Option<Charge>,
     /// `response_headers`.
     pub response_headers: Option<bool>,
     /// `ietf_headers`.
@@ -206,6 +208,7 @@ impl Config {
                 .map(|(domain, d)| (domain, d.algorithm))
                 .collect(),
             shadow_mode: file.grpc.shadow_mode,
+            charge: file.grpc.charge,
             response_headers: file.grpc.response_headers,
             ietf_headers: file.grpc.ietf_headers,
             header_names: [

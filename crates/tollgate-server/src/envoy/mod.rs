@@ -23,7 +23,7 @@ use arc_swap::ArcSwap;
 
 use crate::limiter::Limiter;
 use crate::limiter::descriptors::config::{EnvoyConfig, LoadError};
-use crate::limiter::descriptors::{EnvoyAlgorithm, policy_of};
+use crate::limiter::descriptors::{Charge, EnvoyAlgorithm, policy_of};
 use metrics::EnvoyMetrics;
 
 /// Where gRPC listens when it is on and no address is given (envoyproxy/ratelimit's port).
@@ -52,6 +52,8 @@ pub struct EnvoySettings {
     pub domain_algorithms: BTreeMap<String, EnvoyAlgorithm>,
     /// Nothing is denied; what would be is reported (`SHADOW_MODE`).
     pub shadow_mode: bool,
+    /// Which descriptors are charged when one is over its limit.
+    pub charge: Charge,
     /// The `RateLimit-Limit`, `-Remaining` and `-Reset` headers envoyproxy/ratelimit adds
     /// (`LIMIT_RESPONSE_HEADERS_ENABLED`).
     pub response_headers: bool,

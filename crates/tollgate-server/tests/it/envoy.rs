@@ -448,6 +448,37 @@ fn start_configured(grpc: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, T
     (dir, server)
 }
 
+/// A request over one descriptor's limit charges none of them by default (all-or-nothing);
+/// with `charge = "per_descriptor"`, as envoyproxy/ratelimit counts, the others are charged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_descriptor_charging_charges_the_others_when_one_is_over() {
+    let two = "domain: c\ndescriptors:\n  - key: one\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: ten\n    rate_limit: {unit: hour, requests_per_unit: 10}\n";
+    for (charge, left_after_the_second) in [("all_or_nothing", 9), ("per_descriptor", 8)] {
+        let (_dir, server) =
+            start_configured(&format!("charge = \"{charge}\""), &[("c.yaml", two)]);
+        let mut c = client(server.grpc_addr()).await;
+        let both = || {
+            request(
+                "c",
+                vec![descriptor(&[("one", "x")]), descriptor(&[("ten", "x")])],
+            )
+        };
+        assert_eq!(
+            remaining(&ask(&mut c, both()).await),
+            vec![0, 9],
+            "{charge}"
+        );
+        let second = ask(&mut c, both()).await;
+        assert_eq!(codes(&second).0, "OVER", "{charge}");
+        let ten = request("c", vec![descriptor(&[("ten", "x")])]);
+        assert_eq!(
+            remaining(&ask(&mut c, ten).await),
+            vec![left_after_the_second - 1],
+            "{charge}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_bucket_domain_refills_and_takes_negative_hits_back() {
     let tb = "domain: tb\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 3}\n";

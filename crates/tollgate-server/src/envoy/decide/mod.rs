@@ -14,6 +14,7 @@ mod rounds;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 use super::{EnvoyMetrics, Loaded};
+use crate::limiter::descriptors::Charge;
 use crate::limiter::{DecideError, Limiter};
 use plan::Plan;
 
@@ -54,14 +55,10 @@ pub async fn decide(
 ) -> Result<RateLimitResponse, Refused> {
     let mut plan = Plan::new(loaded, metrics, request)?;
     rounds::refund(limiter, &plan.name, &mut plan.buckets, plan.algorithm).await?;
-    let global_shadow = loaded.settings.shadow_mode;
-    rounds::decide_rounds(
-        limiter,
-        &plan.name,
-        &plan.parts,
-        &mut plan.buckets,
-        global_shadow,
-    )
-    .await?;
+    // Under the server-wide shadow switch no descriptor denies the request, and charged per
+    // descriptor none keeps the others from being charged: either way, every descriptor with
+    // room is charged, and the answer's codes are worked out afterwards.
+    let each = loaded.settings.shadow_mode || loaded.settings.charge == Charge::PerDescriptor;
+    rounds::decide_rounds(limiter, &plan.name, &plan.parts, &mut plan.buckets, each).await?;
     Ok(answer::answer(loaded, &plan))
 }

@@ -9,13 +9,14 @@ use crate::limiter::Limiter;
 use crate::limiter::descriptors::EnvoyAlgorithm;
 use crate::limiter::rounds::Rounds;
 
-/// Decides the counted buckets in rounds (see the module's comment and [`Rounds`]).
+/// Decides the counted buckets in rounds (see the module's comment and [`Rounds`]); with
+/// `each`, no descriptor's denial keeps the others from being charged.
 pub(super) async fn decide_rounds(
     limiter: &Limiter,
     name: &str,
     parts: &[Part],
     buckets: &mut [Bucket],
-    global_shadow: bool,
+    each: bool,
 ) -> Result<(), Refused> {
     let counted: Vec<usize> = (0..buckets.len())
         .filter(|&b| !buckets[b].negative && buckets[b].policy.is_some())
@@ -38,7 +39,7 @@ pub(super) async fn decide_rounds(
             for (&b, &d) in counted.iter().zip(denied) {
                 all[b] = d;
             }
-            request_over(parts, &all, global_shadow)
+            request_over(parts, &all, each)
         };
         rounds.decide(limiter, &checks, denies).await?;
     }

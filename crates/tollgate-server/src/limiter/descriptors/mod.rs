@@ -16,6 +16,19 @@ use tollgate::Policy;
 use super::MAX_KEY_BYTES;
 use config::Rule;
 
+/// Which descriptors of a request are charged when one is over its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Charge {
+    /// None: a request over one limit takes nothing from any (tollgate's rule).
+    #[default]
+    AllOrNothing,
+    /// Each descriptor on its own, as envoyproxy/ratelimit counts by default: one over its
+    /// limit does not keep the others from being charged (it is still not charged itself: a
+    /// denial takes nothing).
+    PerDescriptor,
+}
+
 /// How a domain's limits are counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
