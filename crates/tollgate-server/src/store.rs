@@ -31,8 +31,12 @@ pub async fn open(
     let timeout = settings.store_timeout;
     match &settings.store {
         StoreSpec::Memory => Ok(guard(memory(), on_error, timeout, health)),
-        StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => {
-            let store = redis(&settings.store, timeout).await?;
+        StoreSpec::Redis(url) => {
+            let store = redis(url, &[], timeout).await?;
+            Ok(guard(store, on_error, timeout, health))
+        }
+        StoreSpec::RedisCluster(urls) => {
+            let store = redis(&urls[0], urls, timeout).await?;
             Ok(guard(store, on_error, timeout, health))
         }
         StoreSpec::Postgres(url) => {
@@ -42,16 +46,13 @@ pub async fn open(
     }
 }
 
-/// The Redis store (one server, or a cluster by its seed nodes) that `spec` names.
-async fn redis(spec: &StoreSpec, timeout: Duration) -> Result<RedisStore, StoreError> {
-    let builder = match spec {
-        StoreSpec::RedisCluster(urls) => {
-            RedisStore::builder(urls[0].as_str()).cluster(urls.iter().cloned())
-        }
-        StoreSpec::Redis(url) => RedisStore::builder(url.as_str()),
-        other => {
-            return Err(StoreError::Config(format!("{other} is not a Redis store")));
-        }
+/// The Redis store at `url`, or the cluster whose other seed nodes are `cluster`.
+async fn redis(url: &str, cluster: &[String], timeout: Duration) -> Result<RedisStore, StoreError> {
+    let builder = RedisStore::builder(url);
+    let builder = if cluster.is_empty() {
+        builder
+    } else {
+        builder.cluster(cluster.iter().cloned())
     };
     builder.timeout(timeout).build().await
 }
@@ -121,8 +122,12 @@ pub async fn probe(settings: &Settings, within: Duration) -> Result<(), StoreErr
     let timeout = settings.store_timeout;
     match &settings.store {
         StoreSpec::Memory => Ok(()),
-        StoreSpec::Redis(_) | StoreSpec::RedisCluster(_) => {
-            let store = redis(&settings.store, timeout).await?;
+        StoreSpec::Redis(url) => {
+            let store = redis(url, &[], timeout).await?;
+            warm_up(|| store.ready(), within).await
+        }
+        StoreSpec::RedisCluster(urls) => {
+            let store = redis(&urls[0], urls, timeout).await?;
             warm_up(|| store.ready(), within).await
         }
         StoreSpec::Postgres(url) => {

@@ -115,9 +115,12 @@ impl Limiter {
             }
         }
         let checks: Vec<Check<'_>> = entries.iter().map(|e| e.check(key, cost)).collect();
-        let shadow: Vec<bool> = entries.iter().map(|e| e.shadow).collect();
-        let mut rounds = Rounds::new(vec![false; entries.len()]).retried_without(shadow.clone());
-        let enforced_deny = |denied: &[bool]| denied.iter().zip(&shadow).any(|(&d, &s)| d && !s);
+        let mut rounds = Rounds::new(vec![false; entries.len()]);
+        if entries.iter().any(|e| e.shadow) {
+            rounds = rounds.retried_without(entries.iter().map(|e| e.shadow).collect());
+        }
+        let enforced_deny =
+            |denied: &[bool]| denied.iter().zip(&entries).any(|(&d, e)| d && !e.shadow);
         if let Err(e) = rounds.decide(self, &checks, enforced_deny).await {
             for entry in &entries {
                 entry.counters.error.inc();

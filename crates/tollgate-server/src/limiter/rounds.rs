@@ -20,7 +20,7 @@ pub(crate) struct Rounds {
     pub(crate) denied: Vec<bool>,
     /// Per check: its decision, once a call made one.
     pub(crate) decisions: Vec<Option<Decision>>,
-    /// Per check: left out of every round after the first, whatever it decided.
+    /// Per check: left out of every round after the first, whatever it decided (empty: none).
     retried_without: Vec<bool>,
     /// Whether every call was answered by the store (none by the fail policy): the tokens of
     /// an allowed request were taken.
@@ -34,7 +34,7 @@ impl Rounds {
         Rounds {
             denied,
             decisions: vec![None; n],
-            retried_without: vec![false; n],
+            retried_without: Vec::new(),
             paid: true,
         }
     }
@@ -56,30 +56,35 @@ impl Rounds {
         denies: impl Fn(&[bool]) -> bool,
     ) -> Result<(), DecideError> {
         for round in 0..=checks.len() {
-            let left_out: Vec<bool> = (0..checks.len())
-                .map(|i| self.denied[i] || (round > 0 && self.retried_without[i]))
-                .collect();
+            let left_out = |i: usize| self.left_out(i, round);
             // Every check left out, and each has the decision to show: nothing to charge.
-            if left_out.iter().all(|&l| l) && self.decisions.iter().all(Option::is_some) {
+            if (0..checks.len()).all(left_out) && self.decisions.iter().all(Option::is_some) {
+                return Ok(());
+            }
+            if checks.is_empty() {
                 return Ok(());
             }
             let over = denies(&self.denied);
-            let call: Vec<Check<'_>> = checks
-                .iter()
-                .zip(&left_out)
-                .map(|(check, &left_out)| {
-                    let cost = if over || left_out { 0 } else { check.cost };
-                    Check { cost, ..*check }
-                })
-                .collect();
-            if call.is_empty() {
-                return Ok(());
-            }
-            let verdict = limiter.decide(&call).await?;
+            // The usual call, of every check as asked, is made from `checks` themselves.
+            let peeks: Vec<Check<'_>>;
+            let call = if over || (0..checks.len()).any(left_out) {
+                peeks = checks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, check)| {
+                        let cost = if over || left_out(i) { 0 } else { check.cost };
+                        Check { cost, ..*check }
+                    })
+                    .collect();
+                &peeks[..]
+            } else {
+                checks
+            };
+            let verdict = limiter.decide(call).await?;
             self.paid &= !verdict.by_fail_policy;
             let allowed = verdict.allowed();
             for (i, decision) in verdict.decisions.into_iter().enumerate() {
-                if left_out[i] {
+                if self.left_out(i, round) {
                     // Left out: keep the decision that stood (or the peek, if none did).
                     self.decisions[i].get_or_insert(decision);
                     continue;
@@ -96,6 +101,12 @@ impl Rounds {
         Err(DecideError::Unavailable(
             "the store kept denying checks that do not deny the request".to_owned(),
         ))
+    }
+
+    /// Whether check `i` is left out of round `round` (peeked, its decision kept): it denies,
+    /// or it is one to leave out of every retry.
+    fn left_out(&self, i: usize, round: usize) -> bool {
+        self.denied[i] || (round > 0 && self.retried_without.get(i) == Some(&true))
     }
 
     /// The decision of every check, once [`decide`](Self::decide) settled them; `None` if a
