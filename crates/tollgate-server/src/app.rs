@@ -15,7 +15,9 @@ use crate::error::ServeError;
 use crate::limiter::{Limiter, StoreHealth};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
-use crate::web::conn::{Counted, DEFAULT_MAX_CONNECTIONS};
+use crate::net::ListenerSettings;
+use crate::net::accept::Acceptor;
+use crate::net::tls::Tls;
 use crate::{http, reload, resp, store, web};
 
 /// The server's state, its store open: the decision core, and Envoy's front end if it is on.
@@ -119,8 +121,46 @@ impl App {
     pub fn router(&self) -> Router {
         let router = http::router(Arc::clone(&self.limiter));
         match &self.envoy {
+            Some((envoy, _)) => router
+                .merge(envoy::json::routes(Arc::clone(envoy)))
+                .merge(envoy::json::admin_routes(Arc::clone(envoy))),
+            None => router,
+        }
+    }
+
+    /// The data port's routes: with an admin listener, only what a client needs to be limited.
+    fn data_router(&self) -> Router {
+        let router = http::data_router(Arc::clone(&self.limiter));
+        match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::routes(Arc::clone(envoy))),
             None => router,
+        }
+    }
+
+    /// The operators' routes: buckets, policies, metrics, `/rlconfig`.
+    fn admin_router(&self) -> Router {
+        let router = http::admin_router(Arc::clone(&self.limiter));
+        match &self.envoy {
+            Some((envoy, _)) => router.merge(envoy::json::admin_routes(Arc::clone(envoy))),
+            None => router,
+        }
+    }
+}
+
+/// A listener bound, with its TLS loaded.
+struct Bound {
+    acceptor: Acceptor,
+    addr: SocketAddr,
+    settings: ListenerSettings,
+    tls: Option<Arc<Tls>>,
+}
+
+impl Bound {
+    fn listener(self) -> web::Listener {
+        web::Listener {
+            acceptor: self.acceptor,
+            limits: self.settings.limits,
+            tls: self.tls,
         }
     }
 }
@@ -128,54 +168,61 @@ impl App {
 /// A server with its store open and its listeners bound, not serving yet.
 pub struct Server {
     app: App,
-    listener: Counted,
-    local_addr: SocketAddr,
-    resp: Option<(TcpListener, SocketAddr)>,
-    grpc: Option<(Counted, SocketAddr)>,
+    http: Bound,
+    resp: Option<Bound>,
+    grpc: Option<Bound>,
+    admin: Option<Bound>,
 }
 
 impl Server {
-    /// Opens the [`App`] `settings` describe and binds its listeners.
+    /// Opens the [`App`] `settings` describe and binds its listeners. TLS files that cannot
+    /// be used stop it here, as a bad config does.
     pub async fn bind(settings: Settings) -> Result<Server, ServeError> {
         let app = App::open(settings).await?;
         let settings = &app.settings;
-        let (listener, local_addr) = bind(settings.listen).await?;
+        let metrics = app.limiter.metrics();
+        let http = bind("http", settings.listen, &settings.http, metrics).await?;
         let resp = match settings.resp_listen {
-            Some(addr) => Some(bind(addr).await?),
+            Some(addr) => Some(bind("resp", addr, &settings.resp.listener, metrics).await?),
             None => None,
         };
-        let metrics = app.limiter.metrics();
         let grpc = match (&settings.grpc, &app.envoy) {
             (Some(grpc), Some(_)) => {
-                let (listener, addr) = bind(grpc.listen).await?;
-                let counted = Counted::new(listener, DEFAULT_MAX_CONNECTIONS, Arc::clone(metrics));
-                Some((counted, addr))
+                Some(bind("grpc", grpc.listen, &settings.grpc_listener, metrics).await?)
             }
             _ => None,
         };
-        let listener = Counted::new(listener, DEFAULT_MAX_CONNECTIONS, Arc::clone(metrics));
+        let admin = match settings.admin_listen {
+            Some(addr) => Some(bind("admin", addr, &settings.admin, metrics).await?),
+            None => None,
+        };
         Ok(Server {
             app,
-            listener,
-            local_addr,
+            http,
             resp,
             grpc,
+            admin,
         })
     }
 
     /// Where RESP listens, if it does.
     pub fn resp_addr(&self) -> Option<SocketAddr> {
-        self.resp.as_ref().map(|(_, addr)| *addr)
+        self.resp.as_ref().map(|bound| bound.addr)
     }
 
     /// Where Envoy's gRPC service listens, if it does.
     pub fn grpc_addr(&self) -> Option<SocketAddr> {
-        self.grpc.as_ref().map(|(_, addr)| *addr)
+        self.grpc.as_ref().map(|bound| bound.addr)
     }
 
     /// Where HTTP listens.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.http.addr
+    }
+
+    /// Where the admin endpoints listen, if on their own port.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|bound| bound.addr)
     }
 
     /// The settings it runs with.
@@ -191,22 +238,45 @@ impl Server {
     /// Serves until `shutdown` is cancelled and the requests in flight are answered, reloading
     /// the config file (and the Envoy directory) meanwhile.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
-        let router = self.app.router();
+        // With an admin listener, the operators' endpoints are there and gone from the data
+        // port; without, the data port serves both.
+        let router = match &self.admin {
+            Some(_) => self.app.data_router(),
+            None => self.app.router(),
+        };
+        let admin_router = self.app.admin_router();
+        for bound in [Some(&self.http), self.resp.as_ref(), self.grpc.as_ref(), self.admin.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(tls) = &bound.tls {
+                tokio::spawn(Arc::clone(tls).watch(shutdown.clone()));
+            }
+        }
+        if let Some(admin) = self.admin {
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                if let Err(e) = web::serve(admin.listener(), admin_router, shutdown).await {
+                    tracing::error!(error = %e, "the admin listener failed");
+                }
+            });
+        }
         let App {
             settings,
             limiter,
             envoy,
         } = self.app;
-        if let Some((listener, _)) = self.resp {
+        if let Some(resp) = self.resp {
             tokio::spawn(resp::serve(
-                listener,
+                resp.acceptor,
                 Arc::clone(&limiter),
                 settings.resp.clone(),
+                resp.tls,
                 shutdown.clone(),
             ));
         }
         let envoy = match (envoy, self.grpc) {
-            (Some((envoy, files)), Some((listener, _))) => {
+            (Some((envoy, files)), Some(grpc)) => {
                 let loaded = envoy.loaded().settings.clone();
                 if let Some(dir) = loaded.config_dir.clone() {
                     tokio::spawn(envoy::reload::watch(
@@ -217,7 +287,8 @@ impl Server {
                         shutdown.clone(),
                     ));
                 }
-                let service = envoy::service::serve(listener, Arc::clone(&envoy), shutdown.clone());
+                let service =
+                    envoy::service::serve(grpc.listener(), Arc::clone(&envoy), shutdown.clone());
                 tokio::spawn(async move {
                     if let Err(e) = service.await {
                         tracing::error!(error = %e, "the gRPC listener failed");
@@ -236,16 +307,54 @@ impl Server {
                 shutdown.clone(),
             ));
         }
-        web::serve(self.listener, router, shutdown)
+        web::serve(self.http.listener(), router, shutdown)
             .await
             .map_err(ServeError::Http)
     }
 }
 
-async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
+/// Connections the kernel completes and queues before they are accepted: a burst, or a moment
+/// the server's workers are busy, is queued rather than dropped (the client would wait a
+/// second to try again). The kernel caps it at `net.core.somaxconn`.
+const BACKLOG: u32 = 4096;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As std and tokio do: a restarted server can bind while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
+/// What HTTP listeners offer in ALPN: gRPC clients insist on `h2`.
+const HTTP_ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+async fn bind(
+    name: &'static str,
+    addr: SocketAddr,
+    settings: &ListenerSettings,
+    metrics: &Metrics,
+) -> Result<Bound, ServeError> {
+    let tls = match &settings.tls {
+        Some(files) => {
+            let alpn: &[&[u8]] = if name == "resp" { &[] } else { &HTTP_ALPN };
+            let tls = Tls::load(files.clone(), alpn)
+                .map_err(|source| ServeError::Tls { listener: name, source })?;
+            Some(Arc::new(tls))
+        }
+        None => None,
+    };
+    let listener = listen(addr).map_err(|source| ServeError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(ServeError::Http)?;
-    Ok((listener, bound))
+    let max = i64::try_from(settings.limits.max_connections).unwrap_or(i64::MAX);
+    metrics.connections.max.with_label_values(&[name]).set(max);
+    Ok(Bound {
+        acceptor: Acceptor::new(listener, name, &settings.limits, metrics),
+        addr: bound,
+        settings: settings.clone(),
+        tls,
+    })
 }

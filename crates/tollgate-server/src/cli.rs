@@ -39,7 +39,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the rate-limit API (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create the PostgreSQL schema, table and function (also done on first use).
     Migrate(MigrateArgs),
     /// Work with config files.
@@ -162,6 +162,12 @@ pub struct ServeArgs {
     #[arg(long, value_parser = options::listen_addr)]
     pub grpc_listen: Option<SocketAddr>,
 
+    /// Where the admin endpoints (`/metrics`, `/v1/policies`, `/v1/buckets`, `/rlconfig`)
+    /// listen, as `--listen` takes it; they are then gone from the data port. Off unless given
+    /// here or in the config file (then the data port serves them).
+    #[arg(long, value_parser = options::listen_addr)]
+    pub admin_listen: Option<SocketAddr>,
+
     /// A directory of envoyproxy/ratelimit YAML config files, loaded as that service loads
     /// them and watched for changes (it turns the gRPC listener on); off unless given here or
     /// in the config file.
@@ -226,6 +232,7 @@ impl ServeArgs {
             listen: given.pick("listen", &self.listen),
             resp_listen: self.resp_listen,
             grpc_listen: self.grpc_listen,
+            admin_listen: self.admin_listen,
             envoy_config_dir: self.envoy_config_dir.clone(),
             envoy_merge_domain_config: self.envoy_merge_domain_config,
             store: given.pick("store", &self.store),
@@ -275,7 +282,7 @@ impl Given {
 #[derive(Debug)]
 pub enum Invocation {
     /// Serve, with these options over the config file's.
-    Serve(Overrides),
+    Serve(Box<Overrides>),
     /// Create the PostgreSQL schema in the database `store` names.
     Migrate {
         /// The `--store` given.
@@ -305,9 +312,9 @@ impl Invocation {
         Ok(match cli.command {
             Some(Command::Serve(args)) => {
                 let given = Given::of(matches.subcommand_matches("serve").unwrap_or(&matches));
-                Invocation::Serve(args.overrides(&given))
+                Invocation::Serve(Box::new(args.overrides(&given)))
             }
-            None => Invocation::Serve(cli.serve.overrides(&Given::of(&matches))),
+            None => Invocation::Serve(Box::new(cli.serve.overrides(&Given::of(&matches)))),
             Some(Command::Migrate(args)) => Invocation::Migrate {
                 store: args.store,
                 postgres: PostgresOptions {
@@ -338,7 +345,7 @@ where
 {
     let argv = std::iter::once(OsString::from("tollgate")).chain(argv.into_iter().map(Into::into));
     match Invocation::parse(argv) {
-        Ok(Invocation::Serve(overrides)) => Settings::load(overrides),
+        Ok(Invocation::Serve(overrides)) => Settings::load(*overrides),
         Ok(_) => Err(ServeError::Args("not a `serve` command line".to_owned())),
         Err(e) => Err(ServeError::Args(e.to_string())),
     }

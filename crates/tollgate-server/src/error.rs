@@ -26,6 +26,14 @@ pub enum ServeError {
         /// Why.
         source: io::Error,
     },
+    /// A listener's TLS files cannot be used.
+    #[error("[{listener}.tls]: {source}")]
+    Tls {
+        /// The listener (`http`, `grpc`, `resp`, `admin`).
+        listener: &'static str,
+        /// Why.
+        source: crate::net::tls::TlsError,
+    },
     /// The store could not be opened.
     #[error("cannot open the store ({store}): {source}")]
     Store {

@@ -27,6 +27,7 @@ mod error;
 pub mod http;
 pub mod limiter;
 pub mod metrics;
+pub mod net;
 pub mod options;
 mod reload;
 pub mod resp;
@@ -49,12 +50,21 @@ pub async fn serve(
     let server = Server::bind(settings).await?;
     // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
     let s = server.settings();
+    let scheme = |plain: &'static str, tls: Option<&net::tls::TlsFiles>| match tls {
+        Some(_) => format!("{plain}s"),
+        None => plain.to_owned(),
+    };
     let mut resp = server
         .resp_addr()
-        .map(|addr| format!(" and redis://{addr}"))
+        .map(|addr| format!(" and {}://{addr}", scheme("redis", s.resp.listener.tls.as_ref())))
         .unwrap_or_default();
     if let Some(addr) = server.grpc_addr() {
-        resp.push_str(&format!(" and grpc://{addr}"));
+        let grpc = scheme("grpc", s.grpc_listener.tls.as_ref());
+        resp.push_str(&format!(" and {grpc}://{addr}"));
+    }
+    if let Some(addr) = server.admin_addr() {
+        let admin = scheme("http", s.admin.tls.as_ref());
+        resp.push_str(&format!(" and admin {admin}://{addr}"));
     }
     // What the gRPC listener answers from: a server that serves only an Envoy directory says so.
     let envoy = server.envoy().map_or_else(String::new, |envoy| {
@@ -80,8 +90,9 @@ pub async fn serve(
         )
     });
     println!(
-        "tollgate listening on http://{}{resp} (store: {}, on store error: {}, timeout {:?}, \
+        "tollgate listening on {}://{}{resp} (store: {}, on store error: {}, timeout {:?}, \
          config: {}, {} named {}{envoy})",
+        scheme("http", s.http.tls.as_ref()),
         server.local_addr(),
         s.store,
         s.on_store_error,

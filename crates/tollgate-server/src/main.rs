@@ -15,7 +15,7 @@ const GRACE: Duration = Duration::from_secs(10);
 #[tokio::main]
 async fn main() -> ExitCode {
     let overrides = match Invocation::parse(std::env::args_os()) {
-        Ok(Invocation::Serve(overrides)) => overrides,
+        Ok(Invocation::Serve(overrides)) => *overrides,
         Ok(Invocation::Migrate { store, postgres }) => {
             init_logs(LogFormat::Text);
             return report(tollgate_server::migrate(store, postgres).await);

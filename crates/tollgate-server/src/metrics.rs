@@ -7,7 +7,7 @@
 use std::time::SystemTime;
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec,
     Opts, Registry, TextEncoder,
 };
 
@@ -25,10 +25,75 @@ pub struct Metrics {
     pub fail_policy_decisions: IntCounter,
     reloads: IntCounterVec,
     last_reload: Gauge,
-    /// Open HTTP connections.
-    pub connections: IntGauge,
-    /// HTTP connections accepted.
-    pub connections_total: IntCounter,
+    /// Every listener's connections.
+    pub connections: ConnectionMetrics,
+}
+
+/// Connections by listener (`http`, `grpc`, `resp`, `admin`).
+pub struct ConnectionMetrics {
+    /// Open now.
+    pub open: IntGaugeVec,
+    /// The listener's `max_connections`.
+    pub max: IntGaugeVec,
+    /// Accepted, refused ones included.
+    pub accepted: IntCounterVec,
+    /// Refused for being over a cap, by the cap (`max_connections`, `max_connections_per_ip`).
+    pub refused: IntCounterVec,
+    /// Failed accepts.
+    pub accept_errors: IntCounterVec,
+    /// Closed for staying silent or idle too long, or stalling a request.
+    pub timed_out: IntCounterVec,
+}
+
+impl ConnectionMetrics {
+    fn new() -> Result<ConnectionMetrics, prometheus::Error> {
+        let by_listener = |name: &str, help: &str| {
+            IntCounterVec::new(Opts::new(name, help), &["listener"])
+        };
+        Ok(ConnectionMetrics {
+            open: IntGaugeVec::new(
+                Opts::new("tollgate_connections", "Connections open now, by listener."),
+                &["listener"],
+            )?,
+            max: IntGaugeVec::new(
+                Opts::new(
+                    "tollgate_connections_max",
+                    "The most connections a listener holds open at once (max_connections).",
+                ),
+                &["listener"],
+            )?,
+            accepted: by_listener(
+                "tollgate_connections_total",
+                "Connections accepted, by listener (those refused over a cap included).",
+            )?,
+            refused: IntCounterVec::new(
+                Opts::new(
+                    "tollgate_connections_refused_total",
+                    "Connections refused for being over a cap, by listener and cap.",
+                ),
+                &["listener", "cap"],
+            )?,
+            accept_errors: by_listener(
+                "tollgate_accept_errors_total",
+                "Failed accepts (out of file descriptors, most often), by listener.",
+            )?,
+            timed_out: by_listener(
+                "tollgate_connections_timed_out_total",
+                "Connections closed for staying silent or idle too long, or stalling a request.",
+            )?,
+        })
+    }
+
+    fn collectors(&self) -> [Box<dyn prometheus::core::Collector>; 6] {
+        [
+            Box::new(self.open.clone()),
+            Box::new(self.max.clone()),
+            Box::new(self.accepted.clone()),
+            Box::new(self.refused.clone()),
+            Box::new(self.accept_errors.clone()),
+            Box::new(self.timed_out.clone()),
+        ]
+    }
 }
 
 /// A policy's decision counters, looked up once per config rather than once per decision.
@@ -87,11 +152,7 @@ impl Metrics {
             "tollgate_config_last_reload_success_timestamp_seconds",
             "When the config in force was loaded, in seconds since the UNIX epoch.",
         )?;
-        let connections = IntGauge::new("tollgate_http_connections", "HTTP connections open now.")?;
-        let connections_total = IntCounter::new(
-            "tollgate_http_connections_total",
-            "HTTP connections accepted.",
-        )?;
+        let connections = ConnectionMetrics::new()?;
         let build_info = IntGaugeVec::new(
             Opts::new("tollgate_build_info", "The running version; always 1."),
             &["version"],
@@ -106,10 +167,11 @@ impl Metrics {
             Box::new(fail_policy_decisions.clone()),
             Box::new(reloads.clone()),
             Box::new(last_reload.clone()),
-            Box::new(connections.clone()),
-            Box::new(connections_total.clone()),
             Box::new(build_info),
-        ] {
+        ]
+        .into_iter()
+        .chain(connections.collectors())
+        {
             registry.register(c)?;
         }
         // Both results show from the start, so a rate over them is defined before any reload.
@@ -125,7 +187,6 @@ impl Metrics {
             reloads,
             last_reload,
             connections,
-            connections_total,
         })
     }
 

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, ListenerGiven};
 use crate::envoy::EnvoySettings;
 use crate::error::ServeError;
 use crate::limiter::Policies;
@@ -13,6 +13,7 @@ use crate::limiter::descriptors::EnvoyAlgorithm;
 use crate::options::{
     DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,
 };
+use crate::net::{ListenerSettings, limits};
 use crate::resp::RespSettings;
 
 /// What the command line says: each option it gave, `None` where it is silent (then the
@@ -27,6 +28,8 @@ pub struct Overrides {
     pub resp_listen: Option<SocketAddr>,
     /// Where gRPC listens.
     pub grpc_listen: Option<SocketAddr>,
+    /// Where the admin endpoints listen.
+    pub admin_listen: Option<SocketAddr>,
     /// The Envoy config directory.
     pub envoy_config_dir: Option<PathBuf>,
     /// Merge the Envoy files of one domain.
@@ -56,6 +59,14 @@ pub struct Settings {
     pub config_text: Option<String>,
     /// Where HTTP listens.
     pub listen: SocketAddr,
+    /// The HTTP listener's limits and TLS.
+    pub http: ListenerSettings,
+    /// The gRPC listener's limits and TLS (when gRPC is on).
+    pub grpc_listener: ListenerSettings,
+    /// Where the admin endpoints listen, if on their own port.
+    pub admin_listen: Option<SocketAddr>,
+    /// The admin listener's limits and TLS.
+    pub admin: ListenerSettings,
     /// The store.
     pub store: StoreSpec,
     /// The fail policy.
@@ -130,6 +141,13 @@ impl Settings {
                 .near_limit_ratio
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
         });
+        let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
+            let given = f.map(pick).cloned().unwrap_or_default();
+            ListenerSettings {
+                limits: defaults.with(&given.conn),
+                tls: given.tls,
+            }
+        };
         let postgres = PostgresOptions::default()
             .with(&f.map(|c| c.postgres.clone()).unwrap_or_default())
             .with(&cli.postgres);
@@ -140,6 +158,10 @@ impl Settings {
                 .listen
                 .or_else(|| f.and_then(|c| c.listen))
                 .unwrap_or(DEFAULT_LISTEN),
+            http: listener(limits::HTTP, |c| &c.http_listener),
+            grpc_listener: listener(limits::GRPC, |c| &c.grpc_listener),
+            admin_listen: cli.admin_listen.or_else(|| f.and_then(|c| c.admin_listen)),
+            admin: listener(limits::HTTP, |c| &c.admin_listener),
             store,
             on_store_error: cli
                 .on_store_error
@@ -163,12 +185,7 @@ impl Settings {
             resp_listen: cli.resp_listen.or_else(|| f.and_then(|c| c.resp_listen)),
             resp: RespSettings {
                 password: f.and_then(|c| c.resp_password.clone()),
-                idle_timeout: f
-                    .and_then(|c| c.resp_idle_timeout)
-                    .unwrap_or(crate::resp::DEFAULT_IDLE_TIMEOUT),
-                max_connections: f
-                    .and_then(|c| c.resp_max_connections)
-                    .unwrap_or(crate::resp::DEFAULT_MAX_CONNECTIONS),
+                listener: listener(limits::RESP, |c| &c.resp_listener),
             },
             grpc,
             overrides,
@@ -186,6 +203,12 @@ impl Settings {
             }
         };
         differ("http.listen", running.listen != new.listen);
+        differ("[http] connection limits or tls", running.http != new.http);
+        differ("[grpc] connection limits or tls", running.grpc_listener != new.grpc_listener);
+        differ(
+            "admin.listen, or [admin] connection limits or tls",
+            running.admin_listen != new.admin_listen || running.admin != new.admin,
+        );
         differ("store.url", running.store != new.store);
         differ(
             "store.on_error",

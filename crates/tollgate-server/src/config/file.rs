@@ -23,6 +23,8 @@ pub(super) struct File {
     pub(super) resp: RespFile,
     #[serde(default)]
     pub(super) grpc: GrpcFile,
+    #[serde(default)]
+    pub(super) admin: AdminFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }
 
@@ -48,40 +50,88 @@ pub(super) struct PostgresFile {
     pub(super) connections: Option<Spanned<u64>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct HttpFile {
-    pub(super) listen: Option<Spanned<String>>,
-    pub(super) inline_policies: Option<bool>,
+/// A listener's table: its own keys, then the connection limits and TLS every listener has
+/// (`[NAME] max_connections`, ..., `[NAME.tls]`).
+macro_rules! listener_table {
+    ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub(super) struct $name {
+            pub(super) listen: Option<Spanned<String>>,
+            $(pub(super) $field: $ty,)*
+            pub(super) max_connections: Option<Spanned<u64>>,
+            pub(super) max_connections_per_ip: Option<Spanned<u64>>,
+            pub(super) request_timeout: Option<Spanned<String>>,
+            pub(super) idle_timeout: Option<Spanned<String>>,
+            pub(super) max_connection_age: Option<Spanned<String>>,
+            pub(super) max_connection_age_grace: Option<Spanned<String>>,
+            pub(super) keepalive_interval: Option<Spanned<String>>,
+            pub(super) tls: Option<Spanned<TlsFile>>,
+        }
+
+        impl $name {
+            pub(super) fn conn(&self) -> ConnFile<'_> {
+                ConnFile {
+                    max_connections: &self.max_connections,
+                    max_connections_per_ip: &self.max_connections_per_ip,
+                    request_timeout: &self.request_timeout,
+                    idle_timeout: &self.idle_timeout,
+                    max_connection_age: &self.max_connection_age,
+                    max_connection_age_grace: &self.max_connection_age_grace,
+                    keepalive_interval: &self.keepalive_interval,
+                }
+            }
+        }
+    };
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RespFile {
-    pub(super) listen: Option<Spanned<String>>,
-    pub(super) password: Option<String>,
-    pub(super) idle_timeout: Option<Spanned<String>>,
-    pub(super) max_connections: Option<Spanned<u64>>,
+/// The connection limits of a listener's table, as the file gives them.
+pub(super) struct ConnFile<'a> {
+    pub(super) max_connections: &'a Option<Spanned<u64>>,
+    pub(super) max_connections_per_ip: &'a Option<Spanned<u64>>,
+    pub(super) request_timeout: &'a Option<Spanned<String>>,
+    pub(super) idle_timeout: &'a Option<Spanned<String>>,
+    pub(super) max_connection_age: &'a Option<Spanned<String>>,
+    pub(super) max_connection_age_grace: &'a Option<Spanned<String>>,
+    pub(super) keepalive_interval: &'a Option<Spanned<String>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// `[NAME.tls]`.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct GrpcFile {
-    pub(super) listen: Option<Spanned<String>>,
-    pub(super) config_dir: Option<String>,
-    pub(super) merge_domain_config: Option<bool>,
-    pub(super) algorithm: Option<EnvoyAlgorithm>,
-    pub(super) shadow_mode: Option<bool>,
-    pub(super) charge: Option<Charge>,
-    pub(super) response_headers: Option<bool>,
-    pub(super) ietf_headers: Option<bool>,
-    pub(super) limit_header: Option<String>,
-    pub(super) remaining_header: Option<String>,
-    pub(super) reset_header: Option<String>,
-    pub(super) near_limit_ratio: Option<Spanned<f64>>,
+pub(super) struct TlsFile {
+    pub(super) cert: String,
+    pub(super) key: String,
+    pub(super) client_ca: Option<String>,
     #[serde(default)]
-    pub(super) domains: BTreeMap<String, DomainFile>,
+    pub(super) client_san: Vec<String>,
 }
+
+listener_table!(HttpFile {
+    inline_policies: Option<bool>,
+});
+
+listener_table!(RespFile {
+    password: Option<String>,
+});
+
+listener_table!(AdminFile {});
+
+listener_table!(GrpcFile {
+    config_dir: Option<String>,
+    merge_domain_config: Option<bool>,
+    algorithm: Option<EnvoyAlgorithm>,
+    shadow_mode: Option<bool>,
+    charge: Option<Charge>,
+    response_headers: Option<bool>,
+    ietf_headers: Option<bool>,
+    limit_header: Option<String>,
+    remaining_header: Option<String>,
+    reset_header: Option<String>,
+    near_limit_ratio: Option<Spanned<f64>>,
+    domains: BTreeMap<String, DomainFile>,
+});
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

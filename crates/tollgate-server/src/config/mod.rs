@@ -20,6 +20,7 @@
 
 mod error;
 mod file;
+mod listener;
 mod policies;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
+pub use listener::ListenerGiven;
 use toml::Spanned;
 
 use crate::limiter::Policies;
@@ -62,10 +64,16 @@ pub struct Config {
     pub resp_listen: Option<SocketAddr>,
     /// `[resp] password`.
     pub resp_password: Option<String>,
-    /// `[resp] idle_timeout`.
-    pub resp_idle_timeout: Option<Duration>,
-    /// `[resp] max_connections`.
-    pub resp_max_connections: Option<usize>,
+    /// `[http]`'s connection limits and TLS.
+    pub http_listener: ListenerGiven,
+    /// `[resp]`'s connection limits and TLS.
+    pub resp_listener: ListenerGiven,
+    /// `[grpc]`'s connection limits and TLS.
+    pub grpc_listener: ListenerGiven,
+    /// `[admin] listen`.
+    pub admin_listen: Option<SocketAddr>,
+    /// `[admin]`'s connection limits and TLS.
+    pub admin_listener: ListenerGiven,
     /// `[grpc]`.
     pub grpc: GrpcConfig,
     /// `[policies.*]`.
@@ -147,9 +155,9 @@ impl Config {
         )?;
         let store_timeout = checked(file.store.timeout, "store.timeout", &duration, &refuse)?;
         let address = |s: &String| options::listen_addr(s);
-        let http_listen = checked(file.http.listen, "http.listen", &address, &refuse)?;
-        let resp_listen = checked(file.resp.listen, "resp.listen", &address, &refuse)?;
-        let grpc_listen = checked(file.grpc.listen, "grpc.listen", &address, &refuse)?;
+        let http_listen = checked(file.http.listen.clone(), "http.listen", &address, &refuse)?;
+        let resp_listen = checked(file.resp.listen.clone(), "resp.listen", &address, &refuse)?;
+        let grpc_listen = checked(file.grpc.listen.clone(), "grpc.listen", &address, &refuse)?;
         let max_keys = checked(
             file.store.max_keys,
             "store.max_keys",
@@ -169,18 +177,16 @@ impl Config {
             &|name: &String| options::isolation(name),
             &refuse,
         )?;
-        let resp_idle_timeout = checked(
-            file.resp.idle_timeout,
-            "resp.idle_timeout",
-            &duration,
-            &refuse,
-        )?;
-        let resp_max_connections = checked(
-            file.resp.max_connections,
-            "resp.max_connections",
-            &at_least_one,
-            &refuse,
-        )?;
+        let admin_listen = checked(file.admin.listen.clone(), "admin.listen", &address, &refuse)?;
+        let dir = path.parent().unwrap_or_else(|| Path::new(""));
+        let http_listener =
+            listener::given("http", file.http.conn(), file.http.tls.as_ref(), true, dir, &refuse)?;
+        let resp_listener =
+            listener::given("resp", file.resp.conn(), file.resp.tls.as_ref(), false, dir, &refuse)?;
+        let grpc_listener =
+            listener::given("grpc", file.grpc.conn(), file.grpc.tls.as_ref(), true, dir, &refuse)?;
+        let admin_listener =
+            listener::given("admin", file.admin.conn(), file.admin.tls.as_ref(), true, dir, &refuse)?;
         let near_limit_ratio = checked(
             file.grpc.near_limit_ratio,
             "grpc.near_limit_ratio",
@@ -241,8 +247,11 @@ impl Config {
             log_format: file.log.format,
             resp_listen,
             resp_password: file.resp.password,
-            resp_idle_timeout,
-            resp_max_connections,
+            http_listener,
+            resp_listener,
+            grpc_listener,
+            admin_listen,
+            admin_listener,
             grpc,
             policies,
         })
@@ -252,8 +261,10 @@ impl Config {
 /// serde's message for a value of the wrong type, in the file's terms: a duration asked for as
 /// a string says how to write one, and a number beyond every integer type says the largest.
 fn plain(field: &str, message: &str) -> String {
-    let duration =
-        ["store.timeout", "resp.idle_timeout"].contains(&field) || field.ends_with(".period");
+    let duration = field == "store.timeout"
+        || [".period", "_timeout", ".max_connection_age", "_grace", ".keepalive_interval"]
+            .iter()
+            .any(|end| field.ends_with(end));
     if duration && message.starts_with("invalid type") {
         return format!("{message}; write a duration such as \"50ms\", \"1s\" or \"1h\"");
     }

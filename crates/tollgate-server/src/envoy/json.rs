@@ -31,8 +31,13 @@ use crate::web::problem::Problem;
 
 /// `/json` and `/rlconfig`, to merge into the HTTP router.
 pub fn routes(envoy: Arc<Envoy>) -> Router {
+    Router::new().route("/json", any(answer)).with_state(envoy)
+}
+
+/// `/rlconfig`: what the loaded Envoy config says, for operators (on the admin listener when
+/// there is one).
+pub fn admin_routes(envoy: Arc<Envoy>) -> Router {
     Router::new()
-        .route("/json", any(answer))
         .route("/rlconfig", get(rlconfig))
         .with_state(envoy)
 }

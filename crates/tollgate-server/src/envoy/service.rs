@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status};
 
 use super::Envoy;
 use super::decide::{self, Refused};
-use crate::web::conn::Counted;
+
 
 /// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.
@@ -53,7 +53,7 @@ impl RateLimitService for RateLimiter {
 /// Serves the rate-limit and health services on `listener` until `shutdown`, then returns
 /// once the calls in flight are answered.
 pub async fn serve(
-    listener: Counted,
+    listener: crate::web::Listener,
     envoy: Arc<Envoy>,
     shutdown: CancellationToken,
 ) -> io::Result<()> {

@@ -22,23 +22,50 @@ use axum::routing::{get, post};
 use crate::limiter::Limiter;
 use crate::web::problem::Problem;
 
-/// The routes, for embedding in another axum application.
+/// Every route, for embedding in another axum application, and for the data port when
+/// there is no admin listener.
 pub fn router(limiter: Arc<Limiter>) -> Router {
+    data_router(Arc::clone(&limiter)).merge(admin_routes(limiter))
+}
+
+/// What a client needs to be limited: `/v1/check`, `/v1/reserve`, `/v1/commit`, and the
+/// health probes.
+pub fn data_router(limiter: Arc<Limiter>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
         .route("/v1/reserve", post(settle::reserve))
         .route("/v1/commit", post(settle::commit))
+        .merge(probes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(limiter)
+}
+
+/// What operators use, which reads or changes any client's bucket: `/v1/buckets`,
+/// `/v1/policies`, `/metrics`.
+fn admin_routes(limiter: Arc<Limiter>) -> Router {
+    Router::new()
         .route(
             "/v1/buckets/{policy}/{key}",
             get(settle::get_bucket).delete(settle::delete_bucket),
         )
         .route("/v1/policies", get(policies::list))
-        .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
-        .route("/readyz", get(health::readyz))
+        .with_state(limiter)
+}
+
+/// The admin listener's routes: the operators' ones and the health probes.
+pub fn admin_router(limiter: Arc<Limiter>) -> Router {
+    admin_routes(Arc::clone(&limiter))
+        .merge(probes().with_state(limiter))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(limiter)
+}
+
+fn probes() -> Router<Arc<Limiter>> {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
 }
 
 async fn not_found(uri: Uri) -> impl IntoResponse {

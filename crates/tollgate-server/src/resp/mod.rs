@@ -7,8 +7,10 @@
 //! most [`MAX_PENDING`] bytes of a request not yet whole: a longer one, or one that is not RESP,
 //! is answered with a protocol error and the connection closes, as Redis does. A connection
 //! idle for the idle timeout (or whose client stops reading its replies for as long) is
-//! closed; at most the configured number are open at once (more wait in the kernel's backlog).
-//! So a connection holds at most about 16 + 66 + 64 KiB plus one reply.
+//! closed, and so is one silent for the request timeout after it opens, or whose command
+//! stays half-sent that long; at most the configured number are open at once (more are told
+//! `-ERR max number of clients reached`, as Redis tells them, and closed). So a connection
+//! holds at most about 16 + 66 + 64 KiB plus one reply.
 
 mod cell;
 mod cmd;
@@ -18,13 +20,19 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use std::pin::Pin;
+use std::task::Poll;
+
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::limiter::Limiter;
+use crate::net::ListenerSettings;
+use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
+use crate::net::limits::{self, ConnLimits};
+use crate::net::stream::Stream;
+use crate::net::tls::Tls;
 use cmd::{After, Session, Shared};
 use codec::{Limits, Reply};
 
@@ -38,77 +46,93 @@ const READ_CHUNK: usize = 16 * 1024;
 /// pipeline: a client that sends many small commands and reads nothing cannot make a
 /// connection hold more.
 const FLUSH_AT: usize = 64 * 1024;
-/// Connections open at once, by default.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
-/// How long a connection may stay silent, by default.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The RESP listener's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RespSettings {
     /// `AUTH`'s password, if clients must give one.
     pub password: Option<String>,
-    /// Connections silent this long are closed.
-    pub idle_timeout: Duration,
-    /// Connections open at once.
-    pub max_connections: usize,
+    /// The listener's connection limits and TLS.
+    pub listener: ListenerSettings,
 }
 
 impl Default for RespSettings {
     fn default() -> RespSettings {
         RespSettings {
             password: None,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
+            listener: ListenerSettings::plain(limits::RESP),
         }
     }
 }
 
-/// Serves RESP on `listener` until `shutdown`; connections open then are closed after the
+/// Serves RESP on `acceptor` until `shutdown`; connections open then are closed after the
 /// request in hand.
 pub async fn serve(
-    listener: TcpListener,
+    mut acceptor: Acceptor,
     limiter: Arc<Limiter>,
     settings: RespSettings,
+    tls: Option<Arc<Tls>>,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    let port = listener.local_addr()?.port();
+    let port = acceptor.local_addr()?.port();
     let shared = Arc::new(Shared::new(limiter, settings.password.clone(), port));
-    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let limits = settings.listener.limits;
     loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return Ok(());
-        };
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            accepted = listener.accept() => accepted,
+            accepted = acceptor.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                tracing::debug!(error = %e, "RESP accept failed");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                continue;
+        match accepted {
+            Accepted::Admitted(admitted) => {
+                let shared = Arc::clone(&shared);
+                let shutdown = shutdown.clone();
+                let tls = tls.clone();
+                let timed_out = acceptor.metrics().timed_out.clone();
+                tokio::spawn(async move {
+                    let Admitted { stream, place, .. } = admitted;
+                    let open = Stream::open(stream, tls.as_deref());
+                    let Ok(Ok(stream)) = tokio::time::timeout(limits.request_timeout, open).await
+                    else {
+                        return;
+                    };
+                    // A connection's failure (a reset, a broken pipe) is the client's to see.
+                    if let Ok(Ended::TimedOut) =
+                        connection(stream, &shared, &limits, shutdown).await
+                    {
+                        timed_out.inc();
+                    }
+                    drop(place);
+                });
             }
-        };
-        let _ = stream.set_nodelay(true);
-        let shared = Arc::clone(&shared);
-        let shutdown = shutdown.clone();
-        let idle = settings.idle_timeout;
-        tokio::spawn(async move {
-            let _slot = slot;
-            // A connection's failure (a reset, a broken pipe) is the client's to see.
-            let _ = connection(stream, &shared, idle, shutdown).await;
-        });
+            Accepted::Refused(refusal) => {
+                let tls = tls.clone();
+                tokio::spawn(tokio::time::timeout(REFUSAL_TIME, async move {
+                    let Refusal { stream, .. } = refusal;
+                    if let Ok(mut stream) = Stream::open(stream, tls.as_deref()).await {
+                        // As Redis says it when `maxclients` is reached.
+                        let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+                        let _ = stream.shutdown().await;
+                    }
+                }));
+            }
+        }
     }
 }
 
+/// Why a connection ended.
+enum Ended {
+    /// The client closed it, asked to, or the server stopped.
+    Closed,
+    /// It stayed silent, or stalled a command, too long.
+    TimedOut,
+}
+
 async fn connection(
-    mut stream: TcpStream,
+    mut stream: Stream,
     shared: &Shared,
-    idle: Duration,
+    conn: &ConnLimits,
     shutdown: CancellationToken,
-) -> io::Result<()> {
+) -> io::Result<Ended> {
     use bytes::BufMut;
 
     let limits = Limits {
@@ -123,10 +147,18 @@ async fn connection(
     // One timer and one cancellation waiter for the connection's life, not one of each per
     // read: registering them is most of what a request costs the runtime. The connection is
     // idle from when its replies are out; the timer is moved on only when it fires early.
-    // A timeout too long to add to a time never comes (as `tokio::time::timeout` treats it).
-    let deadline = |since: Instant| since.checked_add(idle).unwrap_or_else(far_future);
-    let mut idle_since = Instant::now();
-    let idle_timer = tokio::time::sleep_until(deadline(idle_since));
+    // Until its first command, and while a command is half-read, it has the request timeout;
+    // between commands, the idle timeout. A timeout too long to add to a time never comes
+    // (as `tokio::time::timeout` treats it).
+    let idle = conn.idle_timeout;
+    let deadline = |since: Instant, waiting: Duration| {
+        since.checked_add(waiting).unwrap_or_else(far_future)
+    };
+    // The time the connection must show progress by is `since` + `waiting`.
+    let (mut since, mut waiting) = (Instant::now(), conn.request_timeout);
+    let mut half_read_since: Option<Instant> = None;
+    let mut timer_at = deadline(since, waiting);
+    let idle_timer = tokio::time::sleep_until(timer_at);
     let cancelled = shutdown.cancelled();
     tokio::pin!(idle_timer, cancelled);
     loop {
@@ -135,19 +167,19 @@ async fn connection(
         let mut room = (&mut input).limit(READ_CHUNK);
         let read = tokio::select! {
             biased;
-            () = &mut cancelled => return Ok(()),
+            () = &mut cancelled => return Ok(Ended::Closed),
             read = stream.read_buf(&mut room) => read,
             () = &mut idle_timer => {
-                let deadline = deadline(idle_since);
-                if deadline <= Instant::now() {
-                    return Ok(());
+                timer_at = deadline(since, waiting);
+                if timer_at <= Instant::now() {
+                    return Ok(Ended::TimedOut);
                 }
-                idle_timer.as_mut().reset(deadline);
+                idle_timer.as_mut().reset(timer_at);
                 continue;
             }
         };
         if read? == 0 {
-            return Ok(());
+            return Ok(Ended::Closed);
         }
         let mut consumed = 0;
         let mut close = false;
@@ -179,17 +211,30 @@ async fn connection(
             reply.encode(&mut output, session.resp3);
             close = after == After::Close;
             if output.len() >= FLUSH_AT && !flush(&mut stream, &mut output, idle).await? {
-                return Ok(());
+                return Ok(Ended::TimedOut);
             }
         }
         input.drain(..consumed);
         if !flush(&mut stream, &mut output, idle).await? {
-            return Ok(());
+            return Ok(Ended::TimedOut);
         }
         if close {
-            return stream.shutdown().await;
+            stream.shutdown().await?;
+            return Ok(Ended::Closed);
         }
-        idle_since = Instant::now();
+        // Between commands the connection may idle; a command half-read must be whole within
+        // the request timeout of its first bytes, however slowly the rest trickles in.
+        let now = Instant::now();
+        (since, waiting) = if input.is_empty() {
+            half_read_since = None;
+            (now, idle)
+        } else {
+            (*half_read_since.get_or_insert(now), conn.request_timeout)
+        };
+        if deadline(since, waiting) < timer_at {
+            timer_at = deadline(since, waiting);
+            idle_timer.as_mut().reset(timer_at);
+        }
         // A connection that once held a large request or reply does not keep its memory.
         if input.capacity() > 2 * READ_CHUNK && input.len() <= READ_CHUNK {
             input.shrink_to(READ_CHUNK);
@@ -207,16 +252,18 @@ fn far_future() -> Instant {
 
 /// Writes out the replies waiting in `output`; `false` when the client has not taken them
 /// within `idle` (it stopped reading: the connection is dropped).
-async fn flush(stream: &mut TcpStream, output: &mut Vec<u8>, idle: Duration) -> io::Result<bool> {
+async fn flush(stream: &mut Stream, output: &mut Vec<u8>, idle: Duration) -> io::Result<bool> {
     if output.is_empty() {
         return Ok(true);
     }
     // Usually the socket takes it all at once: then no timer is made.
-    let written = match stream.try_write(output) {
-        Ok(n) => n,
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-        Err(e) => return Err(e),
-    };
+    let written = std::future::poll_fn(|cx| {
+        Poll::Ready(match Pin::new(&mut *stream).poll_write(cx, output) {
+            Poll::Ready(written) => written,
+            Poll::Pending => Ok(0),
+        })
+    })
+    .await?;
     if written == output.len() {
         output.clear();
         return Ok(true);

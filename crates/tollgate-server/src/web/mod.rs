@@ -1,10 +1,11 @@
-//! What the HTTP/JSON API and the Envoy front end (gRPC, `/json`) share of HTTP: the counted
-//! listener, serving a router with bounds on slow clients, bounded bodies, and
+//! What the HTTP/JSON API and the Envoy front end (gRPC, `/json`) share of HTTP: serving a
+//! router with bounds on slow and silent clients, bounded bodies, and
 //! `application/problem+json` errors.
 
+mod activity;
 pub mod body;
-pub mod conn;
 pub mod problem;
 mod serve;
 
-pub use serve::{HEADER_READ_TIMEOUT, serve};
+pub use activity::BodyStalled;
+pub use serve::{Listener, serve};

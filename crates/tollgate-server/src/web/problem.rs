@@ -86,6 +86,30 @@ impl Problem {
         }
     }
 
+    /// 503: the listener holds as many connections as `cap` allows; the connection closes.
+    pub fn too_many_connections(cap: &str) -> Problem {
+        Problem {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "too-many-connections",
+            title: "Too many connections",
+            detail: format!("the server holds its {cap} open already; try again shortly"),
+            field: None,
+            retry_after_secs: Some(1),
+        }
+    }
+
+    /// 408: the request's body stalled for longer than the listener's `request_timeout`.
+    pub fn request_timeout(detail: impl Into<String>) -> Problem {
+        Problem {
+            status: StatusCode::REQUEST_TIMEOUT,
+            kind: "request-timeout",
+            title: "The request took too long to arrive",
+            detail: detail.into(),
+            field: Some(Cow::Borrowed("body")),
+            retry_after_secs: None,
+        }
+    }
+
     /// What is wrong, for a person.
     pub fn detail(&self) -> &str {
         &self.detail

@@ -1,56 +1,247 @@
-//! Serving a router on a listener, as `axum::serve` does, plus what it does not set: a bound on
-//! the time a client may take to send a request's head. Without one, a client that sends its
-//! headers a byte at a time (slowloris) holds its connection for as long as it likes, and
-//! enough of them fill the connection cap.
+//! Serving a router on a listener, HTTP/1.1 and HTTP/2 (gRPC) detected per connection, with
+//! the bounds `axum::serve` does not set, so that no client holds a connection it does not
+//! use: a new connection that sends nothing (or no whole request head) within the request
+//! timeout is closed, as is one idle for the idle timeout between requests, and a body that
+//! stalls for the request timeout is answered `408`. HTTP/2 connections get keep-alive pings;
+//! every connection is asked to go away after its maximum age and closed after the grace
+//! period. A connection over a cap is answered `503` (gRPC: `UNAVAILABLE`) and closed.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use axum::response::IntoResponse;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-/// The longest a client may take to send a request's line and headers, once it has begun.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+use super::activity::{Activity, Tracked};
+use super::problem::Problem;
+use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
+use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT};
+use crate::net::stream::Stream;
+use crate::net::tls::Tls;
+
+/// How long a connection asked to close for silence gets to do so before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// What a listener serves, and how.
+pub struct Listener {
+    /// Accepts under the caps.
+    pub acceptor: Acceptor,
+    /// Its limits.
+    pub limits: ConnLimits,
+    /// Its TLS, if it has.
+    pub tls: Option<Arc<Tls>>,
+}
+
+impl Listener {
+    /// A plain listener on `listener`, named `name` in logs and metrics.
+    pub fn new(
+        listener: tokio::net::TcpListener,
+        name: &'static str,
+        limits: ConnLimits,
+        metrics: &crate::metrics::Metrics,
+    ) -> Listener {
+        Listener {
+            acceptor: Acceptor::new(listener, name, &limits, metrics),
+            limits,
+            tls: None,
+        }
+    }
+}
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops accepting and
-/// returns once the requests in flight are answered. HTTP/1.1 and HTTP/2 (gRPC), detected per
-/// connection.
-pub async fn serve<L>(
-    mut listener: L,
-    router: Router,
-    shutdown: CancellationToken,
-) -> io::Result<()>
-where
-    L: axum::serve::Listener,
-{
+/// returns once the requests in flight are answered.
+pub async fn serve(listener: Listener, router: Router, shutdown: CancellationToken) -> io::Result<()> {
+    let Listener {
+        mut acceptor,
+        limits,
+        tls,
+    } = listener;
+    let builder = Arc::new(builder(&limits));
+    let tasks = TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = acceptor.accept() => accepted,
+        };
+        match accepted {
+            Accepted::Admitted(admitted) => {
+                let timed_out = acceptor.metrics().timed_out.clone();
+                tasks.spawn(connection(
+                    admitted,
+                    Arc::clone(&builder),
+                    router.clone(),
+                    limits,
+                    tls.clone(),
+                    shutdown.clone(),
+                    timed_out,
+                ));
+            }
+            Accepted::Refused(refusal) => {
+                tasks.spawn(refuse(refusal, Arc::clone(&builder), tls.clone()));
+            }
+        }
+    }
+    tasks.close();
+    tasks.wait().await;
+    Ok(())
+}
+
+fn builder(limits: &ConnLimits) -> Builder<TokioExecutor> {
     let mut builder = Builder::new(TokioExecutor::new());
+    // hyper times a request head from when it starts waiting for one, so after a response
+    // this is the idle timeout; a new connection's first head is bounded by the request
+    // timeout below.
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    builder.http2().timer(TokioTimer::new());
-    let graceful = GracefulShutdown::new();
+        .header_read_timeout(limits.idle_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.keepalive_interval)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT);
+    builder
+}
+
+/// Serves one connection until it ends, it is silent or idle too long, it is too old, or the
+/// server stops.
+async fn connection(
+    admitted: Admitted,
+    builder: Arc<Builder<TokioExecutor>>,
+    router: Router,
+    limits: ConnLimits,
+    tls: Option<Arc<Tls>>,
+    shutdown: CancellationToken,
+    timed_out: prometheus::IntCounter,
+) {
+    let started = Instant::now();
+    let Admitted { stream, place, .. } = admitted;
+    let handshake = Stream::open(stream, tls.as_deref());
+    let stream = match tokio::time::timeout(limits.request_timeout, handshake).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "a TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            timed_out.inc();
+            return;
+        }
+    };
+    let activity = Arc::new(Activity::new(started));
+    let service = Tracked {
+        router,
+        activity: Arc::clone(&activity),
+        stall: limits.request_timeout,
+    };
+    let connection =
+        builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+    tokio::pin!(connection);
+    let old_at = started.checked_add(limits.max_age);
+    // Once asked to go away: when it is dropped if it has not closed by then.
+    let mut closing: Option<Instant> = None;
     loop {
-        let (io, _) = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
+        let now = Instant::now();
+        let wake = match closing {
+            Some(at) => Some(at),
+            None => [
+                activity
+                    .deadline(&limits)
+                    .or_else(|| now.checked_add(limits.request_timeout)),
+                old_at,
+            ]
+            .into_iter()
+            .flatten()
+            .min(),
         };
-        // A router serves any body, hyper's own included.
-        let service = TowerToHyperService::new(router.clone());
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(io), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::trace!(error = %e, "a connection ended with an error");
+        let sleep = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
             }
-        });
+        };
+        tokio::select! {
+            ended = connection.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::trace!(error = %e, "a connection ended with an error");
+                }
+                break;
+            }
+            () = shutdown.cancelled(), if closing.is_none() => {
+                connection.as_mut().graceful_shutdown();
+                // The requests in flight finish however long they take (the store's timeout
+                // and the request timeout bound them).
+                let _ = connection.as_mut().await;
+                break;
+            }
+            () = sleep => {
+                let now = Instant::now();
+                if closing.is_some_and(|at| at <= now) {
+                    break;
+                }
+                if closing.is_some() {
+                    continue;
+                }
+                if old_at.is_some_and(|at| at <= now) {
+                    connection.as_mut().graceful_shutdown();
+                    closing = Some(now + limits.max_age_grace);
+                } else if activity.deadline(&limits).is_some_and(|at| at <= now) {
+                    timed_out.inc();
+                    connection.as_mut().graceful_shutdown();
+                    closing = Some(now + CLOSE_GRACE);
+                }
+            }
+        }
     }
-    graceful.shutdown().await;
-    Ok(())
+    drop(place);
+}
+
+/// Tells a connection over a cap why, in HTTP/1.1 or HTTP/2 as it speaks, and closes it.
+async fn refuse(refusal: Refusal, builder: Arc<Builder<TokioExecutor>>, tls: Option<Arc<Tls>>) {
+    let Refusal { stream, over, .. } = refusal;
+    let cap = over.key();
+    let answer = async move {
+        let stream = Stream::open(stream, tls.as_deref()).await.ok()?;
+        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            std::future::ready(Ok::<_, std::convert::Infallible>(refusal_answer(&request, cap)))
+        });
+        builder
+            .serve_connection(TokioIo::new(stream), service)
+            .await
+            .ok()
+    };
+    let _ = tokio::time::timeout(REFUSAL_TIME, answer).await;
+}
+
+fn refusal_answer<B>(request: &Request<B>, cap: &str) -> Response<Body> {
+    let grpc = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+    if grpc {
+        // A trailers-only gRPC answer: UNAVAILABLE, which clients retry elsewhere.
+        let mut response = Response::new(Body::empty());
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert("grpc-status", HeaderValue::from_static("14"));
+        if let Ok(message) = HeaderValue::from_str(&format!("too many connections ({cap})")) {
+            headers.insert("grpc-message", message);
+        }
+        return response;
+    }
+    let mut response = Problem::too_many_connections(cap).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    debug_assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    response
 }

@@ -167,8 +167,8 @@ fn a_taken_port_is_a_clear_error() {
     );
 }
 
-/// A client that sends its request's head a byte at a time (slowloris) is cut off after the
-/// header timeout, however often it sends; other clients are served meanwhile.
+/// A client that sends its first request's head a byte at a time (slowloris) is cut off after
+/// the request timeout, however often it sends; other clients are served meanwhile.
 #[test]
 fn a_slow_head_is_cut_off_after_the_header_timeout() {
     let server = Tollgate::start(&[]);
@@ -177,7 +177,7 @@ fn a_slow_head_is_cut_off_after_the_header_timeout() {
         .unwrap();
     slow.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    let timeout = tollgate_server::web::HEADER_READ_TIMEOUT;
+    let timeout = tollgate_server::net::limits::HTTP.request_timeout;
     let mut closed_after = None;
     // One more byte of the header every half second, and a reply (or a close) looked for.
     for half in 0..2 * (timeout.as_secs() + 5) {

@@ -417,7 +417,7 @@ async fn metrics_pass_promtool_and_count_the_decisions_made() {
     assert_eq!(series("tollgate_store_call_duration_seconds_count"), 13.0);
     assert_eq!(series("tollgate_fail_policy_decisions_total"), 0.0);
     assert_eq!(series("tollgate_build_info{version=\"0.1.0\"}"), 1.0);
-    assert!(series("tollgate_http_connections_total") >= 1.0);
+    assert!(series("tollgate_connections_total{listener=\"http\"}") >= 1.0);
     assert!(series("tollgate_config_last_reload_success_timestamp_seconds") > 1.7e9);
 
     support::promtool_check(&text);

@@ -348,7 +348,7 @@ async fn the_dashboard_and_alerts_query_only_exported_series() {
         "tollgate_store_errors_total",
         "tollgate_fail_policy_decisions_total",
         "tollgate_config_reloads_total",
-        "tollgate_http_connections",
+        "tollgate_connections",
         "tollgate_envoy_over_limit_total",
         "tollgate_envoy_config_loads_total",
     ] {

@@ -36,6 +36,12 @@ impl Server {
             .build()
             .unwrap();
         let limiter = Arc::new(limiter);
+        let listener = web::Listener::new(
+            listener,
+            "http",
+            tollgate_server::net::limits::HTTP,
+            limiter.metrics(),
+        );
         tokio::spawn(web::serve(
             listener,
             http::router(limiter),

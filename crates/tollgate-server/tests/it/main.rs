@@ -10,6 +10,7 @@ mod support;
 mod binary;
 mod cluster_faults;
 mod config;
+mod connections;
 mod dashboard;
 mod docs;
 mod envoy;

@@ -30,6 +30,17 @@ pub struct Tollgate {
     pub banner: String,
 }
 
+/// The address the banner gives after the first of `markers` it holds.
+fn address(banner: &str, markers: &[&str]) -> Option<SocketAddr> {
+    markers.iter().find_map(|marker| {
+        banner
+            .split(marker)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+    })
+}
+
 impl Tollgate {
     /// Starts `tollgate --listen 127.0.0.1:0 <args>` and waits for its banner.
     pub fn start(args: &[&str]) -> Tollgate {
@@ -56,11 +67,7 @@ impl Tollgate {
         BufReader::new(stdout)
             .read_line(&mut banner)
             .expect("tollgate prints its banner");
-        let addr = banner
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
+        let addr = address(&banner, &["listening on http://", "listening on https://"])
             .unwrap_or_else(|| panic!("no address in the banner {banner:?}"));
         Tollgate {
             child,
@@ -71,22 +78,20 @@ impl Tollgate {
 
     /// Where its RESP listener is (the banner's `redis://` address).
     pub fn resp_addr(&self) -> SocketAddr {
-        self.banner
-            .split("redis://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
+        address(&self.banner, &["redis://", "rediss://"])
             .unwrap_or_else(|| panic!("no RESP address in the banner {:?}", self.banner))
     }
 
     /// Where its gRPC listener is (the banner's `grpc://` address).
     pub fn grpc_addr(&self) -> SocketAddr {
-        self.banner
-            .split("grpc://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
+        address(&self.banner, &["grpc://", "grpcs://"])
             .unwrap_or_else(|| panic!("no gRPC address in the banner {:?}", self.banner))
+    }
+
+    /// Where its admin listener is (the banner's `admin http://` address).
+    pub fn admin_addr(&self) -> SocketAddr {
+        address(&self.banner, &["admin http://", "admin https://"])
+            .unwrap_or_else(|| panic!("no admin address in the banner {:?}", self.banner))
     }
 
     /// The process's id.

@@ -1,0 +1,215 @@
+//! TLS on a listener, with rustls: a certificate and key, and optionally a client CA (then
+//! every client must present a certificate it signed) and the subject alternative names a
+//! client certificate may carry. The files are read again when they change on disk (as
+//! cert-manager rotates them) and on SIGHUP: a good new set is used for the next handshakes,
+//! connections open keep theirs; a bad one is logged and the old set stays.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::{ServerConfig, WebPkiClientVerifier};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tokio_util::sync::CancellationToken;
+
+/// `[LISTENER.tls]`: where the files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, PEM, the server's own first.
+    pub cert: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA certificates, PEM: when set, a client must present a certificate one of them signed.
+    pub client_ca: Option<PathBuf>,
+    /// The subject alternative names (DNS names or IP addresses) a client certificate may
+    /// carry, any one of them; empty: any the CA signed.
+    pub client_san: Vec<String>,
+}
+
+/// Why a set of TLS files cannot be used.
+#[derive(Debug)]
+pub struct TlsError(String);
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+/// A listener's TLS, reloaded when its files change.
+pub struct Tls {
+    files: TlsFiles,
+    alpn: Vec<Vec<u8>>,
+    current: ArcSwap<ServerConfig>,
+    allowed: Vec<ServerName<'static>>,
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls").field("files", &self.files).finish()
+    }
+}
+
+impl Tls {
+    /// Loads `files`, offering the ALPN protocols `alpn` (`h2`, `http/1.1` for HTTP; none
+    /// for RESP). A set that cannot be used is an error: the server does not start.
+    pub fn load(files: TlsFiles, alpn: &[&[u8]]) -> Result<Tls, TlsError> {
+        let allowed = files
+            .client_san
+            .iter()
+            .map(|san| {
+                ServerName::try_from(san.clone()).map_err(|_| {
+                    TlsError(format!(
+                        "client_san {san:?} is neither a DNS name nor an IP address"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !allowed.is_empty() && files.client_ca.is_none() {
+            return Err(TlsError(
+                "client_san needs client_ca: without a CA no client certificate is asked for"
+                    .to_owned(),
+            ));
+        }
+        let alpn: Vec<Vec<u8>> = alpn.iter().map(|p| p.to_vec()).collect();
+        let config = build(&read(&files)?, &alpn)?;
+        Ok(Tls {
+            files,
+            alpn,
+            current: ArcSwap::from_pointee(config),
+            allowed,
+        })
+    }
+
+    /// The files it uses.
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
+    }
+
+    /// Handshakes on `stream`, and checks the client certificate's names when some are set.
+    pub async fn accept(&self, stream: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+        let stream = TlsAcceptor::from(self.current.load_full())
+            .accept(stream)
+            .await?;
+        if !self.allowed.is_empty() {
+            let (_, connection) = stream.get_ref();
+            let leaf = connection.peer_certificates().and_then(|c| c.first());
+            if !leaf.is_some_and(|leaf| self.names_allowed(leaf)) {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "the client certificate carries none of client_san",
+                ));
+            }
+        }
+        Ok(stream)
+    }
+
+    fn names_allowed(&self, leaf: &CertificateDer<'_>) -> bool {
+        let Ok(cert) = webpki::EndEntityCert::try_from(leaf) else {
+            return false;
+        };
+        self.allowed
+            .iter()
+            .any(|name| cert.verify_is_valid_for_subject_name(name).is_ok())
+    }
+
+    /// Reads the files again every [`POLL`](crate::watch::POLL) and on SIGHUP until
+    /// `shutdown`, and uses a changed set once it builds.
+    pub async fn watch(self: Arc<Self>, shutdown: CancellationToken) {
+        let read_all = || {
+            let files = self.files.clone();
+            async move { tokio::task::spawn_blocking(move || read(&files).ok()).await.ok().flatten() }
+        };
+        let applied = read(&self.files).ok();
+        crate::watch::on_change(read_all, applied, shutdown, |now, _| {
+            let Some(pems) = now else {
+                tracing::warn!(cert = %self.files.cert.display(), "the TLS files cannot be read; keeping the ones in use");
+                return;
+            };
+            match build(pems, &self.alpn) {
+                Ok(config) => {
+                    self.current.store(Arc::new(config));
+                    tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
+                }
+                Err(e) => tracing::warn!(
+                    cert = %self.files.cert.display(),
+                    error = %e,
+                    "the new TLS files are refused; keeping the ones in use"
+                ),
+            }
+        })
+        .await;
+    }
+}
+
+/// The files' contents: certificate, key, client CA.
+#[derive(Clone, PartialEq)]
+struct Pems {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    client_ca: Option<Vec<u8>>,
+}
+
+fn read(files: &TlsFiles) -> Result<Pems, TlsError> {
+    let read = |path: &Path, what: &str| {
+        std::fs::read(path)
+            .map_err(|e| TlsError(format!("cannot read the {what} {}: {e}", path.display())))
+    };
+    Ok(Pems {
+        cert: read(&files.cert, "certificate")?,
+        key: read(&files.key, "key")?,
+        client_ca: match &files.client_ca {
+            Some(path) => Some(read(path, "client CA")?),
+            None => None,
+        },
+    })
+}
+
+fn build(pems: &Pems, alpn: &[Vec<u8>]) -> Result<ServerConfig, TlsError> {
+    let certs = certificates(&pems.cert, "certificate")?;
+    let key = PrivateKeyDer::from_pem_slice(&pems.key)
+        .map_err(|e| TlsError(format!("the key file holds no usable private key: {e}")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError(e.to_string()))?;
+    let builder = match &pems.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates(ca, "client CA")? {
+                roots
+                    .add(cert)
+                    .map_err(|e| TlsError(format!("a client CA certificate is unusable: {e}")))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| TlsError(format!("the client CA is unusable: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsError(format!("the certificate and key do not go together: {e}")))?;
+    config.alpn_protocols = alpn.to_vec();
+    Ok(config)
+}
+
+fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError(format!("the {what} file is not PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(TlsError(format!("the {what} file holds no certificate")));
+    }
+    Ok(certs)
+}

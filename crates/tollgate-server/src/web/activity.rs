@@ -1,0 +1,169 @@
+//! What a connection is doing, for its timeouts: the requests in flight and when the last one
+//! ended, and a body that may not stall.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::response::Response;
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
+use tower_service::Service;
+
+use crate::net::limits::ConnLimits;
+
+/// A connection's requests: how many are in flight, and when the last one ended.
+pub(super) struct Activity {
+    started: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds from `started` to the end of the last request; `u64::MAX` before any.
+    last_end: AtomicU64,
+}
+
+impl Activity {
+    pub(super) fn new(started: Instant) -> Activity {
+        Activity {
+            started,
+            in_flight: AtomicUsize::new(0),
+            last_end: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// When the connection is to be closed for silence if nothing happens meanwhile: its
+    /// first request must arrive within the request timeout, later ones within the idle
+    /// timeout of the last; `None` while a request is in flight.
+    pub(super) fn deadline(&self, limits: &ConnLimits) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(match self.last_end.load(Ordering::Acquire) {
+            u64::MAX => self.started + limits.request_timeout,
+            ms => self.started + Duration::from_millis(ms) + limits.idle_timeout,
+        })
+    }
+
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(self))
+    }
+}
+
+/// A request in flight; its end is recorded when it is dropped.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let ms = u64::try_from(self.0.started.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.0.last_end.store(ms, Ordering::Release);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The router, with each request recorded in the connection's [`Activity`] and its body
+/// bounded by the request timeout.
+#[derive(Clone)]
+pub(super) struct Tracked {
+    pub(super) router: Router,
+    pub(super) activity: Arc<Activity>,
+    pub(super) stall: Duration,
+}
+
+impl Service<http::Request<Incoming>> for Tracked {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
+        let in_flight = self.activity.begin();
+        let stall = self.stall;
+        let request = request.map(|body| Body::new(Stalling::new(body, stall)));
+        // A router is always ready.
+        let answer = self.router.call(request);
+        Box::pin(async move {
+            let response = answer.await;
+            drop(in_flight);
+            response
+        })
+    }
+}
+
+/// The body stalled: no frame came within the request timeout.
+#[derive(Debug)]
+pub struct BodyStalled(pub Duration);
+
+impl std::fmt::Display for BodyStalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no part of the body arrived for {} ms",
+            self.0.as_millis()
+        )
+    }
+}
+
+impl std::error::Error for BodyStalled {}
+
+/// A body that fails with [`BodyStalled`] when its next frame is longer in coming than the
+/// request timeout (slow-body attacks hold a connection otherwise).
+struct Stalling {
+    body: Incoming,
+    stall: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl Stalling {
+    fn new(body: Incoming, stall: Duration) -> Stalling {
+        Stalling {
+            body,
+            stall,
+            timer: None,
+        }
+    }
+}
+
+impl http_body::Body for Stalling {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.timer = None;
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let stall = this.stall;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyStalled(stall))))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
