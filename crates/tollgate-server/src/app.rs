@@ -14,10 +14,10 @@ use crate::envoy::{self, Envoy};
 use crate::error::ServeError;
 use crate::limiter::{Limiter, StoreHealth};
 use crate::metrics::Metrics;
-use crate::settings::Settings;
 use crate::net::ListenerSettings;
 use crate::net::accept::Acceptor;
 use crate::net::tls::Tls;
+use crate::settings::Settings;
 use crate::{http, reload, resp, store, web};
 
 /// The server's state, its store open: the decision core, and Envoy's front end if it is on.
@@ -245,9 +245,14 @@ impl Server {
             None => self.app.router(),
         };
         let admin_router = self.app.admin_router();
-        for bound in [Some(&self.http), self.resp.as_ref(), self.grpc.as_ref(), self.admin.as_ref()]
-            .into_iter()
-            .flatten()
+        for bound in [
+            Some(&self.http),
+            self.resp.as_ref(),
+            self.grpc.as_ref(),
+            self.admin.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
         {
             if let Some(tls) = &bound.tls {
                 tokio::spawn(Arc::clone(tls).watch(shutdown.clone()));
@@ -341,8 +346,10 @@ async fn bind(
     let tls = match &settings.tls {
         Some(files) => {
             let alpn: &[&[u8]] = if name == "resp" { &[] } else { &HTTP_ALPN };
-            let tls = Tls::load(files.clone(), alpn)
-                .map_err(|source| ServeError::Tls { listener: name, source })?;
+            let tls = Tls::load(files.clone(), alpn).map_err(|source| ServeError::Tls {
+                listener: name,
+                source,
+            })?;
             Some(Arc::new(tls))
         }
         None => None,

@@ -56,7 +56,12 @@ pub async fn serve(
     };
     let mut resp = server
         .resp_addr()
-        .map(|addr| format!(" and {}://{addr}", scheme("redis", s.resp.listener.tls.as_ref())))
+        .map(|addr| {
+            format!(
+                " and {}://{addr}",
+                scheme("redis", s.resp.listener.tls.as_ref())
+            )
+        })
         .unwrap_or_default();
     if let Some(addr) = server.grpc_addr() {
         let grpc = scheme("grpc", s.grpc_listener.tls.as_ref());

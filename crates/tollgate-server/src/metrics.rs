@@ -7,8 +7,8 @@
 use std::time::SystemTime;
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// The label of decisions under an inline (client-chosen) policy.
@@ -47,9 +47,8 @@ pub struct ConnectionMetrics {
 
 impl ConnectionMetrics {
     fn new() -> Result<ConnectionMetrics, prometheus::Error> {
-        let by_listener = |name: &str, help: &str| {
-            IntCounterVec::new(Opts::new(name, help), &["listener"])
-        };
+        let by_listener =
+            |name: &str, help: &str| IntCounterVec::new(Opts::new(name, help), &["listener"]);
         Ok(ConnectionMetrics {
             open: IntGaugeVec::new(
                 Opts::new("tollgate_connections", "Connections open now, by listener."),

@@ -10,10 +10,10 @@ use crate::envoy::EnvoySettings;
 use crate::error::ServeError;
 use crate::limiter::Policies;
 use crate::limiter::descriptors::EnvoyAlgorithm;
+use crate::net::{ListenerSettings, limits};
 use crate::options::{
     DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,
 };
-use crate::net::{ListenerSettings, limits};
 use crate::resp::RespSettings;
 
 /// What the command line says: each option it gave, `None` where it is silent (then the
@@ -204,7 +204,10 @@ impl Settings {
         };
         differ("http.listen", running.listen != new.listen);
         differ("[http] connection limits or tls", running.http != new.http);
-        differ("[grpc] connection limits or tls", running.grpc_listener != new.grpc_listener);
+        differ(
+            "[grpc] connection limits or tls",
+            running.grpc_listener != new.grpc_listener,
+        );
         differ(
             "admin.listen, or [admin] connection limits or tls",
             running.admin_listen != new.admin_listen || running.admin != new.admin,

@@ -71,3 +71,4 @@ pub use postgres::TestPostgres;
 pub use proxy::StallProxy;
 pub use redis::TestRedis;
 pub use resp::{RedisTarget, Reply, redis_cmd};
+pub use tls::TestCa;

@@ -37,7 +37,10 @@ pub(super) fn given(
             (conn.max_connection_age_grace, "max_connection_age_grace"),
             (conn.keepalive_interval, "keepalive_interval"),
         ];
-        if let Some((value, name)) = http_only.iter().find_map(|(v, n)| Some(((*v).as_ref()?, n))) {
+        if let Some((value, name)) = http_only
+            .iter()
+            .find_map(|(v, n)| Some(((*v).as_ref()?, n)))
+        {
             return Err(refuse(
                 Some(value.span()),
                 &key(name),

@@ -179,14 +179,38 @@ impl Config {
         )?;
         let admin_listen = checked(file.admin.listen.clone(), "admin.listen", &address, &refuse)?;
         let dir = path.parent().unwrap_or_else(|| Path::new(""));
-        let http_listener =
-            listener::given("http", file.http.conn(), file.http.tls.as_ref(), true, dir, &refuse)?;
-        let resp_listener =
-            listener::given("resp", file.resp.conn(), file.resp.tls.as_ref(), false, dir, &refuse)?;
-        let grpc_listener =
-            listener::given("grpc", file.grpc.conn(), file.grpc.tls.as_ref(), true, dir, &refuse)?;
-        let admin_listener =
-            listener::given("admin", file.admin.conn(), file.admin.tls.as_ref(), true, dir, &refuse)?;
+        let http_listener = listener::given(
+            "http",
+            file.http.conn(),
+            file.http.tls.as_ref(),
+            true,
+            dir,
+            &refuse,
+        )?;
+        let resp_listener = listener::given(
+            "resp",
+            file.resp.conn(),
+            file.resp.tls.as_ref(),
+            false,
+            dir,
+            &refuse,
+        )?;
+        let grpc_listener = listener::given(
+            "grpc",
+            file.grpc.conn(),
+            file.grpc.tls.as_ref(),
+            true,
+            dir,
+            &refuse,
+        )?;
+        let admin_listener = listener::given(
+            "admin",
+            file.admin.conn(),
+            file.admin.tls.as_ref(),
+            true,
+            dir,
+            &refuse,
+        )?;
         let near_limit_ratio = checked(
             file.grpc.near_limit_ratio,
             "grpc.near_limit_ratio",
@@ -262,9 +286,15 @@ impl Config {
 /// a string says how to write one, and a number beyond every integer type says the largest.
 fn plain(field: &str, message: &str) -> String {
     let duration = field == "store.timeout"
-        || [".period", "_timeout", ".max_connection_age", "_grace", ".keepalive_interval"]
-            .iter()
-            .any(|end| field.ends_with(end));
+        || [
+            ".period",
+            "_timeout",
+            ".max_connection_age",
+            "_grace",
+            ".keepalive_interval",
+        ]
+        .iter()
+        .any(|end| field.ends_with(end));
     if duration && message.starts_with("invalid type") {
         return format!("{message}; write a duration such as \"50ms\", \"1s\" or \"1h\"");
     }

@@ -15,7 +15,6 @@ use tonic::{Request, Response, Status};
 use super::Envoy;
 use super::decide::{self, Refused};
 
-
 /// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;

@@ -127,7 +127,12 @@ impl Tls {
     pub async fn watch(self: Arc<Self>, shutdown: CancellationToken) {
         let read_all = || {
             let files = self.files.clone();
-            async move { tokio::task::spawn_blocking(move || read(&files).ok()).await.ok().flatten() }
+            async move {
+                tokio::task::spawn_blocking(move || read(&files).ok())
+                    .await
+                    .ok()
+                    .flatten()
+            }
         };
         let applied = read(&self.files).ok();
         crate::watch::on_change(read_all, applied, shutdown, |now, _| {

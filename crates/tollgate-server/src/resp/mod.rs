@@ -110,7 +110,9 @@ pub async fn serve(
                     let Refusal { stream, .. } = refusal;
                     if let Ok(mut stream) = Stream::open(stream, tls.as_deref()).await {
                         // As Redis says it when `maxclients` is reached.
-                        let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+                        let _ = stream
+                            .write_all(b"-ERR max number of clients reached\r\n")
+                            .await;
                         let _ = stream.shutdown().await;
                     }
                 }));
@@ -151,9 +153,8 @@ async fn connection(
     // between commands, the idle timeout. A timeout too long to add to a time never comes
     // (as `tokio::time::timeout` treats it).
     let idle = conn.idle_timeout;
-    let deadline = |since: Instant, waiting: Duration| {
-        since.checked_add(waiting).unwrap_or_else(far_future)
-    };
+    let deadline =
+        |since: Instant, waiting: Duration| since.checked_add(waiting).unwrap_or_else(far_future);
     // The time the connection must show progress by is `since` + `waiting`.
     let (mut since, mut waiting) = (Instant::now(), conn.request_timeout);
     let mut half_read_since: Option<Instant> = None;

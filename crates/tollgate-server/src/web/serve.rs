@@ -59,7 +59,11 @@ impl Listener {
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops accepting and
 /// returns once the requests in flight are answered.
-pub async fn serve(listener: Listener, router: Router, shutdown: CancellationToken) -> io::Result<()> {
+pub async fn serve(
+    listener: Listener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
     let Listener {
         mut acceptor,
         limits,
@@ -143,8 +147,8 @@ async fn connection(
         activity: Arc::clone(&activity),
         stall: limits.request_timeout,
     };
-    let connection =
-        builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+    let connection = builder
+        .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
     tokio::pin!(connection);
     let old_at = started.checked_add(limits.max_age);
     // Once asked to go away: when it is dropped if it has not closed by then.
@@ -212,7 +216,9 @@ async fn refuse(refusal: Refusal, builder: Arc<Builder<TokioExecutor>>, tls: Opt
     let answer = async move {
         let stream = Stream::open(stream, tls.as_deref()).await.ok()?;
         let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-            std::future::ready(Ok::<_, std::convert::Infallible>(refusal_answer(&request, cap)))
+            std::future::ready(Ok::<_, std::convert::Infallible>(refusal_answer(
+                &request, cap,
+            )))
         });
         builder
             .serve_connection(TokioIo::new(stream), service)
@@ -231,7 +237,10 @@ fn refusal_answer<B>(request: &Request<B>, cap: &str) -> Response<Body> {
         // A trailers-only gRPC answer: UNAVAILABLE, which clients retry elsewhere.
         let mut response = Response::new(Body::empty());
         let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
         headers.insert("grpc-status", HeaderValue::from_static("14"));
         if let Ok(message) = HeaderValue::from_str(&format!("too many connections ({cap})")) {
             headers.insert("grpc-message", message);

@@ -161,7 +161,9 @@ fn connect_from(from: SocketAddr, to: SocketAddr) -> TcpStream {
 /// `GET path`, on a connection of its own.
 fn blocking_get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).unwrap();
     let mut answer = String::new();
@@ -178,7 +180,11 @@ fn a_stalled_body_is_answered_408_after_the_request_timeout() {
     let answer = exchange(&mut stream, head.as_bytes(), Duration::from_secs(3));
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("request-timeout"), "{answer}");
-    assert!(start.elapsed() >= Duration::from_millis(450), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        start.elapsed()
+    );
     assert!(closed_within(&mut stream, Duration::from_secs(2)));
 }
 
@@ -291,8 +297,14 @@ fn a_half_sent_resp_command_is_closed_after_the_request_timeout_however_it_trick
 fn a_connection_limit_of_zero_and_limits_on_the_wrong_listener_are_refused() {
     for (config, field) in [
         ("[http]\nmax_connections = 0\n", "http.max_connections"),
-        ("[grpc]\nmax_connections_per_ip = 0\n", "grpc.max_connections_per_ip"),
-        ("[resp]\nmax_connection_age = \"1h\"\n", "resp.max_connection_age"),
+        (
+            "[grpc]\nmax_connections_per_ip = 0\n",
+            "grpc.max_connections_per_ip",
+        ),
+        (
+            "[resp]\nmax_connection_age = \"1h\"\n",
+            "resp.max_connection_age",
+        ),
         ("[admin]\nrequest_timeout = 5\n", "admin.request_timeout"),
         (
             "[http.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nclient_san = [\"a\"]\n",
