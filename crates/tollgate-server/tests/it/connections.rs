@@ -4,9 +4,9 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::support::{self, Tollgate};
+use crate::support::{self, Stopwatch, Tollgate};
 
 const CHECK: &str = r#"{"key": "k", "capacity": 100, "refill": 100, "period_ms": 1000}"#;
 
@@ -75,7 +75,7 @@ fn started(config: &str, args: &[&str]) -> (tempfile::TempDir, Tollgate) {
 
 /// Retries `ask` until it returns something, for at most `within`; how long it took.
 fn served_within<T>(within: Duration, mut ask: impl FnMut() -> Option<T>) -> (T, Duration) {
-    let start = Instant::now();
+    let start = Stopwatch::start();
     loop {
         if let Some(answer) = ask() {
             return (answer, start.elapsed());
@@ -89,7 +89,7 @@ fn served_within<T>(within: Duration, mut ask: impl FnMut() -> Option<T>) -> (T,
 fn ten_thousand_silent_http_connections_do_not_lock_out_an_honest_client() {
     let (_dir, server) = started("[http]\nrequest_timeout = \"1s\"\n", &[]);
     let mut held = silent(server.addr, 10_000);
-    let opened = Instant::now();
+    let opened = Stopwatch::start();
     // The next one is over max_connections: told so at once, not left in the backlog.
     let mut over = TcpStream::connect(server.addr).unwrap();
     let answer = exchange(&mut over, post_check().as_bytes(), Duration::from_secs(1));
@@ -175,7 +175,7 @@ fn blocking_get(addr: SocketAddr, path: &str) -> String {
 fn a_stalled_body_is_answered_408_after_the_request_timeout() {
     let (_dir, server) = started("[http]\nrequest_timeout = \"500ms\"\n", &[]);
     let mut stream = TcpStream::connect(server.addr).unwrap();
-    let start = Instant::now();
+    let start = Stopwatch::start();
     let head = "POST /v1/check HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"key\":";
     let answer = exchange(&mut stream, head.as_bytes(), Duration::from_secs(3));
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
@@ -275,7 +275,7 @@ fn a_half_sent_resp_command_is_closed_after_the_request_timeout_however_it_trick
     // A command a byte at a time, every 150 ms: never whole.
     let mut reader = stream.try_clone().unwrap();
     let watcher = std::thread::spawn(move || {
-        let start = Instant::now();
+        let start = Stopwatch::start();
         let closed = closed_within(&mut reader, Duration::from_secs(5));
         (closed, start.elapsed())
     });

