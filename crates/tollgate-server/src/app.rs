@@ -86,6 +86,7 @@ impl App {
             .secret(secret.as_ref().map(|s| s.as_encoded_bytes()))
             .observed(Arc::clone(&metrics), health)
             .policies(settings.policies.clone(), settings.inline_policies)
+            .tokens(settings.auth.clone())
             .build()?;
         metrics.stamp_config();
         let limiter = Arc::new(limiter);
@@ -115,13 +116,15 @@ impl App {
         &self.settings
     }
 
-    /// Every HTTP route: the API, and Envoy's `/json` and `/rlconfig` when gRPC is on.
+    /// Every HTTP route: the API, and Envoy's `/json` and `/rlconfig` when gRPC is on; each
+    /// request authenticated first when `[auth]` has tokens.
     pub fn router(&self) -> Router {
         let router = http::router(Arc::clone(&self.limiter));
-        match &self.envoy {
+        let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::routes(Arc::clone(envoy))),
             None => router,
-        }
+        };
+        web::auth::authenticate(router, Arc::clone(&self.limiter))
     }
 }
 

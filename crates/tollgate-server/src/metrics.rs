@@ -29,6 +29,7 @@ pub struct Metrics {
     pub connections: IntGauge,
     /// HTTP connections accepted.
     pub connections_total: IntCounter,
+    auth_failures: IntCounterVec,
 }
 
 /// A policy's decision counters, looked up once per config rather than once per decision.
@@ -92,6 +93,14 @@ impl Metrics {
             "tollgate_http_connections_total",
             "HTTP connections accepted.",
         )?;
+        let auth_failures = IntCounterVec::new(
+            Opts::new(
+                "tollgate_auth_failures_total",
+                "Requests refused for want of a valid token (none, or a wrong one), by front end \
+                 (http, grpc, resp).",
+            ),
+            &["frontend"],
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new("tollgate_build_info", "The running version; always 1."),
             &["version"],
@@ -108,6 +117,7 @@ impl Metrics {
             Box::new(last_reload.clone()),
             Box::new(connections.clone()),
             Box::new(connections_total.clone()),
+            Box::new(auth_failures.clone()),
             Box::new(build_info),
         ] {
             registry.register(c)?;
@@ -126,7 +136,13 @@ impl Metrics {
             last_reload,
             connections,
             connections_total,
+            auth_failures,
         })
+    }
+
+    /// The counter of failed authentications on `frontend`; it shows from the start at 0.
+    pub fn auth_failures(&self, frontend: &str) -> IntCounter {
+        self.auth_failures.with_label_values(&[frontend])
     }
 
     /// Adds `collector` to what a scrape gets (a front end's own series).

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::auth::Tokens;
 use crate::config::{Config, ConfigError};
 use crate::envoy::EnvoySettings;
 use crate::error::ServeError;
@@ -78,6 +79,8 @@ pub struct Settings {
     pub resp: RespSettings,
     /// Envoy's rate-limit service, if it is on.
     pub grpc: Option<EnvoySettings>,
+    /// The tokens requests need (none: everything is open).
+    pub auth: Tokens,
 }
 
 impl Settings {
@@ -171,6 +174,7 @@ impl Settings {
                     .unwrap_or(crate::resp::DEFAULT_MAX_CONNECTIONS),
             },
             grpc,
+            auth: f.map(|c| c.auth.clone()).unwrap_or_default(),
             overrides,
         }
     }

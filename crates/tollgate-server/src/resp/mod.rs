@@ -24,6 +24,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Secret;
 use crate::limiter::Limiter;
 use cmd::{After, Session, Shared};
 use codec::{Limits, Reply};
@@ -46,8 +47,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The RESP listener's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RespSettings {
-    /// `AUTH`'s password, if clients must give one.
-    pub password: Option<String>,
+    /// `AUTH`'s password (the user `default`'s), if clients must give one.
+    pub password: Option<Secret>,
     /// Connections silent this long are closed.
     pub idle_timeout: Duration,
     /// Connections open at once.

@@ -12,6 +12,9 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio_util::sync::CancellationToken;
+use tower_layer::Layer;
+
+use crate::auth::Strikes;
 
 /// The longest a client may take to send a request's line and headers, once it has begun.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,8 +42,10 @@ where
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        // A router serves any body, hyper's own included.
-        let service = TowerToHyperService::new(router.clone());
+        // A router serves any body, hyper's own included. Each request carries its
+        // connection's count of failed authentications, which slows a guesser down.
+        let service = axum::Extension(Strikes::default()).layer(router.clone());
+        let service = TowerToHyperService::new(service);
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
             .into_owned();
