@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
+use tollgate::Clock;
 use tonic::Code;
 
 use crate::support::auth::{
@@ -466,4 +467,55 @@ fn a_secret_written_in_the_config_file_is_refused_with_the_reason() {
         assert!(err.contains(expected), "{text}: {err}");
         assert!(!err.contains("plain-text-secret"), "{err}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_secrets_on_one_connection_are_answered_ever_later() {
+    let (_dir, config) = configured();
+    let server = start(&config);
+    let clock = tollgate::MonotonicClock::new();
+    let elapsed = |since: tollgate::Nanos| Duration::from(clock.now() - since);
+    // Eleven wrong secrets on one connection: the first at once, then 10 ms more each time,
+    // so at least 10 + 20 + ... + 100 ms = 550 ms in all.
+    let least = Duration::from_millis(550);
+    let client = Client::builder().pool_max_idle_per_host(1).build().unwrap();
+    let started = clock.now();
+    for _ in 0..11 {
+        let (status, _, _) = send(
+            &client,
+            &server,
+            Method::GET,
+            "/v1/policies",
+            Some(WRONG),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    let http = elapsed(started);
+    assert!(http >= least, "HTTP: {http:?}");
+
+    let mut grpc_client = crate::support::envoy::client(server.grpc_addr()).await;
+    let started = clock.now();
+    for _ in 0..11 {
+        let mut call = tonic::Request::new(request("d", vec![descriptor(&[("k", "v")])]));
+        let bearer = format!("Bearer {WRONG}").parse().unwrap();
+        call.metadata_mut().insert("authorization", bearer);
+        let refused = grpc_client.should_rate_limit(call).await.unwrap_err();
+        assert_eq!(refused.code(), Code::Unauthenticated);
+    }
+    let grpc = elapsed(started);
+    assert!(grpc >= least, "gRPC: {grpc:?}");
+
+    // Ten on RESP (the tenth closes the connection): at least 10 + ... + 90 ms.
+    let started = clock.now();
+    resp(
+        server.resp_addr(),
+        command(&["AUTH", "app", WRONG]).repeat(10).as_bytes(),
+    );
+    let resp_took = elapsed(started);
+    assert!(
+        resp_took >= Duration::from_millis(450),
+        "RESP: {resp_took:?}"
+    );
 }
