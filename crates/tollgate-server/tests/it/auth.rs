@@ -207,6 +207,31 @@ fn resp_commands_need_a_token_with_their_scope() {
         let replies = resp(addr, format!("{auth}{decide}").as_bytes());
         assert!(replies.starts_with("+OK\r\n*5\r\n"), "{auth}: {replies}");
     }
+    // redis-cli's --user/--pass send the ACL form.
+    let cli = |user: &str, pass: &str| {
+        let out = std::process::Command::new("redis-cli")
+            .args([
+                "-p",
+                &addr.port().to_string(),
+                "--user",
+                user,
+                "--pass",
+                pass,
+            ])
+            .args(["--no-auth-warning", "TOLLGATE.CHECK", "api", "carol"])
+            .output()
+            .expect("redis-cli runs (scripts/test --install installs redis-tools)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        cli("app", APP).starts_with("1\n100\n"),
+        "{}",
+        cli("app", APP)
+    );
+    assert_eq!(
+        cli("viewer", VIEWER),
+        "NOPERM this user has no permissions to run the 'tollgate.check' command\n\n"
+    );
 }
 
 #[tokio::test]
