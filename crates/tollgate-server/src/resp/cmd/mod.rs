@@ -1,8 +1,10 @@
 //! The commands, one file per family as Redis groups them: the rate limiters
 //! ([`throttle`]: `CL.THROTTLE`, `THROTTLE`, `TOLLGATE.CHECK`), a connection's own
-//! ([`connection`]: `HELLO`, `AUTH`, `CLIENT`, ...), and what clients ask of the server
-//! ([`server`]: `COMMAND`, `INFO`, `CONFIG GET`), each answered as Redis words it.
+//! ([`connection`]: `HELLO`, `CLIENT`, ...; [`auth`]: `AUTH`, and who may run what), and what
+//! clients ask of the server ([`server`]: `COMMAND`, `INFO`, `CONFIG GET`), each answered as
+//! Redis words it.
 
+mod auth;
 mod connection;
 mod server;
 mod throttle;
@@ -87,7 +89,7 @@ pub(super) struct Session {
     pub resp3: bool,
     name: Option<Vec<u8>>,
     /// Whom `AUTH` proved the connection to be; `None`: no one yet.
-    user: Option<connection::User>,
+    user: Option<auth::User>,
     /// Wrong `AUTH`s so far.
     failures: u32,
 }
@@ -153,16 +155,16 @@ pub(super) async fn execute(
             "cl.throttle" | "throttle" | "tollgate.check" => Some(Scope::Check),
             _ => None,
         };
-        match connection::access(shared, session) {
-            connection::Access::Open => {}
-            connection::Access::Anonymous => {
+        match auth::access(shared, session) {
+            auth::Access::Open => {}
+            auth::Access::Anonymous => {
                 shared.limiter.auth().failed(Frontend::Resp);
                 return (
                     Reply::Error("NOAUTH Authentication required.".into()),
                     After::Continue,
                 );
             }
-            connection::Access::Scopes(scopes) => {
+            auth::Access::Scopes(scopes) => {
                 if let Some(scope) = needs
                     && !scopes.contains(scope)
                 {
@@ -194,11 +196,11 @@ pub(super) async fn execute(
         "quit" => return (Reply::Simple("OK"), After::Close),
         "hello" => match connection::hello(shared, session, args) {
             Ok(reply) => reply,
-            Err(connection::WrongPass) => return connection::wrong_pass(shared, session).await,
+            Err(auth::WrongPass) => return auth::wrong_pass(shared, session).await,
         },
-        "auth" => match connection::auth(shared, session, args) {
+        "auth" => match auth::auth(shared, session, args) {
             Ok(reply) => reply,
-            Err(connection::WrongPass) => return connection::wrong_pass(shared, session).await,
+            Err(auth::WrongPass) => return auth::wrong_pass(shared, session).await,
         },
         "client" => connection::client(session, args),
         "select" => match args {
