@@ -154,6 +154,20 @@ async fn grpc_calls_need_a_token_with_their_scope() {
         "the refund gave one back"
     );
 
+    // The health service, as /healthz, needs no token.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let health = tonic_health::pb::health_client::HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "ratelimit".to_owned(),
+        })
+        .await
+        .expect("a health answer without a token");
+    assert_eq!(health.into_inner().status, 1, "SERVING");
+
     let client = Client::new();
     let (_, _, metrics) = send(&client, &server, Method::GET, "/metrics", Some(OPS), None).await;
     assert_eq!(
