@@ -517,20 +517,32 @@ async fn wrong_secrets_on_one_connection_are_answered_ever_later() {
     // Eleven wrong secrets on one connection: the first at once, then 10 ms more each time,
     // so at least 10 + 20 + ... + 100 ms = 550 ms in all.
     let least = Duration::from_millis(550);
-    let client = Client::builder().pool_max_idle_per_host(1).build().unwrap();
+    // Pipelined on one HTTP/1.1 connection (a client's pool may open another at any time), the
+    // last asking to close it.
+    let mut requests =
+        format!("GET /v1/policies HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {WRONG}\r\n\r\n")
+            .repeat(10);
+    requests.push_str(&format!(
+        "GET /v1/policies HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {WRONG}\r\n\
+         Connection: close\r\n\r\n"
+    ));
     let started = clock.now();
-    for _ in 0..11 {
-        let (status, _, _) = send(
-            &client,
-            &server,
-            Method::GET,
-            "/v1/policies",
-            Some(WRONG),
-            None,
-        )
-        .await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-    }
+    let answers = {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(requests.as_bytes()).unwrap();
+        let mut answers = String::new();
+        stream.read_to_string(&mut answers).unwrap();
+        answers
+    };
+    assert_eq!(
+        answers.matches("HTTP/1.1 401 Unauthorized").count(),
+        11,
+        "{answers}"
+    );
     let http = elapsed(started);
     assert!(http >= least, "HTTP: {http:?}");
 
