@@ -570,3 +570,47 @@ async fn wrong_secrets_on_one_connection_are_answered_ever_later() {
         "RESP: {resp_took:?}"
     );
 }
+
+#[tokio::test]
+async fn a_sighup_reads_a_rotated_secret_file_again() {
+    let (dir, config) = configured();
+    let server = start(&config);
+    let client = Client::new();
+    let check = || Some(json!({"policy": "api", "key": "gina"}));
+    let rotated = "app-rotated-3b9d07e2";
+    std::fs::write(dir.path().join("app.secret"), rotated).unwrap();
+    // The config file is unchanged: only the signal reads the secret again.
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut waited = Duration::ZERO;
+    loop {
+        let (status, _, _) = send(
+            &client,
+            &server,
+            Method::POST,
+            "/v1/check",
+            Some(rotated),
+            check(),
+        )
+        .await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(waited < Duration::from_secs(10), "never reloaded: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += Duration::from_millis(50);
+    }
+    let (status, _, _) = send(
+        &client,
+        &server,
+        Method::POST,
+        "/v1/check",
+        Some(APP),
+        check(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the old secret is gone");
+}
