@@ -88,6 +88,7 @@ impl App {
             .secret(secret.as_ref().map(|s| s.as_encoded_bytes()))
             .observed(Arc::clone(&metrics), health)
             .policies(settings.policies.clone(), settings.inline_policies)
+            .tokens(settings.auth.clone())
             .build()?;
         metrics.stamp_config();
         let limiter = Arc::new(limiter);
@@ -117,33 +118,37 @@ impl App {
         &self.settings
     }
 
-    /// Every HTTP route: the API, and Envoy's `/json` and `/rlconfig` when gRPC is on.
+    /// Every HTTP route: the API, and Envoy's `/json` and `/rlconfig` when gRPC is on; each
+    /// request authenticated first when `[auth]` has tokens.
     pub fn router(&self) -> Router {
         let router = http::router(Arc::clone(&self.limiter));
-        match &self.envoy {
+        let router = match &self.envoy {
             Some((envoy, _)) => router
                 .merge(envoy::json::routes(Arc::clone(envoy)))
                 .merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,
-        }
+        };
+        web::auth::authenticate(router, Arc::clone(&self.limiter))
     }
 
     /// The data port's routes: with an admin listener, only what a client needs to be limited.
     fn data_router(&self) -> Router {
         let router = http::data_router(Arc::clone(&self.limiter));
-        match &self.envoy {
+        let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::routes(Arc::clone(envoy))),
             None => router,
-        }
+        };
+        web::auth::authenticate(router, Arc::clone(&self.limiter))
     }
 
     /// The operators' routes: buckets, policies, metrics, `/rlconfig`.
     fn admin_router(&self) -> Router {
         let router = http::admin_router(Arc::clone(&self.limiter));
-        match &self.envoy {
+        let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,
-        }
+        };
+        web::auth::authenticate(router, Arc::clone(&self.limiter))
     }
 }
 

@@ -76,6 +76,10 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
             if p.shadow { ", shadow" } else { "" }
         ));
     }
+    // The tokens by name and scopes: their secrets were read, and are never shown.
+    for token in config.auth.iter() {
+        out.push_str(&format!("  auth.tokens.{}: {}\n", token.name, token.scopes));
+    }
     out.push_str(&envoy);
     out.push_str(&store);
     Ok(out)

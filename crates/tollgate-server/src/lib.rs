@@ -1,7 +1,7 @@
 //! The tollgate server: a standalone rate-limit service over tollgate's stores.
 //!
 //! The layers point one way. [`limiter`] is the decision core (the store, the policies in
-//! force, the one all-or-nothing rule, reservations); [`http`], [`envoy`] (gRPC) and [`resp`]
+//! force, the one all-or-nothing rule, reservations) with [`auth`] (who may do what); [`http`], [`envoy`] (gRPC) and [`resp`]
 //! are front ends on it, each turning its answers into its own protocol and none naming
 //! another; [`web`] is the HTTP plumbing two of them share. [`options`], [`config`] and
 //! [`settings`] say what to run; [`app`] is the one way to put it together, which `main.rs`,
@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod auth;
 pub mod cli;
 mod commands;
 pub mod config;

@@ -27,6 +27,7 @@ pub struct Metrics {
     last_reload: Gauge,
     /// Every listener's connections.
     pub connections: ConnectionMetrics,
+    auth_failures: IntCounterVec,
 }
 
 /// Connections by listener (`http`, `grpc`, `resp`, `admin`).
@@ -152,6 +153,14 @@ impl Metrics {
             "When the config in force was loaded, in seconds since the UNIX epoch.",
         )?;
         let connections = ConnectionMetrics::new()?;
+        let auth_failures = IntCounterVec::new(
+            Opts::new(
+                "tollgate_auth_failures_total",
+                "Requests refused for want of a valid token (none, or a wrong one), by front end \
+                 (http, grpc, resp).",
+            ),
+            &["frontend"],
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new("tollgate_build_info", "The running version; always 1."),
             &["version"],
@@ -166,6 +175,7 @@ impl Metrics {
             Box::new(fail_policy_decisions.clone()),
             Box::new(reloads.clone()),
             Box::new(last_reload.clone()),
+            Box::new(auth_failures.clone()),
             Box::new(build_info),
         ]
         .into_iter()
@@ -186,7 +196,13 @@ impl Metrics {
             reloads,
             last_reload,
             connections,
+            auth_failures,
         })
+    }
+
+    /// The counter of failed authentications on `frontend`; it shows from the start at 0.
+    pub fn auth_failures(&self, frontend: &str) -> IntCounter {
+        self.auth_failures.with_label_values(&[frontend])
     }
 
     /// Adds `collector` to what a scrape gets (a front end's own series).

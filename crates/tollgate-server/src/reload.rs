@@ -1,5 +1,6 @@
 //! Live reload: the config file is read again when it changes and on SIGHUP, and a good edit
-//! puts its policies in force for the next decisions, buckets kept.
+//! puts its policies in force for the next decisions, buckets kept, and its tokens (`[auth]`,
+//! their secret files and variables read again) for the next requests.
 //!
 //! The file is polled ([`watch::POLL`]) rather than watched through inotify: editors write in place
 //! or rename over the file, and Kubernetes swaps a symlink to a new directory; reading the
@@ -84,6 +85,7 @@ fn reload(
         tokio::spawn(check_new_store(settings.clone()));
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
+    state.auth().reload(settings.auth.clone());
     if let (Some(envoy), Some(grpc)) = (envoy, &settings.grpc)
         && let Err(error) = envoy.reconfigure(grpc.clone())
     {
@@ -94,6 +96,7 @@ fn reload(
         trigger = why,
         policies = settings.policies.len(),
         inline_policies = settings.inline_policies,
+        tokens = settings.auth.len(),
         "config reloaded"
     );
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::auth::Tokens;
 use crate::config::{Config, ConfigError, ListenerGiven};
 use crate::envoy::EnvoySettings;
 use crate::error::ServeError;
@@ -89,6 +90,8 @@ pub struct Settings {
     pub resp: RespSettings,
     /// Envoy's rate-limit service, if it is on.
     pub grpc: Option<EnvoySettings>,
+    /// The tokens requests need (none: everything is open).
+    pub auth: Tokens,
 }
 
 impl Settings {
@@ -188,6 +191,7 @@ impl Settings {
                 listener: listener(limits::RESP, |c| &c.resp_listener),
             },
             grpc,
+            auth: f.map(|c| c.auth.clone()).unwrap_or_default(),
             overrides,
         }
     }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::auth::Scope;
 use crate::limiter::descriptors::{Charge, EnvoyAlgorithm};
 use crate::options::{LogFormat, OnStoreError};
 
@@ -25,6 +26,7 @@ pub(super) struct File {
     pub(super) grpc: GrpcFile,
     #[serde(default)]
     pub(super) admin: AdminFile,
+    pub(super) auth: AuthFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }
 
@@ -137,6 +139,23 @@ listener_table!(GrpcFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct DomainFile {
     pub(super) algorithm: EnvoyAlgorithm,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuthFile {
+    #[serde(default)]
+    pub(super) tokens: BTreeMap<String, Spanned<TokenFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TokenFile {
+    pub(super) secret_file: Option<Spanned<String>>,
+    pub(super) secret_env: Option<Spanned<String>>,
+    /// Read only to be refused with the reason (and without its value).
+    pub(super) secret: Option<Spanned<serde::de::IgnoredAny>>,
+    pub(super) scopes: Spanned<Vec<Scope>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,5 +1,5 @@
 //! The config file (`tollgate serve --config FILE`, or `TOLLGATE_CONFIG`): the store, the
-//! listeners, the fail policy and the named policies, in TOML.
+//! listeners, the fail policy, the named policies and the tokens (`[auth]`), in TOML.
 //!
 //! ```toml
 //! [store]
@@ -18,6 +18,7 @@
 //! says only what it sets: whatever it leaves out keeps the command line's value (its default,
 //! or the flag given), and a flag given on the command line overrides the file.
 
+mod auth;
 mod error;
 mod file;
 mod listener;
@@ -33,6 +34,7 @@ pub use error::ConfigError;
 pub use listener::ListenerGiven;
 use toml::Spanned;
 
+use crate::auth::{Secret, Tokens};
 use crate::limiter::Policies;
 use crate::limiter::descriptors::{Charge, EnvoyAlgorithm};
 use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec};
@@ -63,7 +65,7 @@ pub struct Config {
     /// `[resp] listen`.
     pub resp_listen: Option<SocketAddr>,
     /// `[resp] password`.
-    pub resp_password: Option<String>,
+    pub resp_password: Option<Secret>,
     /// `[http]`'s connection limits and TLS.
     pub http_listener: ListenerGiven,
     /// `[resp]`'s connection limits and TLS.
@@ -78,6 +80,8 @@ pub struct Config {
     pub grpc: GrpcConfig,
     /// `[policies.*]`.
     pub policies: Policies,
+    /// `[auth.tokens.*]`, their secrets read.
+    pub auth: Tokens,
 }
 
 /// `[grpc]`: what it sets.
@@ -251,6 +255,12 @@ impl Config {
         let policies = policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
         })?;
+        let auth = auth::compile(
+            file.auth.tokens,
+            path.parent().unwrap_or_else(|| Path::new("")),
+            file.resp.password.is_some(),
+            &refuse,
+        )?;
         Ok(Config {
             path: path.to_owned(),
             text: text.to_owned(),
@@ -270,7 +280,7 @@ impl Config {
             inline_policies: file.http.inline_policies,
             log_format: file.log.format,
             resp_listen,
-            resp_password: file.resp.password,
+            resp_password: file.resp.password.map(|p| Secret::new(p.as_bytes())),
             http_listener,
             resp_listener,
             grpc_listener,
@@ -278,6 +288,7 @@ impl Config {
             admin_listener,
             grpc,
             policies,
+            auth,
         })
     }
 }

@@ -7,12 +7,13 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
+use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use axum::{Extension, Router};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
@@ -25,20 +26,26 @@ use serde_json::{Map, Value, json};
 
 use super::Envoy;
 use super::decide::{self, Refused};
+use crate::auth::{Grant, Scope};
 use crate::limiter::descriptors::config::Unit;
+use crate::web::auth::require;
 use crate::web::body;
 use crate::web::problem::Problem;
 
-/// `/json` and `/rlconfig`, to merge into the HTTP router.
+/// `/json`, to merge into the HTTP router (it asks for its scope once it has read the
+/// request: `check`, or `admin` for negative hits).
 pub fn routes(envoy: Arc<Envoy>) -> Router {
     Router::new().route("/json", any(answer)).with_state(envoy)
 }
 
 /// `/rlconfig`: what the loaded Envoy config says, for operators (on the admin listener when
-/// there is one).
+/// there is one): the whole config, an administrator's.
 pub fn admin_routes(envoy: Arc<Envoy>) -> Router {
     Router::new()
-        .route("/rlconfig", get(rlconfig))
+        .route(
+            "/rlconfig",
+            get(rlconfig).layer(from_fn_with_state(Scope::Admin, require)),
+        )
         .with_state(envoy)
 }
 
@@ -47,7 +54,11 @@ async fn rlconfig(State(envoy): State<Arc<Envoy>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
 }
 
-async fn answer(State(envoy): State<Arc<Envoy>>, body: Body) -> Response {
+async fn answer(
+    State(envoy): State<Arc<Envoy>>,
+    grant: Option<Extension<Grant>>,
+    body: Body,
+) -> Response {
     let bytes = match body::read(body).await {
         Ok(bytes) => bytes,
         Err(problem) => return problem.into_response(),
@@ -56,6 +67,13 @@ async fn answer(State(envoy): State<Arc<Envoy>>, body: Body) -> Response {
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
+    // The scope depends on the body (a refund is an administrator's): asked here, not on the
+    // route. A request `authenticate` did not see is let through, as `require` lets it.
+    if let Some(Extension(grant)) = grant
+        && let Err(refusal) = grant.allows(super::scope_of(&request))
+    {
+        return Problem::from(refusal).into_response();
+    }
     let loaded = envoy.loaded();
     match decide::decide(envoy.limiter(), &loaded, envoy.metrics(), &request).await {
         Ok(response) => {

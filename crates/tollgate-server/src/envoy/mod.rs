@@ -21,6 +21,9 @@ use std::sync::PoisonError;
 
 use arc_swap::ArcSwap;
 
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+
+use crate::auth::Scope;
 use crate::limiter::Limiter;
 use crate::limiter::descriptors::config::{EnvoyConfig, LoadError};
 use crate::limiter::descriptors::{Charge, EnvoyAlgorithm, policy_of};
@@ -36,6 +39,16 @@ pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 /// envoyproxy/ratelimit's names of its response headers, by default.
 pub const DEFAULT_HEADER_NAMES: [&str; 3] =
     ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"];
+
+/// The scope `request` needs: deciding, or, where a descriptor gives hits back
+/// (`is_negative_hits`, a refund that no reservation of the caller's bounds), administering.
+pub fn scope_of(request: &RateLimitRequest) -> Scope {
+    if request.descriptors.iter().any(|d| d.is_negative_hits) {
+        Scope::Admin
+    } else {
+        Scope::Check
+    }
+}
 
 /// The gRPC front end's settings (`[grpc]`, `--grpc-listen`, `--envoy-*`).
 #[derive(Debug, Clone, PartialEq)]

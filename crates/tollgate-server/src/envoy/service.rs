@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 
 use super::Envoy;
 use super::decide::{self, Refused};
+use crate::auth::{Frontend, Refusal, Strikes};
 
 /// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.
@@ -33,6 +34,7 @@ impl RateLimitService for RateLimiter {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        authorize(&self.envoy, &request).await?;
         let loaded = self.envoy.loaded();
         decide::decide(
             self.envoy.limiter(),
@@ -47,6 +49,32 @@ impl RateLimitService for RateLimiter {
             Refused::Unavailable(message) => Status::unavailable(message),
         })
     }
+}
+
+/// Refuses a call without a configured token in its `authorization` metadata
+/// (`Bearer <secret>`: `UNAUTHENTICATED`, a wrong one held back a little longer each time on
+/// its connection) or whose token lacks the scope the request needs (`PERMISSION_DENIED`).
+async fn authorize(envoy: &Envoy, request: &Request<RateLimitRequest>) -> Result<(), Status> {
+    let auth = envoy.limiter().auth();
+    let header = request
+        .metadata()
+        .get("authorization")
+        .map(|v| v.as_bytes());
+    let grant = match auth.bearer(header) {
+        Ok(grant) => grant,
+        Err(refusal) => {
+            auth.failed(Frontend::Grpc);
+            if refusal == Refusal::Wrong
+                && let Some(strikes) = request.extensions().get::<Strikes>()
+            {
+                tokio::time::sleep(strikes.strike()).await;
+            }
+            return Err(Status::unauthenticated(refusal.to_string()));
+        }
+    };
+    grant
+        .allows(super::scope_of(request.get_ref()))
+        .map_err(|refusal| Status::permission_denied(refusal.to_string()))
 }
 
 /// Serves the rate-limit and health services on `listener` until `shutdown`, then returns

@@ -16,14 +16,19 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{Method, Uri};
+use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 
+use crate::auth::Scope;
 use crate::limiter::Limiter;
+use crate::web::auth::require;
 use crate::web::problem::Problem;
 
 /// Every route, for embedding in another axum application, and for the data port when
-/// there is no admin listener.
+/// there is no admin listener. Each asks for the scope it needs of a request
+/// [`crate::web::auth::authenticate`] let in (a commit gives back only what its own reservation
+/// took, so it is part of deciding; a reset is an administrator's).
 pub fn router(limiter: Arc<Limiter>) -> Router {
     data_router(Arc::clone(&limiter)).merge(admin_routes(limiter))
 }
@@ -31,10 +36,11 @@ pub fn router(limiter: Arc<Limiter>) -> Router {
 /// What a client needs to be limited: `/v1/check`, `/v1/reserve`, `/v1/commit`, and the
 /// health probes.
 pub fn data_router(limiter: Arc<Limiter>) -> Router {
+    let check = from_fn_with_state(Scope::Check, require);
     Router::new()
-        .route("/v1/check", post(check::check))
-        .route("/v1/reserve", post(settle::reserve))
-        .route("/v1/commit", post(settle::commit))
+        .route("/v1/check", post(check::check).layer(check.clone()))
+        .route("/v1/reserve", post(settle::reserve).layer(check.clone()))
+        .route("/v1/commit", post(settle::commit).layer(check))
         .merge(probes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -44,13 +50,17 @@ pub fn data_router(limiter: Arc<Limiter>) -> Router {
 /// What operators use, which reads or changes any client's bucket: `/v1/buckets`,
 /// `/v1/policies`, `/metrics`.
 fn admin_routes(limiter: Arc<Limiter>) -> Router {
+    let read = from_fn_with_state(Scope::Read, require);
+    let admin = from_fn_with_state(Scope::Admin, require);
     Router::new()
         .route(
             "/v1/buckets/{policy}/{key}",
-            get(settle::get_bucket).delete(settle::delete_bucket),
+            get(settle::get_bucket)
+                .layer(read.clone())
+                .merge(delete(settle::delete_bucket).layer(admin.clone())),
         )
-        .route("/v1/policies", get(policies::list))
-        .route("/metrics", get(health::metrics))
+        .route("/v1/policies", get(policies::list).layer(read))
+        .route("/metrics", get(health::metrics).layer(admin))
         .with_state(limiter)
 }
 

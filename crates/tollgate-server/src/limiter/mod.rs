@@ -30,6 +30,7 @@ pub use live::{Entry, Live};
 pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
 pub use target::{MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target};
 
+use crate::auth::{Auth, Tokens};
 use crate::metrics::Metrics;
 use crate::options::OnStoreError;
 use reservation::Signer;
@@ -47,6 +48,7 @@ pub struct Limiter {
     live: ArcSwap<Live>,
     metrics: Arc<Metrics>,
     health: Arc<StoreHealth>,
+    auth: Auth,
 }
 
 /// Builds a [`Limiter`]: see [`Limiter::builder`].
@@ -59,6 +61,7 @@ pub struct LimiterBuilder {
     policies: Policies,
     inline_policies: bool,
     observed: Option<(Arc<Metrics>, Arc<StoreHealth>)>,
+    tokens: Tokens,
 }
 
 impl Limiter {
@@ -75,6 +78,7 @@ impl Limiter {
             policies: Policies::default(),
             inline_policies: true,
             observed: None,
+            tokens: Tokens::default(),
         }
     }
 
@@ -180,6 +184,11 @@ impl Limiter {
     pub fn reservation_ttl(&self) -> Duration {
         self.reservation_ttl
     }
+
+    /// Who may do what: every front end asks it before deciding.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
 }
 
 impl LimiterBuilder {
@@ -215,6 +224,12 @@ impl LimiterBuilder {
         self
     }
 
+    /// Requests need one of `tokens` (none: everything is open).
+    pub fn tokens(mut self, tokens: Tokens) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
     /// Reports to `metrics`, and store calls to `health` (which the store's fail policy
     /// reports its failures to).
     pub fn observed(mut self, metrics: Arc<Metrics>, health: Arc<StoreHealth>) -> Self {
@@ -242,6 +257,7 @@ impl LimiterBuilder {
             timer: MonotonicClock::new(),
             reservation_ttl: self.reservation_ttl,
             live: ArcSwap::from_pointee(Live::new(self.policies, self.inline_policies, &metrics)),
+            auth: Auth::new(self.tokens, &metrics),
             metrics,
             health,
         })

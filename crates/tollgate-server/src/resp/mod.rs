@@ -27,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Secret;
 use crate::limiter::Limiter;
 use crate::net::ListenerSettings;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
@@ -50,8 +51,8 @@ const FLUSH_AT: usize = 64 * 1024;
 /// The RESP listener's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RespSettings {
-    /// `AUTH`'s password, if clients must give one.
-    pub password: Option<String>,
+    /// `AUTH`'s password (the user `default`'s), if clients must give one.
+    pub password: Option<Secret>,
     /// The listener's connection limits and TLS.
     pub listener: ListenerSettings,
 }

@@ -17,6 +17,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
+use crate::auth::Strikes;
 use crate::net::limits::ConnLimits;
 
 /// A connection's requests: how many are in flight, and when the last one ended.
@@ -73,6 +74,8 @@ pub(super) struct Tracked {
     pub(super) router: Router,
     pub(super) activity: Arc<Activity>,
     pub(super) stall: Duration,
+    /// The connection's count of failed authentications, which slows a guesser down.
+    pub(super) strikes: Strikes,
 }
 
 impl Service<http::Request<Incoming>> for Tracked {
@@ -87,7 +90,8 @@ impl Service<http::Request<Incoming>> for Tracked {
     fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.begin();
         let stall = self.stall;
-        let request = request.map(|body| Body::new(Stalling::new(body, stall)));
+        let mut request = request.map(|body| Body::new(Stalling::new(body, stall)));
+        request.extensions_mut().insert(self.strikes.clone());
         // A router is always ready.
         let answer = self.router.call(request);
         Box::pin(async move {

@@ -1,8 +1,9 @@
 //! What the HTTP/JSON API and the Envoy front end (gRPC, `/json`) share of HTTP: serving a
-//! router with bounds on slow and silent clients, bounded bodies, and
+//! router with bounds on slow and silent clients, bounded bodies, bearer tokens, and
 //! `application/problem+json` errors.
 
 mod activity;
+pub mod auth;
 pub mod body;
 pub mod problem;
 mod serve;

@@ -8,6 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::auth::Refusal;
 use crate::limiter::DecideError;
 
 /// An error answer.
@@ -180,6 +181,34 @@ impl From<DecideError> for Problem {
     }
 }
 
+impl From<Refusal> for Problem {
+    /// 401 for a missing or wrong token (with `WWW-Authenticate: Bearer`), 403 for a token
+    /// without the scope.
+    fn from(refusal: Refusal) -> Problem {
+        let (status, kind, title) = if refusal.is_unauthenticated() {
+            (
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "A valid bearer token is required",
+            )
+        } else {
+            (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "The token does not allow this request",
+            )
+        };
+        Problem {
+            status,
+            kind,
+            title,
+            detail: refusal.to_string(),
+            field: None,
+            retry_after_secs: None,
+        }
+    }
+}
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let mut body = json!({
@@ -197,6 +226,13 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: the scheme a client should answer the challenge with.
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"tollgate\""),
+            );
+        }
         if let Some(secs) = self.retry_after_secs {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::activity::{Activity, Tracked};
+use crate::auth::Strikes;
 use super::problem::Problem;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
 use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT};
@@ -146,6 +147,7 @@ async fn connection(
         router,
         activity: Arc::clone(&activity),
         stall: limits.request_timeout,
+        strikes: Strikes::default(),
     };
     let connection = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));

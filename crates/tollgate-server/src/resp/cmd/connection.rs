@@ -1,10 +1,15 @@
-//! A connection's own commands: `HELLO`, `AUTH`, `CLIENT`.
+//! A connection's own commands: `HELLO`, `CLIENT` (`AUTH` is in [`super::auth`]).
 
+use super::auth::{Access, WrongPass, access, login};
 use super::{Session, Shared, arity};
 use crate::resp::codec::Reply;
 
 /// `HELLO [protover [AUTH user password] [SETNAME name]]`: the handshake of RESP3 clients.
-pub(super) fn hello(shared: &Shared, session: &mut Session, args: &[&[u8]]) -> Reply {
+pub(super) fn hello(
+    shared: &Shared,
+    session: &mut Session,
+    args: &[&[u8]],
+) -> Result<Reply, WrongPass> {
     let mut resp3 = session.resp3;
     let mut rest = &args[1..];
     if let Some((version, tail)) = rest.split_first() {
@@ -14,51 +19,54 @@ pub(super) fn hello(shared: &Shared, session: &mut Session, args: &[&[u8]]) -> R
         {
             Some(2) => resp3 = false,
             Some(3) => resp3 = true,
-            Some(_) => return Reply::Error("NOPROTO unsupported protocol version".into()),
-            None => return Reply::err("Protocol version is not an integer or out of range"),
+            Some(_) => return Ok(Reply::Error("NOPROTO unsupported protocol version".into())),
+            None => {
+                return Ok(Reply::err(
+                    "Protocol version is not an integer or out of range",
+                ));
+            }
         }
         rest = tail;
     }
     let mut name = None;
-    let mut authenticated = session.authenticated;
+    let mut user = None;
     while let Some((option, tail)) = rest.split_first() {
         match (option.to_ascii_lowercase().as_slice(), tail) {
-            (b"auth", [user, password, more @ ..]) => {
-                if !shared.password_matches(user, password) {
-                    return wrong_password();
-                }
-                authenticated = true;
+            (b"auth", [name, password, more @ ..]) => {
+                user = Some(login(shared, Some(name), password).ok_or(WrongPass)?);
                 rest = more;
             }
             (b"setname", [client, more @ ..]) => {
                 if let Err(reply) = check_name(client) {
-                    return reply;
+                    return Ok(reply);
                 }
                 name = Some(client.to_vec());
                 rest = more;
             }
             _ => {
-                return Reply::err(format!(
+                return Ok(Reply::err(format!(
                     "Syntax error in HELLO option '{}'",
                     String::from_utf8_lossy(option)
-                ));
+                )));
             }
         }
     }
-    if !authenticated {
-        return Reply::Error(
+    if let Some(user) = user {
+        session.user = Some(user);
+    }
+    if matches!(access(shared, session), Access::Anonymous) {
+        return Ok(Reply::Error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
              HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
              select the RESP protocol version at the same time"
                 .into(),
-        );
+        ));
     }
     session.resp3 = resp3;
-    session.authenticated = authenticated;
     if name.is_some() {
         session.name = name;
     }
-    Reply::Map(vec![
+    Ok(Reply::Map(vec![
         (Reply::text("server"), Reply::text("tollgate")),
         (
             Reply::text("version"),
@@ -72,54 +80,7 @@ pub(super) fn hello(shared: &Shared, session: &mut Session, args: &[&[u8]]) -> R
         (Reply::text("mode"), Reply::text("standalone")),
         (Reply::text("role"), Reply::text("master")),
         (Reply::text("modules"), Reply::Array(Vec::new())),
-    ])
-}
-
-impl Shared {
-    /// Whether `user` and `password` authenticate. Without a password set, the default user
-    /// takes any (as Redis's `nopass` default user does), so a client configured with one still
-    /// connects.
-    fn password_matches(&self, user: &[u8], password: &[u8]) -> bool {
-        if self.password.is_none() {
-            return user == b"default";
-        }
-        // Compared in constant time, so that timing does not tell how much of a guess is right.
-        let same = |a: &[u8], b: &[u8]| {
-            a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-        };
-        user == b"default"
-            && self
-                .password
-                .as_ref()
-                .is_some_and(|p| same(p.as_bytes(), password))
-    }
-}
-
-fn wrong_password() -> Reply {
-    Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
-}
-
-pub(super) fn auth(shared: &Shared, session: &mut Session, args: &[&[u8]]) -> Reply {
-    let (user, password): (&[u8], &[u8]) = match args {
-        [_, password] => {
-            // Redis refuses the password-only form when no password is set.
-            if shared.password.is_none() {
-                return Reply::err(
-                    "AUTH <password> called without any password configured for the default \
-                     user. Are you sure your configuration is correct?",
-                );
-            }
-            (b"default", password)
-        }
-        [_, user, password] => (user, password),
-        _ => return arity("auth"),
-    };
-    if shared.password_matches(user, password) {
-        session.authenticated = true;
-        Reply::Simple("OK")
-    } else {
-        wrong_password()
-    }
+    ]))
 }
 
 fn check_name(name: &[u8]) -> Result<(), Reply> {

@@ -1,8 +1,10 @@
 //! The commands, one file per family as Redis groups them: the rate limiters
 //! ([`throttle`]: `CL.THROTTLE`, `THROTTLE`, `TOLLGATE.CHECK`), a connection's own
-//! ([`connection`]: `HELLO`, `AUTH`, `CLIENT`, ...), and what clients ask of the server
-//! ([`server`]: `COMMAND`, `INFO`, `CONFIG GET`), each answered as Redis words it.
+//! ([`connection`]: `HELLO`, `CLIENT`, ...; [`auth`]: `AUTH`, and who may run what), and what
+//! clients ask of the server ([`server`]: `COMMAND`, `INFO`, `CONFIG GET`), each answered as
+//! Redis words it.
 
+mod auth;
 mod connection;
 mod server;
 mod throttle;
@@ -14,6 +16,7 @@ use tollgate::{Clock, MonotonicClock, Nanos};
 
 use super::cell;
 use super::codec::Reply;
+use crate::auth::{Frontend, Scope, Secret};
 use crate::limiter::Limiter;
 use crate::metrics::PolicyCounters;
 
@@ -24,8 +27,9 @@ const THROTTLE_BUCKET: &str = "throttle";
 pub(super) struct Shared {
     /// The decision core: the store, the policies and the metrics.
     pub(super) limiter: Arc<Limiter>,
-    /// `AUTH`'s password; `None`: no authentication.
-    pub(super) password: Option<String>,
+    /// `AUTH`'s password, the user `default`'s; `None`: that user has none (then only the
+    /// `[auth]` tokens, if any, authenticate).
+    pub(super) password: Option<Secret>,
     /// The port the listener is on (for `INFO`).
     pub(super) port: u16,
     next_id: AtomicU64,
@@ -41,7 +45,7 @@ pub(super) struct Shared {
 
 impl Shared {
     /// Connections deciding through `limiter`.
-    pub(super) fn new(limiter: Arc<Limiter>, password: Option<String>, port: u16) -> Shared {
+    pub(super) fn new(limiter: Arc<Limiter>, password: Option<Secret>, port: u16) -> Shared {
         let cell = limiter.metrics().policy(cell::BUCKET);
         let throttle = limiter.metrics().policy(THROTTLE_BUCKET);
         let clock = MonotonicClock::new();
@@ -84,7 +88,10 @@ pub(super) struct Session {
     /// Whether replies are RESP3 (after `HELLO 3`).
     pub resp3: bool,
     name: Option<Vec<u8>>,
-    authenticated: bool,
+    /// Whom `AUTH` proved the connection to be; `None`: no one yet.
+    user: Option<auth::User>,
+    /// Wrong `AUTH`s so far.
+    failures: u32,
 }
 
 impl Session {
@@ -94,7 +101,8 @@ impl Session {
             id: shared.next_id.fetch_add(1, Ordering::Relaxed),
             resp3: false,
             name: None,
-            authenticated: shared.password.is_none(),
+            user: None,
+            failures: 0,
         }
     }
 }
@@ -142,11 +150,34 @@ pub(super) async fn execute(
         }
         _ => "",
     };
-    if !session.authenticated && !matches!(name, "auth" | "hello" | "quit" | "reset") {
-        return (
-            Reply::Error("NOAUTH Authentication required.".into()),
-            After::Continue,
-        );
+    if !matches!(name, "auth" | "hello" | "quit" | "reset") {
+        let needs = match name {
+            "cl.throttle" | "throttle" | "tollgate.check" => Some(Scope::Check),
+            _ => None,
+        };
+        match auth::access(shared, session) {
+            auth::Access::Open => {}
+            auth::Access::Anonymous => {
+                shared.limiter.auth().failed(Frontend::Resp);
+                return (
+                    Reply::Error("NOAUTH Authentication required.".into()),
+                    After::Continue,
+                );
+            }
+            auth::Access::Scopes(scopes) => {
+                if let Some(scope) = needs
+                    && !scopes.contains(scope)
+                {
+                    // Redis 7.0's words for a command the user's ACL does not allow.
+                    return (
+                        Reply::Error(format!(
+                            "NOPERM this user has no permissions to run the '{name}' command"
+                        )),
+                        After::Continue,
+                    );
+                }
+            }
+        }
     }
     shared.commands.fetch_add(1, Ordering::Relaxed);
     let reply = match name {
@@ -163,8 +194,14 @@ pub(super) async fn execute(
             _ => arity(name),
         },
         "quit" => return (Reply::Simple("OK"), After::Close),
-        "hello" => connection::hello(shared, session, args),
-        "auth" => connection::auth(shared, session, args),
+        "hello" => match connection::hello(shared, session, args) {
+            Ok(reply) => reply,
+            Err(auth::WrongPass) => return auth::wrong_pass(shared, session).await,
+        },
+        "auth" => match auth::auth(shared, session, args) {
+            Ok(reply) => reply,
+            Err(auth::WrongPass) => return auth::wrong_pass(shared, session).await,
+        },
         "client" => connection::client(session, args),
         "select" => match args {
             [_, db] => match std::str::from_utf8(db)
@@ -182,7 +219,7 @@ pub(super) async fn execute(
         "reset" => {
             session.resp3 = false;
             session.name = None;
-            session.authenticated = shared.password.is_none();
+            session.user = None;
             Reply::Simple("RESET")
         }
         "config" => server::config(args),

@@ -3,6 +3,7 @@
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
+pub mod auth;
 pub mod envoy;
 pub mod faults;
 
@@ -55,11 +56,32 @@ impl Tollgate {
 
     /// Starts `tollgate <args>`, nothing added, with environment variables `env` set.
     pub fn start_exactly(args: &[&str], env: &[(&str, &str)]) -> Tollgate {
+        Tollgate::spawn(args, env, Stdio::inherit())
+    }
+
+    /// [`start_exactly`](Self::start_exactly), what it writes on stderr (its logs) kept.
+    pub fn start_logged(args: &[&str], env: &[(&str, &str)]) -> (Tollgate, Logs) {
+        let mut server = Tollgate::spawn(args, env, Stdio::piped());
+        let logs = Logs::default();
+        let stderr = server.child.stderr.take().expect("stderr is piped");
+        let kept = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut text = kept.0.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        (server, logs)
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Tollgate {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
             .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("the tollgate binary starts");
         let mut banner = String::new();
@@ -122,6 +144,17 @@ impl Tollgate {
             std::thread::sleep(step);
             waited += step;
         }
+    }
+}
+
+/// What a server started with [`Tollgate::start_logged`] wrote on stderr so far.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<std::sync::Mutex<String>>);
+
+impl Logs {
+    /// The text so far.
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
     }
 }
 

@@ -1,0 +1,118 @@
+//! Who a connection is and what it may do: `AUTH` (Redis 6's `AUTH user password` and the
+//! one-argument form), `[resp] password` (the user `default`, scope `check`) and the `[auth]`
+//! tokens, whose scopes are looked up at each command so that a reload applies to connections
+//! already open.
+
+use super::{After, Session, Shared, arity};
+use crate::auth::{Frontend, MAX_RESP_FAILURES, Scope, Scopes, Token, delay};
+use crate::resp::codec::Reply;
+
+/// Who a connection authenticated as.
+pub(super) enum User {
+    /// The user `default`, by `[resp] password`: it may decide (scope `check`).
+    Password,
+    /// An `[auth]` token, whose scopes are looked up afresh at each command (a reload may have
+    /// changed them, or its secret).
+    Token(Token),
+    /// The user `default` of a server that asked for no password when it authenticated, as a
+    /// Redis `nopass` user: nothing once authentication is required.
+    Nopass,
+}
+
+/// What a connection may do now.
+pub(super) enum Access {
+    /// Everything: no password and no token is configured.
+    Open,
+    /// Nothing but authenticate.
+    Anonymous,
+    /// What these scopes allow.
+    Scopes(Scopes),
+}
+
+/// What `session` may do under the password and the tokens in force now.
+pub(super) fn access(shared: &Shared, session: &Session) -> Access {
+    let auth = shared.limiter.auth();
+    if shared.password.is_none() && !auth.required() {
+        return Access::Open;
+    }
+    match &session.user {
+        Some(User::Password) => Access::Scopes([Scope::Check].into_iter().collect()),
+        Some(User::Token(token)) => auth
+            .tokens()
+            .scopes_now(token)
+            .map_or(Access::Anonymous, Access::Scopes),
+        Some(User::Nopass) | None => Access::Anonymous,
+    }
+}
+
+/// A wrong user or password.
+pub(super) struct WrongPass;
+
+/// Who `user` (`None`: `AUTH <password>`, which names no user) proves to be with `password`.
+///
+/// `[resp] password` is the user `default`'s. `AUTH <password>` is also taken as any token's
+/// secret, so that clients that only know the one-argument form can use a token. Without a
+/// password or tokens, the user `default` takes any password (as Redis's `nopass` default
+/// user does), so a client configured with one still connects.
+pub(super) fn login(shared: &Shared, user: Option<&[u8]>, password: &[u8]) -> Option<User> {
+    let tokens = shared.limiter.auth().tokens();
+    let default = user.is_none_or(|u| u == b"default");
+    if default && let Some(secret) = &shared.password {
+        if secret.matches(password) {
+            return Some(User::Password);
+        }
+    } else if default && tokens.is_empty() {
+        return Some(User::Nopass);
+    }
+    let token = match user {
+        None => tokens.proved_by(password),
+        Some(user) => tokens.login(user, password),
+    };
+    token.map(|t| User::Token(t.clone()))
+}
+
+/// The answer to a wrong `AUTH` (or `HELLO ... AUTH`): Redis's `WRONGPASS`, counted, held
+/// back a little longer each time on this connection, and the connection closed at the
+/// [`MAX_RESP_FAILURES`]th.
+pub(super) async fn wrong_pass(shared: &Shared, session: &mut Session) -> (Reply, After) {
+    shared.limiter.auth().failed(Frontend::Resp);
+    session.failures = session.failures.saturating_add(1);
+    let wait = delay(session.failures);
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+    }
+    let reply =
+        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into());
+    if session.failures >= MAX_RESP_FAILURES {
+        tracing::info!(
+            failures = session.failures,
+            "a RESP connection failed AUTH too often; closed"
+        );
+        return (reply, After::Close);
+    }
+    (reply, After::Continue)
+}
+
+/// `AUTH [user] password`.
+pub(super) fn auth(
+    shared: &Shared,
+    session: &mut Session,
+    args: &[&[u8]],
+) -> Result<Reply, WrongPass> {
+    let (user, password): (Option<&[u8]>, &[u8]) = match args {
+        [_, password] => {
+            // Redis refuses the password-only form when no password is set.
+            if shared.password.is_none() && !shared.limiter.auth().required() {
+                return Ok(Reply::err(
+                    "AUTH <password> called without any password configured for the default \
+                     user. Are you sure your configuration is correct?",
+                ));
+            }
+            (None, password)
+        }
+        [_, user, password] => (Some(user), password),
+        _ => return Ok(arity("auth")),
+    };
+    session.user = Some(login(shared, user, password).ok_or(WrongPass)?);
+    Ok(Reply::Simple("OK"))
+}
