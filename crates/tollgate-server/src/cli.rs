@@ -163,7 +163,7 @@ pub struct ServeArgs {
     pub grpc_listen: Option<SocketAddr>,
 
     /// Where the admin endpoints (`/metrics`, `/v1/policies`, `/v1/buckets`, `/rlconfig`)
-    /// listen, as `--listen` takes it; they are then gone from the data port. Off unless given
+    /// listen, as `--listen` takes it; they are then gone from the data port; off unless given
     /// here or in the config file (then the data port serves them).
     #[arg(long, value_parser = options::listen_addr)]
     pub admin_listen: Option<SocketAddr>,

@@ -26,6 +26,7 @@ pub(super) struct File {
     pub(super) grpc: GrpcFile,
     #[serde(default)]
     pub(super) admin: AdminFile,
+    #[serde(default)]
     pub(super) auth: AuthFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::activity::{Activity, Tracked};
-use crate::auth::Strikes;
 use super::problem::Problem;
+use crate::auth::Strikes;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
 use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT};
 use crate::net::stream::Stream;

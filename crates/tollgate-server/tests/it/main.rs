@@ -7,6 +7,7 @@
 
 mod support;
 
+mod admin;
 mod auth;
 mod binary;
 mod cluster_faults;

@@ -1,0 +1,77 @@
+//! `[admin] listen`: the operators' endpoints move to their own port and are gone from the
+//! data port, which keeps what a client needs to be limited.
+
+use reqwest::{Client, StatusCode};
+
+use crate::support::{self, Tollgate};
+
+#[tokio::test]
+async fn the_admin_listener_takes_the_operators_endpoints_off_the_data_port() {
+    let (_dir, path) = support::envoy::configured(
+        "listen = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n[policies.api]\ncapacity = 5\nperiod = \"1h\"\n",
+        &[(
+            "a.yaml",
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 100}\n",
+        )],
+    );
+    let server = Tollgate::start(&["--config", path.to_str().unwrap()]);
+    let (data, admin) = (server.addr, server.admin_addr());
+    assert!(
+        server.banner.contains(&format!("admin http://{admin}")),
+        "{}",
+        server.banner
+    );
+    let client = Client::new();
+    let status = |addr, method: reqwest::Method, path: &str| {
+        let request = client.request(method, format!("http://{addr}{path}"));
+        async move { request.send().await.unwrap().status() }
+    };
+    let check = client
+        .post(format!("http://{data}/v1/check"))
+        .body(r#"{"policy": "api", "key": "alice"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(check.status(), StatusCode::OK);
+    use reqwest::Method;
+    for (method, path) in [
+        (Method::GET, "/metrics"),
+        (Method::GET, "/v1/policies"),
+        (Method::GET, "/v1/buckets/api/alice"),
+        (Method::DELETE, "/v1/buckets/api/alice"),
+        (Method::GET, "/rlconfig"),
+    ] {
+        assert_eq!(
+            status(data, method.clone(), path).await,
+            StatusCode::NOT_FOUND,
+            "data {method} {path}"
+        );
+        let answered = status(admin, method.clone(), path).await;
+        assert!(answered.is_success(), "admin {method} {path}: {answered}");
+    }
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(status(data, Method::GET, path).await, StatusCode::OK);
+        assert_eq!(status(admin, Method::GET, path).await, StatusCode::OK);
+    }
+    // The admin port decides nothing.
+    assert_eq!(
+        client
+            .post(format!("http://{admin}/v1/check"))
+            .body(r#"{"policy": "api", "key": "alice"}"#)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    // Its connections are counted under their own listener.
+    let text = client
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(support::metric(&text, r#"tollgate_connections_total{listener="admin"}"#) >= 1.0);
+}
