@@ -1,8 +1,9 @@
 //! What every listener shares, below the front ends: accepting under caps ([`accept`]), the
-//! limits themselves ([`limits`]), TLS ([`tls`]) and the stream a front end serves
-//! ([`stream`]).
+//! limits themselves ([`limits`]), TLS ([`tls`]), the stream a front end serves
+//! ([`stream`]), and a guard against HTTP/2 control-frame floods ([`calm`]).
 
 pub mod accept;
+pub mod calm;
 pub mod limits;
 pub mod stream;
 pub mod tls;

@@ -4,7 +4,9 @@
 //! timeout is closed, as is one idle for the idle timeout between requests, and a body that
 //! stalls for the request timeout is answered `408`. HTTP/2 connections get keep-alive pings;
 //! every connection is asked to go away after its maximum age and closed after the grace
-//! period. A connection over a cap is answered `503` (gRPC: `UNAVAILABLE`) and closed.
+//! period, and one that floods `PING`s or `SETTINGS` is answered `GOAWAY`
+//! ([`calm`](crate::net::calm)). A connection over a cap is answered `503` (gRPC:
+//! `UNAVAILABLE`) and closed.
 
 use std::io;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use super::activity::{Activity, Tracked};
 use super::problem::Problem;
 use crate::auth::Strikes;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
+use crate::net::calm::Calm;
 use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT};
 use crate::net::stream::Stream;
 use crate::net::tls::Tls;
@@ -149,8 +152,10 @@ async fn connection(
         stall: limits.request_timeout,
         strikes: Strikes::default(),
     };
-    let connection = builder
-        .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+    let connection = builder.serve_connection_with_upgrades(
+        TokioIo::new(Calm::new(stream)),
+        TowerToHyperService::new(service),
+    );
     tokio::pin!(connection);
     let old_at = started.checked_add(limits.max_age);
     // Once asked to go away: when it is dropped if it has not closed by then.

@@ -319,3 +319,50 @@ fn a_connection_limit_of_zero_and_limits_on_the_wrong_listener_are_refused() {
         assert!(stderr.contains(field), "{config}: {stderr}");
     }
 }
+
+/// The frames in `bytes` (HTTP/2, after the preface): (type, flags, payload).
+fn frames(mut bytes: &[u8]) -> Vec<(u8, u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len = usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2]);
+        if bytes.len() < 9 + len {
+            break;
+        }
+        out.push((bytes[3], bytes[4], bytes[9..9 + len].to_vec()));
+        bytes = &bytes[9 + len..];
+    }
+    out
+}
+
+#[test]
+fn a_ping_flood_is_answered_goaway_enhance_your_calm() {
+    let server = Tollgate::start(&[]);
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let mut flood = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    flood.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // SETTINGS, empty
+    for i in 0..1_000u64 {
+        flood.extend_from_slice(&[0, 0, 8, 6, 0, 0, 0, 0, 0]); // PING
+        flood.extend_from_slice(&i.to_be_bytes());
+    }
+    let _ = stream.write_all(&flood);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = stream.read_to_end(&mut got);
+    let frames = frames(&got);
+    let goaway = frames
+        .iter()
+        .find(|(kind, _, _)| *kind == 7)
+        .unwrap_or_else(|| panic!("no GOAWAY in {} frames", frames.len()));
+    assert_eq!(goaway.2[4..8], 0xb_u32.to_be_bytes(), "ENHANCE_YOUR_CALM");
+    let acks = frames
+        .iter()
+        .filter(|(kind, flags, _)| *kind == 6 && flags & 1 == 1)
+        .count();
+    assert!(acks <= 101, "{acks} PINGs acknowledged");
+    // The server is still there for others.
+    let mut other = TcpStream::connect(server.addr).unwrap();
+    let answer = exchange(&mut other, post_check().as_bytes(), Duration::from_secs(2));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
