@@ -397,6 +397,34 @@ async fn reserve_then_commit_gives_back_what_was_not_used() {
     assert!(json_of(denied).await.get("reservation").is_none());
 }
 
+/// `GET /v1/buckets/...` of an empty bucket is allowed (it peeks) and says when the next token
+/// comes (issue 28, point 8: it said `retry_after_ms` 0).
+#[tokio::test]
+async fn a_peek_at_an_empty_bucket_says_when_the_next_token_comes() {
+    let server = Server::start().await;
+    assert_eq!(
+        server.to("/v1/check", &alice(Some(10))).await.status(),
+        StatusCode::OK
+    );
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(peek.status(), StatusCode::OK);
+    assert!(header(&peek, "retry-after").is_none());
+    let body = json_of(peek).await;
+    assert_eq!(
+        (
+            &body["allowed"],
+            &body["remaining"],
+            &body["retry_after_ms"]
+        ),
+        (&json!(true), &json!(0), &json!(100))
+    );
+}
+
 /// Unknown, forged, expired or reused reservations are `409`s; bad input `400`s naming the
 /// field; nothing changes.
 #[tokio::test]

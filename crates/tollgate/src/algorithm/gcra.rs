@@ -37,6 +37,9 @@ pub struct GcraOutcome {
     /// `tat + cost × t`: the state if the cost is taken.
     new_tat: Nanos,
     allowed: bool,
+    /// The wait until `max(cost, 1)` tokens are there: a denial's retry, or what a peek
+    /// (cost 0) reports of the next token.
+    wait: Nanos,
 }
 
 impl Gcra {
@@ -83,12 +86,16 @@ impl Gcra {
         // cost 0 is a peek: allowed even when a clock that stepped back leaves the bucket
         // "below empty".
         let allowed = cost == 0 || new_tat - now <= self.tolerance;
+        // A peek is always allowed but still says when one token would be: the wait of a
+        // cost of 1. `-` saturates, so a cost that fits waits zero.
+        let probe = tat + self.emission_interval.saturating_mul(cost.max(1));
         GcraOutcome {
             gcra: *self,
             now,
             tat,
             new_tat,
             allowed,
+            wait: probe - self.tolerance - now,
         }
     }
 
@@ -153,16 +160,11 @@ impl GcraOutcome {
         };
         let backlog = tat - self.now;
         let remaining = (tau - backlog).as_u64() / t.as_u64();
-        let retry_after = if self.allowed {
-            Nanos::ZERO
-        } else {
-            self.new_tat - tau - self.now
-        };
         Decision {
             allowed: self.allowed,
             limit: capacity,
             remaining: remaining.min(capacity),
-            retry_after: Duration::from(retry_after),
+            retry_after: Duration::from(self.wait),
             reset_after: Duration::from(backlog),
         }
     }
@@ -228,8 +230,10 @@ mod tests {
             &[
                 (0, 0, true, 2, 0, 0),
                 (0, 2, true, 0, 0, 1000),
-                (0, 0, true, 0, 0, 1000),
+                // Empty: the peek is allowed and says when the next token comes.
+                (0, 0, true, 0, 500, 1000),
                 (0, 1, false, 0, 500, 1000),
+                (300, 0, true, 0, 200, 700),
             ],
         );
     }

@@ -54,11 +54,14 @@ impl Bucket {
         self.tokens = refilled.min(self.capacity.clone());
         self.last = now;
         let allowed = cost == 0 || self.tokens >= rat(cost);
+        // A peek says when one token would be there.
+        let wanted = rat(cost.max(1));
         let mut retry = BigRational::zero();
+        if self.tokens < wanted {
+            retry = (&wanted - &self.tokens) / &self.rate;
+        }
         if allowed {
             self.tokens -= rat(cost);
-        } else {
-            retry = (rat(cost) - &self.tokens) / &self.rate;
         }
         let reset = (&self.capacity - &self.tokens) / &self.rate;
         Ok(Decision {

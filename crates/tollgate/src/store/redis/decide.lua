@@ -80,11 +80,13 @@ local token_bucket = {
   answer = function(c, taken)
     local backlog = (taken and c.new or c.base) - now
     local remaining = max(0, floor((c.tau - backlog) / c.t))
-    local retry = 0
+    -- The wait for the cost, or for one token when peeking (cost 0): zero when it fits.
+    local retry = max(0, c.base + max(c.cost, 1) * c.t - c.tau - now)
+    local hold = 0
     if not c.allowed then
-      retry = c.new - c.tau - now
+      hold = retry
     end
-    return remaining, retry, backlog, retry
+    return remaining, retry, backlog, hold
   end,
   apply = function(c)
     c.s.tat = c.new
@@ -142,15 +144,19 @@ local fixed_window = {
     if taken then
       count = count + c.cost
     end
-    local retry, reset = 0, 0
-    if not c.allowed then
+    local retry, reset, hold = 0, 0, 0
+    -- A peek (cost 0) is allowed, and says when a cost of 1 would be.
+    if c.count + max(c.cost, 1) > c.limit then
       retry = c.until_end
     end
     if count > 0 then
       reset = c.until_end
     end
     -- Nobody else taking, the count stands until the window ends.
-    return max(0, c.limit - count), retry, reset, retry
+    if not c.allowed then
+      hold = retry
+    end
+    return max(0, c.limit - count), retry, reset, hold
   end,
   apply = function(c)
     local s = c.s
@@ -221,15 +227,21 @@ local sliding_counter = {
       reset = w - e
     end
     local retry, hold = 0, 0
-    if not c.allowed then
-      if c.current + c.cost <= limit then
+    -- A peek (cost 0) is allowed, and says when a cost of 1 would be.
+    local probe = max(c.cost, 1)
+    local fits = c.current + probe <= limit
+      and previous * (w - e) + (c.current + probe) * w <= limit * w
+    if not fits then
+      if c.current + probe <= limit then
         -- Within this window, once enough of `previous` has slid out:
-        -- previous × (w - e') <= (limit - current - cost) × w; previous > 0 here.
-        retry = w - min(floor((limit - c.current - c.cost) * w / previous), w) - e
+        -- previous × (w - e') <= (limit - current - probe) × w; previous > 0 here.
+        retry = w - min(floor((limit - c.current - probe) * w / previous), w) - e
       else
         -- In the next window, where `current` becomes `previous` (non-zero here).
-        retry = w - e + w - min(floor((limit - c.cost) * w / c.current), w)
+        retry = w - e + w - min(floor((limit - probe) * w / c.current), w)
       end
+    end
+    if not c.allowed then
       -- The answer stands until remaining grows (room rises by `previous` per µs), the
       -- window ends (the state rolls over), or the retry time comes.
       hold = min(retry, w - e)
@@ -289,10 +301,10 @@ local sliding_log = {
       reset_at = max(reset_at, now + w)
     end
     local retry, hold = 0, 0
-    if not c.allowed then
-      -- Wait until enough of the oldest entries have left the window. A denial has used > 0,
-      -- so `oldest` exists; the answer stands until it leaves.
-      local need = c.used + c.cost - c.limit
+    -- Wait until enough of the oldest entries have left the window (for one token when
+    -- peeking). Waiting means used > 0, so `oldest` exists; a denial stands until it leaves.
+    local need = c.used + max(c.cost, 1) - c.limit
+    if need > 0 then
       for i = c.oldest, #s.entries do
         local ts, cost = s.entries[i][1], s.entries[i][2]
         if ts + w > now then
@@ -303,7 +315,7 @@ local sliding_log = {
           end
         end
       end
-      if c.oldest then
+      if c.oldest and not c.allowed then
         hold = s.entries[c.oldest][1] + w - now
       end
     end
