@@ -425,6 +425,47 @@ async fn a_peek_at_an_empty_bucket_says_when_the_next_token_comes() {
     );
 }
 
+/// A commit puts a bucket at most one capacity into debt: a `used` beyond `reserved +
+/// capacity` is a `400` naming `used`, nothing is settled, and the reservation still commits
+/// with a sound number (issue 27, point 5: `used` 2^64 - 1 put alice in debt for 71 years).
+#[tokio::test]
+async fn a_commit_beyond_one_capacity_of_debt_is_refused_and_settles_nothing() {
+    let server = Server::start().await;
+    let body = json_of(server.to("/v1/reserve", &alice(Some(1))).await).await;
+    let token = body["reservation"].as_str().unwrap().to_owned();
+    let refused = server
+        .to(
+            "/v1/commit",
+            &json!({"reservation": token, "used": u64::MAX}),
+        )
+        .await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let problem = json_of(refused).await;
+    assert_eq!(problem["field"], "used");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("at most 11"),
+        "{problem}"
+    );
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(peek).await["remaining"], 9, "nothing was settled");
+    // reserved + capacity is the most: 11 of the 10 tokens taken, one of debt, 200 ms until
+    // the next token.
+    let committed = server
+        .to("/v1/commit", &json!({"reservation": token, "used": 11}))
+        .await;
+    assert_eq!(committed.status(), StatusCode::OK);
+    let body = json_of(committed).await;
+    assert_eq!(
+        (&body["remaining"], &body["retry_after_ms"]),
+        (&json!(0), &json!(200))
+    );
+}
+
 /// Unknown, forged, expired or reused reservations are `409`s; bad input `400`s naming the
 /// field; nothing changes.
 #[tokio::test]

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use crate::{CheckError, Decision, Nanos, Policy};
 
-/// The furthest past `now` a charge may push a bucket's `tat`: 2^51 µs, about 71 years.
+/// The furthest past `now` a charge may push a bucket's `tat` whatever its policy: 2^51 µs,
+/// about 71 years (one capacity of debt, the usual bound, is less for any policy whose burst
+/// refills in under 35 years).
 pub const MAX_DEBT: Nanos = Nanos::new((1 << 51) * 1000);
 
 /// The constants of one token-bucket policy.
@@ -113,15 +115,16 @@ impl Gcra {
 
     /// Takes `amount` tokens at `now` whatever the bucket holds (a reservation committed above
     /// its estimate): the bucket may go into debt, and then allows nothing until the refill has
-    /// paid it back. The debt is capped at [`MAX_DEBT`] past `now`, which keeps every store's
-    /// arithmetic exact (Redis's doubles included); a charge beyond it blocks the bucket for
-    /// 71 years, which is as good as forever.
+    /// paid it back. The debt is bounded, however many charges come: at most one capacity
+    /// below empty (`tat <= now + 2 tau`), and never more than [`MAX_DEBT`] past `now`, which
+    /// keeps every store's arithmetic exact (Redis's doubles included). A charge never lowers
+    /// `tat` (a bucket spent further under larger numbers stays as spent).
     #[inline]
     pub fn charge(&self, tat: Nanos, now: Nanos, amount: u64) -> Nanos {
-        let charged = tat
-            .max(now)
-            .saturating_add(self.emission_interval.saturating_mul(amount));
-        charged.min(now.saturating_add(MAX_DEBT))
+        let base = tat.max(now);
+        let most = now.saturating_add(self.tolerance.saturating_mul(2).min(MAX_DEBT));
+        let charged = base.saturating_add(self.emission_interval.saturating_mul(amount));
+        base.max(charged.min(most))
     }
 
     /// Whether a bucket with state `tat` is full at `now` (and so can be forgotten: a missing key
@@ -343,7 +346,16 @@ mod tests {
         );
         // A refund pays the debt first.
         assert_eq!(g.refund(debt, now, 2), now + Nanos::new(1000 * MS));
-        assert_eq!(g.charge(Nanos::ZERO, now, u64::MAX), now + MAX_DEBT);
+        // At most one capacity of debt, however large or many the charges.
+        let most = now + Nanos::new(2000 * MS);
+        assert_eq!(g.charge(Nanos::ZERO, now, u64::MAX), most);
+        assert_eq!(g.charge(g.charge(debt, now, 5), now, 5), most);
+        // A bucket spent further (under larger numbers) is not lifted by a charge.
+        let deeper = now + Nanos::new(9000 * MS);
+        assert_eq!(g.charge(deeper, now, 1), deeper);
+        // A policy whose burst takes centuries is held to 71 years of debt.
+        let slow = policy(100, 1, 31_536_000_000); // a token a year
+        assert_eq!(slow.charge(Nanos::ZERO, now, u64::MAX), now + MAX_DEBT);
     }
 
     #[test]

@@ -82,10 +82,14 @@ impl Bucket {
         self.tokens = (&self.tokens + rat(n)).min(self.capacity.clone());
     }
 
-    /// Refills to `now`, then takes `n` tokens whatever it holds (it may go below zero).
+    /// Refills to `now`, then takes `n` tokens whatever it holds: it may go below zero, to
+    /// minus its capacity at most (a bucket deeper than that stays as it is).
     fn charge(&mut self, now: u64, n: u64) {
         self.refill(now);
-        self.tokens -= rat(n);
+        let floor = -self.capacity.clone();
+        if self.tokens > floor {
+            self.tokens = (&self.tokens - rat(n)).max(floor);
+        }
     }
 
     fn refill(&mut self, now: u64) {

@@ -7,11 +7,13 @@
 --   $1 keys (bytea[], distinct)   $2 t, µs per token   $3 charge (bool[]: false refunds)
 --   $4 amount (capped by the caller so that amount × t <= 2^52)
 --   $5 now in µs, or NULL for clock_timestamp()   $6 a once-id, or NULL   $7 its TTL in µs
+--   $8 tau (bigint[]: capacity × t)
 --
 -- A once-id is recorded in `<table>_once` until it expires; a second settlement under it (here
--- or on any process sharing the database) changes nothing. A charge is capped at now + 2^51
--- µs (Gcra::charge's MAX_DEBT); a refund never moves a bucket past full (tat = now), and a full
--- bucket stays as it is.
+-- or on any process sharing the database) changes nothing. A charge puts a bucket at most one
+-- capacity into debt in total (tat <= now + 2 tau), and at most 2^51 µs (Gcra::charge's
+-- MAX_DEBT), and never lowers its tat; a refund never moves a bucket past full (tat = now), and
+-- a full bucket stays as it is.
 --
 -- Returns one row per key, in the order given: now; whether the settlement happened; the
 -- bucket's tat afterwards (NULL when it did not happen).
@@ -26,19 +28,20 @@ WITH clock AS (
 ), go AS (
     SELECT $6::bytea IS NULL OR EXISTS (SELECT FROM once) AS ok
 ), input AS (
-    SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bool[], $4::bigint[])
-        WITH ORDINALITY AS i(key, t, charge, amount, n)
+    SELECT *, least(2 * tau, 2251799813685248) AS debt
+    FROM unnest($1::bytea[], $2::bigint[], $3::bool[], $4::bigint[], $8::bigint[])
+        WITH ORDINALITY AS i(key, t, charge, amount, tau, n)
 ), settled AS (
     INSERT INTO "@schema@"."@table@" AS b (key, tat)
     SELECT input.key,
            CASE WHEN input.charge
-                THEN least(clock.now + input.amount * input.t, clock.now + 2251799813685248)
+                THEN clock.now + least(input.amount * input.t, input.debt)
                 ELSE 0 END
     FROM input, clock, go WHERE go.ok ORDER BY input.key
     ON CONFLICT (key) DO UPDATE SET tat = (
         SELECT CASE
-            WHEN i.charge THEN least(greatest(b.tat, c.now) + i.amount * i.t,
-                                     c.now + 2251799813685248)
+            WHEN i.charge THEN greatest(b.tat, c.now, least(greatest(b.tat, c.now)
+                                     + i.amount * i.t, c.now + i.debt))
             WHEN b.tat > c.now THEN greatest(b.tat - i.amount * i.t, c.now)
             ELSE b.tat END
         FROM input AS i, clock AS c WHERE i.key = excluded.key)

@@ -15,7 +15,8 @@
 -- Returns { now, the tat of each bucket afterwards }, or { -1 } when the once-id was settled
 -- before (then nothing changed).
 --
--- Integers only, below 2^53: now ≈ 1.8e15 µs, tat <= now + 2^52, a charge capped at now + 2^51.
+-- Integers only, below 2^53: now ≈ 1.8e15 µs, tat <= now + 2^52, a charge capped at
+-- now + min(2 tau, 2^51): a bucket is never put more than one capacity into debt in total.
 
 local now
 local slack = 0
@@ -43,7 +44,9 @@ for k = 1, n do
   local t, charge, amount = tonumber(ARGV[a]), ARGV[a + 2] == '1', tonumber(ARGV[a + 3])
   local tat = tonumber(redis.call('GET', KEYS[k]) or '0') or 0
   if charge then
-    tat = min(max(tat, now) + amount * t, now + max_debt)
+    -- At most one capacity of debt (tat <= now + 2 tau), and 2^51 µs; never lowered.
+    local base = max(tat, now)
+    tat = max(base, min(base + amount * t, now + min(2 * tonumber(ARGV[a + 1]), max_debt)))
   elseif tat > now then
     tat = max(tat - amount * t, now)
   end

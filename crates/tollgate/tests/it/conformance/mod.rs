@@ -640,6 +640,37 @@ pub async fn a_window_peek_says_when_the_next_token_comes<H: Harness>(h: &H) {
     assert_eq!(waits, (ms(250), ms(750)));
 }
 
+/// A charge puts a bucket at most one capacity into debt in total, however large or many the
+/// charges (issue 27, point 5: a `used` of 2^64 - 1 blocked a key for 71 years), and never
+/// lifts a bucket spent further under larger numbers.
+pub async fn a_charge_puts_a_bucket_at_most_one_capacity_into_debt<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    let mut d = Driver::new(h);
+    let p = per_second(4, 4); // a token every 250 ms
+    let key = b"conf:debt";
+    let ms = Duration::from_millis;
+    let charge = |n| [(Check::new(p, key, 0).named("debt"), Adjustment::Charge(n))];
+    d.settle(&charge(u64::MAX)).await;
+    // Four tokens of debt: 1 s to pay them, 250 ms more to the next token.
+    assert_eq!(d.named("debt", p, key, 0).await.retry_after, ms(1250));
+    for _ in 0..3 {
+        d.settle(&charge(3)).await;
+    }
+    assert_eq!(d.named("debt", p, key, 0).await.retry_after, ms(1250));
+    h.advance(ms(1250));
+    assert!(d.named("debt", p, key, 1).await.allowed);
+
+    // Ten minutes spent under a slower policy of the same name: a charge leaves it as it is.
+    let slow = Policy::token_bucket(10, 1, Duration::from_secs(60)).unwrap();
+    assert!(d.named("deep", slow, key, 10).await.allowed);
+    let deep = [(Check::new(p, key, 0).named("deep"), Adjustment::Charge(1))];
+    d.settle(&deep).await;
+    let wait = d.named("deep", p, key, 0).await.retry_after;
+    assert_eq!(wait, Duration::from_secs(600) + ms(250) - ms(1000));
+}
+
 pub async fn idle_keys_behave_as_new<H: Harness>(h: &H) {
     let mut d = Driver::new(h);
     let p = per_second(2, 2);
@@ -666,7 +697,8 @@ macro_rules! conformance_tests {
             duplicate_bucket_is_an_error, idle_keys_behave_as_new,
             numbers_change_under_a_named_bucket, names_separate_buckets,
             reservations_refunds_and_resets, a_settlement_happens_at_most_once,
-            a_peek_says_when_the_next_token_comes);
+            a_peek_says_when_the_next_token_comes,
+            a_charge_puts_a_bucket_at_most_one_capacity_into_debt);
     };
     (@cases $harness:expr; $($case:ident),*) => {
         $(
@@ -702,4 +734,5 @@ where
     reservations_refunds_and_resets(h).await;
     a_settlement_happens_at_most_once(h).await;
     a_peek_says_when_the_next_token_comes(h).await;
+    a_charge_puts_a_bucket_at_most_one_capacity_into_debt(h).await;
 }
