@@ -81,7 +81,9 @@ impl Adjustment {
 }
 
 /// A settlement done at most once: `id` is recorded in the store (for `ttl`, after which a
-/// settlement under it would be allowed again, so `ttl` must outlive whatever carries the id).
+/// settlement under it would be allowed again, so `ttl` must outlive whatever carries the id,
+/// and count down to a fixed expiry: settled again later, the same id must expire at the same
+/// time, which the memory store relies on when its record is full).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Once<'a> {
     /// The settlement's identifier, unique per reservation (at most 64 bytes).
