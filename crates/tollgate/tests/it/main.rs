@@ -20,5 +20,6 @@ mod redis_cluster;
 mod redis_conformance;
 mod redis_exactness;
 mod redis_faults;
+mod redis_garbage;
 mod redis_windows;
 mod store_config;
