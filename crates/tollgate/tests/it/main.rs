@@ -14,6 +14,7 @@ mod model;
 mod postgres_conformance;
 mod postgres_exactness;
 mod postgres_faults;
+mod postgres_garbage;
 mod postgres_schema;
 mod postgres_windows;
 mod redis_cluster;

@@ -84,6 +84,10 @@ impl Settle for PostgresStore {
         for (row, u) in rows.iter().zip(&units) {
             let now: i64 = row.try_get(0).map_err(incompatible)?;
             let ok: bool = row.try_get(1).map_err(incompatible)?;
+            let garbage: bool = row.try_get(3).map_err(incompatible)?;
+            if garbage {
+                return Err(call::garbage(&keys, None));
+            }
             if !ok {
                 return Err(CheckError::AlreadySettled.into());
             }

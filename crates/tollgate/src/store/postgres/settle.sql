@@ -15,18 +15,29 @@
 -- MAX_DEBT), and never lowers its tat; a refund never moves a bucket past full (tat = now), and
 -- a full bucket stays as it is.
 --
+-- A bucket whose tat this version never writes (negative, or more than 2^52 µs past now) is
+-- garbage: nothing is settled and the once-id is not recorded; the caller reports it, and the
+-- cleanup deletes the row.
+--
 -- Returns one row per key, in the order given: now; whether the settlement happened; the
--- bucket's tat afterwards (NULL when it did not happen).
+-- bucket's tat afterwards (NULL when it did not happen); whether a bucket was garbage.
 WITH clock AS (
     SELECT coalesce($5::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) AS now
+), spoilt AS (
+    SELECT EXISTS (
+        SELECT FROM "@schema@"."@table@" AS b, clock
+        WHERE b.key = ANY($1::bytea[]) AND (b.tat < 0 OR b.tat > clock.now + 4503599627370496)
+    ) AS garbage
 ), once AS (
     INSERT INTO "@schema@"."@table@_once" AS o (id, expires)
-    SELECT $6::bytea, clock.now + $7::bigint FROM clock WHERE $6::bytea IS NOT NULL
+    SELECT $6::bytea, clock.now + $7::bigint FROM clock, spoilt
+    WHERE $6::bytea IS NOT NULL AND NOT spoilt.garbage
     ON CONFLICT (id) DO UPDATE SET expires = excluded.expires
         WHERE o.expires <= (SELECT now FROM clock)
     RETURNING 1
 ), go AS (
-    SELECT $6::bytea IS NULL OR EXISTS (SELECT FROM once) AS ok
+    SELECT NOT spoilt.garbage AND ($6::bytea IS NULL OR EXISTS (SELECT FROM once)) AS ok
+    FROM spoilt
 ), input AS (
     SELECT *, least(2 * tau, 2251799813685248) AS debt
     FROM unnest($1::bytea[], $2::bigint[], $3::bool[], $4::bigint[], $8::bigint[])
@@ -47,6 +58,7 @@ WITH clock AS (
         FROM input AS i, clock AS c WHERE i.key = excluded.key)
     RETURNING b.key, b.tat
 )
-SELECT clock.now, go.ok, settled.tat
-FROM input CROSS JOIN clock CROSS JOIN go LEFT JOIN settled ON settled.key = input.key
+SELECT clock.now, go.ok, settled.tat, spoilt.garbage
+FROM input CROSS JOIN clock CROSS JOIN go CROSS JOIN spoilt
+    LEFT JOIN settled ON settled.key = input.key
 ORDER BY input.n
