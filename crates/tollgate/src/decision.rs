@@ -11,8 +11,10 @@ pub struct Decision {
     pub limit: u64,
     /// Whole tokens left after this decision.
     pub remaining: u64,
-    /// Zero when allowed; otherwise the shortest wait after which the same cost is allowed,
-    /// if nobody else takes tokens meanwhile. Never rounded down.
+    /// The shortest wait after which the same cost is allowed, if nobody else takes tokens
+    /// meanwhile: zero when allowed. A peek (cost 0) is always allowed, and says the wait for a
+    /// cost of 1 instead: zero when a token is there, else when the next one comes (an empty
+    /// bucket, one in debt, a full window). Never rounded down.
     pub retry_after: Duration,
     /// The wait until the bucket is full again.
     pub reset_after: Duration,

@@ -86,8 +86,9 @@ pub(super) async fn reserve(State(limiter): State<Arc<Limiter>>, body: Body) -> 
 }
 
 /// `POST /v1/commit` with `{"reservation": "...", "used": N}`: gives back `reserved - used`
-/// (or takes `used - reserved` without a denial), once; answers the bucket's state. A
-/// configured policy is settled under its numbers of now (a reload may have changed them).
+/// (or takes `used - reserved` without a denial, `reserved + capacity` at most), once; answers
+/// the bucket's state. A configured policy is settled under its numbers of now (a reload may
+/// have changed them).
 pub(super) async fn commit(State(limiter): State<Arc<Limiter>>, body: Body) -> Response {
     let (token, used) = match body::read(body).await.and_then(|b| parse_commit(&b)) {
         Ok(parsed) => parsed,
@@ -112,6 +113,22 @@ pub(super) async fn commit(State(limiter): State<Arc<Limiter>>, body: Body) -> R
             }
         },
     };
+    // A commit puts a bucket at most one capacity into debt: a larger `used` is refused, and
+    // nothing is settled, so the reservation can still be committed with a sound number.
+    let capacity = entry.policy.capacity();
+    let most = reserved.cost.saturating_add(capacity);
+    if used > most {
+        return Problem::invalid_field(
+            "used",
+            format!(
+                "used {used} exceeds the {} reserved plus the capacity {capacity} of {:?}: a \
+                 commit puts a bucket at most one capacity into debt, so used must be at most \
+                 {most}; nothing was settled",
+                reserved.cost, &*entry.name
+            ),
+        )
+        .into_response();
+    }
     let adjustment = Adjustment::commit(reserved.cost, used, reserved.paid);
     let bucket = entry.check(reserved.key.as_bytes(), 0);
     // The id is remembered a minute past the expiry, so a replay can never outlive it.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tollgate::store::settle::DynSettle;
-use tollgate::{ManualClock, MemoryStore, Nanos};
+use tollgate::{ManualClock, MemoryStore, MemoryStoreBuilder, Nanos};
 use tollgate_server::limiter::Limiter;
 use tollgate_server::{http, web};
 
@@ -24,9 +24,16 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
+        Server::start_with(|store| store).await
+    }
+
+    /// A server on a memory store configured by `configure`.
+    async fn start_with(
+        configure: impl FnOnce(MemoryStoreBuilder<ManualClock>) -> MemoryStoreBuilder<ManualClock>,
+    ) -> Server {
         let clock = ManualClock::new(Nanos::new(1_000_000_000));
         let store: Arc<dyn DynSettle> =
-            Arc::new(MemoryStore::builder().clock(clock.clone()).build());
+            Arc::new(configure(MemoryStore::builder().clock(clock.clone())).build());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
@@ -401,6 +408,128 @@ async fn reserve_then_commit_gives_back_what_was_not_used() {
     let denied = server.to("/v1/reserve", &alice(Some(1))).await;
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(json_of(denied).await.get("reservation").is_none());
+}
+
+/// `GET /v1/buckets/...` of an empty bucket is allowed (it peeks) and says when the next token
+/// comes (issue 28, point 8: it said `retry_after_ms` 0).
+#[tokio::test]
+async fn a_peek_at_an_empty_bucket_says_when_the_next_token_comes() {
+    let server = Server::start().await;
+    assert_eq!(
+        server.to("/v1/check", &alice(Some(10))).await.status(),
+        StatusCode::OK
+    );
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(peek.status(), StatusCode::OK);
+    assert!(header(&peek, "retry-after").is_none());
+    let body = json_of(peek).await;
+    assert_eq!(
+        (
+            &body["allowed"],
+            &body["remaining"],
+            &body["retry_after_ms"]
+        ),
+        (&json!(true), &json!(0), &json!(100))
+    );
+}
+
+/// A commit puts a bucket at most one capacity into debt: a `used` beyond `reserved +
+/// capacity` is a `400` naming `used`, nothing is settled, and the reservation still commits
+/// with a sound number (issue 27, point 5: `used` 2^64 - 1 put alice in debt for 71 years).
+#[tokio::test]
+async fn a_commit_beyond_one_capacity_of_debt_is_refused_and_settles_nothing() {
+    let server = Server::start().await;
+    let body = json_of(server.to("/v1/reserve", &alice(Some(1))).await).await;
+    let token = body["reservation"].as_str().unwrap().to_owned();
+    let refused = server
+        .to(
+            "/v1/commit",
+            &json!({"reservation": token, "used": u64::MAX}),
+        )
+        .await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let problem = json_of(refused).await;
+    assert_eq!(problem["field"], "used");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("at most 11"),
+        "{problem}"
+    );
+    let peek = server
+        .client
+        .get(server.bucket_url(ALICE))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(peek).await["remaining"], 9, "nothing was settled");
+    // reserved + capacity is the most: 11 of the 10 tokens taken, one of debt, 200 ms until
+    // the next token.
+    let committed = server
+        .to("/v1/commit", &json!({"reservation": token, "used": 11}))
+        .await;
+    assert_eq!(committed.status(), StatusCode::OK);
+    let body = json_of(committed).await;
+    assert_eq!(
+        (&body["remaining"], &body["retry_after_ms"]),
+        (&json!(0), &json!(200))
+    );
+}
+
+/// The record of committed reservations has its own cap, apart from the key cap: a flood of
+/// another client's reserve + commit pairs beyond it never fails an honest commit, which gets
+/// its tokens back (issue 27, point 5: it got 503 "the store holds its maximum"), and an id
+/// forgotten to make room is never refunded twice.
+#[tokio::test]
+async fn a_flood_of_commits_never_fails_an_honest_one_nor_refunds_twice() {
+    let server = Server::start_with(|store| store.max_keys(4).max_settled(16)).await;
+    let mallory = json!({"key": "mallory", "capacity": 10, "refill": 10, "period_ms": 1000});
+    let first = flood(&server, &mallory).await;
+    for _ in 0..40 {
+        flood(&server, &mallory).await;
+    }
+    // Alice reserves in the middle of the flood, which goes on past the cap.
+    let body = json_of(server.to("/v1/reserve", &alice(Some(5))).await).await;
+    let token = body["reservation"].as_str().unwrap().to_owned();
+    for _ in 0..10 {
+        flood(&server, &mallory).await;
+    }
+    let committed = server
+        .to("/v1/commit", &json!({"reservation": token, "used": 0}))
+        .await;
+    assert_eq!(committed.status(), StatusCode::OK);
+    assert_eq!(
+        json_of(committed).await["remaining"],
+        10,
+        "her tokens came back"
+    );
+    let again = server
+        .to("/v1/commit", &json!({"reservation": token, "used": 0}))
+        .await;
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+    // Mallory's first commit was forgotten to make room: replayed, it refunds nothing.
+    let mut spend = mallory.clone();
+    spend["cost"] = 10.into();
+    assert_eq!(server.check(&spend).await.status(), StatusCode::OK);
+    let replayed = server.to("/v1/commit", &first).await;
+    assert_eq!(json_of(replayed).await["remaining"], 0, "refunded twice");
+}
+
+/// One of mallory's reserve + commit pairs, a millisecond after the last: the commit's body.
+async fn flood(server: &Server, mallory: &Value) -> Value {
+    server.clock.advance(Duration::from_millis(1));
+    let mut reserve = mallory.clone();
+    reserve["cost"] = 1.into();
+    let reserved = json_of(server.to("/v1/reserve", &reserve).await).await;
+    let commit = json!({"reservation": reserved["reservation"], "used": 0});
+    assert_eq!(
+        server.to("/v1/commit", &commit).await.status(),
+        StatusCode::OK
+    );
+    commit
 }
 
 /// Unknown, forged, expired or reused reservations are `409`s; bad input `400`s naming the

@@ -112,11 +112,14 @@ impl FixedWindowOutcome {
             self.state.count
         };
         let wait = Duration::from(self.until_end);
+        // A peek (cost 0) is allowed, and says when a cost of 1 would be: at the window's end
+        // when it is full.
+        let blocked = self.state.count.saturating_add(self.cost.max(1)) > self.limit;
         Decision {
             allowed: self.allowed,
             limit: self.limit,
             remaining: self.limit.saturating_sub(count),
-            retry_after: if self.allowed { Duration::ZERO } else { wait },
+            retry_after: if blocked { wait } else { Duration::ZERO },
             reset_after: if count > 0 { wait } else { Duration::ZERO },
         }
     }
@@ -137,7 +140,7 @@ mod tests {
             (10_500, 2, true, 1, 0, 500),
             (10_900, 1, true, 0, 0, 100),
             (10_999, 1, false, 0, 1, 1),
-            (10_999, 0, true, 0, 0, 1),
+            (10_999, 0, true, 0, 1, 1),
             (11_000, 3, true, 0, 0, 1000),
             (12_250, 0, true, 3, 0, 0),
         ];

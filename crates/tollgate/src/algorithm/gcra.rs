@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use crate::{CheckError, Decision, Nanos, Policy};
 
-/// The furthest past `now` a charge may push a bucket's `tat`: 2^51 µs, about 71 years.
+/// The furthest past `now` a charge may push a bucket's `tat` whatever its policy: 2^51 µs,
+/// about 71 years (one capacity of debt, the usual bound, is less for any policy whose burst
+/// refills in under 35 years).
 pub const MAX_DEBT: Nanos = Nanos::new((1 << 51) * 1000);
 
 /// The constants of one token-bucket policy.
@@ -37,6 +39,9 @@ pub struct GcraOutcome {
     /// `tat + cost × t`: the state if the cost is taken.
     new_tat: Nanos,
     allowed: bool,
+    /// The wait until `max(cost, 1)` tokens are there: a denial's retry, or what a peek
+    /// (cost 0) reports of the next token.
+    wait: Nanos,
 }
 
 impl Gcra {
@@ -83,12 +88,16 @@ impl Gcra {
         // cost 0 is a peek: allowed even when a clock that stepped back leaves the bucket
         // "below empty".
         let allowed = cost == 0 || new_tat - now <= self.tolerance;
+        // A peek is always allowed but still says when one token would be: the wait of a
+        // cost of 1. `-` saturates, so a cost that fits waits zero.
+        let probe = tat + self.emission_interval.saturating_mul(cost.max(1));
         GcraOutcome {
             gcra: *self,
             now,
             tat,
             new_tat,
             allowed,
+            wait: probe - self.tolerance - now,
         }
     }
 
@@ -106,15 +115,16 @@ impl Gcra {
 
     /// Takes `amount` tokens at `now` whatever the bucket holds (a reservation committed above
     /// its estimate): the bucket may go into debt, and then allows nothing until the refill has
-    /// paid it back. The debt is capped at [`MAX_DEBT`] past `now`, which keeps every store's
-    /// arithmetic exact (Redis's doubles included); a charge beyond it blocks the bucket for
-    /// 71 years, which is as good as forever.
+    /// paid it back. The debt is bounded, however many charges come: at most one capacity
+    /// below empty (`tat <= now + 2 tau`), and never more than [`MAX_DEBT`] past `now`, which
+    /// keeps every store's arithmetic exact (Redis's doubles included). A charge never lowers
+    /// `tat` (a bucket spent further under larger numbers stays as spent).
     #[inline]
     pub fn charge(&self, tat: Nanos, now: Nanos, amount: u64) -> Nanos {
-        let charged = tat
-            .max(now)
-            .saturating_add(self.emission_interval.saturating_mul(amount));
-        charged.min(now.saturating_add(MAX_DEBT))
+        let base = tat.max(now);
+        let most = now.saturating_add(self.tolerance.saturating_mul(2).min(MAX_DEBT));
+        let charged = base.saturating_add(self.emission_interval.saturating_mul(amount));
+        base.max(charged.min(most))
     }
 
     /// Whether a bucket with state `tat` is full at `now` (and so can be forgotten: a missing key
@@ -153,16 +163,11 @@ impl GcraOutcome {
         };
         let backlog = tat - self.now;
         let remaining = (tau - backlog).as_u64() / t.as_u64();
-        let retry_after = if self.allowed {
-            Nanos::ZERO
-        } else {
-            self.new_tat - tau - self.now
-        };
         Decision {
             allowed: self.allowed,
             limit: capacity,
             remaining: remaining.min(capacity),
-            retry_after: Duration::from(retry_after),
+            retry_after: Duration::from(self.wait),
             reset_after: Duration::from(backlog),
         }
     }
@@ -228,8 +233,10 @@ mod tests {
             &[
                 (0, 0, true, 2, 0, 0),
                 (0, 2, true, 0, 0, 1000),
-                (0, 0, true, 0, 0, 1000),
+                // Empty: the peek is allowed and says when the next token comes.
+                (0, 0, true, 0, 500, 1000),
                 (0, 1, false, 0, 500, 1000),
+                (300, 0, true, 0, 200, 700),
             ],
         );
     }
@@ -339,7 +346,16 @@ mod tests {
         );
         // A refund pays the debt first.
         assert_eq!(g.refund(debt, now, 2), now + Nanos::new(1000 * MS));
-        assert_eq!(g.charge(Nanos::ZERO, now, u64::MAX), now + MAX_DEBT);
+        // At most one capacity of debt, however large or many the charges.
+        let most = now + Nanos::new(2000 * MS);
+        assert_eq!(g.charge(Nanos::ZERO, now, u64::MAX), most);
+        assert_eq!(g.charge(g.charge(debt, now, 5), now, 5), most);
+        // A bucket spent further (under larger numbers) is not lifted by a charge.
+        let deeper = now + Nanos::new(9000 * MS);
+        assert_eq!(g.charge(deeper, now, 1), deeper);
+        // A policy whose burst takes centuries is held to 71 years of debt.
+        let slow = policy(100, 1, 31_536_000_000); // a token a year
+        assert_eq!(slow.charge(Nanos::ZERO, now, u64::MAX), now + MAX_DEBT);
     }
 
     #[test]

@@ -153,17 +153,21 @@ impl SlidingCounterOutcome {
         }
     }
 
-    /// The shortest wait until the estimate has room for the cost.
-    fn retry_after(&self) -> u64 {
+    /// The shortest wait until the estimate has room for the cost, or for one token when the
+    /// check is a peek (cost 0); zero when it has room now.
+    fn wait(&self) -> u64 {
+        let probe = self.cost.max(1);
         let (limit, w, e) = (wide(self.limit), wide(self.width), wide(self.elapsed));
         let (p, c, cost) = (
             wide(self.state.previous),
             wide(self.state.current),
-            wide(self.cost),
+            wide(probe),
         );
-        if c + cost <= limit {
+        if self.weighted(self.state.current.saturating_add(probe)) <= limit * w {
+            0
+        } else if c + cost <= limit {
             // Within this window, once enough of `previous` has slid out:
-            // p × (w - e') <= (limit - c - cost) × w.
+            // p × (w - e') <= (limit - c - cost) × w (p > 0, or the cost would fit).
             let at = w - ((limit - c - cost) * w / p).min(w);
             narrow(at - e)
         } else {
@@ -192,7 +196,8 @@ impl SlidingCounterOutcome {
             allowed: self.allowed,
             limit: self.limit,
             remaining: narrow(room / wide(self.width)),
-            retry_after: Duration::from_nanos(if self.allowed { 0 } else { self.retry_after() }),
+            // A peek (cost 0) is allowed, and says when a cost of 1 would be.
+            retry_after: Duration::from_nanos(self.wait()),
             reset_after: Duration::from_nanos(reset_after),
         }
     }
@@ -215,6 +220,7 @@ mod tests {
             (6_250, 2, true, 0, 0, 1750),
             // 9.5 used; one more needs previous weight <= 7: at 300 ms.
             (6_250, 1, false, 0, 50, 1750),
+            (6_250, 0, true, 0, 50, 1750),
             (6_300, 1, true, 0, 0, 1700),
         ];
         for (at, cost, allowed, remaining, retry, reset) in steps {

@@ -70,10 +70,12 @@ pub fn decide(
     let live = || state.entries.iter().filter(|&&(ts, _)| ts + window > now);
     let used: u64 = live().map(|&(_, c)| c).sum();
     let allowed = cost == 0 || used + cost <= limit;
+    // A peek (cost 0) is allowed, and says when a cost of 1 would be.
+    let probe = cost.max(1);
     let mut retry_after = Nanos::ZERO;
-    if !allowed {
+    if used + probe > limit {
         // Wait until enough of the oldest entries have left the window.
-        let mut need = used + cost - limit;
+        let mut need = used + probe - limit;
         for &(ts, c) in live() {
             retry_after = ts + window - now;
             need = need.saturating_sub(c);
@@ -156,6 +158,8 @@ mod tests {
         let steps = [
             (0, 1, true, 2, 0, 1000),
             (400, 2, true, 0, 0, 1000),
+            // Full: the peek is allowed and says when one token comes back.
+            (500, 0, true, 0, 500, 900),
             (999, 1, false, 0, 1, 401),
             (1000, 2, false, 1, 400, 400),
             (1000, 1, true, 0, 0, 1000),

@@ -15,6 +15,12 @@
 //! (charges included) minus the tokens refunded never exceed a full bucket plus the refill plus
 //! the debt still outstanding.
 //!
+//! **Debt is bounded.** A charge never puts a bucket more than one capacity into debt in total
+//! ([`Gcra::charge`](crate::algorithm::gcra::Gcra::charge)), in every store, however large the
+//! amount and however many reservations are committed over their estimates at once: the most
+//! it can deny a key is the time to refill two capacities. The exactness bound above is
+//! unchanged: debt only denies, so a cap on it can never let more through.
+//!
 //! **Token buckets only.** A window's count cannot tell in which window a refunded token was
 //! taken: given back after the window rolled over, it would add room to a window that never
 //! paid for it. So refunds and charges of the window algorithms are refused with
@@ -75,7 +81,9 @@ impl Adjustment {
 }
 
 /// A settlement done at most once: `id` is recorded in the store (for `ttl`, after which a
-/// settlement under it would be allowed again, so `ttl` must outlive whatever carries the id).
+/// settlement under it would be allowed again, so `ttl` must outlive whatever carries the id,
+/// and count down to a fixed expiry: settled again later, the same id must expire at the same
+/// time, which the memory store relies on when its record is full).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Once<'a> {
     /// The settlement's identifier, unique per reservation (at most 64 bytes).

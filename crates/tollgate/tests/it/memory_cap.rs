@@ -153,3 +153,52 @@ fn a_flood_of_distinct_policies_is_bounded_by_the_cap() {
     let fresh = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
     assert!(store.check(b"newcomer", &fresh, 1).unwrap().allowed);
 }
+
+/// Ids of settlements done once have their own cap, apart from the key cap (issue 27, point 5:
+/// they shared it, and a flood made honest commits fail with `Full`). Past it, the id that
+/// expires first is forgotten, and a settlement that may be of a forgotten id refunds nothing
+/// but still charges.
+#[test]
+fn settled_ids_have_their_own_cap_and_a_forgotten_one_never_refunds() {
+    use tollgate::Check;
+    use tollgate::store::settle::{Adjustment, Once};
+
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder()
+        .clock(clock.clone())
+        .max_keys(2)
+        .max_settled(4)
+        .build();
+    let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+    let bucket = Check::new(policy, b"m", 0).named("r");
+    let once = |id: &'static [u8], secs| Once {
+        id,
+        ttl: Duration::from_secs(secs),
+    };
+    let settle =
+        |id, secs, adjustment| store.settle_sync(Some(once(id, secs)), &[(bucket, adjustment)]);
+    assert!(
+        store
+            .decide_sync(&[Check::new(policy, b"m", 10).named("r")])
+            .unwrap()
+            .allowed()
+    );
+    let ids: [&[u8]; 8] = [b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7"];
+    for (i, id) in ids.into_iter().enumerate() {
+        settle(id, 10 + i as u64, Adjustment::Refund(0)).expect("never full");
+    }
+    // "0" was forgotten: a replay refunds nothing.
+    let replay = settle(b"0", 10, Adjustment::Refund(5)).unwrap();
+    assert_eq!(replay.decisions[0].remaining, 0, "refunded twice");
+    // "1" was forgotten too: a charge still counts (three tokens of debt).
+    let charged = settle(b"1", 11, Adjustment::Charge(3)).unwrap();
+    assert_eq!(charged.decisions[0].retry_after, Duration::from_millis(400));
+    // An id expiring after every forgotten one settles in full, once: 5 back pay the debt
+    // of 3 and leave 2.
+    let fresh = settle(b"fresh", 60, Adjustment::Refund(5)).unwrap();
+    assert_eq!(fresh.decisions[0].remaining, 2);
+    assert!(matches!(
+        settle(b"fresh", 60, Adjustment::Refund(5)),
+        Err(StoreError::Check(CheckError::AlreadySettled))
+    ));
+}

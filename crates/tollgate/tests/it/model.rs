@@ -54,11 +54,14 @@ impl Bucket {
         self.tokens = refilled.min(self.capacity.clone());
         self.last = now;
         let allowed = cost == 0 || self.tokens >= rat(cost);
+        // A peek says when one token would be there.
+        let wanted = rat(cost.max(1));
         let mut retry = BigRational::zero();
+        if self.tokens < wanted {
+            retry = (&wanted - &self.tokens) / &self.rate;
+        }
         if allowed {
             self.tokens -= rat(cost);
-        } else {
-            retry = (rat(cost) - &self.tokens) / &self.rate;
         }
         let reset = (&self.capacity - &self.tokens) / &self.rate;
         Ok(Decision {
@@ -79,10 +82,14 @@ impl Bucket {
         self.tokens = (&self.tokens + rat(n)).min(self.capacity.clone());
     }
 
-    /// Refills to `now`, then takes `n` tokens whatever it holds (it may go below zero).
+    /// Refills to `now`, then takes `n` tokens whatever it holds: it may go below zero, to
+    /// minus its capacity at most (a bucket deeper than that stays as it is).
     fn charge(&mut self, now: u64, n: u64) {
         self.refill(now);
-        self.tokens -= rat(n);
+        let floor = -self.capacity.clone();
+        if self.tokens > floor {
+            self.tokens = (&self.tokens - rat(n)).max(floor);
+        }
     }
 
     fn refill(&mut self, now: u64) {

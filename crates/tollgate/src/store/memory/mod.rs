@@ -43,6 +43,7 @@ mod cell;
 mod key;
 mod multi;
 mod name;
+mod once;
 mod settle;
 mod table;
 
@@ -60,6 +61,7 @@ use crate::{
 };
 use cell::{LOCKED, Window};
 use name::{BucketKey, Prefix};
+pub use once::DEFAULT_MAX_SETTLED;
 use table::{AtCap, KeyCount, Table};
 
 /// The default cap on keys held: about 197 MB at most for short token-bucket keys.
@@ -74,7 +76,7 @@ struct Inner<C> {
     buckets: Table<AtomicU64>,
     windows: Table<Mutex<Window>>,
     /// Ids of settlements done once ([`Settle`](crate::store::settle::Settle)).
-    once: Mutex<settle::OnceSet>,
+    once: Mutex<once::OnceSet>,
 }
 
 /// The in-memory store. Cheap to clone: clones share the buckets.
@@ -95,6 +97,7 @@ impl<C: Clock> Clone for MemoryStore<C> {
 pub struct MemoryStoreBuilder<C> {
     clock: C,
     max_keys: usize,
+    max_settled: usize,
     shards: usize,
 }
 
@@ -109,6 +112,7 @@ impl MemoryStore {
         MemoryStoreBuilder {
             clock: MonotonicClock::new(),
             max_keys: DEFAULT_MAX_KEYS,
+            max_settled: DEFAULT_MAX_SETTLED,
             shards: default_shards(),
         }
     }
@@ -131,6 +135,7 @@ impl<C: Clock> MemoryStoreBuilder<C> {
         MemoryStoreBuilder {
             clock,
             max_keys: self.max_keys,
+            max_settled: self.max_settled,
             shards: self.shards,
         }
     }
@@ -138,6 +143,16 @@ impl<C: Clock> MemoryStoreBuilder<C> {
     /// The most keys held at once, across all policies (default [`DEFAULT_MAX_KEYS`]).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
+        self
+    }
+
+    /// The most ids of settlements done once ([`Once`](crate::store::settle::Once): the
+    /// server's committed reservations) remembered at once (default [`DEFAULT_MAX_SETTLED`]),
+    /// apart from the key cap. When it is full, expired ids go first, then the first to expire
+    /// is forgotten; a settlement that may be of a forgotten id is done without its refund, so
+    /// none is ever given twice and none fails for want of room (see the guide on settling).
+    pub fn max_settled(mut self, max_settled: usize) -> Self {
+        self.max_settled = max_settled;
         self
     }
 
@@ -162,7 +177,7 @@ impl<C: Clock> MemoryStoreBuilder<C> {
                 },
                 buckets: Table::new(hasher.clone(), self.shards),
                 windows: Table::new(hasher, self.shards),
-                once: Mutex::default(),
+                once: Mutex::new(once::OnceSet::new(self.max_settled)),
             }),
         }
     }

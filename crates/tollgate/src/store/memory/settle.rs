@@ -1,47 +1,16 @@
 //! [`Settle`] for the memory store: refunds and charges under the same bucket locks as a
-//! decision of several checks, and the ids of settlements done once.
+//! decision of several checks, at most once per id (the record of ids is in `once.rs`).
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 
 use super::name::{BucketKey, Prefix};
+use super::once::Recorded;
 use super::{MemoryStore, multi};
 use crate::algorithm::BucketState;
 use crate::algorithm::gcra::Gcra;
 use crate::store::Check;
 use crate::store::settle::{self, Adjustment, Once, Settle};
 use crate::{Algorithm, CheckError, Clock, Nanos, StoreError, Verdict};
-
-/// Ids settled once, each until it expires. At most as many as the store's key cap
-/// ([`MemoryStoreBuilder::max_keys`](super::MemoryStoreBuilder::max_keys)), about 60 bytes each
-/// with a 16-byte id; when full and none has expired, a settlement under a new id is refused
-/// with [`StoreError::Full`].
-#[derive(Default)]
-pub(super) struct OnceSet {
-    ids: HashMap<Box<[u8]>, Nanos>,
-}
-
-impl OnceSet {
-    /// Records `id` until `until`; `false` if it is recorded already. Expired ids are swept
-    /// when the set reaches `max`; a set still full refuses (the caller's fail policy answers).
-    fn record(&mut self, id: &[u8], until: Nanos, now: Nanos, max: usize) -> Result<bool, ()> {
-        if let Some(&expires) = self.ids.get(id) {
-            if expires > now {
-                return Ok(false);
-            }
-        } else if self.ids.len() >= max {
-            self.ids.retain(|_, expires| *expires > now);
-            if self.ids.len() >= max {
-                return Err(());
-            }
-        }
-        self.ids.insert(id.into(), until);
-        Ok(true)
-    }
-
-    fn forget(&mut self, id: &[u8]) {
-        self.ids.remove(id);
-    }
-}
 
 impl<C: Clock> Settle for MemoryStore<C> {
     async fn settle(
@@ -74,17 +43,29 @@ impl<C: Clock> MemoryStore<C> {
         adjustments: &[(Check<'_>, Adjustment)],
     ) -> Result<Verdict, StoreError> {
         settle::validate(once, adjustments)?;
+        let mut adjustments = Cow::Borrowed(adjustments);
         if let Some(once) = once {
             let now = self.now();
             let until = now.saturating_add(Nanos::from(once.ttl));
-            let max = self.inner.count.max_keys;
-            match self.inner.once.lock().record(once.id, until, now, max) {
-                Ok(true) => {}
-                Ok(false) => return Err(CheckError::AlreadySettled.into()),
-                Err(()) => return Err(self.inner.count.full()),
+            match self.inner.once.lock().record(once.id, until, now) {
+                Recorded::New => {}
+                Recorded::Again => return Err(CheckError::AlreadySettled.into()),
+                // Perhaps settled before and forgotten to make room: settling it again must
+                // not refund twice, and must still charge (see once.rs).
+                Recorded::MaybeForgotten => {
+                    adjustments = Cow::Owned(
+                        adjustments
+                            .iter()
+                            .map(|&(check, adjustment)| match adjustment {
+                                Adjustment::Refund(_) => (check, Adjustment::Refund(0)),
+                                charge @ Adjustment::Charge(_) => (check, charge),
+                            })
+                            .collect(),
+                    );
+                }
             }
         }
-        let settled = self.adjust(adjustments);
+        let settled = self.adjust(&adjustments);
         if let (Err(_), Some(once)) = (&settled, once) {
             // Nothing was settled: the id may be settled again.
             self.inner.once.lock().forget(once.id);

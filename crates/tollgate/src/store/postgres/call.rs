@@ -10,6 +10,35 @@ use crate::{Algorithm, Check, CheckError, Nanos, Policy, PolicyError, StoreError
 /// The database's clock unit, and so the resolution of every policy it decides.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
+/// The furthest past now a stored tat may be: 2^52 µs (142 years). Nothing this version writes
+/// goes further (a charge stops at 2^51 µs of debt, and a tolerance is below 2^62 ns), so a
+/// tat beyond it (or a negative one) was written by something else.
+const FURTHEST_US: i64 = 1 << 52;
+
+/// A stored tat (µs) read at `now` (µs), or `None` when it is one this version never writes.
+pub(crate) fn tat_of(tat: i64, now: i64) -> Option<Nanos> {
+    let tat = u64::try_from(tat).ok()?;
+    (tat <= u64::try_from(now.saturating_add(FURTHEST_US)).unwrap_or(0))
+        .then(|| Nanos::new(tat.saturating_mul(1000)))
+}
+
+/// The error for a row whose state this version never writes: `keys`, the rows of the call,
+/// and `which` of them when it is known.
+pub(crate) fn garbage(keys: &[Vec<u8>], which: Option<usize>) -> StoreError {
+    let rows = match which.and_then(|i| keys.get(i)) {
+        Some(key) => format!("the row {:?} holds", String::from_utf8_lossy(key)),
+        None => {
+            let keys: Vec<_> = keys.iter().map(|k| String::from_utf8_lossy(k)).collect();
+            format!("one of the rows {keys:?} holds")
+        }
+    };
+    StoreError::incompatible(format!(
+        "{rows} a state this version of tollgate never writes (garbage, or out of range): \
+         nothing was decided or settled on it, and the cleanup deletes it as it deletes idle \
+         buckets"
+    ))
+}
+
 /// Whether the store decides `policy`: every policy does (products are computed in numeric,
 /// and every time fits a bigint of microseconds).
 pub(crate) fn supports(policy: &Policy) -> Result<(), PolicyError> {
@@ -164,11 +193,12 @@ impl Call {
         }
         let (old, written) = tats.split_at(self.keys.len());
         let micros = |us: i64| Nanos::new(u64::try_from(us).unwrap_or(0).saturating_mul(1000));
-        let now = micros(now);
-        let mut states: Vec<BucketState> = old
-            .iter()
-            .map(|&tat| BucketState::TokenBucket(micros(tat)))
-            .collect();
+        let (now_us, now) = (now, micros(now));
+        let mut states: Vec<BucketState> = Vec::with_capacity(old.len());
+        for (k, &tat) in old.iter().enumerate() {
+            let tat = tat_of(tat, now_us).ok_or_else(|| garbage(&self.keys, Some(k)))?;
+            states.push(BucketState::TokenBucket(tat));
+        }
         let mut verdicts = Vec::with_capacity(self.sizes.len());
         let mut first = 0;
         for &size in &self.sizes {

@@ -23,10 +23,12 @@ WITH clock AS (
     ON CONFLICT (key) DO UPDATE
         SET tat = greatest(b.tat, (SELECT now FROM clock))
             + (excluded.tat - (SELECT now FROM clock))
-        WHERE greatest(b.tat, (SELECT now FROM clock))
-            + (excluded.tat - (SELECT now FROM clock))
-            - (SELECT now FROM clock)
-            <= (SELECT input.tau FROM input WHERE input.key = excluded.key)
+        -- A tat this version never writes is never decided on (see decide_one.sql).
+        WHERE CASE WHEN b.tat < 0 OR b.tat > (SELECT now FROM clock) + 4503599627370496 THEN false
+            ELSE greatest(b.tat, (SELECT now FROM clock))
+                + (excluded.tat - (SELECT now FROM clock))
+                - (SELECT now FROM clock)
+                <= (SELECT input.tau FROM input WHERE input.key = excluded.key) END
     RETURNING b.key, b.tat
 )
 SELECT clock.now,

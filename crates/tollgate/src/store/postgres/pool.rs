@@ -151,7 +151,8 @@ const RESET: &str = r#"WITH w AS (
 
 const DECIDE_ANY: &str = r#"SELECT "@schema@"."@table@_decide_any"($1, $2, $3, $4, $5, $6)"#;
 
-/// Forgets the settlement ids that have expired, and the windows that ended a minute ago.
+/// Forgets the settlement ids that have expired, and the windows that ended a minute ago (or
+/// whose expiry this version never writes, more than 2^52 µs away).
 /// Deletes up to $2 expired settlement ids and up to $2 idle window rows (expired a minute
 /// ago), skipping rows a decision holds; answers how many went. Run until it answers fewer
 /// than 2 × $2, as the bucket cleanup is.
@@ -160,9 +161,11 @@ const CLEANUP_ONCE: &str = r#"WITH w AS (
     WHERE key IN (
         SELECT key FROM "@schema@"."@table@_windows"
         WHERE expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) - 60000000
+           OR expires > coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) + 4503599627370496
         LIMIT $2 FOR UPDATE SKIP LOCKED
     )
-    AND expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) - 60000000
+    AND (expires <= coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) - 60000000
+         OR expires > coalesce($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) + 4503599627370496)
     RETURNING 1
 ), o AS (
     DELETE FROM "@schema@"."@table@_once"

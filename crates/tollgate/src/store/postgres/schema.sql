@@ -82,7 +82,10 @@ BEGIN
     FOR d IN 1 .. coalesce(array_length(sizes, 1), 0) LOOP
         all_ok := true;
         FOR j IN first .. first + sizes[d] - 1 LOOP
-            IF cost[j] > 0 AND greatest(cur[idx[j]], at_us) + cost[j] * t[j] - at_us > tau[j] THEN
+            -- A tat this version never writes denies, and the caller reports it.
+            IF cur[idx[j]] < 0 OR cur[idx[j]] > at_us + 4503599627370496 THEN
+                all_ok := false;
+            ELSIF cost[j] > 0 AND greatest(cur[idx[j]], at_us) + cost[j] * t[j] - at_us > tau[j] THEN
                 all_ok := false;
             END IF;
         END LOOP;
@@ -129,8 +132,12 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@_windows" (
 --   the width (µs) and the limit;   cost  per check (0 peeks);   now_us  NULL for
 --   clock_timestamp().
 --
--- Returns { now, allowed (0/1), then per check: the length of its state before, that state, the
--- length of its state after, that state } (a token bucket's state is {tat}).
+-- Returns { now, allowed (0/1, or 2 when a state is garbage), then per check: the length of its
+-- state before, that state, the length of its state after, that state } (a token bucket's state
+-- is {tat}). Garbage: a state this version never writes (another length, a NULL, a negative
+-- number, a number more than 2^52 past now); nothing is then taken, and a garbage window's
+-- `expires` is cut to the longest a window of its policy lives, so the cleanup deletes it as
+-- it would the window (a garbage token bucket's tat is deleted by the cleanup).
 CREATE OR REPLACE FUNCTION "@schema@"."@table@_decide_any"(
     keys bytea[], kinds int[], a bigint[], b bigint[], cost bigint[], now_us bigint
 ) RETURNS bigint[] LANGUAGE plpgsql AS $$
@@ -149,6 +156,8 @@ DECLARE
     win bigint; cnt bigint; w0 bigint; prev bigint; cur bigint; idx bigint; e bigint;
     oi bigint; scaled numeric; used bigint; newest bigint; w bigint; base bigint;
     new_state bigint[];
+    bad boolean;
+    spoilt boolean := false;
 BEGIN
     -- Lock token buckets, then windows, each in key order; a missing row is a new bucket.
     WITH l AS (
@@ -175,6 +184,26 @@ BEGIN
         st := coalesce(st, '{}');
         states := states || st::text;
         w := a[j];
+        bad := CASE kinds[j]
+            WHEN 0 THEN coalesce(array_length(st, 1), 0) NOT IN (0, 1)
+            WHEN 1 THEN coalesce(array_length(st, 1), 0) NOT IN (0, 3)
+            WHEN 3 THEN coalesce(array_length(st, 1), 0) NOT IN (0, 4)
+            ELSE coalesce(array_length(st, 1), 0) % 2 <> 0 END
+            OR EXISTS (SELECT FROM unnest(st) AS x WHERE x IS NULL OR x < 0
+                       OR x > at + 4503599627370496);
+        IF bad THEN
+            spoilt := true;
+            IF kinds[j] <> 0 THEN
+                UPDATE "@schema@"."@table@_windows" AS x
+                SET expires = least(x.expires, at + CASE WHEN kinds[j] = 3 THEN 2 * w ELSE w END)
+                WHERE x.key = keys[j];
+            END IF;
+            ok := ok || false;
+            news := news || '{}'::text;
+            ends := ends || 0::bigint;
+            all_ok := false;
+            CONTINUE;
+        END IF;
         IF kinds[j] = 0 THEN
             base := greatest(coalesce(st[1], 0), at);
             ok := ok || (cost[j] = 0 OR base + cost[j] * a[j] - at <= b[j]);
@@ -240,7 +269,9 @@ BEGIN
         news := news || new_state::text;
         all_ok := all_ok AND ok[j];
     END LOOP;
-    IF all_ok THEN
+    IF spoilt THEN
+        answer[2] := 2;
+    ELSIF all_ok THEN
         answer[2] := 1;
     END IF;
     FOR j IN 1 .. n LOOP

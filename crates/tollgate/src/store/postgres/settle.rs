@@ -29,7 +29,8 @@ impl Settle for PostgresStore {
         let inner = &self.inner;
         let mut keys = Vec::with_capacity(adjustments.len());
         let mut units: Vec<Units> = Vec::with_capacity(adjustments.len());
-        let (mut t, mut charge, mut amount) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut t, mut tau, mut charge, mut amount) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (check, adjustment) in adjustments {
             let u = Units::of(&check.policy)?;
             let (is_charge, n) = match *adjustment {
@@ -38,6 +39,7 @@ impl Settle for PostgresStore {
             };
             keys.push(call::bucket_key(check));
             t.push(u.t);
+            tau.push(u.tau);
             charge.push(is_charge);
             amount.push(
                 i64::try_from(n)
@@ -49,7 +51,8 @@ impl Settle for PostgresStore {
         let now_param = inner.now_param();
         let id: Option<&[u8]> = once.map(|o| o.id);
         let ttl: i64 = once.map_or(0, |o| i64::try_from(o.ttl.as_micros()).unwrap_or(i64::MAX));
-        let params: [&(dyn ToSql + Sync); 7] = [&keys, &t, &charge, &amount, &now_param, &id, &ttl];
+        let params: [&(dyn ToSql + Sync); 8] =
+            [&keys, &t, &charge, &amount, &now_param, &id, &ttl, &tau];
         let deadline = super::retry::deadline_after(inner.timeout);
         let rows = inner
             .run(deadline, inner.retry.max_attempts, |conn| async move {
@@ -81,6 +84,10 @@ impl Settle for PostgresStore {
         for (row, u) in rows.iter().zip(&units) {
             let now: i64 = row.try_get(0).map_err(incompatible)?;
             let ok: bool = row.try_get(1).map_err(incompatible)?;
+            let garbage: bool = row.try_get(3).map_err(incompatible)?;
+            if garbage {
+                return Err(call::garbage(&keys, None));
+            }
             if !ok {
                 return Err(CheckError::AlreadySettled.into());
             }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
 use super::batch::Queued;
-use super::call::{Call, Units};
+use super::call::{Call, Units, garbage, tat_of};
 use super::error::store_error;
 use super::retry::Failure;
 use super::windows;
@@ -124,7 +124,7 @@ impl Inner {
                 .map_err(|e| StoreError::Incompatible(Box::new(e)))
         };
         let (now, taken, seen) = (read(0)?.unwrap_or(0), read(1)?, read(2)?);
-        match answer(units, cost, now, taken, seen)? {
+        match answer(units, bucket, cost, now, taken, seen)? {
             Some(decision) => Ok(decision),
             // Asked again, the statement reads a clock and a snapshot from after the
             // transactions it waited for.
@@ -192,15 +192,21 @@ impl Inner {
                 row.try_get::<_, Option<i64>>(i)
                     .map_err(|e| StoreError::Incompatible(Box::new(e)))
             };
-            let decision =
-                match answer(&q.units, q.cost, read(0)?.unwrap_or(0), read(1)?, read(2)?)? {
-                    Some(decision) => decision,
-                    // Rare: the row changed under the statement. Asked again alone.
-                    None => {
-                        self.take(deadline, &q.units, &q.bucket, q.cost, true)
-                            .await?
-                    }
-                };
+            let decision = match answer(
+                &q.units,
+                &q.bucket,
+                q.cost,
+                read(0)?.unwrap_or(0),
+                read(1)?,
+                read(2)?,
+            )? {
+                Some(decision) => decision,
+                // Rare: the row changed under the statement. Asked again alone.
+                None => {
+                    self.take(deadline, &q.units, &q.bucket, q.cost, true)
+                        .await?
+                }
+            };
             decisions.push(decision);
         }
         Ok(Some(decisions))
@@ -231,8 +237,10 @@ impl Inner {
             row.try_get::<_, Option<i64>>(i)
                 .map_err(|e| StoreError::Incompatible(Box::new(e)))
         };
-        let now = micros(read(0)?.unwrap_or(0));
-        let tat = micros(read(1)?.unwrap_or(0));
+        let now_us = read(0)?.unwrap_or(0);
+        let tat = tat_of(read(1)?.unwrap_or(0), now_us)
+            .ok_or_else(|| garbage(&[bucket.to_vec()], Some(0)))?;
+        let now = micros(now_us);
         Ok(Gcra::new(&units.policy)
             .decide(tat, now, 0)?
             .decision(false))
@@ -273,15 +281,20 @@ impl Inner {
 /// caller asks again.
 fn answer(
     units: &Units,
+    bucket: &[u8],
     cost: u64,
     now: i64,
     taken: Option<i64>,
     seen: Option<i64>,
 ) -> Result<Option<Decision>, StoreError> {
+    let now_us = now;
     let now = micros(now);
     let gcra = Gcra::new(&units.policy);
     let Some(taken) = taken else {
-        let outcome = gcra.decide(micros(seen.unwrap_or(0)), now, cost)?;
+        // The statement never decides on a tat this version never writes: report it.
+        let seen = tat_of(seen.unwrap_or(0), now_us)
+            .ok_or_else(|| garbage(&[bucket.to_vec()], Some(0)))?;
+        let outcome = gcra.decide(seen, now, cost)?;
         return Ok((!outcome.allowed()).then(|| outcome.decision(false)));
     };
     // The upsert wrote max(tat, now) + cost × t: replaying from max(tat, now) gives the same

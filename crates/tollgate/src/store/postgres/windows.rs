@@ -12,7 +12,7 @@ use crate::algorithm::sliding_log::SlidingLogState;
 use crate::algorithm::{BucketState, decide_all};
 use crate::{Nanos, Policy, StoreError, Verdict};
 
-use super::call::Units;
+use super::call::{self, Units};
 
 /// The arguments of one call.
 pub(crate) struct AnyCall {
@@ -56,23 +56,41 @@ impl AnyCall {
             *rest = tail;
             Ok(n)
         };
-        let now = us(next(&mut rest)?);
-        let allowed = next(&mut rest)? == 1;
-        let mut states = Vec::with_capacity(self.checks.len());
-        let mut written = Vec::with_capacity(self.checks.len());
-        for &kind in &self.kinds {
-            for into in [&mut states, &mut written] {
+        let now_us = next(&mut rest)?;
+        let now = us(now_us);
+        let flag = next(&mut rest)?;
+        let allowed = flag == 1;
+        let mut raw: Vec<[&[i64]; 2]> = Vec::with_capacity(self.checks.len());
+        for _ in &self.kinds {
+            let mut pair: [&[i64]; 2] = [&[], &[]];
+            for state in &mut pair {
                 let len = usize::try_from(next(&mut rest)?).map_err(|_| malformed())?;
                 if rest.len() < len {
                     return Err(malformed());
                 }
-                let (state, tail) = rest.split_at(len);
+                let (read, tail) = rest.split_at(len);
                 rest = tail;
-                into.push(state_of(kind, state).ok_or_else(malformed)?);
+                *state = read;
             }
+            raw.push(pair);
         }
         if !rest.is_empty() {
             return Err(malformed());
+        }
+        // 2: a state this version never writes; nothing was taken.
+        if flag == 2 {
+            let which = self
+                .kinds
+                .iter()
+                .zip(&raw)
+                .position(|(&kind, [before, _])| state_of(kind, before, now_us).is_none());
+            return Err(call::garbage(&self.keys, which));
+        }
+        let mut states = Vec::with_capacity(self.checks.len());
+        let mut written = Vec::with_capacity(self.checks.len());
+        for (&kind, [before, after]) in self.kinds.iter().zip(&raw) {
+            states.push(state_of(kind, before, now_us).ok_or_else(malformed)?);
+            written.push(state_of(kind, after, now_us).ok_or_else(malformed)?);
         }
         let pairs: Vec<(&Policy, u64)> = self.checks.iter().map(|(p, c)| (p, *c)).collect();
         let mut verdict = decide_all(&pairs, &mut states, now)?;
@@ -100,15 +118,17 @@ fn us(n: i64) -> Nanos {
     Nanos::new(u64::try_from(n).unwrap_or(0).saturating_mul(1000))
 }
 
-fn count(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
-/// The pure state of a row's state in µs (an empty one is a bucket never seen).
-fn state_of(kind: i32, state: &[i64]) -> Option<BucketState> {
+/// The pure state of a row's state in µs read at `now` (µs; an empty one is a bucket never
+/// seen), or `None` when this version never writes it: another shape, a negative number, a
+/// time more than 2^52 µs past now.
+fn state_of(kind: i32, state: &[i64], now: i64) -> Option<BucketState> {
+    if state.iter().any(|&n| n < 0) {
+        return None;
+    }
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
     Some(match (kind, state) {
         (0, []) => BucketState::TokenBucket(Nanos::ZERO),
-        (0, &[tat]) => BucketState::TokenBucket(us(tat)),
+        (0, &[tat]) => BucketState::TokenBucket(call::tat_of(tat, now)?),
         (1, []) => BucketState::FixedWindow(FixedWindowState::default()),
         (1, &[window, c, width]) => BucketState::FixedWindow(FixedWindowState {
             window: count(window),

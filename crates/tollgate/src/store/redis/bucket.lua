@@ -7,7 +7,13 @@
 --
 -- KEYS[i]  token buckets, `tollgate:v2:{<escaped user key>}:tb:...` (see keys.rs); the value is
 --          the theoretical arrival time in microseconds of Redis's clock; TTL: until the
---          bucket is full again. A missing or unreadable value is a key never seen.
+--          bucket is full again. A missing value (or one of another type, which MGET reads as
+--          missing and the first charge overwrites) is a key never seen. A value this version
+--          never writes (not a whole number, or more than 2^52 µs, 142 years, past now) is
+--          garbage: the decisions on it take nothing and answer 2 (the client reports them
+--          incompatible), the others go on, and the key is given the TTL of a bucket of its
+--          policy at its emptiest (2 tau: a capacity in debt) unless it expires sooner, so it
+--          goes away like any bucket.
 -- ARGV[1]  "" to read Redis's clock (TIME), or a time in microseconds (tests inject time).
 -- ARGV[2]  P, the number of distinct policies; then for each, 2 numbers: the emission interval
 --          t (µs per token, rounded up) and the tolerance tau (= capacity × t).
@@ -19,8 +25,8 @@
 -- and converts each as few times as it can. In a batch of single checks, each is a quarter
 -- of the script's time when sent as four numbers.)
 --
--- Returns { now, the state read of each key (0 when absent), then per decision 1 when it was
--- allowed and taken, else 0 }.
+-- Returns { now, the state read of each key (0 when absent, -1 when garbage), then per decision
+-- 1 when it was allowed and taken, 2 when it names a garbage key, else 0 }.
 --
 -- Integers only: Lua numbers are doubles, exact below 2^53; the caller refuses tau >= 2^52, and
 -- now ≈ 1.8e15 µs, so tat + cost × t <= now + 2 tau stays exact this century.
@@ -37,15 +43,28 @@ else
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 
-local tonumber, max = tonumber, math.max
+local tonumber, max, ceil = tonumber, math.max, math.ceil
 local out = { now }
-local tat, dirty = {}, {}
+local tat, dirty, garbage = {}, {}, {}
 -- One MGET for every bucket: each redis.call costs Redis more than the read itself.
 local values = redis.call('MGET', unpack(KEYS))
+local furthest = now + 4503599627370496 -- 2^52 µs
 for k = 1, #KEYS do
-  local v = tonumber(values[k] or '0') or 0
+  local raw = values[k]
+  local v = 0
+  if raw then
+    v = string.match(raw, '^%d+$') and tonumber(raw)
+    if not v or v > furthest then
+      garbage[k], v = 0, -1
+    end
+  end
   tat[k] = v
   out[k + 1] = v
+end
+
+-- A garbage key expires as a bucket of its policy would at its emptiest.
+local function expire(k, taup)
+  garbage[k] = max(garbage[k], ceil(2 * taup / 1000) + slack)
 end
 
 local t, tau = {}, {}
@@ -74,7 +93,10 @@ while a <= n do
     end
     local new = max(tat[k], now) + cost * tp
     o = o + 1
-    if cost == 0 then
+    if garbage[k] then
+      expire(k, taup)
+      out[o] = 2
+    elseif cost == 0 then
       out[o] = 1
     elseif new - now <= taup then
       tat[k] = new
@@ -87,12 +109,15 @@ while a <= n do
     -- Several: take only if every one passes. A decision never names one bucket twice, so
     -- each check's new state depends on its own bucket alone.
     local ks, news, costs = {}, {}, {}
-    local all = true
+    local all, spoilt = true, false
     for i = 1, m do
       local k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       a = a + 3
       local new = max(tat[k], now) + cost * t[p]
-      if cost > 0 and new - now > tau[p] then
+      if garbage[k] then
+        expire(k, tau[p])
+        all, spoilt = false, true
+      elseif cost > 0 and new - now > tau[p] then
         all = false
       end
       ks[i], news[i], costs[i] = k, new, cost
@@ -107,15 +132,21 @@ while a <= n do
       end
     end
     o = o + 1
-    out[o] = all and 1 or 0
+    out[o] = spoilt and 2 or all and 1 or 0
   end
 end
 
-local ceil, format = math.ceil, string.format
+local format = string.format
 for k = 1, #KEYS do
   if dirty[k] then
     local ttl = ceil((tat[k] - now) / 1000) + slack
     redis.call('SET', KEYS[k], format('%d', tat[k]), 'PX', format('%d', ttl))
+  elseif garbage[k] and garbage[k] > 0 then
+    -- Left as it is for whoever wants to look, but never for longer than a bucket lives.
+    local left = redis.call('PTTL', KEYS[k])
+    if left < 0 or left > garbage[k] then
+      redis.call('PEXPIRE', KEYS[k], format('%d', garbage[k]))
+    end
   end
 end
 return out

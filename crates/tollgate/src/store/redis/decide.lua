@@ -30,8 +30,14 @@
 --             algorithm 1 fixed window, 2 sliding log, 3 sliding counter:
 --                                         a = window width (µs, rounded up), b = limit.
 --
--- Returns { now, then for each decision: allowed (0/1), then for each of its checks:
---           allowed (0/1), remaining, retry_after (µs), reset_after (µs), hold (µs) }.
+-- Returns { now, then for each decision: allowed (0/1, or 2 when it names a garbage key), then
+--           for each of its checks: allowed (0/1; for a garbage key 2, or 3 when the key holds
+--           another type), remaining, retry_after (µs), reset_after (µs), hold (µs) }.
+-- Garbage: a value this version never writes (not the numbers above, a number of 2^52 or
+-- more, a time more than 2^52 µs past now, a key of another type). A decision naming one
+-- takes nothing (the client reports it incompatible) and the others go on; the key is given
+-- the longest TTL a bucket of its policy has (2 tau, a window, two for a counter) unless it
+-- expires sooner, so it goes away like any bucket.
 -- `hold` is how long a denial stays exactly as answered (allowed, remaining, and retry and
 -- reset counting down) if nobody else takes: what the caller's deny cache may repeat.
 --
@@ -58,6 +64,16 @@ else
 end
 
 local floor, max, min = math.floor, math.max, math.min
+local huge = 4503599627370496 -- 2^52
+
+-- GET that reads a key of another type as garbage (3) instead of failing the whole run.
+local function get(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    return nil, 3
+  end
+  return v
+end
 
 local function ceil_ms(us)
   return string.format('%d', math.ceil(us / 1000) + slack)
@@ -69,7 +85,22 @@ end
 
 local token_bucket = {
   load = function(key)
-    return { tat = tonumber(redis.call('GET', key) or '0') or 0 }
+    local v, bad = get(key)
+    if bad then
+      return { garbage = bad }
+    end
+    local tat = 0
+    if v then
+      tat = string.match(v, '^%d+$') and tonumber(v)
+      if not tat or tat > now + huge then
+        return { garbage = 2 }
+      end
+    end
+    return { tat = tat }
+  end,
+  -- The longest a bucket lives: from a capacity in debt to full.
+  ttl = function(t, tau)
+    return 2 * tau
   end,
   eval = function(s, t, tau, cost)
     local base = max(s.tat, now)
@@ -80,11 +111,13 @@ local token_bucket = {
   answer = function(c, taken)
     local backlog = (taken and c.new or c.base) - now
     local remaining = max(0, floor((c.tau - backlog) / c.t))
-    local retry = 0
+    -- The wait for the cost, or for one token when peeking (cost 0): zero when it fits.
+    local retry = max(0, c.base + max(c.cost, 1) * c.t - c.tau - now)
+    local hold = 0
     if not c.allowed then
-      retry = c.new - c.tau - now
+      hold = retry
     end
-    return remaining, retry, backlog, retry
+    return remaining, retry, backlog, hold
   end,
   apply = function(c)
     c.s.tat = c.new
@@ -94,28 +127,46 @@ local token_bucket = {
   end,
 }
 
--- Reads "<n> <n> ..." into numbers; anything else (a value not written by this version) is a
--- key never seen.
+-- Reads "<n> <n> ..." (n numbers, each below 2^52) into numbers, zeros when the key is
+-- missing; anything else (a value not written by this version) is garbage: nil and its code.
 local function numbers(key, n)
-  local v = redis.call('GET', key)
-  local out = {}
-  if v then
-    for d in string.gmatch(v, '%d+') do
-      out[#out + 1] = tonumber(d)
-    end
+  local v, bad = get(key)
+  if bad then
+    return nil, bad
   end
-  if #out ~= n then
+  local out = {}
+  if not v then
     for i = 1, n do
       out[i] = 0
     end
+    return out
+  end
+  if not string.match(v, '^%d+[ %d]*$') then
+    return nil, 2
+  end
+  for d in string.gmatch(v, '[^ ]+') do
+    local x = string.match(d, '^%d+$') and tonumber(d)
+    if not x or x >= huge then
+      return nil, 2
+    end
+    out[#out + 1] = x
+  end
+  if #out ~= n then
+    return nil, 2
   end
   return out
 end
 
 local fixed_window = {
   load = function(key)
-    local v = numbers(key, 3)
+    local v, bad = numbers(key, 3)
+    if not v then
+      return { garbage = bad }
+    end
     return { window = v[1], count = v[2], width = v[3] }
+  end,
+  ttl = function(width, limit)
+    return width
   end,
   -- eval reads the state and never writes it (a denial changes nothing, even when a later
   -- check of the same run takes from the bucket); apply writes what eval computed.
@@ -142,15 +193,19 @@ local fixed_window = {
     if taken then
       count = count + c.cost
     end
-    local retry, reset = 0, 0
-    if not c.allowed then
+    local retry, reset, hold = 0, 0, 0
+    -- A peek (cost 0) is allowed, and says when a cost of 1 would be.
+    if c.count + max(c.cost, 1) > c.limit then
       retry = c.until_end
     end
     if count > 0 then
       reset = c.until_end
     end
     -- Nobody else taking, the count stands until the window ends.
-    return max(0, c.limit - count), retry, reset, retry
+    if not c.allowed then
+      hold = retry
+    end
+    return max(0, c.limit - count), retry, reset, hold
   end,
   apply = function(c)
     local s = c.s
@@ -164,8 +219,14 @@ local fixed_window = {
 
 local sliding_counter = {
   load = function(key)
-    local v = numbers(key, 4)
+    local v, bad = numbers(key, 4)
+    if not v then
+      return { garbage = bad }
+    end
     return { window = v[1], previous = v[2], current = v[3], width = v[4] }
+  end,
+  ttl = function(width, limit)
+    return 2 * width
   end,
   eval = function(s, w, limit, cost)
     local window, previous, current = s.window, s.previous, s.current
@@ -221,15 +282,21 @@ local sliding_counter = {
       reset = w - e
     end
     local retry, hold = 0, 0
-    if not c.allowed then
-      if c.current + c.cost <= limit then
+    -- A peek (cost 0) is allowed, and says when a cost of 1 would be.
+    local probe = max(c.cost, 1)
+    local fits = c.current + probe <= limit
+      and previous * (w - e) + (c.current + probe) * w <= limit * w
+    if not fits then
+      if c.current + probe <= limit then
         -- Within this window, once enough of `previous` has slid out:
-        -- previous × (w - e') <= (limit - current - cost) × w; previous > 0 here.
-        retry = w - min(floor((limit - c.current - c.cost) * w / previous), w) - e
+        -- previous × (w - e') <= (limit - current - probe) × w; previous > 0 here.
+        retry = w - min(floor((limit - c.current - probe) * w / previous), w) - e
       else
         -- In the next window, where `current` becomes `previous` (non-zero here).
-        retry = w - e + w - min(floor((limit - c.cost) * w / c.current), w)
+        retry = w - e + w - min(floor((limit - probe) * w / c.current), w)
       end
+    end
+    if not c.allowed then
       -- The answer stands until remaining grows (room rises by `previous` per µs), the
       -- window ends (the state rolls over), or the retry time comes.
       hold = min(retry, w - e)
@@ -257,10 +324,17 @@ local sliding_counter = {
 local sliding_log = {
   load = function(key)
     local entries = {}
-    for i, v in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    local list = redis.pcall('LRANGE', key, 0, -1)
+    if list.err then
+      return { garbage = 3 }
+    end
+    for i, v in ipairs(list) do
       local ts, cost = string.match(v, '^(%d+):?(%d*)$')
-      -- An element this version did not write counts as nothing.
-      entries[i] = { tonumber(ts) or 0, tonumber(cost) or (ts and 1 or 0) }
+      ts, cost = tonumber(ts), tonumber(cost) or 1
+      if not ts or ts > now + huge or cost >= huge then
+        return { garbage = 2 }
+      end
+      entries[i] = { ts, cost }
     end
     -- head: the first element not yet pruned; kept: the elements read from Redis.
     return { entries = entries, head = 1, kept = #entries }
@@ -289,10 +363,10 @@ local sliding_log = {
       reset_at = max(reset_at, now + w)
     end
     local retry, hold = 0, 0
-    if not c.allowed then
-      -- Wait until enough of the oldest entries have left the window. A denial has used > 0,
-      -- so `oldest` exists; the answer stands until it leaves.
-      local need = c.used + c.cost - c.limit
+    -- Wait until enough of the oldest entries have left the window (for one token when
+    -- peeking). Waiting means used > 0, so `oldest` exists; a denial stands until it leaves.
+    local need = c.used + max(c.cost, 1) - c.limit
+    if need > 0 then
       for i = c.oldest, #s.entries do
         local ts, cost = s.entries[i][1], s.entries[i][2]
         if ts + w > now then
@@ -303,7 +377,7 @@ local sliding_log = {
           end
         end
       end
-      if c.oldest then
+      if c.oldest and not c.allowed then
         hold = s.entries[c.oldest][1] + w - now
       end
     end
@@ -344,10 +418,15 @@ local sliding_log = {
   end,
 }
 
+sliding_log.ttl = function(width, limit)
+  return width
+end
+
 local algorithms = { [0] = token_bucket, fixed_window, sliding_log, sliding_counter }
 
--- Per key index: its algorithm and state, loaded on first use; dirty when taken from.
-local kind, state, dirty = {}, {}, {}
+-- Per key index: its algorithm and state, loaded on first use; dirty when taken from; for a
+-- garbage key, the TTL (µs) it gets.
+local kind, state, dirty, spoilt = {}, {}, {}, {}
 
 local out = { now }
 local a = 3
@@ -355,7 +434,7 @@ for _ = 1, tonumber(ARGV[2]) do
   local m = tonumber(ARGV[a])
   a = a + 1
   local checks = {}
-  local all = true
+  local all, garbage = true, false
   for i = 1, m do
     local k, alg = tonumber(ARGV[a]), algorithms[tonumber(ARGV[a + 1])]
     local pa, pb, cost = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
@@ -363,27 +442,49 @@ for _ = 1, tonumber(ARGV[2]) do
     if not state[k] then
       kind[k], state[k] = alg, alg.load(KEYS[k])
     end
-    local c = alg.eval(state[k], pa, pb, cost)
-    all = all and c.allowed
-    checks[i] = { k, c }
+    if state[k].garbage then
+      spoilt[k] = max(spoilt[k] or 0, alg.ttl(pa, pb))
+      all, garbage = false, true
+      checks[i] = { k, nil }
+    else
+      local c = alg.eval(state[k], pa, pb, cost)
+      all = all and c.allowed
+      checks[i] = { k, c }
+    end
   end
-  out[#out + 1] = all and 1 or 0
+  out[#out + 1] = garbage and 2 or all and 1 or 0
   for i = 1, m do
     local k, c = checks[i][1], checks[i][2]
-    local remaining, retry, reset, hold = kind[k].answer(c, all)
-    if all and c.cost > 0 then
-      kind[k].apply(c)
-      dirty[k] = true
+    if c then
+      local remaining, retry, reset, hold = kind[k].answer(c, all)
+      if all and c.cost > 0 then
+        kind[k].apply(c)
+        dirty[k] = true
+      end
+      out[#out + 1] = c.allowed and 1 or 0
+      out[#out + 1] = remaining
+      out[#out + 1] = retry
+      out[#out + 1] = reset
+      out[#out + 1] = hold
+    else
+      out[#out + 1] = state[k].garbage
+      for _ = 1, 4 do
+        out[#out + 1] = 0
+      end
     end
-    out[#out + 1] = c.allowed and 1 or 0
-    out[#out + 1] = remaining
-    out[#out + 1] = retry
-    out[#out + 1] = reset
-    out[#out + 1] = hold
   end
 end
 
 for k in pairs(dirty) do
   kind[k].store(KEYS[k], state[k])
+end
+-- A garbage key is left as it is for whoever wants to look, but never for longer than a
+-- bucket of its policy lives.
+for k, ttl in pairs(spoilt) do
+  local most = math.ceil(ttl / 1000) + slack
+  local left = redis.call('PTTL', KEYS[k])
+  if left < 0 or left > most then
+    redis.call('PEXPIRE', KEYS[k], string.format('%d', most))
+  end
 end
 return out

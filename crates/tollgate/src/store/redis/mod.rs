@@ -399,6 +399,9 @@ impl Store for RedisStore {
                 .pop()
                 .ok_or_else(|| StoreError::incompatible("the tollgate script answered nothing"))?,
         };
+        if let Some(why) = reply.garbage {
+            return Err(StoreError::incompatible(why));
+        }
         Ok(reply.verdict)
     }
 

@@ -144,6 +144,38 @@ pub(crate) struct Reply {
     /// Per check: how long a denial stays exactly as answered if nobody else takes (what a deny
     /// cache may repeat); zero when allowed.
     pub(crate) holds: Vec<Duration>,
+    /// Why the decision was not made: a bucket's key holds a value this version never writes
+    /// (the verdict is then empty, and nothing was taken).
+    pub(crate) garbage: Option<String>,
+}
+
+impl Reply {
+    fn decided(decisions: Vec<Decision>, holds: Vec<Duration>) -> Reply {
+        Reply {
+            verdict: Verdict::new(decisions),
+            holds,
+            garbage: None,
+        }
+    }
+
+    /// The answer to a decision naming `bucket`, whose value is garbage (`wrong_type`: a key
+    /// of another type).
+    fn garbage(bucket: &[u8], wrong_type: bool) -> Reply {
+        let what = if wrong_type {
+            "a key of another type (WRONGTYPE)"
+        } else {
+            "a value (garbage, or out of range)"
+        };
+        Reply {
+            verdict: Verdict::new(Vec::new()),
+            holds: Vec::new(),
+            garbage: Some(format!(
+                "the Redis key {:?} holds {what} this version of tollgate never writes: the \
+                 decision took nothing, and the key now expires like a bucket of its policy",
+                String::from_utf8_lossy(bucket)
+            )),
+        }
+    }
 }
 
 /// Decides `decisions` (each a list of checks, all or nothing) in order in one script call;
@@ -329,32 +361,42 @@ fn command(
 }
 
 /// The script's reply: a flat array of non-negative integers.
-fn numbers(reply: Value) -> Result<Vec<u64>, StoreError> {
+fn numbers(reply: Value) -> Result<Vec<i64>, StoreError> {
     let Value::Array(items) = reply else {
         return Err(malformed("not an array"));
     };
     items
         .into_iter()
         .map(|v| match v {
-            Value::Int(n) => u64::try_from(n).map_err(|_| malformed("negative number")),
+            Value::Int(n) => Ok(n),
             _ => Err(malformed("not an integer")),
         })
         .collect()
 }
 
+/// A count or a time the script answered, which is never negative.
+fn whole(n: i64) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| malformed("negative number"))
+}
+
 /// Reads `decide.lua`'s answers.
-fn parse(numbers: &[u64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, StoreError> {
+fn parse(numbers: &[i64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, StoreError> {
     let mut numbers = numbers.iter().copied();
-    let mut next = || numbers.next().ok_or_else(|| malformed("too short"));
+    let mut next = || whole(numbers.next().ok_or_else(|| malformed("too short"))?);
     let _now = next()?;
     let mut replies = Vec::with_capacity(decisions.len());
     for checks in decisions {
         let _all = next()?;
         let mut decided = Vec::with_capacity(checks.len());
         let mut holds = Vec::with_capacity(checks.len());
+        let mut garbage = None;
         for check in checks {
+            let allowed = next()?;
+            if allowed >= 2 && garbage.is_none() {
+                garbage = Some(Reply::garbage(&check.bucket, allowed == 3));
+            }
             decided.push(Decision {
-                allowed: next()? == 1,
+                allowed: allowed == 1,
                 limit: check.limit,
                 remaining: next()?,
                 retry_after: Duration::from_micros(next()?),
@@ -362,10 +404,7 @@ fn parse(numbers: &[u64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, Stor
             });
             holds.push(Duration::from_micros(next()?));
         }
-        replies.push(Reply {
-            verdict: Verdict::new(decided),
-            holds,
-        });
+        replies.push(garbage.unwrap_or_else(|| Reply::decided(decided, holds)));
     }
     Ok(replies)
 }
@@ -374,7 +413,7 @@ fn parse(numbers: &[u64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, Stor
 /// same integers in nanoseconds instead of microseconds, so the same decisions, which its flags
 /// confirm one by one.
 fn replay(
-    numbers: &[u64],
+    numbers: &[i64],
     decisions: &[Vec<Encoded>],
     keys: usize,
     slots: &[usize],
@@ -385,28 +424,41 @@ fn replay(
             .ok_or_else(|| malformed("time out of range"))
     };
     let (&now, rest) = numbers.split_first().ok_or_else(|| malformed("empty"))?;
-    let now = micros(now)?;
+    let now = micros(whole(now)?)?;
     if rest.len() != keys + decisions.len() {
         return Err(malformed("wrong length"));
     }
     let (read, flags) = rest.split_at(keys);
-    let mut tats: Vec<Nanos> = read
+    // A garbage value reads as -1: no state.
+    let mut tats: Vec<Option<Nanos>> = read
         .iter()
-        .map(|&us| micros(us))
+        .map(|&us| match us {
+            -1 => Ok(None),
+            us => micros(whole(us)?).map(Some),
+        })
         .collect::<Result<_, _>>()?;
     let mut slots = slots.iter();
     let mut replies = Vec::with_capacity(decisions.len());
     for (checks, &flag) in decisions.iter().zip(flags) {
+        let slots: Vec<usize> = slots.by_ref().take(checks.len()).copied().collect();
+        if let Some((check, _)) = checks.iter().zip(&slots).find(|&(_, &k)| tats[k].is_none()) {
+            if flag != 2 {
+                return Err(malformed("a decision on a garbage value was made"));
+            }
+            replies.push(Reply::garbage(&check.bucket, false));
+            continue;
+        }
         let mut outcomes = Vec::with_capacity(checks.len());
-        for (check, &k) in checks.iter().zip(&mut slots) {
+        for (check, &k) in checks.iter().zip(&slots) {
             let gcra = check.gcra.ok_or_else(|| malformed("not a token bucket"))?;
+            let tat = tats[k].ok_or_else(|| malformed("no state"))?;
             let outcome = gcra
-                .decide(tats[k], now, check.cost)
+                .decide(tat, now, check.cost)
                 .map_err(StoreError::Check)?;
             outcomes.push((k, outcome));
         }
         let taken = outcomes.iter().all(|(_, o)| o.allowed());
-        if u64::from(taken) != flag {
+        if i64::from(taken) != flag {
             return Err(malformed(
                 "the script decided otherwise than tollgate's GCRA",
             ));
@@ -415,7 +467,7 @@ fn replay(
         let mut holds = Vec::with_capacity(checks.len());
         for ((k, outcome), check) in outcomes.iter().zip(checks) {
             if taken && check.cost > 0 {
-                tats[*k] = outcome.new_tat();
+                tats[*k] = Some(outcome.new_tat());
             }
             let decision = outcome.decision(taken);
             // A token bucket's denial stands, counting down, until its retry.
@@ -426,10 +478,7 @@ fn replay(
             });
             decided.push(decision);
         }
-        replies.push(Reply {
-            verdict: Verdict::new(decided),
-            holds,
-        });
+        replies.push(Reply::decided(decided, holds));
     }
     Ok(replies)
 }

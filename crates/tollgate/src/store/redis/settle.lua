@@ -13,9 +13,13 @@
 --            answer: it already covers any backlog and reaches the debt cap).
 --
 -- Returns { now, the tat of each bucket afterwards }, or { -1 } when the once-id was settled
--- before (then nothing changed).
+-- before, or { -2, k } when bucket k holds a value this version never writes (not a whole
+-- number, more than 2^52 µs past now, a key of another type): then nothing changed but the
+-- garbage key's TTL, cut to the longest a bucket of its policy lives (2 tau) so that it goes
+-- away like one, and the once-id is not recorded.
 --
--- Integers only, below 2^53: now ≈ 1.8e15 µs, tat <= now + 2^52, a charge capped at now + 2^51.
+-- Integers only, below 2^53: now ≈ 1.8e15 µs, tat <= now + 2^52, a charge capped at
+-- now + min(2 tau, 2^51): a bucket is never put more than one capacity into debt in total.
 
 local now
 local slack = 0
@@ -27,23 +31,49 @@ else
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 
+local max, min = math.max, math.min
 local n = #KEYS
 if ARGV[2] ~= '' then
   n = n - 1
-  if not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', ARGV[2]) then
-    return { -1 }
-  end
 end
 
-local max, min = math.max, math.min
+local tats = {}
+for k = 1, n do
+  local v = redis.pcall('GET', KEYS[k])
+  local tat = 0
+  if type(v) == 'table' then
+    tat = nil
+  elseif v then
+    tat = string.match(v, '^%d+$') and tonumber(v)
+    if tat and tat > now + 4503599627370496 then
+      tat = nil
+    end
+  end
+  if not tat then
+    local most = math.ceil(2 * tonumber(ARGV[3 + (k - 1) * 4 + 1]) / 1000) + slack
+    local left = redis.call('PTTL', KEYS[k])
+    if left < 0 or left > most then
+      redis.call('PEXPIRE', KEYS[k], string.format('%d', most))
+    end
+    return { -2, k }
+  end
+  tats[k] = tat
+end
+
+if ARGV[2] ~= '' and not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', ARGV[2]) then
+  return { -1 }
+end
+
 local max_debt = 2251799813685248 -- 2^51 µs
 local out = { now }
 for k = 1, n do
   local a = 3 + (k - 1) * 4
   local t, charge, amount = tonumber(ARGV[a]), ARGV[a + 2] == '1', tonumber(ARGV[a + 3])
-  local tat = tonumber(redis.call('GET', KEYS[k]) or '0') or 0
+  local tat = tats[k]
   if charge then
-    tat = min(max(tat, now) + amount * t, now + max_debt)
+    -- At most one capacity of debt (tat <= now + 2 tau), and 2^51 µs; never lowered.
+    local base = max(tat, now)
+    tat = max(base, min(base + amount * t, now + min(2 * tonumber(ARGV[a + 1]), max_debt)))
   elseif tat > now then
     tat = max(tat - amount * t, now)
   end

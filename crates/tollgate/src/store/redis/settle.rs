@@ -174,6 +174,15 @@ impl Settle for RedisStore {
                 .collect::<Result<_, _>>()?,
             _ => return Err(StoreError::incompatible("malformed reply from settle.lua")),
         };
+        if let [-2, k] = numbers[..] {
+            let key = usize::try_from(k - 1).ok().and_then(|k| keys.get(k));
+            return Err(StoreError::incompatible(format!(
+                "the Redis key {:?} holds a value this version of tollgate never writes \
+                 (garbage, out of range, or of another type): nothing was settled, and the key \
+                 now expires like a bucket of its policy",
+                String::from_utf8_lossy(key.map_or(&[][..], Vec::as_slice))
+            )));
+        }
         if numbers == [-1] {
             if resent_is_done {
                 // Our own id: the first send was applied and its reply lost. Answer the state.

@@ -563,6 +563,114 @@ where
     ));
 }
 
+/// A peek (cost 0) is always allowed, and its `retry_after` says when a cost of 1 would be:
+/// at an empty bucket, and at one in debt (issue 28, point 8: it said 0).
+pub async fn a_peek_says_when_the_next_token_comes<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    let mut d = Driver::new(h);
+    let p = per_second(4, 4); // a token every 250 ms
+    let key = b"conf:peek-wait";
+    let peek = |d: tollgate::Decision| (d.allowed, d.remaining, d.retry_after);
+    let ms = Duration::from_millis;
+    assert_eq!(peek(d.named("p", p, key, 0).await), (true, 4, ms(0)));
+    assert!(d.named("p", p, key, 4).await.allowed);
+    assert_eq!(peek(d.named("p", p, key, 0).await), (true, 0, ms(250)));
+    h.advance(ms(100));
+    assert_eq!(peek(d.named("p", p, key, 0).await), (true, 0, ms(150)));
+    // Two tokens of debt: 500 ms to pay them, then 150 ms to the next token.
+    d.settle(&[(Check::new(p, key, 0).named("p"), Adjustment::Charge(2))])
+        .await;
+    assert_eq!(peek(d.named("p", p, key, 0).await), (true, 0, ms(650)));
+    h.advance(ms(650));
+    assert_eq!(peek(d.named("p", p, key, 0).await), (true, 1, ms(0)));
+    assert!(d.named("p", p, key, 1).await.allowed);
+}
+
+/// The same for windows: when the window ends (fixed), when the oldest grant leaves (log),
+/// when enough of the previous window has slid out (counter).
+pub async fn a_window_peek_says_when_the_next_token_comes<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let ms = Duration::from_millis;
+    let second = Duration::from_secs(1);
+    // Start on a whole second, where windows begin.
+    let into = h.now().as_u64() % 1_000_000_000;
+    if into > 0 {
+        h.advance(Duration::from_nanos(1_000_000_000 - into));
+    }
+    let peek = |d: tollgate::Decision| (d.allowed, d.remaining, d.retry_after);
+
+    let fixed = Policy::fixed_window(2, second).unwrap();
+    assert!(d.named("f", fixed, b"conf:peek-fw", 2).await.allowed);
+    h.advance(ms(300));
+    let got = peek(d.named("f", fixed, b"conf:peek-fw", 0).await);
+    assert_eq!(got, (true, 0, ms(700)));
+
+    let log = Policy::sliding_window_log(2, second).unwrap();
+    assert!(d.named("l", log, b"conf:peek-sl", 1).await.allowed);
+    h.advance(ms(200));
+    assert!(d.named("l", log, b"conf:peek-sl", 1).await.allowed);
+    h.advance(ms(100));
+    // The first grant leaves the window 1 s after it was made.
+    let got = peek(d.named("l", log, b"conf:peek-sl", 0).await);
+    assert_eq!(got, (true, 0, ms(700)));
+
+    // On a window's start again.
+    h.advance(ms(400));
+    let counter = Policy::sliding_window_counter(2, second).unwrap();
+    assert!(d.named("c", counter, b"conf:peek-sc", 2).await.allowed);
+    h.advance(ms(1250));
+    // 250 ms into the next window the estimate is 2 × 0.75 = 1.5: one more fits once the
+    // previous window weighs 1 or less, at 500 ms.
+    let got = peek(d.named("c", counter, b"conf:peek-sc", 0).await);
+    assert_eq!(got, (true, 0, ms(250)));
+
+    // A token bucket peeked beside a window (one call of Redis's general script).
+    let bucket = per_second(4, 4);
+    assert!(d.named("b", bucket, b"conf:peek-mix", 4).await.allowed);
+    assert!(d.named("f", fixed, b"conf:peek-mix", 2).await.allowed);
+    let both = [
+        Check::new(bucket, b"conf:peek-mix", 0).named("b"),
+        Check::new(fixed, b"conf:peek-mix", 0).named("f"),
+    ];
+    let v = d.decide(&both).await.unwrap();
+    assert!(v.allowed());
+    let waits = (v.decisions[0].retry_after, v.decisions[1].retry_after);
+    assert_eq!(waits, (ms(250), ms(750)));
+}
+
+/// A charge puts a bucket at most one capacity into debt in total, however large or many the
+/// charges (issue 27, point 5: a `used` of 2^64 - 1 blocked a key for 71 years), and never
+/// lifts a bucket spent further under larger numbers.
+pub async fn a_charge_puts_a_bucket_at_most_one_capacity_into_debt<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    let mut d = Driver::new(h);
+    let p = per_second(4, 4); // a token every 250 ms
+    let key = b"conf:debt";
+    let ms = Duration::from_millis;
+    let charge = |n| [(Check::new(p, key, 0).named("debt"), Adjustment::Charge(n))];
+    d.settle(&charge(u64::MAX)).await;
+    // Four tokens of debt: 1 s to pay them, 250 ms more to the next token.
+    assert_eq!(d.named("debt", p, key, 0).await.retry_after, ms(1250));
+    for _ in 0..3 {
+        d.settle(&charge(3)).await;
+    }
+    assert_eq!(d.named("debt", p, key, 0).await.retry_after, ms(1250));
+    h.advance(ms(1250));
+    assert!(d.named("debt", p, key, 1).await.allowed);
+
+    // Ten minutes spent under a slower policy of the same name: a charge leaves it as it is.
+    let slow = Policy::token_bucket(10, 1, Duration::from_secs(60)).unwrap();
+    assert!(d.named("deep", slow, key, 10).await.allowed);
+    let deep = [(Check::new(p, key, 0).named("deep"), Adjustment::Charge(1))];
+    d.settle(&deep).await;
+    let wait = d.named("deep", p, key, 0).await.retry_after;
+    assert_eq!(wait, Duration::from_secs(600) + ms(250) - ms(1000));
+}
+
 pub async fn idle_keys_behave_as_new<H: Harness>(h: &H) {
     let mut d = Driver::new(h);
     let p = per_second(2, 2);
@@ -579,7 +687,7 @@ macro_rules! conformance_tests {
     ($harness:expr) => {
         $crate::conformance_tests!($harness; token_bucket);
         $crate::conformance_tests!(@cases $harness; windows_decide_like_the_model,
-            window_numbers_change_under_a_named_bucket);
+            window_numbers_change_under_a_named_bucket, a_window_peek_says_when_the_next_token_comes);
     };
     ($harness:expr; token_bucket) => {
         $crate::conformance_tests!(@cases $harness;
@@ -588,7 +696,9 @@ macro_rules! conformance_tests {
             awkward_keys_never_collide, several_policies_all_or_nothing,
             duplicate_bucket_is_an_error, idle_keys_behave_as_new,
             numbers_change_under_a_named_bucket, names_separate_buckets,
-            reservations_refunds_and_resets, a_settlement_happens_at_most_once);
+            reservations_refunds_and_resets, a_settlement_happens_at_most_once,
+            a_peek_says_when_the_next_token_comes,
+            a_charge_puts_a_bucket_at_most_one_capacity_into_debt);
     };
     (@cases $harness:expr; $($case:ident),*) => {
         $(
@@ -623,4 +733,6 @@ where
 {
     reservations_refunds_and_resets(h).await;
     a_settlement_happens_at_most_once(h).await;
+    a_peek_says_when_the_next_token_comes(h).await;
+    a_charge_puts_a_bucket_at_most_one_capacity_into_debt(h).await;
 }
