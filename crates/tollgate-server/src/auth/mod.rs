@@ -82,6 +82,14 @@ impl Grant {
         }
     }
 
+    /// The token's name; `None` when no token is configured.
+    pub fn token_name(&self) -> Option<&str> {
+        match self {
+            Grant::Open => None,
+            Grant::Token { name, .. } => Some(name),
+        }
+    }
+
     fn of(token: &Token) -> Grant {
         Grant::Token {
             name: Arc::clone(&token.name),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
@@ -19,6 +19,7 @@ use tollgate::{Algorithm, CheckError, Nanos, Policy, StoreError};
 
 use super::check::{answer, answer_decided};
 use super::request::CheckRequest;
+use crate::auth::Grant;
 use crate::limiter::reservation::{Refused, Reserved};
 use crate::limiter::{DecideError, Entry, Limiter, MAX_KEY_BYTES, Target};
 use crate::web::body;
@@ -26,7 +27,11 @@ use crate::web::problem::Problem;
 
 /// `POST /v1/reserve`: the check's answer, and when allowed, the reservation to commit. It
 /// takes one token-bucket policy (a window cannot give tokens back).
-pub(super) async fn reserve(State(limiter): State<Arc<Limiter>>, body: Body) -> Response {
+pub(super) async fn reserve(
+    State(limiter): State<Arc<Limiter>>,
+    grant: Option<Extension<Grant>>,
+    body: Body,
+) -> Response {
     let request = match body::read(body).await.and_then(|b| CheckRequest::parse(&b)) {
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
@@ -80,6 +85,7 @@ pub(super) async fn reserve(State(limiter): State<Arc<Limiter>>, body: Body) -> 
         paid: decided.paid && !decided.shadow_denied(),
         key: request.key,
         cost: request.cost,
+        owner: grant.and_then(|Extension(grant)| grant.token_name().map(str::to_owned)),
     };
     let token = limiter.signer().sign(&reserved);
     answer_decided(&decided, false, Some(("reservation", &token)))
@@ -89,7 +95,11 @@ pub(super) async fn reserve(State(limiter): State<Arc<Limiter>>, body: Body) -> 
 /// (or takes `used - reserved` without a denial, `reserved + capacity` at most), once; answers
 /// the bucket's state. A configured policy is settled under its numbers of now (a reload may
 /// have changed them).
-pub(super) async fn commit(State(limiter): State<Arc<Limiter>>, body: Body) -> Response {
+pub(super) async fn commit(
+    State(limiter): State<Arc<Limiter>>,
+    grant: Option<Extension<Grant>>,
+    body: Body,
+) -> Response {
     let (token, used) = match body::read(body).await.and_then(|b| parse_commit(&b)) {
         Ok(parsed) => parsed,
         Err(problem) => return problem.into_response(),
@@ -101,6 +111,18 @@ pub(super) async fn commit(State(limiter): State<Arc<Limiter>>, body: Body) -> R
             return Problem::reservation_conflict(refused.to_string()).into_response();
         }
     };
+    // A reservation made with a token is committed by that token alone.
+    let committer = grant
+        .as_ref()
+        .and_then(|Extension(grant)| grant.token_name());
+    if let Some(owner) = &reserved.owner
+        && committer.is_some_and(|committer| committer != owner.as_str())
+    {
+        return Problem::forbidden(format!(
+            "the reservation was made with the token {owner:?}: only it may commit it"
+        ))
+        .into_response();
+    }
     let entry = match &reserved.name {
         None => limiter.live().inline_entry(reserved.policy),
         Some(name) => match limiter.live().entry(name) {

@@ -9,6 +9,9 @@
 //! the commit settles under the reservation's id at most once, on every server sharing the
 //! store (see [`Once`](tollgate::store::settle::Once)).
 //!
+//! A reservation made with a token (`[auth]`) names it, signed like the rest, and only that
+//! token may commit it: a `check` token cannot give back or charge another's reservation.
+//!
 //! Servers that share a store must share the secret (`TOLLGATE_RESERVATION_SECRET`) to accept
 //! each other's reservations; without one, each process makes its own at start, and its
 //! reservations are committed on it alone.
@@ -24,8 +27,8 @@ use tollgate::{Algorithm, Nanos, Policy};
 /// How long a reservation may wait for its commit, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
-/// The format's version, first byte of every token.
-const VERSION: u8 = 2;
+/// The format's version, first byte of every token (3: the owner was added).
+const VERSION: u8 = 3;
 /// Bytes of a reservation's id.
 pub const ID_BYTES: usize = 16;
 /// The signature's length (HMAC-SHA256).
@@ -49,6 +52,9 @@ pub struct Reserved {
     pub key: String,
     /// The tokens reserved.
     pub cost: u64,
+    /// The name of the `[auth]` token that reserved it, which alone may commit it; `None`
+    /// when the server had no tokens.
+    pub owner: Option<String>,
 }
 
 /// Why a token was refused.
@@ -107,6 +113,10 @@ impl Signer {
         // Names are at most 64 bytes (the config refuses longer ones).
         bytes.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
         bytes.extend_from_slice(&name.as_bytes()[..name.len().min(255)]);
+        // Token names are at most 64 bytes too.
+        let owner = reserved.owner.as_deref().unwrap_or("");
+        bytes.push(u8::try_from(owner.len()).unwrap_or(u8::MAX));
+        bytes.extend_from_slice(&owner.as_bytes()[..owner.len().min(255)]);
         bytes.extend_from_slice(reserved.key.as_bytes());
         let mac = hmac::sign(&self.key, &bytes);
         bytes.extend_from_slice(mac.as_ref());
@@ -153,6 +163,12 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
         [] => None,
         name => Some(String::from_utf8(name.to_vec()).ok()?),
     };
+    let (&owner_len, rest) = rest.split_first()?;
+    let (owner, rest) = rest.split_at_checked(usize::from(owner_len))?;
+    let owner = match owner {
+        [] => None,
+        owner => Some(String::from_utf8(owner.to_vec()).ok()?),
+    };
     let period = Duration::from_nanos(period);
     let policy = match algorithm {
         0 => Policy::token_bucket(capacity, refill, period).ok()?,
@@ -166,6 +182,7 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
         paid: paid == 1,
         key: String::from_utf8(rest.to_vec()).ok()?,
         cost,
+        owner,
     })
 }
 
@@ -191,6 +208,7 @@ mod tests {
             paid: true,
             key: "alice".into(),
             cost: 4,
+            owner: Some("billing".into()),
         }
     }
 

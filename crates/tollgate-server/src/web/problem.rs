@@ -99,6 +99,18 @@ impl Problem {
         }
     }
 
+    /// 403: the token may not do this to this resource (another token's reservation).
+    pub fn forbidden(detail: impl Into<String>) -> Problem {
+        Problem {
+            status: StatusCode::FORBIDDEN,
+            kind: "forbidden",
+            title: "The token does not allow this request",
+            detail: detail.into(),
+            field: Some(Cow::Borrowed("reservation")),
+            retry_after_secs: None,
+        }
+    }
+
     /// 408: the request's body stalled for longer than the listener's `request_timeout`.
     pub fn request_timeout(detail: impl Into<String>) -> Problem {
         Problem {

@@ -99,6 +99,39 @@ async fn http_endpoints_need_a_token_with_their_scope() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{text}");
+    // Another token's reservation is not to commit, even for a token that may decide.
+    let (_, _, reserved) = send(
+        &client,
+        &server,
+        Method::POST,
+        "/v1/reserve",
+        Some(APP),
+        Some(json!({"policy": "api", "key": "carol", "cost": 5})),
+    )
+    .await;
+    let reservation = serde_json::from_str::<Value>(&reserved).unwrap()["reservation"].clone();
+    let commit = json!({"reservation": reservation, "used": 0});
+    let (status, _, text) = send(
+        &client,
+        &server,
+        Method::POST,
+        "/v1/commit",
+        Some(OPS),
+        Some(commit.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    assert!(text.contains("only it may commit it"), "{text}");
+    let (status, _, text) = send(
+        &client,
+        &server,
+        Method::POST,
+        "/v1/commit",
+        Some(APP),
+        Some(commit),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "its own token commits it: {text}");
     // Probes need no token.
     for path in ["/healthz", "/readyz"] {
         let (status, _, _) = send(&client, &server, Method::GET, path, None, None).await;
