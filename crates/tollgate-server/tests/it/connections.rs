@@ -366,3 +366,39 @@ fn a_ping_flood_is_answered_goaway_enhance_your_calm() {
     let answer = exchange(&mut other, post_check().as_bytes(), Duration::from_secs(2));
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+#[test]
+fn running_out_of_file_descriptors_is_logged_once_counted_and_survived() {
+    let (server, logs) = Tollgate::start_logged(&["--listen", "127.0.0.1:0"], &[]);
+    // The server may hold 64 descriptors from now on: fewer than the connections below.
+    let status = std::process::Command::new("prlimit")
+        .args(["--pid", &server.pid().to_string(), "--nofile=64:64"])
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(status.success());
+    let held = silent(server.addr, 200);
+    let (_, _) = served_within(Duration::from_secs(5), || {
+        logs.text()
+            .contains("accepting a connection failed")
+            .then_some(())
+    });
+    drop(held);
+    // Once descriptors are free again, clients are served and the failures were counted.
+    let (metrics, _) = served_within(Duration::from_secs(5), || {
+        let mut stream = TcpStream::connect(server.addr).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.1 200").then_some(answer)
+    });
+    assert!(
+        support::metric(&metrics, r#"tollgate_accept_errors_total{listener="http"}"#) >= 1.0,
+        "{metrics}"
+    );
+    let warnings = logs.text().matches("accepting a connection failed").count();
+    assert_eq!(warnings, 1, "logged at most once per 10 s: {}", logs.text());
+    assert!(logs.text().contains("WARN"), "{}", logs.text());
+}
