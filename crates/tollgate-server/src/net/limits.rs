@@ -27,6 +27,15 @@ pub struct ConnLimits {
     pub keepalive_interval: Duration,
 }
 
+/// `at` + `d`, or a time later than any connection lives when that is past the end of time (a
+/// timeout of `"10000000000000000000s"` is one that never comes, not a panic).
+pub fn after(at: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    at.checked_add(d.min(NEVER)).unwrap_or(at)
+}
+
+/// A timeout that never comes: about thirty years.
+pub const NEVER: Duration = Duration::from_secs(30 * 365 * 86_400);
+
 /// How long an HTTP/2 keep-alive `PING` waits for its ack.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 

@@ -18,7 +18,7 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use crate::auth::Strikes;
-use crate::net::limits::ConnLimits;
+use crate::net::limits::{ConnLimits, after};
 
 /// A connection's requests: how many are in flight, and when the last one ended.
 pub(super) struct Activity {
@@ -45,8 +45,11 @@ impl Activity {
             return None;
         }
         Some(match self.last_end.load(Ordering::Acquire) {
-            u64::MAX => self.started + limits.request_timeout,
-            ms => self.started + Duration::from_millis(ms) + limits.idle_timeout,
+            u64::MAX => after(self.started, limits.request_timeout),
+            ms => after(
+                after(self.started, Duration::from_millis(ms)),
+                limits.idle_timeout,
+            ),
         })
     }
 

@@ -28,7 +28,7 @@ use super::problem::Problem;
 use crate::auth::Strikes;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
 use crate::net::calm::Calm;
-use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT};
+use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT, NEVER, after};
 use crate::net::stream::Stream;
 use crate::net::tls::Tls;
 
@@ -111,11 +111,11 @@ fn builder(limits: &ConnLimits) -> Builder<TokioExecutor> {
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.idle_timeout);
+        .header_read_timeout(limits.idle_timeout.min(NEVER));
     builder
         .http2()
         .timer(TokioTimer::new())
-        .keep_alive_interval(limits.keepalive_interval)
+        .keep_alive_interval(limits.keepalive_interval.min(NEVER))
         .keep_alive_timeout(KEEPALIVE_TIMEOUT);
     builder
 }
@@ -134,7 +134,7 @@ async fn connection(
     let started = Instant::now();
     let Admitted { stream, place, .. } = admitted;
     let handshake = Stream::open(stream, tls.as_deref());
-    let stream = match tokio::time::timeout(limits.request_timeout, handshake).await {
+    let stream = match tokio::time::timeout(limits.request_timeout.min(NEVER), handshake).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "a TLS handshake failed");
@@ -157,7 +157,7 @@ async fn connection(
         TowerToHyperService::new(service),
     );
     tokio::pin!(connection);
-    let old_at = started.checked_add(limits.max_age);
+    let old_at = after(started, limits.max_age);
     // Once asked to go away: when it is dropped if it has not closed by then.
     let mut closing: Option<Instant> = None;
     loop {
@@ -167,8 +167,8 @@ async fn connection(
             None => [
                 activity
                     .deadline(&limits)
-                    .or_else(|| now.checked_add(limits.request_timeout)),
-                old_at,
+                    .or_else(|| Some(after(now, limits.request_timeout))),
+                Some(old_at),
             ]
             .into_iter()
             .flatten()
@@ -202,9 +202,9 @@ async fn connection(
                 if closing.is_some() {
                     continue;
                 }
-                if old_at.is_some_and(|at| at <= now) {
+                if old_at <= now {
                     connection.as_mut().graceful_shutdown();
-                    closing = Some(now + limits.max_age_grace);
+                    closing = Some(after(now, limits.max_age_grace));
                 } else if activity.deadline(&limits).is_some_and(|at| at <= now) {
                     timed_out.inc();
                     connection.as_mut().graceful_shutdown();

@@ -402,3 +402,22 @@ fn running_out_of_file_descriptors_is_logged_once_counted_and_survived() {
     assert_eq!(warnings, 1, "logged at most once per 10 s: {}", logs.text());
     assert!(logs.text().contains("WARN"), "{}", logs.text());
 }
+
+/// Timeouts too long to add to the time are ones that never come, not a panic.
+#[test]
+fn http_timeouts_past_the_end_of_time_never_come() {
+    let forever = "\"10000000000000000000s\"";
+    let (_dir, server) = started(
+        &format!(
+            "[http]\nrequest_timeout = {forever}\nidle_timeout = {forever}\n\
+             max_connection_age = {forever}\nmax_connection_age_grace = {forever}\n\
+             keepalive_interval = {forever}\n"
+        ),
+        &[],
+    );
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    for _ in 0..2 {
+        let answer = exchange(&mut stream, post_check().as_bytes(), Duration::from_secs(2));
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+}
