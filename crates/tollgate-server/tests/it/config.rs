@@ -594,3 +594,83 @@ async fn a_named_reservation_commits_under_its_policy() {
     let (status, _) = post("/v1/commit", json!({"reservation": token, "used": 2})).await;
     assert_eq!(status, StatusCode::CONFLICT);
 }
+
+/// Issue 27: the bounds on what is read hold at start and in `config check` as on reload, each
+/// refusal naming the path and what is wrong, before the file is read (a FIFO would block the
+/// reader for good) or parsed whole.
+#[test]
+fn files_too_large_too_many_policies_or_not_regular_are_refused_at_start_and_in_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = write(
+        dir.path(),
+        "big.toml",
+        &crate::reload::many_policies(1_000_000),
+    );
+    let many = write(
+        dir.path(),
+        "many.toml",
+        &crate::reload::many_policies(180_000),
+    );
+    let fifo = dir.path().join("fifo.toml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let zero = dir.path().join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let cases = [
+        (&big, ": the config file is larger than 16 MiB"),
+        (&many, ":12289:1: policies.p4096: more than 4096 policies"),
+        (
+            &fifo,
+            ": the config file must be a regular file; this is a FIFO",
+        ),
+        (
+            &zero,
+            ": the config file must be a regular file; this is a character device",
+        ),
+    ];
+    for (path, refusal) in cases {
+        let expected = format!("{}{refusal}", path.display());
+        let run = |args: &[&str]| {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+                .args(args)
+                .arg(path)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            for _ in 0..250 {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let Some(status) = child.try_wait().unwrap() else {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!(
+                    "`tollgate {args:?} {}` still runs after 5 s",
+                    path.display()
+                );
+            };
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            (status, err)
+        };
+        for args in [
+            &["config", "check"][..],
+            &["serve", "--listen", "127.0.0.1:0", "--config"],
+        ] {
+            let (status, err) = run(args);
+            assert_eq!(status.code(), Some(1), "{args:?} {}: {err}", path.display());
+            assert!(
+                err.contains(&expected),
+                "{args:?}: {err}\nwants: {expected}"
+            );
+        }
+    }
+}
