@@ -674,3 +674,30 @@ fn files_too_large_too_many_policies_or_not_regular_are_refused_at_start_and_in_
         }
     }
 }
+
+/// Issue 27: `tollgate config check big.toml | head -1` panicked (`failed printing to stdout:
+/// Broken pipe`, exit 101); a reader that stops early ends the command quietly.
+#[test]
+fn config_check_into_a_reader_that_stops_early_exits_quietly() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // 4,096 lines of report: far more than a pipe holds, so the writer meets the closed end.
+    let file = write(dir.path(), "big.toml", &crate::reload::many_policies(4096));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["config", "check"])
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.ends_with("ok, 4096 policies\n"), "{first}");
+    // The reader is gone (as `head -1` exits after one line).
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
