@@ -15,6 +15,7 @@ mod docs;
 mod envoy;
 mod envoy_config;
 mod envoy_exact;
+mod envoy_reflection;
 mod examples;
 mod faults;
 mod flood;
