@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod conn;
+mod parse_error;
 pub mod problem;
 mod serve;
 

@@ -13,6 +13,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio_util::sync::CancellationToken;
 
+use super::parse_error::ProblemOnParseError;
+use super::problem::ensure_problem;
+
 /// The longest a client may take to send a request's line and headers, once it has begun.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -33,6 +36,9 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
     builder.http2().timer(TokioTimer::new());
+    // Every error answer a problem: the endpoints' own, the extractors' rejections, and
+    // (rewritten on the way out) the answers hyper gives requests it cannot parse.
+    let router = router.layer(axum::middleware::map_response(ensure_problem));
     let graceful = GracefulShutdown::new();
     loop {
         let (io, _) = tokio::select! {
@@ -42,7 +48,7 @@ where
         // A router serves any body, hyper's own included.
         let service = TowerToHyperService::new(router.clone());
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(io), service)
+            .serve_connection_with_upgrades(TokioIo::new(ProblemOnParseError::new(io)), service)
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
