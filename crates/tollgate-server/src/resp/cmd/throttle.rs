@@ -68,7 +68,13 @@ async fn degenerate(shared: &Shared, numbers: &Degenerate<'_>) -> Reply {
     let check = [Check::new(look, numbers.key, 0).named(cell::BUCKET)];
     match decide_one(shared, &check, &shared.cell).await {
         Ok(decision) => match numbers.reply(decision.reset_after.as_nanos() as i128) {
-            Ok(reply) => Reply::Array(reply.into_iter().map(Reply::Integer).collect()),
+            Ok(reply) => {
+                // The look counted nothing; a limited answer is a denial like any.
+                if reply[0] == 1 {
+                    shared.cell.denied.inc();
+                }
+                Reply::Array(reply.into_iter().map(Reply::Integer).collect())
+            }
             Err(line) => Reply::Error(line),
         },
         Err(e) => Reply::Error(format!("Cell error: {e}")),
