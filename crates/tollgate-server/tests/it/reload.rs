@@ -200,7 +200,11 @@ async fn hostile_files_at_the_config_path_are_refused_without_stalls_or_memory()
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "tollgate.toml", &with_capacity(5));
     let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
-    let client = Client::new();
+    // A stalled server fails the test at once rather than hanging it.
+    let client = Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
     get(&client, &server, "/healthz").await;
     let before = rss(server.pid()).expect("the server runs");
 
