@@ -1,5 +1,6 @@
 //! The commands other than `serve`: `tollgate config check` and `tollgate migrate`.
 
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -157,9 +158,14 @@ pub async fn migrate(store: String, postgres: PostgresOptions) -> Result<(), Ser
         .await
         .map_err(failed)?;
     store.migrate().await.map_err(failed)?;
-    println!(
+    // Done whether or not anyone reads it: a closed stdout is no reason to fail, nor to panic.
+    let _ = writeln!(
+        std::io::stdout(),
         "tollgate: {}.{} and {}.{}_decide are ready",
-        postgres.schema, postgres.table, postgres.schema, postgres.table
+        postgres.schema,
+        postgres.table,
+        postgres.schema,
+        postgres.table
     );
     Ok(())
 }

@@ -25,10 +25,7 @@ async fn main() -> ExitCode {
             merge_domains,
         }) => {
             return match tollgate_server::check_config(&path, merge_domains) {
-                Ok(report) => {
-                    print!("{report}");
-                    ExitCode::SUCCESS
-                }
+                Ok(report) => print_out(&report),
                 Err(e) => {
                     eprintln!("{e}");
                     ExitCode::FAILURE
@@ -60,6 +57,21 @@ async fn main() -> ExitCode {
         }
     };
     report(outcome)
+}
+
+/// Writes `text` to stdout. A reader that stops reading early (`tollgate config check FILE |
+/// head -1`) ends the command quietly, as Unix tools end, where `print!` would panic.
+fn print_out(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tollgate: cannot write to stdout: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Logs to stderr, at `info` unless `RUST_LOG` says otherwise.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::envoy::Envoy;
 use crate::limiter::Limiter;
 use crate::settings::{Settings, check_policies};
@@ -26,14 +26,27 @@ pub(crate) async fn watch(
     envoy: Option<Arc<Envoy>>,
     shutdown: CancellationToken,
 ) {
-    let read = || std::future::ready(std::fs::read(&path).ok());
+    // Off the async workers, as the Envoy directory is read: the file may be large, slow to
+    // read, or swapped for a FIFO. Shared, as the watcher keeps the last two reads.
+    let read = || {
+        let path = path.clone();
+        async move {
+            let file = path.clone();
+            let read =
+                tokio::task::spawn_blocking(move || crate::config::read(&file).map(Arc::new));
+            read.await
+                .unwrap_or_else(|e| Err(ConfigError::unreadable(&path, &std::io::Error::other(e))))
+        }
+    };
     // What is in force: the bytes the running settings were read from, however long the
     // server took to start since.
-    let applied = running.config_text.clone().map(String::into_bytes);
+    let applied = Ok(Arc::new(
+        running.config_text.clone().unwrap_or_default().into_bytes(),
+    ));
     watch::on_change(read, applied, shutdown, |now, forced| {
         reload(
             &path,
-            now.as_deref(),
+            now.as_ref().map(|bytes| bytes.as_slice()),
             &running,
             &state,
             envoy.as_deref(),
@@ -43,21 +56,20 @@ pub(crate) async fn watch(
     .await;
 }
 
-/// Puts `bytes`, the file at `path` as just read (`None`: it could not be read), in force, or
-/// logs why not and keeps the running config.
+/// Puts `bytes`, the file at `path` as just read (or why it could not be), in force, or logs why
+/// not and keeps the running config.
 fn reload(
     path: &std::path::Path,
-    bytes: Option<&[u8]>,
+    bytes: Result<&[u8], &ConfigError>,
     running: &Settings,
     state: &Limiter,
     envoy: Option<&Envoy>,
     forced: bool,
 ) {
     let why = if forced { "SIGHUP" } else { "the file changed" };
-    let loaded = match bytes {
-        Some(bytes) => Config::from_bytes(path, bytes),
-        None => Config::load(path),
-    };
+    let loaded = bytes
+        .map_err(Clone::clone)
+        .and_then(|bytes| Config::from_bytes(path, bytes));
     let config = loaded.and_then(|config| {
         let settings = Settings::resolve(running.overrides.clone(), Some(&config));
         check_policies(Some(path), &running.store, &settings.policies)?;

@@ -19,10 +19,12 @@
 //! or the flag given), and a flag given on the command line overrides the file.
 
 mod auth;
+mod bounds;
 mod error;
 mod file;
 mod listener;
 mod policies;
+mod read;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -30,8 +32,11 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use bounds::MAX_TOKENS;
 pub use error::ConfigError;
 pub use listener::ListenerGiven;
+pub use read::MAX_FILE_BYTES;
+pub(crate) use read::read;
 use toml::Spanned;
 
 use crate::auth::{Secret, Tokens};
@@ -112,10 +117,9 @@ pub struct GrpcConfig {
 }
 
 impl Config {
-    /// Reads and checks the file at `path`.
+    /// Reads and checks the file at `path`: a regular file of at most [`MAX_FILE_BYTES`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|e| ConfigError::unreadable(path, &e))?;
-        Config::from_bytes(path, &bytes)
+        Config::from_bytes(path, &read(path)?)
     }
 
     /// Checks `bytes`, read from the file at `path`.
@@ -129,6 +133,11 @@ impl Config {
 
     /// Checks `text`, the contents of the file at `path`.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(read::too_large(path));
+        }
+        // Before the parser builds the document, which costs memory for every table.
+        bounds::check(path, text)?;
         let refuse = |span: Option<Range<usize>>, field: &str, message: String| -> ConfigError {
             ConfigError::at(path, text, span, field, message)
         };

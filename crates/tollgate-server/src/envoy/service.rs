@@ -1,5 +1,7 @@
-//! The gRPC service: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and the
-//! standard health service (`grpc.health.v1.Health`), on a listener of their own.
+//! The gRPC service: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`, the
+//! standard health service (`grpc.health.v1.Health`) and server reflection
+//! (`grpc.reflection.v1` and `v1alpha`, so `grpcurl` needs no .proto files), on a listener of
+//! their own.
 
 use std::io;
 use std::sync::Arc;
@@ -19,6 +21,12 @@ use crate::auth::{Frontend, Refusal, Strikes};
 /// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// The encoded `FileDescriptorSet` of `rls.proto` and every file it imports, compiled by
+/// `build.rs` from the protos under `proto/` (those envoy-types generated the server's types
+/// from).
+pub const RLS_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/rls_descriptor_set.bin"));
 
 /// The name the health service reports under, besides the server as a whole (`""`), as
 /// envoyproxy/ratelimit names it.
@@ -93,8 +101,29 @@ pub async fn serve(
         .await;
     let rls = RateLimitServiceServer::new(RateLimiter { envoy })
         .max_decoding_message_size(MAX_REQUEST_BYTES);
+    // Each version lists every service on the port, the other version's reflection included.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(RLS_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(
+                tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+            )
+            .include_reflection_service(false)
+    };
+    let (v1, v1alpha) = match (reflection().build_v1(), reflection().build_v1alpha()) {
+        (Ok(v1), Ok(v1alpha)) => (v1, v1alpha),
+        (Err(e), _) | (_, Err(e)) => {
+            return Err(io::Error::other(format!(
+                "the gRPC reflection service cannot be built from the compiled descriptors: {e}"
+            )));
+        }
+    };
     let router = Routes::new(health)
         .add_service(rls)
+        .add_service(v1)
+        .add_service(v1alpha)
         .prepare()
         .into_axum_router();
     crate::web::serve(listener, router, shutdown).await

@@ -247,6 +247,9 @@ pub enum Reply {
     Simple(&'static str),
     /// `-ERR ...`: the whole line after the `-`.
     Error(String),
+    /// An error line that echoes bytes a client sent, as raw as Redis echoes them (they need
+    /// not be UTF-8).
+    RawError(Vec<u8>),
     /// `:42`.
     Integer(i64),
     /// `$5\r\nhello`.
@@ -279,15 +282,8 @@ impl Reply {
                 out.extend_from_slice(s.as_bytes());
                 out.extend_from_slice(b"\r\n");
             }
-            Reply::Error(e) => {
-                out.push(b'-');
-                // A reply line cannot hold a line break.
-                out.extend(
-                    e.bytes()
-                        .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-                );
-                out.extend_from_slice(b"\r\n");
-            }
+            Reply::Error(e) => error_line(out, e.as_bytes()),
+            Reply::RawError(e) => error_line(out, e),
             Reply::Integer(n) => header(out, b':', *n),
             Reply::Bulk(bytes) => {
                 header(out, b'$', bytes.len() as i64);
@@ -315,6 +311,16 @@ impl Reply {
             }
         }
     }
+}
+
+fn error_line(out: &mut Vec<u8>, line: &[u8]) {
+    out.push(b'-');
+    // A reply line cannot hold a line break.
+    out.extend(
+        line.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    out.extend_from_slice(b"\r\n");
 }
 
 fn header(out: &mut Vec<u8>, kind: u8, n: i64) {

@@ -5,6 +5,7 @@
 mod activity;
 pub mod auth;
 pub mod body;
+mod parse_error;
 pub mod problem;
 mod serve;
 

@@ -157,10 +157,84 @@ impl Problem {
         }
     }
 
+    /// An error of HTTP itself, answered before any endpoint sees the request (hyper's parse
+    /// errors) or by an extractor's rejection: its status, and what went wrong.
+    pub fn http(status: StatusCode, detail: impl Into<String>) -> Problem {
+        let (kind, title) = match status {
+            StatusCode::BAD_REQUEST => ("bad-request", "The request cannot be read"),
+            StatusCode::URI_TOO_LONG => ("uri-too-long", "The request's URI is too long"),
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+                "headers-too-large",
+                "The request's header fields are too large",
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+                "unsupported-media-type",
+                "The request body's type is not served",
+            ),
+            s if s.is_server_error() => ("server-error", "The server failed to answer"),
+            _ => ("http-error", "The request cannot be answered"),
+        };
+        Problem {
+            status,
+            kind,
+            title,
+            detail: detail.into(),
+            field: None,
+            retry_after_secs: None,
+        }
+    }
+
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// The JSON body.
+    pub fn body(&self) -> String {
+        let mut body = json!({
+            "type": format!("urn:tollgate:problem:{}", self.kind),
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        if let Some(field) = &self.field {
+            body["field"] = field.as_ref().into();
+        }
+        body.to_string()
+    }
+}
+
+/// The longest text body of another error answer taken in as a problem's detail.
+const MAX_DETAIL_BYTES: usize = 4096;
+
+/// Makes an error answer of plain text or of no body a problem: an extractor's rejection (a
+/// path that is not UTF-8 once decoded, say) keeps its status and headers, and its text becomes
+/// the detail. An answer in JSON (a problem, or a 429's decision) or gRPC stays as it is.
+/// Layered on every router, so that no error leaves as bare text.
+pub async fn ensure_problem(response: Response) -> Response {
+    let status = response.status();
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_none_or(|t| t.as_bytes().starts_with(b"text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !plain {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, MAX_DETAIL_BYTES)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .unwrap_or_default();
+    let detail = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let mut problem = Problem::http(status, detail).into_response();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    problem.headers_mut().extend(parts.headers);
+    problem
 }
 
 impl From<DecideError> for Problem {
@@ -223,16 +297,7 @@ impl From<Refusal> for Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let mut body = json!({
-            "type": format!("urn:tollgate:problem:{}", self.kind),
-            "title": self.title,
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-        });
-        if let Some(field) = self.field {
-            body["field"] = field.as_ref().into();
-        }
-        let mut response = (self.status, body.to_string()).into_response();
+        let mut response = (self.status, self.body()).into_response();
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,

@@ -60,6 +60,8 @@ impl Listener {
         }
     }
 }
+use super::parse_error::ProblemOnParseError;
+use super::problem::ensure_problem;
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops accepting and
 /// returns once the requests in flight are answered.
@@ -74,6 +76,9 @@ pub async fn serve(
         tls,
     } = listener;
     let builder = Arc::new(builder(&limits));
+    // Every error answer a problem: the endpoints' own, the extractors' rejections, and
+    // (rewritten on the way out) the answers hyper gives requests it cannot parse.
+    let router = router.layer(axum::middleware::map_response(ensure_problem));
     let tasks = TaskTracker::new();
     loop {
         let accepted = tokio::select! {
@@ -153,7 +158,7 @@ async fn connection(
         strikes: Strikes::default(),
     };
     let connection = builder.serve_connection_with_upgrades(
-        TokioIo::new(Calm::new(stream)),
+        TokioIo::new(Calm::new(ProblemOnParseError::new(stream))),
         TowerToHyperService::new(service),
     );
     tokio::pin!(connection);

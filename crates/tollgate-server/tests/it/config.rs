@@ -594,3 +594,110 @@ async fn a_named_reservation_commits_under_its_policy() {
     let (status, _) = post("/v1/commit", json!({"reservation": token, "used": 2})).await;
     assert_eq!(status, StatusCode::CONFLICT);
 }
+
+/// Issue 27: the bounds on what is read hold at start and in `config check` as on reload, each
+/// refusal naming the path and what is wrong, before the file is read (a FIFO would block the
+/// reader for good) or parsed whole.
+#[test]
+fn files_too_large_too_many_policies_or_not_regular_are_refused_at_start_and_in_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = write(
+        dir.path(),
+        "big.toml",
+        &crate::reload::many_policies(1_000_000),
+    );
+    let many = write(
+        dir.path(),
+        "many.toml",
+        &crate::reload::many_policies(180_000),
+    );
+    let fifo = dir.path().join("fifo.toml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let zero = dir.path().join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let cases = [
+        (&big, ": the config file is larger than 16 MiB"),
+        (&many, ":12289:1: policies.p4096: more than 4096 policies"),
+        (
+            &fifo,
+            ": the config file must be a regular file; this is a FIFO",
+        ),
+        (
+            &zero,
+            ": the config file must be a regular file; this is a character device",
+        ),
+    ];
+    for (path, refusal) in cases {
+        let expected = format!("{}{refusal}", path.display());
+        let run = |args: &[&str]| {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+                .args(args)
+                .arg(path)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            for _ in 0..250 {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let Some(status) = child.try_wait().unwrap() else {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!(
+                    "`tollgate {args:?} {}` still runs after 5 s",
+                    path.display()
+                );
+            };
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            (status, err)
+        };
+        for args in [
+            &["config", "check"][..],
+            &["serve", "--listen", "127.0.0.1:0", "--config"],
+        ] {
+            let (status, err) = run(args);
+            assert_eq!(status.code(), Some(1), "{args:?} {}: {err}", path.display());
+            assert!(
+                err.contains(&expected),
+                "{args:?}: {err}\nwants: {expected}"
+            );
+        }
+    }
+}
+
+/// Issue 27: `tollgate config check big.toml | head -1` panicked (`failed printing to stdout:
+/// Broken pipe`, exit 101); a reader that stops early ends the command quietly.
+#[test]
+fn config_check_into_a_reader_that_stops_early_exits_quietly() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // 4,096 lines of report: far more than a pipe holds, so the writer meets the closed end.
+    let file = write(dir.path(), "big.toml", &crate::reload::many_policies(4096));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["config", "check"])
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.ends_with("ok, 4096 policies\n"), "{first}");
+    // The reader is gone (as `head -1` exits after one line).
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}

@@ -621,3 +621,98 @@ async fn bad_commits_and_bucket_requests_change_nothing() {
         }
     }
 }
+
+/// Issue 27: the answers hyper gives requests it cannot parse (400, 414, 431, a path of bytes
+/// that are not UTF-8) and an extractor's rejection (a path segment not UTF-8 once decoded)
+/// had empty or text bodies; each is `application/problem+json` now, on a fresh connection and
+/// after a request answered on a kept-alive one.
+#[test]
+fn http_errors_before_any_endpoint_are_problems_too() {
+    use std::io::{Read, Write};
+    let server = crate::support::Tollgate::start(&[]);
+    let send = |bytes: &[u8]| -> String {
+        let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream.write_all(bytes).unwrap();
+        let mut out = Vec::new();
+        // The server closes after each of these answers.
+        let _ = stream.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let big_headers = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\n{}\r\n",
+        (0..500)
+            .map(|i| format!("X-H{i}: {}\r\n", "v".repeat(1000)))
+            .collect::<String>()
+    );
+    let cases: [(&str, Vec<u8>, u16, &str); 6] = [
+        (
+            "a request line that is not HTTP",
+            b"GARBAGE\r\n\r\n".to_vec(),
+            400,
+            "bad-request",
+        ),
+        (
+            "a URI of 70,000 bytes",
+            long_uri.into_bytes(),
+            414,
+            "uri-too-long",
+        ),
+        (
+            "500 headers of 1,000 bytes",
+            big_headers.into_bytes(),
+            431,
+            "headers-too-large",
+        ),
+        (
+            "a path of bytes that are not UTF-8",
+            b"GET /v1/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            400,
+            "bad-request",
+        ),
+        (
+            "a path segment not UTF-8 once decoded",
+            b"GET /v1/buckets/%ff/k HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+            400,
+            "bad-request",
+        ),
+        (
+            "a bad request after a good one on one connection",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n".to_vec(),
+            400,
+            "bad-request",
+        ),
+    ];
+    for (what, request, status, kind) in cases {
+        let answer = send(&request);
+        // The last answer on the connection is the one about the bad request.
+        let last = &answer[answer.rfind("HTTP/1.1 4").unwrap_or(0)..];
+        let (head, body) = last
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{what}: no answer in {answer:?}"));
+        assert!(
+            head.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{what}: {head}"
+        );
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/problem+json"),
+            "{what}: {head}"
+        );
+        let problem: Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: {e} in {body:?}"));
+        assert_eq!(problem["status"], status, "{what}: {problem}");
+        assert_eq!(
+            problem["type"],
+            format!("urn:tollgate:problem:{kind}"),
+            "{what}: {problem}"
+        );
+        assert!(
+            problem["detail"].as_str().is_some_and(|d| !d.is_empty()),
+            "{what}: {problem}"
+        );
+    }
+}

@@ -19,6 +19,7 @@ mod envoy;
 mod envoy_config;
 mod envoy_exact;
 mod envoy_mtls;
+mod envoy_reflection;
 mod examples;
 mod faults;
 mod flood;

@@ -546,3 +546,88 @@ fn a_client_that_stops_reading_is_dropped() {
     // The server still answers others.
     assert_eq!(redis_cli(server.resp_addr(), &["PING"]), "PONG\n");
 }
+
+/// Issue 27: redis-cell 0.5.0 refuses no negative number; each is answered with the module's
+/// reply, byte for byte (worked out through its source), and none gives tokens back.
+#[test]
+fn each_negative_cl_throttle_argument_is_answered_as_redis_cell_answers_it() {
+    let server = start(&[]);
+    let command = |args: &[&str]| {
+        let mut bytes = format!("*{}\r\n", args.len() + 1);
+        for arg in std::iter::once(&"CL.THROTTLE").chain(args) {
+            bytes.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        exchange(server.resp_addr(), bytes.as_bytes())
+    };
+    let array = |n: [i64; 5]| {
+        let items: String = n.iter().map(|i| format!(":{i}\r\n")).collect();
+        format!("*5\r\n{items}")
+    };
+    let expire = "-Cell error: Error while setting key expire\r\n";
+    // max_burst: a limit of 0 or below, every request limited, no wait given.
+    assert_eq!(command(&["a", "-1", "1", "60"]), array([1, 0, 0, -1, 0]));
+    assert_eq!(command(&["a", "-5", "1", "60"]), array([1, -4, 0, -1, 0]));
+    // count, period: a negative emission interval, limited.
+    assert_eq!(command(&["b", "5", "-1", "60"]), array([1, 6, 0, -1, 0]));
+    assert_eq!(command(&["c", "5", "1", "-60"]), array([1, 6, 0, -1, 0]));
+    // Both: a positive rate, 1 per 60 s.
+    assert_eq!(command(&["d", "5", "-1", "-60"]), array([0, 6, 5, -1, 60]));
+    // quantity: on a fresh key, the module writes an expiry in the past, which Redis refuses.
+    assert_eq!(command(&["e", "5", "1", "60", "-1"]), expire);
+    // On a key spent by 3, the module answers as if one came back; tollgate gives none back.
+    assert_eq!(
+        command(&["f", "5", "1", "60", "3"]),
+        array([0, 6, 3, -1, 180])
+    );
+    assert_eq!(
+        command(&["f", "5", "1", "60", "-1"]),
+        array([0, 6, 4, -1, 120])
+    );
+    assert_eq!(
+        command(&["f", "5", "1", "60", "0"]),
+        array([0, 6, 3, -1, 180])
+    );
+}
+
+/// Issue 27: an unknown command's reply echoes at most 128 bytes of its name and 128 of its
+/// arguments, as Redis 7 words it (`'%.128s'`, then `'%.*s' ` per argument while under 128
+/// bytes), raw bytes cut at a NUL and by byte, CR and LF as spaces; it once echoed 64 KiB.
+#[test]
+fn an_unknown_command_is_echoed_as_redis_7_cuts_it() {
+    let server = start(&[]);
+    let send = |args: &[&[u8]]| -> Vec<u8> {
+        let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            bytes.extend(format!("${}\r\n", arg.len()).into_bytes());
+            bytes.extend_from_slice(arg);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        let mut stream = TcpStream::connect(server.resp_addr()).unwrap();
+        stream.write_all(&bytes).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut out = Vec::new();
+        stream.read_to_end(&mut out).unwrap();
+        out
+    };
+    let huge = vec![b'n'; 64 << 10];
+    let (a100, b100) = (vec![b'a'; 100], vec![b'b'; 100]);
+    let mut expected = b"-ERR unknown command '".to_vec();
+    expected.extend(&huge[..128]);
+    expected.extend(b"', with args beginning with: '");
+    expected.extend(&a100);
+    // 103 bytes so far: 25 left for the second argument, and none for a third.
+    expected.extend(b"' '");
+    expected.extend(&b100[..25]);
+    expected.extend(b"' \r\n");
+    assert_eq!(send(&[&huge, &a100, &b100, b"c"]), expected);
+    // A NUL ends a name or an argument; a cut may split a UTF-8 character; CR and LF are spaces.
+    let name = [&[b'x'; 127][..], "é".as_bytes()].concat();
+    let mut expected = b"-ERR unknown command '".to_vec();
+    expected.extend(&name[..128]);
+    expected.extend(b"', with args beginning with: 'a' 'b c d' '' \r\n");
+    assert_eq!(send(&[&name, b"a\0hidden", b"b\rc\nd", b""]), expected);
+    assert_eq!(
+        send(&[b"NOSUCH"]),
+        b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n"
+    );
+}

@@ -232,18 +232,29 @@ pub(super) fn arity(name: &str) -> Reply {
     Reply::err(format!("wrong number of arguments for '{name}' command"))
 }
 
-/// Redis's words for a command it does not know, with the start of its arguments.
+/// Redis 7's words for a command it does not know (`commandCheckExistence`): the name as
+/// `'%.128s'`, then each argument as `'%.*s' ` with the precision what is left of 128 bytes,
+/// added while the list is under 128 bytes. Both are C strings there, cut at a NUL, and cut by
+/// byte, so the reply echoes raw bytes; the encoder turns CR and LF into spaces, as Redis does.
 fn unknown(args: &[&[u8]]) -> Reply {
-    let mut beginning = String::new();
+    const BUDGET: usize = 128;
+    let c_string = |arg: &[u8], most: usize| -> Vec<u8> {
+        let end = arg.iter().position(|&b| b == 0).unwrap_or(arg.len());
+        arg[..end.min(most)].to_vec()
+    };
+    let mut beginning = Vec::new();
     for arg in &args[1..] {
-        let arg = String::from_utf8_lossy(arg);
-        if beginning.len() + arg.len() > 128 {
+        if beginning.len() >= BUDGET {
             break;
         }
-        beginning.push_str(&format!("'{arg}' "));
+        let most = BUDGET - beginning.len();
+        beginning.push(b'\'');
+        beginning.extend(c_string(arg, most));
+        beginning.extend_from_slice(b"' ");
     }
-    Reply::err(format!(
-        "unknown command '{}', with args beginning with: {beginning}",
-        String::from_utf8_lossy(args[0])
-    ))
+    let mut line = b"ERR unknown command '".to_vec();
+    line.extend(c_string(args[0], BUDGET));
+    line.extend_from_slice(b"', with args beginning with: ");
+    line.extend(beginning);
+    Reply::RawError(line)
 }

@@ -8,7 +8,7 @@ use tollgate::{Check, Decision, Policy};
 use super::{Shared, THROTTLE_BUCKET, arity};
 use crate::limiter::{DecideError, MAX_KEY_BYTES, Target};
 use crate::metrics::PolicyCounters;
-use crate::resp::cell::{self, Throttle};
+use crate::resp::cell::{self, Degenerate, Parsed, Throttle};
 use crate::resp::codec::Reply;
 
 /// The refusal of a client-chosen limit where the operator turned those off.
@@ -27,7 +27,8 @@ pub(super) async fn cl_throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
         return Reply::Error(format!("Cell error: {refused}"));
     }
     let throttle = match Throttle::parse(args) {
-        Ok(throttle) => throttle,
+        Ok(Parsed::Bucket(throttle)) => throttle,
+        Ok(Parsed::Degenerate(numbers)) => return degenerate(shared, &numbers).await,
         Err(line) => return Reply::Error(line),
     };
     if throttle.key.len() > MAX_KEY_BYTES {
@@ -47,6 +48,35 @@ pub(super) async fn cl_throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
             let reply = throttle.reply(&decision);
             Reply::Array(reply.into_iter().map(Reply::Integer).collect())
         }
+        Err(e) => Reply::Error(format!("Cell error: {e}")),
+    }
+}
+
+/// A `CL.THROTTLE` with a negative among its numbers: the module's reply from a look at the
+/// key's bucket (how long until it is full: the same under any numbers), which it leaves as it
+/// is.
+async fn degenerate(shared: &Shared, numbers: &Degenerate<'_>) -> Reply {
+    if numbers.key.len() > MAX_KEY_BYTES {
+        return Reply::Error(format!(
+            "Cell error: the key is longer than {MAX_KEY_BYTES} bytes"
+        ));
+    }
+    let look = Policy::token_bucket(1, 1, Duration::from_secs(1));
+    let Ok(look) = look else {
+        return Reply::Error("Cell error: no policy to look at the bucket with".to_owned());
+    };
+    let check = [Check::new(look, numbers.key, 0).named(cell::BUCKET)];
+    match decide_one(shared, &check, &shared.cell).await {
+        Ok(decision) => match numbers.reply(decision.reset_after.as_nanos() as i128) {
+            Ok(reply) => {
+                // The look counted nothing; a limited answer is a denial like any.
+                if reply[0] == 1 {
+                    shared.cell.denied.inc();
+                }
+                Reply::Array(reply.into_iter().map(Reply::Integer).collect())
+            }
+            Err(line) => Reply::Error(line),
+        },
         Err(e) => Reply::Error(format!("Cell error: {e}")),
     }
 }
