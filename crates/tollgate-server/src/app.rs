@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tollgate::StoreError;
 
 use crate::envoy::{self, Envoy};
@@ -250,6 +251,8 @@ impl Server {
             None => self.app.router(),
         };
         let admin_router = self.app.admin_router();
+        // The other listeners finish their requests in flight before `run` returns, as HTTP's.
+        let listeners = TaskTracker::new();
         for bound in [
             Some(&self.http),
             self.resp.as_ref(),
@@ -265,7 +268,7 @@ impl Server {
         }
         if let Some(admin) = self.admin {
             let shutdown = shutdown.clone();
-            tokio::spawn(async move {
+            listeners.spawn(async move {
                 if let Err(e) = web::serve(admin.listener(), admin_router, shutdown).await {
                     tracing::error!(error = %e, "the admin listener failed");
                 }
@@ -277,7 +280,7 @@ impl Server {
             envoy,
         } = self.app;
         if let Some(resp) = self.resp {
-            tokio::spawn(resp::serve(
+            listeners.spawn(resp::serve(
                 resp.acceptor,
                 Arc::clone(&limiter),
                 settings.resp.clone(),
@@ -299,7 +302,7 @@ impl Server {
                 }
                 let service =
                     envoy::service::serve(grpc.listener(), Arc::clone(&envoy), shutdown.clone());
-                tokio::spawn(async move {
+                listeners.spawn(async move {
                     if let Err(e) = service.await {
                         tracing::error!(error = %e, "the gRPC listener failed");
                     }
@@ -317,9 +320,10 @@ impl Server {
                 shutdown.clone(),
             ));
         }
-        web::serve(self.http.listener(), router, shutdown)
-            .await
-            .map_err(ServeError::Http)
+        let served = web::serve(self.http.listener(), router, shutdown).await;
+        listeners.close();
+        listeners.wait().await;
+        served.map_err(ServeError::Http)
     }
 }
 

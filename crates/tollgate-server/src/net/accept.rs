@@ -58,8 +58,6 @@ pub enum Accepted {
 pub struct Admitted {
     /// The connection.
     pub stream: TcpStream,
-    /// The client's address.
-    pub peer: SocketAddr,
     /// Its place under the caps, freed when the connection is dropped.
     pub place: Place,
 }
@@ -86,6 +84,18 @@ impl Drop for Place {
         if let Some((ip, counts)) = &self.address {
             counts.leave(*ip);
         }
+    }
+}
+
+/// The address a client's connections are counted under: its IPv4 address (an IPv4-mapped
+/// IPv6 one as IPv4), or its IPv6 /64, which one host commonly holds whole.
+fn client(peer: SocketAddr) -> IpAddr {
+    match peer.ip().to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(prefix.into())
+        }
+        v4 => v4,
     }
 }
 
@@ -219,8 +229,8 @@ impl Acceptor {
         let over = match Arc::clone(&self.slots).try_acquire_owned() {
             Err(_) => Err(Over::Listener),
             Ok(slot) => match &self.per_address {
-                Some(counts) if !counts.enter(peer.ip()) => Err(Over::Address),
-                counts => Ok((slot, counts.clone().map(|c| (peer.ip(), c)))),
+                Some(counts) if !counts.enter(client(peer)) => Err(Over::Address),
+                counts => Ok((slot, counts.clone().map(|c| (client(peer), c)))),
             },
         };
         match over {
@@ -231,11 +241,7 @@ impl Acceptor {
                     address,
                     open: self.metrics.open.clone(),
                 };
-                Some(Accepted::Admitted(Admitted {
-                    stream,
-                    peer,
-                    place,
-                }))
+                Some(Accepted::Admitted(Admitted { stream, place }))
             }
             Err(over) => {
                 self.metrics.refused[over as usize].inc();

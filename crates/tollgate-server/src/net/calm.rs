@@ -10,7 +10,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
@@ -61,6 +61,15 @@ impl Frames {
     fn between(&self) -> bool {
         self.have == 0 && self.skip == 0
     }
+
+    /// Bytes until the stream is at least one step nearer the end of its frame: the rest of
+    /// the header, or of the payload.
+    fn to_boundary(&self) -> usize {
+        match (self.have, self.skip) {
+            (0, skip) => skip,
+            (have, _) => 9 - have,
+        }
+    }
 }
 
 /// What the guard knows of the connection.
@@ -88,6 +97,9 @@ pub struct Calm<S> {
     last_stream: u32,
     window: Instant,
     in_window: u32,
+    /// The reader waiting for the server to reach the end of a frame, so that the `GOAWAY`
+    /// goes out.
+    reader: Option<Waker>,
 }
 
 impl<S> Calm<S> {
@@ -101,6 +113,7 @@ impl<S> Calm<S> {
             last_stream: 0,
             window: Instant::now(),
             in_window: 0,
+            reader: None,
         }
     }
 
@@ -132,17 +145,21 @@ impl<S> Calm<S> {
                 last = last.max(stream);
             }
         });
-        self.last_stream = last;
-        if control == 0 {
-            return false;
+        if control > 0 {
+            let now = Instant::now();
+            if now.duration_since(self.window).as_secs() >= 1 {
+                self.window = now;
+                self.in_window = 0;
+            }
+            self.in_window = self.in_window.saturating_add(control);
         }
-        let now = Instant::now();
-        if now.duration_since(self.window).as_secs() >= 1 {
-            self.window = now;
-            self.in_window = 0;
+        let flooded = self.in_window > MAX_PER_SECOND;
+        // The streams of a read that flooded never reach the server: the GOAWAY names only
+        // those it has seen.
+        if !flooded {
+            self.last_stream = last;
         }
-        self.in_window = self.in_window.saturating_add(control);
-        self.in_window > MAX_PER_SECOND
+        flooded
     }
 
     fn calm(&mut self) {
@@ -164,7 +181,12 @@ impl<S: AsyncWrite + Unpin> Calm<S> {
             };
             if *sent == goaway.len() {
                 ready!(Pin::new(&mut self.io).poll_flush(cx))?;
+                // A FIN after it, so the client reads the GOAWAY before the connection goes.
+                let _ = ready!(Pin::new(&mut self.io).poll_shutdown(cx));
                 self.state = State::Closed;
+                if let Some(reader) = self.reader.take() {
+                    reader.wake();
+                }
                 return Poll::Ready(Ok(()));
             }
             let n = ready!(Pin::new(&mut self.io).poll_write(cx, &goaway[*sent..]))?;
@@ -193,11 +215,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Calm<S> {
         match this.state {
             State::Closed => return Poll::Ready(Err(calmed())),
             State::Calming { .. } => {
-                // The server is between frames whenever it is waiting to read.
                 if this.server.between() {
                     ready!(this.poll_goaway(cx))?;
                     return Poll::Ready(Err(calmed()));
                 }
+                // Woken when the server's writes reach the end of their frame.
+                this.reader = Some(cx.waker().clone());
                 return Poll::Pending;
             }
             _ => {}
@@ -213,6 +236,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Calm<S> {
                 ready!(this.poll_goaway(cx))?;
                 return Poll::Ready(Err(calmed()));
             }
+            this.reader = Some(cx.waker().clone());
             return Poll::Pending;
         }
         Poll::Ready(Ok(()))
@@ -234,9 +258,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Calm<S> {
             }
             _ => {}
         }
+        // Calming, the server's writes stop at the end of the frame under way.
+        let calming = matches!(this.state, State::Calming { .. });
+        let buf = match calming {
+            true => &buf[..buf.len().min(this.server.to_boundary())],
+            false => buf,
+        };
         let n = ready!(Pin::new(&mut this.io).poll_write(cx, buf))?;
         if !matches!(this.state, State::Plain | State::Preface(_)) {
             this.server.follow(&buf[..n], |_, _, _| {});
+        }
+        if calming
+            && this.server.between()
+            && let Some(reader) = this.reader.take()
+        {
+            reader.wake();
         }
         Poll::Ready(Ok(n))
     }

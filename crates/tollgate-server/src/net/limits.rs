@@ -9,7 +9,8 @@ use std::time::Duration;
 pub struct ConnLimits {
     /// Connections open at once; one more is refused at once, with a reason.
     pub max_connections: usize,
-    /// Connections open at once from one client address; `None`: no cap but the listener's.
+    /// Connections open at once from one client address (an IPv6 client's /64); `None`: no
+    /// cap but the listener's.
     pub max_connections_per_ip: Option<usize>,
     /// How long a new connection may stay silent (and take over its TLS handshake and its
     /// first request's head), and how long a request's body or a RESP command may stall
@@ -30,7 +31,9 @@ pub struct ConnLimits {
 /// `at` + `d`, or a time later than any connection lives when that is past the end of time (a
 /// timeout of `"10000000000000000000s"` is one that never comes, not a panic).
 pub fn after(at: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
-    at.checked_add(d.min(NEVER)).unwrap_or(at)
+    at.checked_add(d.min(NEVER))
+        .or_else(|| at.checked_add(NEVER))
+        .unwrap_or(at)
 }
 
 /// A timeout that never comes: about thirty years.

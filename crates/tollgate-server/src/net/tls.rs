@@ -29,7 +29,8 @@ pub struct TlsFiles {
     /// CA certificates, PEM: when set, a client must present a certificate one of them signed.
     pub client_ca: Option<PathBuf>,
     /// The subject alternative names (DNS names or IP addresses) a client certificate may
-    /// carry, any one of them; empty: any the CA signed.
+    /// carry, any one of them, exactly (a wildcard certificate matches none); empty: any the CA
+    /// signed.
     pub client_san: Vec<String>,
 }
 
@@ -90,11 +91,6 @@ impl Tls {
         })
     }
 
-    /// The files it uses.
-    pub fn files(&self) -> &TlsFiles {
-        &self.files
-    }
-
     /// Handshakes on `stream`, and checks the client certificate's names when some are set.
     pub async fn accept(&self, stream: TcpStream) -> io::Result<TlsStream<TcpStream>> {
         let stream = TlsAcceptor::from(self.current.load_full())
@@ -113,13 +109,27 @@ impl Tls {
         Ok(stream)
     }
 
+    /// Whether `leaf` carries one of the allowed names, exactly: webpki matches names as a
+    /// server's, where `*.svc.local` covers `billing.svc.local`, so a DNS name that a made-up
+    /// sibling matches as well is taken to be a wildcard's match and refused.
     fn names_allowed(&self, leaf: &CertificateDer<'_>) -> bool {
         let Ok(cert) = webpki::EndEntityCert::try_from(leaf) else {
             return false;
         };
-        self.allowed
-            .iter()
-            .any(|name| cert.verify_is_valid_for_subject_name(name).is_ok())
+        let valid = |name: &ServerName<'_>| cert.verify_is_valid_for_subject_name(name).is_ok();
+        self.allowed.iter().any(|name| {
+            valid(name)
+                && match name {
+                    ServerName::DnsName(dns) => dns
+                        .as_ref()
+                        .split_once('.')
+                        .and_then(|(_, parent)| {
+                            ServerName::try_from(format!("tollgate-wildcard-probe.{parent}")).ok()
+                        })
+                        .is_none_or(|sibling| !valid(&sibling)),
+                    _ => true,
+                }
+        })
     }
 
     /// Reads the files again every [`POLL`](crate::watch::POLL) and on SIGHUP until

@@ -90,15 +90,18 @@ pub async fn serve(
                 let tls = tls.clone();
                 let timed_out = acceptor.metrics().timed_out.clone();
                 tokio::spawn(async move {
-                    let Admitted { stream, place, .. } = admitted;
+                    let Admitted { stream, place } = admitted;
+                    // The handshake and the first command share the request timeout.
+                    let opened = Instant::now();
                     let open = Stream::open(stream, tls.as_deref());
-                    let Ok(Ok(stream)) = tokio::time::timeout(limits.request_timeout, open).await
-                    else {
+                    let first = limits.request_timeout.min(limits::NEVER);
+                    let Ok(Ok(stream)) = tokio::time::timeout(first, open).await else {
+                        timed_out.inc();
                         return;
                     };
                     // A connection's failure (a reset, a broken pipe) is the client's to see.
                     if let Ok(Ended::TimedOut) =
-                        connection(stream, &shared, &limits, shutdown).await
+                        connection(stream, &shared, &limits, opened, shutdown).await
                     {
                         timed_out.inc();
                     }
@@ -134,6 +137,7 @@ async fn connection(
     mut stream: Stream,
     shared: &Shared,
     conn: &ConnLimits,
+    opened: Instant,
     shutdown: CancellationToken,
 ) -> io::Result<Ended> {
     use bytes::BufMut;
@@ -157,8 +161,9 @@ async fn connection(
     let deadline =
         |since: Instant, waiting: Duration| since.checked_add(waiting).unwrap_or_else(far_future);
     // The time the connection must show progress by is `since` + `waiting`.
-    let (mut since, mut waiting) = (Instant::now(), conn.request_timeout);
-    let mut half_read_since: Option<Instant> = None;
+    let (mut since, mut waiting) = (opened, conn.request_timeout);
+    // Until the first command is whole, the connection counts as one with a command half-read.
+    let mut half_read_since = Some(opened);
     let mut timer_at = deadline(since, waiting);
     let idle_timer = tokio::time::sleep_until(timer_at);
     let cancelled = shutdown.cancelled();
@@ -268,15 +273,34 @@ async fn flush(stream: &mut Stream, output: &mut Vec<u8>, idle: Duration) -> io:
     .await?;
     if written == output.len() {
         output.clear();
-        return Ok(true);
+        return push(stream, idle).await;
     }
     output.drain(..written);
     match tokio::time::timeout(idle, stream.write_all(output)).await {
         Ok(written) => {
             written?;
             output.clear();
-            Ok(true)
+            push(stream, idle).await
         }
+        Err(_) => Ok(false),
+    }
+}
+
+/// Pushes out what the stream holds back (TLS records rustls buffered); `false` when the client
+/// has not taken it within `idle`. Plain TCP has nothing to push: no timer is made then.
+async fn push(stream: &mut Stream, idle: Duration) -> io::Result<bool> {
+    let pushed = std::future::poll_fn(|cx| {
+        Poll::Ready(match Pin::new(&mut *stream).poll_flush(cx) {
+            Poll::Ready(done) => done.map(|()| true),
+            Poll::Pending => Ok(false),
+        })
+    })
+    .await?;
+    if pushed {
+        return Ok(true);
+    }
+    match tokio::time::timeout(idle, stream.flush()).await {
+        Ok(flushed) => flushed.map(|()| true),
         Err(_) => Ok(false),
     }
 }

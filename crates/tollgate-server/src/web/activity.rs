@@ -105,24 +105,21 @@ impl Service<http::Request<Incoming>> for Tracked {
     }
 }
 
-/// The body stalled: no frame came within the request timeout.
+/// The body stalled: it was not whole within the request timeout.
 #[derive(Debug)]
 pub struct BodyStalled(pub Duration);
 
 impl std::fmt::Display for BodyStalled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "no part of the body arrived for {} ms",
-            self.0.as_millis()
-        )
+        write!(f, "the body was not whole within {} ms", self.0.as_millis())
     }
 }
 
 impl std::error::Error for BodyStalled {}
 
-/// A body that fails with [`BodyStalled`] when its next frame is longer in coming than the
-/// request timeout (slow-body attacks hold a connection otherwise).
+/// A body that fails with [`BodyStalled`] when it is not whole within the request timeout of
+/// the first wait for it: a body trickled a byte at a time would hold its connection
+/// otherwise (bodies are at most 64 KiB, so an honest one arrives long before).
 struct Stalling {
     body: Incoming,
     stall: Duration,
@@ -149,10 +146,7 @@ impl http_body::Body for Stalling {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         match Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Ready(frame) => {
-                this.timer = None;
-                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
-            }
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
             Poll::Pending => {
                 let stall = this.stall;
                 let timer = this

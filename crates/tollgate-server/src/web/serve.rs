@@ -165,6 +165,7 @@ async fn connection(
     let old_at = after(started, limits.max_age);
     // Once asked to go away: when it is dropped if it has not closed by then.
     let mut closing: Option<Instant> = None;
+    let mut stopping = false;
     loop {
         let now = Instant::now();
         let wake = match closing {
@@ -192,19 +193,23 @@ async fn connection(
                 }
                 break;
             }
-            () = shutdown.cancelled(), if closing.is_none() => {
-                connection.as_mut().graceful_shutdown();
-                // The requests in flight finish however long they take (the store's timeout
-                // and the request timeout bound them).
-                let _ = connection.as_mut().await;
-                break;
+            () = shutdown.cancelled(), if !stopping => {
+                // The requests in flight get the request timeout to finish (the store's
+                // timeout bounds a decision); a client that will not take its answer is not
+                // waited for longer.
+                stopping = true;
+                if closing.is_none() {
+                    connection.as_mut().graceful_shutdown();
+                }
+                let drain = after(Instant::now(), limits.request_timeout);
+                closing = Some(closing.map_or(drain, |at| at.min(drain)));
             }
             () = sleep => {
                 let now = Instant::now();
                 if closing.is_some_and(|at| at <= now) {
                     break;
                 }
-                if closing.is_some() {
+                if closing.is_some() || stopping {
                     continue;
                 }
                 if old_at <= now {

@@ -24,6 +24,7 @@ struct Pki {
     server: (PathBuf, PathBuf),
     client: (PathBuf, PathBuf),
     stranger: (PathBuf, PathBuf),
+    wildcard: (PathBuf, PathBuf),
     rogue: (PathBuf, PathBuf),
 }
 
@@ -38,6 +39,7 @@ fn pki() -> Pki {
     let stranger = ca
         .sign(d, "stranger", "other", "DNS:other.internal")
         .unwrap();
+    let wildcard = ca.sign(d, "wildcard", "any", "DNS:*.internal").unwrap();
     let rogue = TestCa::new(d, "rogue-ca")
         .unwrap()
         .sign(d, "rogue", "envoy", "DNS:envoy.internal")
@@ -48,6 +50,7 @@ fn pki() -> Pki {
         server,
         client,
         stranger,
+        wildcard,
         rogue,
     }
 }
@@ -157,6 +160,7 @@ async fn mutual_tls_admits_only_certificates_the_ca_signed_for_a_listed_name() {
         ("no certificate", None),
         ("another CA's", Some(&pki.rogue)),
         ("a name not in client_san", Some(&pki.stranger)),
+        ("a wildcard that covers the name", Some(&pki.wildcard)),
     ] {
         let refused = check(server.addr, &pki.connector(client, &[])).await;
         assert!(refused.is_err(), "{who}: {refused:?}");
