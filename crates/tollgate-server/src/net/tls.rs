@@ -132,7 +132,7 @@ impl Tls {
         })
     }
 
-    /// Reads the files again every [`POLL`](crate::watch::POLL) and on SIGHUP until
+    /// Reads the files again every 250 ms (as the config file is watched) and on SIGHUP until
     /// `shutdown`, and uses a changed set once it builds.
     pub async fn watch(self: Arc<Self>, shutdown: CancellationToken) {
         let read_all = || {
