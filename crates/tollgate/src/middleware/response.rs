@@ -177,7 +177,8 @@ fn state_header(policies: &[NamedPolicy], decisions: &[Decision]) -> Option<Head
 
 /// Adds the `RateLimit-Policy` (`policy`, when the caller has it built already) and
 /// `RateLimit` headers (one item per policy) and, if asked, the legacy `X-RateLimit-*` ones
-/// (for the most restrictive policy; `Reset` in seconds from now).
+/// (for the most restrictive policy; `Reset` in seconds from now). An inner layer's headers
+/// already on the response are kept: the lists get this layer's items after theirs.
 pub(crate) fn add_headers(
     headers: &mut HeaderMap,
     policies: &[NamedPolicy],
@@ -190,17 +191,47 @@ pub(crate) fn add_headers(
         None => policy_header(policies),
     };
     if let (Some(p), Some(s)) = (policy, state_header(policies, decisions)) {
-        headers.insert(RATELIMIT_POLICY.clone(), p);
-        headers.insert(RATELIMIT.clone(), s);
+        append_items(headers, &RATELIMIT_POLICY, p);
+        append_items(headers, &RATELIMIT, s);
     }
     let strictest = decisions
         .iter()
         .min_by_key(|d| (d.allowed, d.remaining, std::cmp::Reverse(d.retry_after)));
     if let (true, Some(d)) = (legacy, strictest) {
-        headers.insert(X_LIMIT.clone(), HeaderValue::from(d.limit));
-        headers.insert(X_REMAINING.clone(), HeaderValue::from(d.remaining));
-        headers.insert(X_RESET.clone(), HeaderValue::from(d.reset_after_secs()));
+        // The legacy fields hold one number each: of two stacked layers, the one with fewer
+        // tokens left speaks for both (an inner layer's values stay when they are stricter).
+        let inner_remaining = headers
+            .get(&X_REMAINING)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if inner_remaining.is_none_or(|inner| d.remaining < inner) {
+            headers.insert(X_LIMIT.clone(), HeaderValue::from(d.limit));
+            headers.insert(X_REMAINING.clone(), HeaderValue::from(d.remaining));
+            headers.insert(X_RESET.clone(), HeaderValue::from(d.reset_after_secs()));
+        }
     }
+}
+
+/// Sets the list field `name` to `items`, after the items already there. `RateLimit-Policy`
+/// and `RateLimit` are structured-field lists (draft-ietf-httpapi-ratelimit-headers, RFC 9651
+/// section 3.1): lists combine by concatenation, so when layers are stacked (a global layer
+/// around a per-route one) each adds its policies' items and none hides another's. One line
+/// rather than several: many clients read only the first line of a field.
+fn append_items(headers: &mut HeaderMap, name: &HeaderName, items: HeaderValue) {
+    let mut lines = headers.get_all(name).iter().peekable();
+    if lines.peek().is_none() {
+        headers.insert(name.clone(), items);
+        return;
+    }
+    let mut merged = Vec::with_capacity(items.len() + 64);
+    for line in lines {
+        merged.extend_from_slice(line.as_bytes());
+        merged.extend_from_slice(b", ");
+    }
+    merged.extend_from_slice(items.as_bytes());
+    // Two valid header values joined by ", " are a valid header value; keep ours otherwise.
+    let merged = HeaderValue::from_bytes(&merged).unwrap_or(items);
+    headers.insert(name.clone(), merged);
 }
 
 /// Whether a request is gRPC, by its content type.
