@@ -32,6 +32,7 @@
 //! ```
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
@@ -84,22 +85,67 @@ pub struct GuardStats {
 pub const INCOMPATIBLE_FOR: Duration = Duration::from_secs(10);
 
 /// Called with a store's failure.
-type ErrorHook = Box<dyn Fn(&StoreError) + Send + Sync>;
+type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 
 /// A store with a timeout and a fail policy.
+///
+/// Cloning it (when the store clones, as every store of this crate does: each is a handle on
+/// shared state) gives a handle on the same statistics and readiness: the middleware and the
+/// application's own code can share one `Guarded` and see one set of counts.
+///
+/// ```
+/// use std::sync::atomic::Ordering;
+/// use std::time::Duration;
+/// use tollgate::store::guarded::{FailPolicy, Guarded};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A store that holds one key at most: a second key is a (transient) failure.
+/// let guarded = Guarded::new(MemoryStore::builder().max_keys(1).build(), FailPolicy::Allow);
+/// let copy = guarded.clone();
+/// let policy = Policy::token_bucket(5, 5, Duration::from_secs(1))?;
+/// guarded.decide(&[Check::new(policy, b"alice", 1)]).await?;
+/// assert!(copy.decide(&[Check::new(policy, b"bob", 1)]).await?.by_fail_policy);
+/// assert_eq!(guarded.stats().failed_open.load(Ordering::Relaxed), 1);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Guarded<S> {
     store: S,
     fail_policy: FailPolicy,
     timeout: Option<Duration>,
+    /// What every clone shares.
+    health: Arc<Health>,
+    clock: MonotonicClock,
+    on_incompatible: Option<ErrorHook>,
+    on_error: Option<ErrorHook>,
+    unready_for: Duration,
+}
+
+/// The counts and readiness of a [`Guarded`] and its clones.
+#[derive(Default)]
+struct Health {
     stats: GuardStats,
     /// Whether the last failure was an incompatibility not yet followed by a success.
     incompatible: AtomicBool,
     /// What it was, and when.
     last_incompatibility: Mutex<(String, Option<Nanos>)>,
-    clock: MonotonicClock,
-    on_incompatible: Option<ErrorHook>,
-    on_error: Option<ErrorHook>,
-    unready_for: Duration,
+}
+
+impl<S: Clone> Clone for Guarded<S> {
+    fn clone(&self) -> Self {
+        Guarded {
+            store: self.store.clone(),
+            fail_policy: self.fail_policy.clone(),
+            timeout: self.timeout,
+            health: Arc::clone(&self.health),
+            clock: self.clock,
+            on_incompatible: self.on_incompatible.clone(),
+            on_error: self.on_error.clone(),
+            unready_for: self.unready_for,
+        }
+    }
 }
 
 impl<S: Store> Guarded<S> {
@@ -109,9 +155,7 @@ impl<S: Store> Guarded<S> {
             store,
             fail_policy,
             timeout: None,
-            stats: GuardStats::default(),
-            incompatible: AtomicBool::new(false),
-            last_incompatibility: Mutex::new((String::new(), None)),
+            health: Arc::default(),
             clock: MonotonicClock::new(),
             on_incompatible: None,
             on_error: None,
@@ -122,7 +166,7 @@ impl<S: Store> Guarded<S> {
     /// Calls `hook` with every [`StoreError::Incompatible`] (to log it; it runs on the
     /// request's path, so it should be quick).
     pub fn on_incompatible(mut self, hook: impl Fn(&StoreError) + Send + Sync + 'static) -> Self {
-        self.on_incompatible = Some(Box::new(hook));
+        self.on_incompatible = Some(Arc::new(hook));
         self
     }
 
@@ -138,7 +182,7 @@ impl<S: Store> Guarded<S> {
     /// [`kind`](StoreError::kind), or to note that the store is down. It runs on the request's
     /// path, so it should be quick.
     pub fn on_error(mut self, hook: impl Fn(&StoreError) + Send + Sync + 'static) -> Self {
-        self.on_error = Some(Box::new(hook));
+        self.on_error = Some(Arc::new(hook));
         self
     }
 
@@ -150,7 +194,7 @@ impl<S: Store> Guarded<S> {
 
     /// How calls were answered so far.
     pub fn stats(&self) -> &GuardStats {
-        &self.stats
+        &self.health.stats
     }
 
     /// The wrapped store.
@@ -179,21 +223,28 @@ impl<S: Store> Store for Guarded<S> {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let error = match self.bounded(checks).await {
             Ok(verdict) => {
-                if self.incompatible.load(Ordering::Relaxed) {
-                    self.incompatible.store(false, Ordering::Relaxed);
+                if self.health.incompatible.load(Ordering::Relaxed) {
+                    self.health.incompatible.store(false, Ordering::Relaxed);
                 }
                 return Ok(verdict);
             }
             Err(e) if e.is_transient() => {
-                self.stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .store_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 e
             }
             Err(e) if e.kind() == ErrorKind::Incompatible => {
-                self.stats.incompatible.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .incompatible
+                    .fetch_add(1, Ordering::Relaxed);
                 if let StoreError::Incompatible(why) = &e {
-                    *self.last_incompatibility.lock() = (why.to_string(), Some(self.clock.now()));
+                    *self.health.last_incompatibility.lock() =
+                        (why.to_string(), Some(self.clock.now()));
                 }
-                self.incompatible.store(true, Ordering::Relaxed);
+                self.health.incompatible.store(true, Ordering::Relaxed);
                 if let Some(hook) = &self.on_incompatible {
                     hook(&e);
                 }
@@ -207,11 +258,17 @@ impl<S: Store> Store for Guarded<S> {
         match &self.fail_policy {
             FailPolicy::Deny => Err(error),
             FailPolicy::Allow => {
-                self.stats.failed_open.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .failed_open
+                    .fetch_add(1, Ordering::Relaxed);
                 Ok(allow_all(checks))
             }
             FailPolicy::Local(local) => {
-                self.stats.local_fallbacks.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .local_fallbacks
+                    .fetch_add(1, Ordering::Relaxed);
                 let mut verdict = local.decide_sync(checks)?;
                 verdict.by_fail_policy = true;
                 Ok(verdict)
@@ -220,12 +277,12 @@ impl<S: Store> Store for Guarded<S> {
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
-        if self.incompatible.load(Ordering::Relaxed) {
-            let (why, at) = self.last_incompatibility.lock().clone();
+        if self.health.incompatible.load(Ordering::Relaxed) {
+            let (why, at) = self.health.last_incompatibility.lock().clone();
             if at.is_some_and(|at| self.clock.now() - at < Nanos::from(self.unready_for)) {
                 return Err(StoreError::incompatible(why));
             }
-            self.incompatible.store(false, Ordering::Relaxed);
+            self.health.incompatible.store(false, Ordering::Relaxed);
         }
         self.store.ready().await
     }

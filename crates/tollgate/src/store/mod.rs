@@ -4,6 +4,29 @@
 //! PostgreSQL store one statement, the memory store one compare-and-swap, each deciding every
 //! check of a call together. [`DynStore`] is its object-safe twin, for choosing a store at run
 //! time.
+//!
+//! Stores compose: `Arc<S>` is a store when `S` is, and so are `dyn DynStore` and
+//! `dyn DynSettle` (hence `Arc<dyn DynStore>`), so one store — picked from configuration or
+//! wrapped in a [`Guarded`](guarded::Guarded) — can be handed to the middleware and kept by the
+//! application's own code:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use tollgate::store::DynStore;
+//! use tollgate::{Check, MemoryStore, Policy, Store};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
+//! let policy = Policy::token_bucket(1, 1, Duration::from_secs(60))?;
+//! // The same bucket, through a clone of the handle: the second check finds it spent.
+//! let other = Arc::clone(&store);
+//! assert!(store.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
+//! assert!(!other.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
+//! # Ok(())
+//! # }
+//! ```
 
 // The shared stores' machinery: batching calls, and remembering denials.
 #[cfg(any(feature = "redis", feature = "postgres"))]
@@ -21,6 +44,7 @@ pub mod settle;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use crate::{CheckError, Policy, PolicyError, StoreError, Verdict};
 
@@ -183,5 +207,48 @@ impl<S: Store> DynStore for S {
 
     fn supports_dyn(&self, policy: &Policy) -> Result<(), PolicyError> {
         self.supports(policy)
+    }
+}
+
+/// A shared store is a store: the middleware and the application's own code can hold one
+/// `Arc` to the same buckets (and the same [`Guarded`](guarded::Guarded) statistics).
+impl<S: Store + ?Sized> Store for Arc<S> {
+    fn decide(
+        &self,
+        checks: &[Check<'_>],
+    ) -> impl Future<Output = Result<Verdict, StoreError>> + Send {
+        (**self).decide(checks)
+    }
+
+    fn ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).ready()
+    }
+
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn supports(&self, policy: &Policy) -> Result<(), PolicyError> {
+        (**self).supports(policy)
+    }
+}
+
+/// A store chosen at run time (`Arc<dyn DynStore>`) is a store again, for every API that takes
+/// `impl Store`.
+impl Store for dyn DynStore {
+    async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        self.decide_dyn(checks).await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.ready_dyn().await
+    }
+
+    fn name(&self) -> &'static str {
+        self.name_dyn()
+    }
+
+    fn supports(&self, policy: &Policy) -> Result<(), PolicyError> {
+        self.supports_dyn(policy)
     }
 }

@@ -24,4 +24,5 @@ mod redis_exactness;
 mod redis_faults;
 mod redis_garbage;
 mod redis_windows;
+mod shared_store;
 mod store_config;
