@@ -19,6 +19,7 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 16;
 
 /// Which algorithm a policy's buckets follow. All of them answer with the same [`Decision`](crate::Decision).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Algorithm {
     /// The token bucket, as GCRA: `capacity` tokens, `refill` tokens every `period`.
     TokenBucket,
@@ -59,6 +60,7 @@ pub struct Policy {
 
 /// Why a policy could not be built. [`PolicyError::field`] names the offending input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// `capacity` must be at least 1.
     #[error("capacity must be at least 1")]

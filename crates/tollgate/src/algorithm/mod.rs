@@ -17,6 +17,7 @@ use sliding_log::{SlidingLogOutcome, SlidingLogState};
 
 /// The stored state of one key under one policy, whatever its algorithm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BucketState {
     /// A token bucket's theoretical arrival time.
     TokenBucket(Nanos),
@@ -64,6 +65,7 @@ impl BucketState {
 
 /// One evaluated check of any algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// See [`GcraOutcome`].
     TokenBucket(GcraOutcome),
@@ -183,7 +185,7 @@ impl Outcome {
 /// // The hourly budget is spent: denied, and the per-second bucket was not charged.
 /// let verdict = decide_all(&checks, &mut states, now)?;
 /// assert!(!verdict.allowed());
-/// assert_eq!(verdict.decisions[0].remaining, 2);
+/// assert_eq!(verdict.decisions()[0].remaining(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn decide_all(

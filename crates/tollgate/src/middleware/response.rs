@@ -19,6 +19,7 @@ static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
 /// Why the layer answered instead of the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RejectionKind {
     /// A policy denied: retry after this many whole seconds (rounded up, at least 1).
     Limited {
@@ -36,13 +37,21 @@ pub enum RejectionKind {
 /// A request the layer refuses, as handed to a custom rejection hook.
 #[derive(Debug, Clone)]
 pub struct Rejection {
-    /// Why.
-    pub kind: RejectionKind,
-    /// Whether the request is gRPC (`content-type: application/grpc...`).
-    pub grpc: bool,
+    pub(crate) kind: RejectionKind,
+    pub(crate) grpc: bool,
 }
 
 impl Rejection {
+    /// Why.
+    pub fn kind(&self) -> &RejectionKind {
+        &self.kind
+    }
+
+    /// Whether the request is gRPC (`content-type: application/grpc...`).
+    pub fn is_grpc(&self) -> bool {
+        self.grpc
+    }
+
     /// The default answer: a problem+json document with the matching status (429, 503, 400),
     /// or a gRPC status (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, `INVALID_ARGUMENT`).
     pub fn default_response(&self) -> Response<Full<Bytes>> {

@@ -45,6 +45,7 @@ use crate::{Clock, Decision, ErrorKind, MemoryStore, MonotonicClock, Nanos, Stor
 
 /// What to answer when the store fails transiently (down, slow, timed out, full).
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum FailPolicy {
     /// Fail open: allow, as if every bucket were full. Availability over protection.
     Allow,
@@ -66,18 +67,37 @@ impl std::fmt::Debug for FailPolicy {
     }
 }
 
-/// Counts of how calls were answered, for metrics.
+/// Counts of how calls were answered, for metrics. Read-only: only the [`Guarded`] that owns
+/// them (and its clones) counts.
 #[derive(Debug, Default)]
 pub struct GuardStats {
+    store_errors: AtomicU64,
+    failed_open: AtomicU64,
+    local_fallbacks: AtomicU64,
+    incompatible: AtomicU64,
+}
+
+impl GuardStats {
     /// Calls the store failed (transiently).
-    pub store_errors: AtomicU64,
+    pub fn store_errors(&self) -> u64 {
+        self.store_errors.load(Ordering::Relaxed)
+    }
+
     /// Of those, calls answered "allowed" by [`FailPolicy::Allow`].
-    pub failed_open: AtomicU64,
+    pub fn failed_open(&self) -> u64 {
+        self.failed_open.load(Ordering::Relaxed)
+    }
+
     /// Of those, calls answered by the local fallback.
-    pub local_fallbacks: AtomicU64,
+    pub fn local_fallbacks(&self) -> u64 {
+        self.local_fallbacks.load(Ordering::Relaxed)
+    }
+
     /// Calls the store answered with something this program does not understand (answered by
     /// the fail policy too, and not counted in `store_errors`).
-    pub incompatible: AtomicU64,
+    pub fn incompatible(&self) -> u64 {
+        self.incompatible.load(Ordering::Relaxed)
+    }
 }
 
 /// How long an incompatible answer keeps [`Store::ready`] failing, without a success or
@@ -94,7 +114,6 @@ type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 /// application's own code can share one `Guarded` and see one set of counts.
 ///
 /// ```
-/// use std::sync::atomic::Ordering;
 /// use std::time::Duration;
 /// use tollgate::store::guarded::{FailPolicy, Guarded};
 /// use tollgate::{Check, MemoryStore, Policy, Store};
@@ -106,8 +125,8 @@ type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 /// let copy = guarded.clone();
 /// let policy = Policy::token_bucket(5, 5, Duration::from_secs(1))?;
 /// guarded.decide(&[Check::new(policy, b"alice", 1)]).await?;
-/// assert!(copy.decide(&[Check::new(policy, b"bob", 1)]).await?.by_fail_policy);
-/// assert_eq!(guarded.stats().failed_open.load(Ordering::Relaxed), 1);
+/// assert!(copy.decide(&[Check::new(policy, b"bob", 1)]).await?.by_fail_policy());
+/// assert_eq!(guarded.stats().failed_open(), 1);
 /// # Ok(())
 /// # }
 /// ```

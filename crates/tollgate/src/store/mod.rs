@@ -76,15 +76,10 @@ pub const MAX_NAME_LEN: usize = 128;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Check<'k> {
-    /// The policy: its numbers decide.
-    pub policy: Policy,
-    /// The policy's name, which (with the algorithm and the key) names the bucket; `None`
-    /// names it by the policy's numbers.
-    pub name: Option<&'k str>,
-    /// The key, any bytes.
-    pub key: &'k [u8],
-    /// Tokens to take; 0 peeks.
-    pub cost: u64,
+    pub(crate) policy: Policy,
+    pub(crate) name: Option<&'k str>,
+    pub(crate) key: &'k [u8],
+    pub(crate) cost: u64,
 }
 
 impl<'k> Check<'k> {
@@ -96,6 +91,32 @@ impl<'k> Check<'k> {
             key,
             cost,
         }
+    }
+
+    /// The policy: its numbers decide.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The policy's name, which (with the algorithm and the key) names the bucket; `None`
+    /// names it by the policy's numbers.
+    pub fn name(&self) -> Option<&'k str> {
+        self.name
+    }
+
+    /// The key, any bytes.
+    pub fn key(&self) -> &'k [u8] {
+        self.key
+    }
+
+    /// Tokens to take; 0 peeks.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The same check of `cost` tokens.
+    pub fn with_cost(self, cost: u64) -> Check<'k> {
+        Check { cost, ..self }
     }
 
     /// The same check on the bucket named `name` (1 to [`MAX_NAME_LEN`] bytes).

@@ -41,7 +41,7 @@
 //! assert!(verdict.allowed());
 //! // ... the call used 1,200 tokens: 800 go back.
 //! let after = reservation.expect("allowed").commit(&store, 1_200).await?;
-//! assert_eq!(after.decisions[0].remaining, 8_800);
+//! assert_eq!(after.decisions()[0].remaining(), 8_800);
 //! # Ok(())
 //! # }
 //! ```

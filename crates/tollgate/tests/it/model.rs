@@ -64,14 +64,14 @@ impl Bucket {
             self.tokens -= rat(cost);
         }
         let reset = (&self.capacity - &self.tokens) / &self.rate;
-        Ok(Decision {
+        Ok(Decision::new(
             allowed,
-            limit: capacity,
+            capacity,
             // In debt (after a charge), no whole token is left.
-            remaining: floor_u64(&self.tokens.clone().max(BigRational::zero())),
-            retry_after: Duration::from_nanos(ceil_u64(&retry)),
-            reset_after: Duration::from_nanos(ceil_u64(&reset)),
-        })
+            floor_u64(&self.tokens.clone().max(BigRational::zero())),
+            Duration::from_nanos(ceil_u64(&retry)),
+            Duration::from_nanos(ceil_u64(&reset)),
+        ))
     }
 }
 

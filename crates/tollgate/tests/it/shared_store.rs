@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
@@ -70,7 +69,7 @@ async fn a_store_chosen_at_run_time_is_shared_by_the_middleware_and_the_handlers
     // And the application sees the middleware's charges through its own handle.
     let peek = Check::new(policy(), b"alice", 0).named("api");
     assert_eq!(
-        store.decide(&[peek]).await.unwrap().decisions[0].remaining,
+        store.decide(&[peek]).await.unwrap().decisions()[0].remaining(),
         0
     );
 }
@@ -93,6 +92,6 @@ async fn clones_of_a_guarded_store_share_one_set_of_statistics() {
         StatusCode::OK
     );
     // The layer's clone failed open twice; the application's handle counts it.
-    assert_eq!(guarded.stats().failed_open.load(Ordering::Relaxed), 2);
-    assert_eq!(guarded.stats().store_errors.load(Ordering::Relaxed), 2);
+    assert_eq!(guarded.stats().failed_open(), 2);
+    assert_eq!(guarded.stats().store_errors(), 2);
 }

@@ -31,11 +31,11 @@
 //!
 //! let store = MemoryStore::new();
 //! let policy = Policy::token_bucket(2, 1, Duration::from_secs(1))?;
-//! assert!(store.check(b"alice", &policy, 1)?.allowed);
-//! assert!(store.check(b"alice", &policy, 1)?.allowed);
+//! assert!(store.check(b"alice", &policy, 1)?.allowed());
+//! assert!(store.check(b"alice", &policy, 1)?.allowed());
 //! let third = store.check(b"alice", &policy, 1)?;
-//! assert!(!third.allowed);
-//! assert!(third.retry_after <= Duration::from_secs(1));
+//! assert!(!third.allowed());
+//! assert!(third.retry_after() <= Duration::from_secs(1));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -35,6 +35,7 @@ pub struct Retry {
 
 /// What a decision answers when every attempt failed to serialize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GiveUp {
     /// A transient store error, so the caller's fail policy applies (the default).
     Unavailable,
