@@ -118,8 +118,79 @@ impl PolicyError {
 }
 
 impl Policy {
+    /// A token bucket of `n` tokens a second, with a burst of `n` (a new bucket starts full).
+    /// Reads as it is written; [`burst`](Policy::burst) sets another burst.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    ///
+    /// let api = Policy::per_second(10)?;
+    /// assert_eq!(api, Policy::token_bucket(10, 10, Duration::from_secs(1))?);
+    /// // 100 a minute, up to 20 at once.
+    /// let uploads = Policy::per_minute(100)?.burst(20)?;
+    /// assert_eq!((uploads.capacity(), uploads.refill()), (20, 100));
+    /// assert!(Policy::per_hour(0).is_err());
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
+    pub fn per_second(n: u64) -> Result<Policy, PolicyError> {
+        Policy::token_bucket(n, n, Duration::from_secs(1))
+    }
+
+    /// A token bucket of `n` tokens a minute, with a burst of `n`.
+    pub fn per_minute(n: u64) -> Result<Policy, PolicyError> {
+        Policy::token_bucket(n, n, Duration::from_secs(60))
+    }
+
+    /// A token bucket of `n` tokens an hour, with a burst of `n`.
+    pub fn per_hour(n: u64) -> Result<Policy, PolicyError> {
+        Policy::token_bucket(n, n, Duration::from_secs(3600))
+    }
+
+    /// The same rate with a burst (capacity) of `burst` tokens: a bucket holds at most
+    /// `burst`, and a new one starts with them. Only a token bucket has a burst apart from its
+    /// rate; a window policy is refused (`field()` is `algorithm`).
+    ///
+    /// ```
+    /// use tollgate::Policy;
+    ///
+    /// // 1 a second on average, 5 at once after a quiet spell.
+    /// let login = Policy::per_second(1)?.burst(5)?;
+    /// assert_eq!(login.capacity(), 5);
+    /// assert_eq!(Policy::per_second(1)?.burst(0).unwrap_err().field(), "capacity");
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
+    pub fn burst(self, burst: u64) -> Result<Policy, PolicyError> {
+        if self.algorithm != Algorithm::TokenBucket {
+            return Err(PolicyError::Unsupported {
+                field: "algorithm",
+                reason: "only a token bucket has a burst apart from its rate",
+            });
+        }
+        Policy::build(
+            self.algorithm,
+            burst,
+            self.refill,
+            Duration::from(self.period),
+        )
+    }
+
     /// A token bucket holding at most `capacity` tokens, refilled with `refill` tokens every
-    /// `period`. A new bucket starts full.
+    /// `period`. A new bucket starts full. Two numbers side by side are easy to swap:
+    /// [`per_second`](Policy::per_second) and [`burst`](Policy::burst) say which is which;
+    /// this stays for rates they do not spell (`refill` tokens every `period`, any period).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    ///
+    /// // A burst of 30, then 3 tokens every 2 seconds: the rate of 90 a minute.
+    /// let p = Policy::token_bucket(30, 3, Duration::from_secs(2))?;
+    /// let same_rate = Policy::per_minute(90)?.burst(30)?;
+    /// assert_eq!(p.emission_interval(), same_rate.emission_interval());
+    /// assert_eq!(p.capacity(), same_rate.capacity());
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
     pub fn token_bucket(
         capacity: u64,
         refill: u64,
@@ -257,6 +328,20 @@ mod tests {
         for (result, field) in cases {
             assert_eq!(result.unwrap_err().field(), field);
         }
+    }
+
+    #[test]
+    fn named_rates_and_bursts() {
+        let p = Policy::per_hour(100).unwrap().burst(10).unwrap();
+        assert_eq!((p.capacity(), p.refill()), (10, 100));
+        assert_eq!(p.period(), Nanos::from(Duration::from_secs(3600)));
+        let window = Policy::fixed_window(10, Duration::from_secs(1)).unwrap();
+        assert_eq!(window.burst(20).unwrap_err().field(), "algorithm");
+        // A rate above one token a nanosecond is refused by its field, as ever.
+        assert_eq!(
+            Policy::per_second(2_000_000_000).unwrap_err().field(),
+            "refill"
+        );
     }
 
     #[test]

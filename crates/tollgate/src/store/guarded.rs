@@ -205,7 +205,9 @@ impl<S: Store> Guarded<S> {
         self
     }
 
-    /// Bounds every call, on top of the store's own timeout.
+    /// Bounds every call, on top of the store's own timeout. A call that runs out of time is
+    /// dropped, as [`Store::decide`]'s "Cancel safety" says: answered by the fail policy,
+    /// while the store may still charge it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self

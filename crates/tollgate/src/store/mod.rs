@@ -41,6 +41,8 @@ pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod settle;
+#[cfg(feature = "tokio")]
+pub mod wait;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -170,6 +172,25 @@ impl<'k> Check<'k> {
 /// charged), at the store's own clock.
 pub trait Store: Send + Sync + 'static {
     /// Decides `checks` together. An empty set is allowed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future (a timeout, a request that went away) never charges part of a call,
+    /// nor more than its answer would have said; whether it charged at all depends on how far it
+    /// got:
+    ///
+    /// - [`MemoryStore`](crate::MemoryStore) decides on the first poll and is ready then: a
+    ///   future that was polled has decided (and charged, if allowed); one never polled has not.
+    /// - `RedisStore` and `PostgresStore` batch concurrent checks. A future dropped while its
+    ///   checks wait in the queue charges nothing: the call that takes the queue skips a
+    ///   decision nobody awaits. Once its call has been handed to the connection (its batch
+    ///   was taken, or its lane was idle and it made the call itself), the script or statement
+    ///   runs to its end on the server, all checks or none, and may have charged: the answer
+    ///   is lost, not the charge. Denials charge nothing either way, and a denial answered
+    ///   from the Redis store's local cache of denials makes no call at all.
+    /// - [`Guarded`](guarded::Guarded)'s timeout is such a drop: the fail policy answers, and
+    ///   the store may still charge the call that timed out (so, failing open, one request
+    ///   may be both allowed locally and charged in the store; never charged twice).
     fn decide(
         &self,
         checks: &[Check<'_>],

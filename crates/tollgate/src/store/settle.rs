@@ -102,6 +102,12 @@ pub trait Settle: Store {
     /// is ignored) at the store's clock, all together. With `once`, nothing happens and
     /// [`CheckError::AlreadySettled`] is returned if that id was settled before. Answers the
     /// state of each bucket afterwards, as a peek would.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Store::decide`]: a settlement dropped before its call reached the store did
+    /// nothing; one dropped after may have been applied, whole. With a `once` id, settling
+    /// again is safe (the second answers [`CheckError::AlreadySettled`] if the first applied).
     fn settle(
         &self,
         once: Option<Once<'_>>,

@@ -26,3 +26,4 @@ mod redis_garbage;
 mod redis_windows;
 mod shared_store;
 mod store_config;
+mod wait;
