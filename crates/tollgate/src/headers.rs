@@ -67,7 +67,7 @@ pub(crate) fn write_rate_limit(
 /// The time for an empty bucket to fill: `capacity` emission intervals, in whole seconds rounded
 /// up; never 0, which the draft reserves for no window at all.
 pub fn window_secs(policy: &Policy) -> u64 {
-    let nanos = u128::from(policy.capacity()) * u128::from(policy.emission_interval().as_u64());
+    let nanos = u128::from(policy.capacity()) * u128::from(policy.emission_nanos().as_u64());
     u64::try_from(nanos.div_ceil(1_000_000_000))
         .unwrap_or(u64::MAX)
         .max(1)

@@ -288,17 +288,32 @@ impl Policy {
     }
 
     /// The refill period, or the window length.
-    pub fn period(&self) -> Nanos {
-        self.period
+    pub fn period(&self) -> Duration {
+        Duration::from(self.period)
     }
 
     /// The time one token takes to refill, rounded up to a whole nanosecond.
-    pub fn emission_interval(&self) -> Nanos {
-        self.emission_interval
+    pub fn emission_interval(&self) -> Duration {
+        Duration::from(self.emission_interval)
     }
 
     /// The time an empty token bucket takes to fill (`capacity × emission_interval`).
-    pub fn tolerance(&self) -> Nanos {
+    pub fn tolerance(&self) -> Duration {
+        Duration::from(self.tolerance_nanos())
+    }
+
+    /// [`period`](Policy::period) in the stores' unit.
+    pub(crate) fn period_nanos(&self) -> Nanos {
+        self.period
+    }
+
+    /// [`emission_interval`](Policy::emission_interval) in the stores' unit.
+    pub(crate) fn emission_nanos(&self) -> Nanos {
+        self.emission_interval
+    }
+
+    /// [`tolerance`](Policy::tolerance) in the stores' unit.
+    pub(crate) fn tolerance_nanos(&self) -> Nanos {
         self.emission_interval.saturating_mul(self.capacity)
     }
 }
@@ -334,7 +349,7 @@ mod tests {
     fn named_rates_and_bursts() {
         let p = Policy::per_hour(100).unwrap().burst(10).unwrap();
         assert_eq!((p.capacity(), p.refill()), (10, 100));
-        assert_eq!(p.period(), Nanos::from(Duration::from_secs(3600)));
+        assert_eq!(p.period_nanos(), Nanos::from(Duration::from_secs(3600)));
         let window = Policy::fixed_window(10, Duration::from_secs(1)).unwrap();
         assert_eq!(window.burst(20).unwrap_err().field(), "algorithm");
         // A rate above one token a nanosecond is refused by its field, as ever.
@@ -348,12 +363,12 @@ mod tests {
     fn coarser_resolution_rounds_up_to_whole_units() {
         let p = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
         let us = p.at_resolution(Nanos::new(1000));
-        assert_eq!(us.emission_interval(), Nanos::new(333_334_000));
+        assert_eq!(us.emission_nanos(), Nanos::new(333_334_000));
         assert_eq!(us.capacity(), 3);
         assert_eq!(p.at_resolution(Nanos::new(1)), p);
         let w = Policy::fixed_window(3, Duration::from_nanos(2_000_001)).unwrap();
         assert_eq!(
-            w.at_resolution(Nanos::new(1000)).period(),
+            w.at_resolution(Nanos::new(1000)).period_nanos(),
             Nanos::new(2_001_000)
         );
     }
@@ -361,7 +376,7 @@ mod tests {
     #[test]
     fn emission_interval_rounds_up() {
         let p = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
-        assert_eq!(p.emission_interval(), Nanos::new(333_333_334));
-        assert_eq!(p.tolerance(), Nanos::new(1_000_000_002));
+        assert_eq!(p.emission_nanos(), Nanos::new(333_333_334));
+        assert_eq!(p.tolerance_nanos(), Nanos::new(1_000_000_002));
     }
 }

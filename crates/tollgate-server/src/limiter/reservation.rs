@@ -98,7 +98,7 @@ impl Signer {
         for n in [
             reserved.policy.capacity(),
             reserved.policy.refill(),
-            reserved.policy.period().as_u64(),
+            Nanos::from(reserved.policy.period()).as_u64(),
             reserved.cost,
         ] {
             bytes.extend_from_slice(&n.to_be_bytes());

@@ -50,7 +50,7 @@ pub fn decide(
             capacity: limit,
         });
     }
-    let width = policy.period().as_u64();
+    let width = policy.period_nanos().as_u64();
     let index = now.as_u64() / width;
     let state = carry_over(state, width, now);
     // A clock that stepped back into an earlier window keeps counting the later one.

@@ -49,13 +49,13 @@ impl BucketState {
         // A window is numbered in the width it was counted in, which the state keeps (the
         // policy's period may have changed since); a state without one is the policy's.
         let width = |stored: u64| match stored {
-            0 => policy.period().as_u64(),
+            0 => policy.period_nanos().as_u64(),
             w => w,
         };
         match self {
             BucketState::TokenBucket(tat) => Gcra::is_full(*tat, now),
             BucketState::FixedWindow(s) => s.count == 0 || s.window < now.as_u64() / width(s.width),
-            BucketState::SlidingWindowLog(s) => s.is_idle(policy.period(), now),
+            BucketState::SlidingWindowLog(s) => s.is_idle(policy.period_nanos(), now),
             BucketState::SlidingWindowCounter(s) => {
                 (s.previous == 0 && s.current == 0) || s.window + 1 < now.as_u64() / width(s.width)
             }

@@ -140,11 +140,11 @@ impl<'k> Check<'k> {
                     (
                         self.policy.capacity(),
                         self.policy.refill(),
-                        self.policy.period(),
+                        self.policy.period_nanos(),
                     ) == (
                         other.policy.capacity(),
                         other.policy.refill(),
-                        other.policy.period(),
+                        other.policy.period_nanos(),
                     )
                 }
                 _ => false,

@@ -180,7 +180,7 @@ impl Inner {
                                 limit: policy.capacity(),
                                 remaining: 0,
                                 retry_after: self.retry.max_backoff,
-                                reset_after: Duration::from(policy.tolerance()),
+                                reset_after: Duration::from(policy.tolerance_nanos()),
                             })
                             .collect(),
                     )
