@@ -68,10 +68,7 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
                     p.policy.refill(),
                     humantime::format_duration(p.policy.period())
                 ),
-                _ => format!(
-                    "window {}",
-                    humantime::format_duration(p.policy.period())
-                ),
+                _ => format!("window {}", humantime::format_duration(p.policy.period())),
             },
             if p.shadow { ", shadow" } else { "" }
         ));

@@ -13,8 +13,8 @@ use std::time::Duration;
 ///
 /// let policy = Policy::token_bucket(2, 1, Duration::from_secs(1))?;
 /// let store = MemoryStore::new();
-/// store.check(b"alice", &policy, 2)?;
-/// let denied = store.check(b"alice", &policy, 1)?;
+/// store.check(&policy, b"alice", 2)?;
+/// let denied = store.check(&policy, b"alice", 1)?;
 /// assert!(!denied.allowed());
 /// assert_eq!((denied.limit(), denied.remaining()), (2, 0));
 /// // The next token is at most a second away (the clock ran since the bucket was spent).

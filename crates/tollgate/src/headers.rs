@@ -12,7 +12,7 @@
 //! use tollgate::{headers, MemoryStore, Policy};
 //!
 //! let policy = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
-//! let decision = MemoryStore::new().check(b"alice", &policy, 1)?;
+//! let decision = MemoryStore::new().check(&policy, b"alice", 1)?;
 //! assert_eq!(headers::rate_limit_policy("api", &policy), r#""api";q=10;w=1"#);
 //! assert_eq!(headers::rate_limit("api", &decision), r#""api";r=9;t=1"#);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

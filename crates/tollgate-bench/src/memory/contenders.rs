@@ -191,7 +191,7 @@ impl Contenders {
                 .is_ok_and(|d| d.allowed()),
             Contender::TollgateStore => self
                 .store
-                .check(key.as_bytes(), &self.policy, 1)
+                .check(&self.policy, key.as_bytes(), 1)
                 .is_ok_and(|d| d.allowed()),
             Contender::Governor => self.governor.check_key(key).is_ok(),
             // Reads the key's last byte, as hashing it would, and decides nothing.

@@ -127,7 +127,7 @@ async fn builders_refuse_bad_input_instead_of_panicking() {
     // Shards far beyond reason are brought into range, not allocated (or overflowed).
     let store = MemoryStore::builder().shards(usize::MAX).build();
     let policy = Policy::token_bucket(1, 1, Duration::from_secs(1)).unwrap();
-    assert!(store.check(b"k", &policy, 1).unwrap().allowed());
+    assert!(store.check(&policy, b"k", 1).unwrap().allowed());
 }
 
 #[test]

@@ -188,7 +188,7 @@ proptest! {
             now += advance;
             clock.set(Nanos::new(now));
             let expected = model.decide(now, cost);
-            let got = store.check(b"k", &policy, cost).map_err(|e| match e {
+            let got = store.check(&policy, b"k", cost).map_err(|e| match e {
                 tollgate::StoreError::Check(c) => c,
                 other => panic!("memory store failed: {other}"),
             });
