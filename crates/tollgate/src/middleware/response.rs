@@ -1,6 +1,8 @@
 //! What the layer answers: the `RateLimit` headers on every response, and its own responses —
 //! 429, 503, 400 — as `application/problem+json`, or as a gRPC status for gRPC requests.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
@@ -39,12 +41,25 @@ pub enum RejectionKind {
 pub struct Rejection {
     pub(crate) kind: RejectionKind,
     pub(crate) grpc: bool,
+    /// The policy that denied, and its decision (for [`RejectionKind::Limited`]).
+    pub(crate) denied_by: Option<(Arc<str>, Decision)>,
 }
 
 impl Rejection {
     /// Why.
     pub fn kind(&self) -> &RejectionKind {
         &self.kind
+    }
+
+    /// The name of the policy that denied (the one with the longest wait, when several
+    /// did); `None` unless the request was [`Limited`](RejectionKind::Limited).
+    pub fn policy(&self) -> Option<&str> {
+        self.denied_by.as_ref().map(|(name, _)| &**name)
+    }
+
+    /// That policy's decision: its limit, what is left, when to retry.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.denied_by.as_ref().map(|(_, decision)| decision)
     }
 
     /// Whether the request is gRPC (`content-type: application/grpc...`).
