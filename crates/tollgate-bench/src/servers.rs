@@ -23,7 +23,7 @@ pub(crate) async fn router() -> Result<axum::Router, BenchError> {
             crate::http::POLICY_NAME,
             allow_all.capacity(),
             allow_all.refill(),
-            allow_all.period().as_u64()
+            allow_all.period().as_nanos()
         ),
     )?;
     let settings = serve_settings([std::ffi::OsStr::new("--config"), file.as_os_str()])?;

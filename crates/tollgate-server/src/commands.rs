@@ -67,12 +67,9 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
                 tollgate::Algorithm::TokenBucket => format!(
                     "refill {} every {}",
                     p.policy.refill(),
-                    humantime::format_duration(Duration::from(p.policy.period()))
+                    humantime::format_duration(p.policy.period())
                 ),
-                _ => format!(
-                    "window {}",
-                    humantime::format_duration(Duration::from(p.policy.period()))
-                ),
+                _ => format!("window {}", humantime::format_duration(p.policy.period())),
             },
             if p.shadow { ", shadow" } else { "" }
         ));

@@ -263,6 +263,8 @@ pub fn algorithm_name(algorithm: Algorithm) -> &'static str {
         Algorithm::FixedWindow => "fixed_window",
         Algorithm::SlidingWindowLog => "sliding_log",
         Algorithm::SlidingWindowCounter => "sliding_counter",
+        // `Algorithm` is non-exhaustive: one the config file cannot name yet.
+        _ => "unknown",
     }
 }
 

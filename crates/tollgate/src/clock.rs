@@ -62,9 +62,12 @@ impl Clock for MonotonicClock {
 /// use std::time::Duration;
 /// use tollgate::{Clock, ManualClock, Nanos};
 ///
-/// let clock = ManualClock::new(Nanos::new(5));
-/// clock.advance(Duration::from_nanos(10));
-/// assert_eq!(clock.now(), Nanos::new(15));
+/// let clock = ManualClock::new(Duration::from_secs(1));
+/// clock.advance(Duration::from_millis(10));
+/// assert_eq!(clock.now(), Nanos::new(1_010_000_000));
+/// // The clock's own unit is accepted too.
+/// clock.set(Nanos::new(5));
+/// assert_eq!(clock.now(), Nanos::new(5));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
@@ -72,10 +75,13 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
-    /// A clock reading `start`.
-    pub fn new(start: Nanos) -> ManualClock {
+    /// A clock reading `start`: a `Duration` since the clock's origin, as [`advance`]
+    /// takes (or [`Nanos`], the clock's unit).
+    ///
+    /// [`advance`]: ManualClock::advance
+    pub fn new(start: impl Into<Nanos>) -> ManualClock {
         ManualClock {
-            now: Arc::new(AtomicU64::new(start.as_u64())),
+            now: Arc::new(AtomicU64::new(start.into().as_u64())),
         }
     }
 
@@ -90,9 +96,10 @@ impl ManualClock {
             });
     }
 
-    /// Sets the clock to `to`, which may be in the past (to test clocks that step back).
-    pub fn set(&self, to: Nanos) {
-        self.now.store(to.as_u64(), Ordering::SeqCst);
+    /// Sets the clock to `to` (a `Duration` since the origin, or [`Nanos`]), which may be in
+    /// the past (to test clocks that step back).
+    pub fn set(&self, to: impl Into<Nanos>) {
+        self.now.store(to.into().as_u64(), Ordering::SeqCst);
     }
 }
 

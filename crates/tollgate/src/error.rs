@@ -5,6 +5,7 @@ use std::time::Duration;
 
 /// A check that can never be decided as asked, whatever the bucket holds. Not transient.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckError {
     /// `cost > capacity`: no amount of waiting makes it pass.
     #[error("cost {cost} exceeds the capacity {capacity}: it can never be allowed")]
@@ -42,6 +43,7 @@ pub enum CheckError {
 /// the fail policy also answers but which must be reported loudly (see
 /// [`Guarded`](crate::store::guarded::Guarded)).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The checks themselves are wrong.
     #[error(transparent)]
@@ -71,6 +73,7 @@ pub enum StoreError {
 
 /// What kind of failure a [`StoreError`] is, for fail policies and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// [`StoreError::Check`]: the request is wrong.
     Check,

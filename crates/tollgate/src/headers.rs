@@ -12,7 +12,7 @@
 //! use tollgate::{headers, MemoryStore, Policy};
 //!
 //! let policy = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
-//! let decision = MemoryStore::new().check(b"alice", &policy, 1)?;
+//! let decision = MemoryStore::new().check(&policy, b"alice", 1)?;
 //! assert_eq!(headers::rate_limit_policy("api", &policy), r#""api";q=10;w=1"#);
 //! assert_eq!(headers::rate_limit("api", &decision), r#""api";r=9;t=1"#);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -67,7 +67,7 @@ pub(crate) fn write_rate_limit(
 /// The time for an empty bucket to fill: `capacity` emission intervals, in whole seconds rounded
 /// up; never 0, which the draft reserves for no window at all.
 pub fn window_secs(policy: &Policy) -> u64 {
-    let nanos = u128::from(policy.capacity()) * u128::from(policy.emission_interval().as_u64());
+    let nanos = u128::from(policy.capacity()) * u128::from(policy.emission_nanos().as_u64());
     u64::try_from(nanos.div_ceil(1_000_000_000))
         .unwrap_or(u64::MAX)
         .max(1)

@@ -37,13 +37,13 @@
 //! let policy = Policy::token_bucket(10, 10, Duration::from_secs(1))?;
 //! let store = MemoryStore::new();
 //! for _ in 0..10 {
-//!     assert!(store.check(b"alice", &policy, 1)?.allowed);
+//!     assert!(store.check(&policy, b"alice", 1)?.allowed());
 //! }
-//! let denied = store.check(b"alice", &policy, 1)?;
-//! assert!(!denied.allowed);
-//! assert!(denied.retry_after <= Duration::from_millis(100));
+//! let denied = store.check(&policy, b"alice", 1)?;
+//! assert!(!denied.allowed());
+//! assert!(denied.retry_after() <= Duration::from_millis(100));
 //! // Bob has his own bucket.
-//! assert_eq!(store.check(b"bob", &policy, 1)?.remaining, 9);
+//! assert_eq!(store.check(&policy, b"bob", 1)?.remaining(), 9);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

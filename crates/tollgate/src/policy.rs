@@ -19,6 +19,7 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 16;
 
 /// Which algorithm a policy's buckets follow. All of them answer with the same [`Decision`](crate::Decision).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Algorithm {
     /// The token bucket, as GCRA: `capacity` tokens, `refill` tokens every `period`.
     TokenBucket,
@@ -59,6 +60,7 @@ pub struct Policy {
 
 /// Why a policy could not be built. [`PolicyError::field`] names the offending input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// `capacity` must be at least 1.
     #[error("capacity must be at least 1")]
@@ -116,8 +118,79 @@ impl PolicyError {
 }
 
 impl Policy {
+    /// A token bucket of `n` tokens a second, with a burst of `n` (a new bucket starts full).
+    /// Reads as it is written; [`burst`](Policy::burst) sets another burst.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    ///
+    /// let api = Policy::per_second(10)?;
+    /// assert_eq!(api, Policy::token_bucket(10, 10, Duration::from_secs(1))?);
+    /// // 100 a minute, up to 20 at once.
+    /// let uploads = Policy::per_minute(100)?.burst(20)?;
+    /// assert_eq!((uploads.capacity(), uploads.refill()), (20, 100));
+    /// assert!(Policy::per_hour(0).is_err());
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
+    pub fn per_second(n: u64) -> Result<Policy, PolicyError> {
+        Policy::token_bucket(n, n, Duration::from_secs(1))
+    }
+
+    /// A token bucket of `n` tokens a minute, with a burst of `n`.
+    pub fn per_minute(n: u64) -> Result<Policy, PolicyError> {
+        Policy::token_bucket(n, n, Duration::from_secs(60))
+    }
+
+    /// A token bucket of `n` tokens an hour, with a burst of `n`.
+    pub fn per_hour(n: u64) -> Result<Policy, PolicyError> {
+        Policy::token_bucket(n, n, Duration::from_secs(3600))
+    }
+
+    /// The same rate with a burst (capacity) of `burst` tokens: a bucket holds at most
+    /// `burst`, and a new one starts with them. Only a token bucket has a burst apart from its
+    /// rate; a window policy is refused (`field()` is `algorithm`).
+    ///
+    /// ```
+    /// use tollgate::Policy;
+    ///
+    /// // 1 a second on average, 5 at once after a quiet spell.
+    /// let login = Policy::per_second(1)?.burst(5)?;
+    /// assert_eq!(login.capacity(), 5);
+    /// assert_eq!(Policy::per_second(1)?.burst(0).unwrap_err().field(), "capacity");
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
+    pub fn burst(self, burst: u64) -> Result<Policy, PolicyError> {
+        if self.algorithm != Algorithm::TokenBucket {
+            return Err(PolicyError::Unsupported {
+                field: "algorithm",
+                reason: "only a token bucket has a burst apart from its rate",
+            });
+        }
+        Policy::build(
+            self.algorithm,
+            burst,
+            self.refill,
+            Duration::from(self.period),
+        )
+    }
+
     /// A token bucket holding at most `capacity` tokens, refilled with `refill` tokens every
-    /// `period`. A new bucket starts full.
+    /// `period`. A new bucket starts full. Two numbers side by side are easy to swap:
+    /// [`per_second`](Policy::per_second) and [`burst`](Policy::burst) say which is which;
+    /// this stays for rates they do not spell (`refill` tokens every `period`, any period).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    ///
+    /// // A burst of 30, then 3 tokens every 2 seconds: the rate of 90 a minute.
+    /// let p = Policy::token_bucket(30, 3, Duration::from_secs(2))?;
+    /// let same_rate = Policy::per_minute(90)?.burst(30)?;
+    /// assert_eq!(p.emission_interval(), same_rate.emission_interval());
+    /// assert_eq!(p.capacity(), same_rate.capacity());
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
     pub fn token_bucket(
         capacity: u64,
         refill: u64,
@@ -215,17 +288,32 @@ impl Policy {
     }
 
     /// The refill period, or the window length.
-    pub fn period(&self) -> Nanos {
-        self.period
+    pub fn period(&self) -> Duration {
+        Duration::from(self.period)
     }
 
     /// The time one token takes to refill, rounded up to a whole nanosecond.
-    pub fn emission_interval(&self) -> Nanos {
-        self.emission_interval
+    pub fn emission_interval(&self) -> Duration {
+        Duration::from(self.emission_interval)
     }
 
     /// The time an empty token bucket takes to fill (`capacity × emission_interval`).
-    pub fn tolerance(&self) -> Nanos {
+    pub fn tolerance(&self) -> Duration {
+        Duration::from(self.tolerance_nanos())
+    }
+
+    /// [`period`](Policy::period) in the stores' unit.
+    pub(crate) fn period_nanos(&self) -> Nanos {
+        self.period
+    }
+
+    /// [`emission_interval`](Policy::emission_interval) in the stores' unit.
+    pub(crate) fn emission_nanos(&self) -> Nanos {
+        self.emission_interval
+    }
+
+    /// [`tolerance`](Policy::tolerance) in the stores' unit.
+    pub(crate) fn tolerance_nanos(&self) -> Nanos {
         self.emission_interval.saturating_mul(self.capacity)
     }
 }
@@ -258,15 +346,29 @@ mod tests {
     }
 
     #[test]
+    fn named_rates_and_bursts() {
+        let p = Policy::per_hour(100).unwrap().burst(10).unwrap();
+        assert_eq!((p.capacity(), p.refill()), (10, 100));
+        assert_eq!(p.period_nanos(), Nanos::from(Duration::from_secs(3600)));
+        let window = Policy::fixed_window(10, Duration::from_secs(1)).unwrap();
+        assert_eq!(window.burst(20).unwrap_err().field(), "algorithm");
+        // A rate above one token a nanosecond is refused by its field, as ever.
+        assert_eq!(
+            Policy::per_second(2_000_000_000).unwrap_err().field(),
+            "refill"
+        );
+    }
+
+    #[test]
     fn coarser_resolution_rounds_up_to_whole_units() {
         let p = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
         let us = p.at_resolution(Nanos::new(1000));
-        assert_eq!(us.emission_interval(), Nanos::new(333_334_000));
+        assert_eq!(us.emission_nanos(), Nanos::new(333_334_000));
         assert_eq!(us.capacity(), 3);
         assert_eq!(p.at_resolution(Nanos::new(1)), p);
         let w = Policy::fixed_window(3, Duration::from_nanos(2_000_001)).unwrap();
         assert_eq!(
-            w.at_resolution(Nanos::new(1000)).period(),
+            w.at_resolution(Nanos::new(1000)).period_nanos(),
             Nanos::new(2_001_000)
         );
     }
@@ -274,7 +376,7 @@ mod tests {
     #[test]
     fn emission_interval_rounds_up() {
         let p = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
-        assert_eq!(p.emission_interval(), Nanos::new(333_333_334));
-        assert_eq!(p.tolerance(), Nanos::new(1_000_000_002));
+        assert_eq!(p.emission_nanos(), Nanos::new(333_333_334));
+        assert_eq!(p.tolerance_nanos(), Nanos::new(1_000_000_002));
     }
 }

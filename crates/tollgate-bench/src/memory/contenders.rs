@@ -108,7 +108,7 @@ pub(super) fn tollgate_holding(
     for key in keys {
         let decision = limiter.check(key.as_bytes(), u64::from(PRECHARGE.get()))?;
         tally.checks += 1;
-        tally.denied += u64::from(!decision.allowed);
+        tally.denied += u64::from(!decision.allowed());
     }
     Ok((store, limiter))
 }
@@ -188,11 +188,11 @@ impl Contenders {
             Contender::TollgateLimiter => self
                 .limiter
                 .check(key.as_bytes(), 1)
-                .is_ok_and(|d| d.allowed),
+                .is_ok_and(|d| d.allowed()),
             Contender::TollgateStore => self
                 .store
-                .check(key.as_bytes(), &self.policy, 1)
-                .is_ok_and(|d| d.allowed),
+                .check(&self.policy, key.as_bytes(), 1)
+                .is_ok_and(|d| d.allowed()),
             Contender::Governor => self.governor.check_key(key).is_ok(),
             // Reads the key's last byte, as hashing it would, and decides nothing.
             Contender::KeyWalk => black_box(key.as_bytes().last().copied()).is_some(),

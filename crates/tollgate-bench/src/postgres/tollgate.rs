@@ -70,8 +70,8 @@ impl TollgatePg {
             .decide(&[Check::new(policy, key.as_bytes(), 1)])
             .await
         {
-            Ok(verdict) => match verdict.decisions.first() {
-                Some(decision) => Ok(decision.allowed),
+            Ok(verdict) => match verdict.decisions().first() {
+                Some(decision) => Ok(decision.allowed()),
                 None => Err(CallError::Reply("tollgate returned no decision".into())),
             },
             Err(e) => Err(CallError::Store(e)),

@@ -46,9 +46,9 @@ impl TollgateRedis {
             .decide(&[Check::new(policy, key.as_bytes(), 1)])
             .await?;
         let decision = verdict
-            .decisions
+            .decisions()
             .first()
             .ok_or_else(|| BenchError::Reply("tollgate returned no decision".into()))?;
-        Ok(decision.allowed)
+        Ok(decision.allowed())
     }
 }

@@ -58,7 +58,7 @@ pub(super) fn answer_decided(
                 body.push(',');
             }
             body.push('{');
-            fields(&mut body, part.decision.allowed, &part.decision);
+            fields(&mut body, part.decision.allowed(), &part.decision);
             string(&mut body, "policy", &part.entry.name);
             if part.shadow_denied {
                 body.push_str(",\"shadow_denied\":true");
@@ -84,10 +84,10 @@ pub(super) fn answer_decided(
 pub(super) fn answer(entry: &Entry, decision: &Decision) -> Response {
     let mut body = String::with_capacity(128);
     body.push('{');
-    fields(&mut body, decision.allowed, decision);
+    fields(&mut body, decision.allowed(), decision);
     string(&mut body, "policy", &entry.name);
     body.push('}');
-    respond(decision.allowed, body, Some(entry), decision)
+    respond(decision.allowed(), body, Some(entry), decision)
 }
 
 /// A decision's fields, written by hand: every value is a number or a boolean, and they are
@@ -97,8 +97,8 @@ fn fields(body: &mut String, allowed: bool, decision: &Decision) {
     let _ = write!(
         body,
         "\"allowed\":{allowed},\"limit\":{},\"remaining\":{},\"reset_after_ms\":{},\"retry_after_ms\":{}",
-        decision.limit,
-        decision.remaining,
+        decision.limit(),
+        decision.remaining(),
         decision.reset_after_ms(),
         decision.retry_after_ms(),
     );

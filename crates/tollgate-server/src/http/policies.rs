@@ -21,7 +21,7 @@ pub(super) async fn list(State(limiter): State<Arc<Limiter>>) -> Response {
                 "name": &*p.name,
                 "algorithm": options::algorithm_name(p.policy.algorithm()),
                 "capacity": p.policy.capacity(),
-                "period_ms": p.policy.period().as_u64() / 1_000_000,
+                "period_ms": u64::try_from(p.policy.period().as_millis()).unwrap_or(u64::MAX),
                 "shadow": p.shadow,
             });
             if p.policy.algorithm() == Algorithm::TokenBucket {

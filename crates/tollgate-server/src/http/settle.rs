@@ -159,7 +159,7 @@ pub(super) async fn commit(
         ttl: Duration::from(reserved.expires - now) + Duration::from_secs(60),
     };
     match limiter.settle(Some(once), &[(bucket, adjustment)]).await {
-        Ok(verdict) => match verdict.decisions.first() {
+        Ok(verdict) => match verdict.decisions().first() {
             Some(decision) => answer(&entry, decision),
             None => Problem::store_unavailable("the store answered no bucket").into_response(),
         },

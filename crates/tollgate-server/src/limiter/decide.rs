@@ -46,7 +46,7 @@ impl Decided {
     pub fn allowed(&self) -> bool {
         self.parts
             .iter()
-            .all(|p| p.decision.allowed || p.shadow_denied)
+            .all(|p| p.decision.allowed() || p.shadow_denied)
     }
 
     /// Whether a shadow policy would have denied it.
@@ -66,25 +66,27 @@ impl Decided {
             let tightest = self
                 .parts
                 .iter()
-                .min_by_key(|p| p.decision.remaining)
+                .min_by_key(|p| p.decision.remaining())
                 .unwrap_or(&self.parts[0]);
             return Shown {
                 entry: None,
-                decision: Decision {
-                    allowed: true,
-                    retry_after: Duration::ZERO,
-                    ..tightest.decision
-                },
+                decision: Decision::new(
+                    true,
+                    tightest.decision.limit(),
+                    tightest.decision.remaining(),
+                    Duration::ZERO,
+                    tightest.decision.reset_after(),
+                ),
             };
         }
-        let allowed = enforced.iter().all(|p| p.decision.allowed);
+        let allowed = enforced.iter().all(|p| p.decision.allowed());
         let pick = if allowed {
-            enforced.iter().min_by_key(|p| p.decision.remaining)
+            enforced.iter().min_by_key(|p| p.decision.remaining())
         } else {
             enforced
                 .iter()
-                .filter(|p| !p.decision.allowed)
-                .max_by_key(|p| p.decision.retry_after)
+                .filter(|p| !p.decision.allowed())
+                .max_by_key(|p| p.decision.retry_after())
         };
         let part = pick.copied().unwrap_or(enforced[0]);
         Shown {
@@ -135,8 +137,8 @@ impl Limiter {
             .into_iter()
             .zip(decisions)
             .map(|(entry, decision)| {
-                let shadow_denied = entry.shadow && !decision.allowed && enforced_allow;
-                let counter = match (decision.allowed, shadow_denied) {
+                let shadow_denied = entry.shadow && !decision.allowed() && enforced_allow;
+                let counter = match (decision.allowed(), shadow_denied) {
                     (true, _) => &entry.counters.allowed,
                     (false, true) => &entry.counters.shadow_denied,
                     (false, false) => &entry.counters.denied,

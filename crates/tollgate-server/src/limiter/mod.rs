@@ -107,12 +107,12 @@ impl Limiter {
         let took = Duration::from(self.timer.now() - started);
         self.metrics.store_latency.observe(took.as_secs_f64());
         let verdict = result?;
-        if verdict.decisions.len() != checks.len() {
+        if verdict.decisions().len() != checks.len() {
             return Err(StoreError::incompatible(
                 "the store answered another number of decisions than it was asked",
             ));
         }
-        if verdict.by_fail_policy {
+        if verdict.by_fail_policy() {
             self.metrics.fail_policy_decisions.inc();
         } else {
             self.health.answered();
@@ -141,7 +141,7 @@ impl Limiter {
     pub async fn refund(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let adjustments: Vec<_> = checks
             .iter()
-            .map(|c| (*c, Adjustment::Refund(c.cost)))
+            .map(|c| (*c, Adjustment::Refund(c.cost())))
             .collect();
         self.store.settle_dyn(None, &adjustments).await
     }

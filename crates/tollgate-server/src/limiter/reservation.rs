@@ -104,7 +104,7 @@ impl Signer {
         for n in [
             reserved.policy.capacity(),
             reserved.policy.refill(),
-            reserved.policy.period().as_u64(),
+            Nanos::from(reserved.policy.period()).as_u64(),
             reserved.cost,
         ] {
             bytes.extend_from_slice(&n.to_be_bytes());
@@ -192,6 +192,9 @@ fn algorithm_code(algorithm: Algorithm) -> u8 {
         Algorithm::FixedWindow => 1,
         Algorithm::SlidingWindowLog => 2,
         Algorithm::SlidingWindowCounter => 3,
+        // `Algorithm` may grow (it is non-exhaustive); a token of an algorithm this table does
+        // not know decodes as no reservation at all, as 0-3 other than 0 already do.
+        _ => u8::MAX,
     }
 }
 

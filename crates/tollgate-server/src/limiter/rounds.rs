@@ -72,8 +72,8 @@ impl Rounds {
                     .iter()
                     .enumerate()
                     .map(|(i, check)| {
-                        let cost = if over || left_out(i) { 0 } else { check.cost };
-                        Check { cost, ..*check }
+                        let cost = if over || left_out(i) { 0 } else { check.cost() };
+                        check.with_cost(cost)
                     })
                     .collect();
                 &peeks[..]
@@ -81,16 +81,16 @@ impl Rounds {
                 checks
             };
             let verdict = limiter.decide(call).await?;
-            self.paid &= !verdict.by_fail_policy;
+            self.paid &= !verdict.by_fail_policy();
             let allowed = verdict.allowed();
-            for (i, decision) in verdict.decisions.into_iter().enumerate() {
+            for (i, decision) in verdict.into_decisions().into_iter().enumerate() {
                 if self.left_out(i, round) {
                     // Left out: keep the decision that stood (or the peek, if none did).
                     self.decisions[i].get_or_insert(decision);
                     continue;
                 }
                 self.decisions[i] = Some(decision);
-                self.denied[i] = !decision.allowed;
+                self.denied[i] = !decision.allowed();
             }
             // Allowed: every check not left out was charged. Over: nothing was, nor should be.
             // Otherwise only left-out checks denied, and the call charged nothing: again.

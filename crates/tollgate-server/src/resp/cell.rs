@@ -113,16 +113,16 @@ impl<'a> Throttle<'a> {
     pub(super) fn reply(&self, decision: &Decision) -> [i64; 5] {
         let limit = self.policy.capacity() as i64;
         let tolerance = i128::from(self.emission) * i128::from(limit);
-        let ttl = decision.reset_after.as_nanos() as i128;
+        let ttl = decision.reset_after().as_nanos() as i128;
         // A look (quantity 0) at a bucket spent past its tolerance, as one is after its numbers
         // shrank, is limited for the module, with the wait until it is back within; the store
         // answers a look allowed, so it is worked out here.
         let overdrawn = self.quantity == 0 && ttl > tolerance;
-        let limited = self.exceeds_limit() || !decision.allowed || overdrawn;
+        let limited = self.exceeds_limit() || !decision.allowed() || overdrawn;
         let retry_after = if overdrawn {
             ttl - tolerance
         } else if limited && !self.exceeds_limit() {
-            decision.retry_after.as_nanos() as i128
+            decision.retry_after().as_nanos() as i128
         } else {
             -1_000_000_000
         };
@@ -243,7 +243,7 @@ mod tests {
             };
             let cost = if t.exceeds_limit() { 0 } else { t.quantity };
             let check = [Check::new(t.policy, t.key, cost).named(BUCKET)];
-            let decision = store.decide_sync(&check).unwrap().decisions[0];
+            let decision = store.decide_sync(&check).unwrap().decisions()[0];
             assert_eq!(
                 t.reply(&decision),
                 *expected,

@@ -13,15 +13,16 @@ use std::time::Duration;
 
 use crate::{CheckError, Decision, Nanos, Policy};
 
-/// The state of one fixed-window counter. `Default` is a key never seen.
+/// The state of one fixed-window counter. `Default` is a key never seen. Opaque: its layout
+/// is the stores' business, and may change without a major version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FixedWindowState {
     /// `now / window` of the window counted.
-    pub window: u64,
+    pub(crate) window: u64,
     /// Cost taken in that window.
-    pub count: u64,
+    pub(crate) count: u64,
     /// The window's width, in the clock's unit, when the count was taken (0: never written).
-    pub width: u64,
+    pub(crate) width: u64,
 }
 
 /// The result of evaluating one check, before anyone writes.
@@ -49,7 +50,7 @@ pub fn decide(
             capacity: limit,
         });
     }
-    let width = policy.period().as_u64();
+    let width = policy.period_nanos().as_u64();
     let index = now.as_u64() / width;
     let state = carry_over(state, width, now);
     // A clock that stepped back into an earlier window keeps counting the later one.

@@ -49,8 +49,8 @@ impl Gcra {
     #[inline]
     pub fn new(policy: &Policy) -> Gcra {
         Gcra {
-            emission_interval: policy.emission_interval(),
-            tolerance: policy.tolerance(),
+            emission_interval: policy.emission_nanos(),
+            tolerance: policy.tolerance_nanos(),
             capacity: policy.capacity(),
         }
     }

@@ -17,6 +17,7 @@ use sliding_log::{SlidingLogOutcome, SlidingLogState};
 
 /// The stored state of one key under one policy, whatever its algorithm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BucketState {
     /// A token bucket's theoretical arrival time.
     TokenBucket(Nanos),
@@ -48,13 +49,13 @@ impl BucketState {
         // A window is numbered in the width it was counted in, which the state keeps (the
         // policy's period may have changed since); a state without one is the policy's.
         let width = |stored: u64| match stored {
-            0 => policy.period().as_u64(),
+            0 => policy.period_nanos().as_u64(),
             w => w,
         };
         match self {
             BucketState::TokenBucket(tat) => Gcra::is_full(*tat, now),
             BucketState::FixedWindow(s) => s.count == 0 || s.window < now.as_u64() / width(s.width),
-            BucketState::SlidingWindowLog(s) => s.is_idle(policy.period(), now),
+            BucketState::SlidingWindowLog(s) => s.is_idle(policy.period_nanos(), now),
             BucketState::SlidingWindowCounter(s) => {
                 (s.previous == 0 && s.current == 0) || s.window + 1 < now.as_u64() / width(s.width)
             }
@@ -64,6 +65,7 @@ impl BucketState {
 
 /// One evaluated check of any algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// See [`GcraOutcome`].
     TokenBucket(GcraOutcome),
@@ -183,7 +185,7 @@ impl Outcome {
 /// // The hourly budget is spent: denied, and the per-second bucket was not charged.
 /// let verdict = decide_all(&checks, &mut states, now)?;
 /// assert!(!verdict.allowed());
-/// assert_eq!(verdict.decisions[0].remaining, 2);
+/// assert_eq!(verdict.decisions()[0].remaining(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn decide_all(

@@ -17,17 +17,18 @@ use std::time::Duration;
 
 use crate::{CheckError, Decision, Nanos, Policy};
 
-/// The counts of one key. `Default` is a key never seen.
+/// The counts of one key. `Default` is a key never seen. Opaque: its layout is the stores'
+/// business, and may change without a major version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SlidingCounterState {
     /// `now / window` of the current window.
-    pub window: u64,
+    pub(crate) window: u64,
     /// Cost taken in the window before it.
-    pub previous: u64,
+    pub(crate) previous: u64,
     /// Cost taken in it.
-    pub current: u64,
+    pub(crate) current: u64,
     /// The window's width, in the clock's unit, when the counts were taken (0: never written).
-    pub width: u64,
+    pub(crate) width: u64,
 }
 
 /// The result of evaluating one check, before anyone writes.
@@ -55,7 +56,7 @@ pub fn decide(
             capacity: limit,
         });
     }
-    let width = policy.period().as_u64();
+    let width = policy.period_nanos().as_u64();
     let index = now.as_u64() / width;
     let state = carry_over(state, width, limit, now);
     let (state, elapsed) = if index < state.window {

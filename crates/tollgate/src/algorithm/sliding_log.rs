@@ -66,7 +66,7 @@ pub fn decide(
             capacity: limit,
         });
     }
-    let window = policy.period();
+    let window = policy.period_nanos();
     let live = || state.entries.iter().filter(|&&(ts, _)| ts + window > now);
     let used: u64 = live().map(|&(_, c)| c).sum();
     let allowed = cost == 0 || used + cost <= limit;
@@ -183,7 +183,7 @@ mod tests {
                 o.apply(&mut state);
             }
         }
-        assert!(state.is_idle(p.period(), Nanos::new(2400 * MS)));
+        assert!(state.is_idle(p.period_nanos(), Nanos::new(2400 * MS)));
     }
 
     #[test]

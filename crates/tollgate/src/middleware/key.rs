@@ -63,6 +63,7 @@ impl KeyExtractor for Header {
 
 /// Which header trusted proxies record the client in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ForwardedHeader {
     /// `X-Forwarded-For: client, proxy1, proxy2`.
     #[default]

@@ -20,6 +20,7 @@ use crate::{DynStore, Policy, Store};
 
 /// What to do with a request that has no key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum MissingKey {
     /// Answer 400 (gRPC `INVALID_ARGUMENT`): the request cannot be accounted for (the default).
     #[default]
@@ -78,6 +79,7 @@ pub struct RateLimitLayerBuilder<S> {
 
 /// Why a layer could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayerError {
     /// No policy was given.
     #[error("a rate-limit layer needs at least one policy")]

@@ -1,6 +1,8 @@
 //! What the layer answers: the `RateLimit` headers on every response, and its own responses —
 //! 429, 503, 400 — as `application/problem+json`, or as a gRPC status for gRPC requests.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
@@ -19,6 +21,7 @@ static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
 /// Why the layer answered instead of the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RejectionKind {
     /// A policy denied: retry after this many whole seconds (rounded up, at least 1).
     Limited {
@@ -36,13 +39,34 @@ pub enum RejectionKind {
 /// A request the layer refuses, as handed to a custom rejection hook.
 #[derive(Debug, Clone)]
 pub struct Rejection {
-    /// Why.
-    pub kind: RejectionKind,
-    /// Whether the request is gRPC (`content-type: application/grpc...`).
-    pub grpc: bool,
+    pub(crate) kind: RejectionKind,
+    pub(crate) grpc: bool,
+    /// The policy that denied, and its decision (for [`RejectionKind::Limited`]).
+    pub(crate) denied_by: Option<(Arc<str>, Decision)>,
 }
 
 impl Rejection {
+    /// Why.
+    pub fn kind(&self) -> &RejectionKind {
+        &self.kind
+    }
+
+    /// The name of the policy that denied (the one with the longest wait, when several
+    /// did); `None` unless the request was [`Limited`](RejectionKind::Limited).
+    pub fn policy(&self) -> Option<&str> {
+        self.denied_by.as_ref().map(|(name, _)| &**name)
+    }
+
+    /// That policy's decision: its limit, what is left, when to retry.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.denied_by.as_ref().map(|(_, decision)| decision)
+    }
+
+    /// Whether the request is gRPC (`content-type: application/grpc...`).
+    pub fn is_grpc(&self) -> bool {
+        self.grpc
+    }
+
     /// The default answer: a problem+json document with the matching status (429, 503, 400),
     /// or a gRPC status (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, `INVALID_ARGUMENT`).
     pub fn default_response(&self) -> Response<Full<Bytes>> {
@@ -177,7 +201,8 @@ fn state_header(policies: &[NamedPolicy], decisions: &[Decision]) -> Option<Head
 
 /// Adds the `RateLimit-Policy` (`policy`, when the caller has it built already) and
 /// `RateLimit` headers (one item per policy) and, if asked, the legacy `X-RateLimit-*` ones
-/// (for the most restrictive policy; `Reset` in seconds from now).
+/// (for the most restrictive policy; `Reset` in seconds from now). An inner layer's headers
+/// already on the response are kept: the lists get this layer's items after theirs.
 pub(crate) fn add_headers(
     headers: &mut HeaderMap,
     policies: &[NamedPolicy],
@@ -190,17 +215,47 @@ pub(crate) fn add_headers(
         None => policy_header(policies),
     };
     if let (Some(p), Some(s)) = (policy, state_header(policies, decisions)) {
-        headers.insert(RATELIMIT_POLICY.clone(), p);
-        headers.insert(RATELIMIT.clone(), s);
+        append_items(headers, &RATELIMIT_POLICY, p);
+        append_items(headers, &RATELIMIT, s);
     }
     let strictest = decisions
         .iter()
         .min_by_key(|d| (d.allowed, d.remaining, std::cmp::Reverse(d.retry_after)));
     if let (true, Some(d)) = (legacy, strictest) {
-        headers.insert(X_LIMIT.clone(), HeaderValue::from(d.limit));
-        headers.insert(X_REMAINING.clone(), HeaderValue::from(d.remaining));
-        headers.insert(X_RESET.clone(), HeaderValue::from(d.reset_after_secs()));
+        // The legacy fields hold one number each: of two stacked layers, the one with fewer
+        // tokens left speaks for both (an inner layer's values stay when they are stricter).
+        let inner_remaining = headers
+            .get(&X_REMAINING)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if inner_remaining.is_none_or(|inner| d.remaining < inner) {
+            headers.insert(X_LIMIT.clone(), HeaderValue::from(d.limit));
+            headers.insert(X_REMAINING.clone(), HeaderValue::from(d.remaining));
+            headers.insert(X_RESET.clone(), HeaderValue::from(d.reset_after_secs()));
+        }
     }
+}
+
+/// Sets the list field `name` to `items`, after the items already there. `RateLimit-Policy`
+/// and `RateLimit` are structured-field lists (draft-ietf-httpapi-ratelimit-headers, RFC 9651
+/// section 3.1): lists combine by concatenation, so when layers are stacked (a global layer
+/// around a per-route one) each adds its policies' items and none hides another's. One line
+/// rather than several: many clients read only the first line of a field.
+fn append_items(headers: &mut HeaderMap, name: &HeaderName, items: HeaderValue) {
+    let mut lines = headers.get_all(name).iter().peekable();
+    if lines.peek().is_none() {
+        headers.insert(name.clone(), items);
+        return;
+    }
+    let mut merged = Vec::with_capacity(items.len() + 64);
+    for line in lines {
+        merged.extend_from_slice(line.as_bytes());
+        merged.extend_from_slice(b", ");
+    }
+    merged.extend_from_slice(items.as_bytes());
+    // Two valid header values joined by ", " are a valid header value; keep ours otherwise.
+    let merged = HeaderValue::from_bytes(&merged).unwrap_or(items);
+    headers.insert(name.clone(), merged);
 }
 
 /// Whether a request is gRPC, by its content type.

@@ -114,7 +114,19 @@ where
             (response.map(Either::Left), state)
         }
         Outcome::Reject(kind, state) => {
-            let rejection = Rejection { kind, grpc };
+            let denied_by = state.as_ref().and_then(|(policies, decisions)| {
+                let (named, decision) = policies
+                    .iter()
+                    .zip(decisions)
+                    .filter(|(_, d)| !d.allowed())
+                    .max_by_key(|(_, d)| d.retry_after())?;
+                Some((Arc::clone(&named.name), *decision))
+            });
+            let rejection = Rejection {
+                kind,
+                grpc,
+                denied_by,
+            };
             let response = match &shared.reject {
                 Some(reject) => reject(&rejection),
                 None => rejection.default_response(),

@@ -32,6 +32,7 @@
 //! ```
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
@@ -44,6 +45,7 @@ use crate::{Clock, Decision, ErrorKind, MemoryStore, MonotonicClock, Nanos, Stor
 
 /// What to answer when the store fails transiently (down, slow, timed out, full).
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum FailPolicy {
     /// Fail open: allow, as if every bucket were full. Availability over protection.
     Allow,
@@ -65,18 +67,37 @@ impl std::fmt::Debug for FailPolicy {
     }
 }
 
-/// Counts of how calls were answered, for metrics.
+/// Counts of how calls were answered, for metrics. Read-only: only the [`Guarded`] that owns
+/// them (and its clones) counts.
 #[derive(Debug, Default)]
 pub struct GuardStats {
+    store_errors: AtomicU64,
+    failed_open: AtomicU64,
+    local_fallbacks: AtomicU64,
+    incompatible: AtomicU64,
+}
+
+impl GuardStats {
     /// Calls the store failed (transiently).
-    pub store_errors: AtomicU64,
+    pub fn store_errors(&self) -> u64 {
+        self.store_errors.load(Ordering::Relaxed)
+    }
+
     /// Of those, calls answered "allowed" by [`FailPolicy::Allow`].
-    pub failed_open: AtomicU64,
+    pub fn failed_open(&self) -> u64 {
+        self.failed_open.load(Ordering::Relaxed)
+    }
+
     /// Of those, calls answered by the local fallback.
-    pub local_fallbacks: AtomicU64,
+    pub fn local_fallbacks(&self) -> u64 {
+        self.local_fallbacks.load(Ordering::Relaxed)
+    }
+
     /// Calls the store answered with something this program does not understand (answered by
     /// the fail policy too, and not counted in `store_errors`).
-    pub incompatible: AtomicU64,
+    pub fn incompatible(&self) -> u64 {
+        self.incompatible.load(Ordering::Relaxed)
+    }
 }
 
 /// How long an incompatible answer keeps [`Store::ready`] failing, without a success or
@@ -84,22 +105,66 @@ pub struct GuardStats {
 pub const INCOMPATIBLE_FOR: Duration = Duration::from_secs(10);
 
 /// Called with a store's failure.
-type ErrorHook = Box<dyn Fn(&StoreError) + Send + Sync>;
+type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 
 /// A store with a timeout and a fail policy.
+///
+/// Cloning it (when the store clones, as every store of this crate does: each is a handle on
+/// shared state) gives a handle on the same statistics and readiness: the middleware and the
+/// application's own code can share one `Guarded` and see one set of counts.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::store::guarded::{FailPolicy, Guarded};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A store that holds one key at most: a second key is a (transient) failure.
+/// let guarded = Guarded::new(MemoryStore::builder().max_keys(1).build(), FailPolicy::Allow);
+/// let copy = guarded.clone();
+/// let policy = Policy::token_bucket(5, 5, Duration::from_secs(1))?;
+/// guarded.decide(&[Check::new(policy, b"alice", 1)]).await?;
+/// assert!(copy.decide(&[Check::new(policy, b"bob", 1)]).await?.by_fail_policy());
+/// assert_eq!(guarded.stats().failed_open(), 1);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Guarded<S> {
     store: S,
     fail_policy: FailPolicy,
     timeout: Option<Duration>,
+    /// What every clone shares.
+    health: Arc<Health>,
+    clock: MonotonicClock,
+    on_incompatible: Option<ErrorHook>,
+    on_error: Option<ErrorHook>,
+    unready_for: Duration,
+}
+
+/// The counts and readiness of a [`Guarded`] and its clones.
+#[derive(Default)]
+struct Health {
     stats: GuardStats,
     /// Whether the last failure was an incompatibility not yet followed by a success.
     incompatible: AtomicBool,
     /// What it was, and when.
     last_incompatibility: Mutex<(String, Option<Nanos>)>,
-    clock: MonotonicClock,
-    on_incompatible: Option<ErrorHook>,
-    on_error: Option<ErrorHook>,
-    unready_for: Duration,
+}
+
+impl<S: Clone> Clone for Guarded<S> {
+    fn clone(&self) -> Self {
+        Guarded {
+            store: self.store.clone(),
+            fail_policy: self.fail_policy.clone(),
+            timeout: self.timeout,
+            health: Arc::clone(&self.health),
+            clock: self.clock,
+            on_incompatible: self.on_incompatible.clone(),
+            on_error: self.on_error.clone(),
+            unready_for: self.unready_for,
+        }
+    }
 }
 
 impl<S: Store> Guarded<S> {
@@ -109,9 +174,7 @@ impl<S: Store> Guarded<S> {
             store,
             fail_policy,
             timeout: None,
-            stats: GuardStats::default(),
-            incompatible: AtomicBool::new(false),
-            last_incompatibility: Mutex::new((String::new(), None)),
+            health: Arc::default(),
             clock: MonotonicClock::new(),
             on_incompatible: None,
             on_error: None,
@@ -122,7 +185,7 @@ impl<S: Store> Guarded<S> {
     /// Calls `hook` with every [`StoreError::Incompatible`] (to log it; it runs on the
     /// request's path, so it should be quick).
     pub fn on_incompatible(mut self, hook: impl Fn(&StoreError) + Send + Sync + 'static) -> Self {
-        self.on_incompatible = Some(Box::new(hook));
+        self.on_incompatible = Some(Arc::new(hook));
         self
     }
 
@@ -138,11 +201,13 @@ impl<S: Store> Guarded<S> {
     /// [`kind`](StoreError::kind), or to note that the store is down. It runs on the request's
     /// path, so it should be quick.
     pub fn on_error(mut self, hook: impl Fn(&StoreError) + Send + Sync + 'static) -> Self {
-        self.on_error = Some(Box::new(hook));
+        self.on_error = Some(Arc::new(hook));
         self
     }
 
-    /// Bounds every call, on top of the store's own timeout.
+    /// Bounds every call, on top of the store's own timeout. A call that runs out of time is
+    /// dropped, as [`Store::decide`]'s "Cancel safety" says: answered by the fail policy,
+    /// while the store may still charge it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -150,7 +215,7 @@ impl<S: Store> Guarded<S> {
 
     /// How calls were answered so far.
     pub fn stats(&self) -> &GuardStats {
-        &self.stats
+        &self.health.stats
     }
 
     /// The wrapped store.
@@ -179,21 +244,28 @@ impl<S: Store> Store for Guarded<S> {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let error = match self.bounded(checks).await {
             Ok(verdict) => {
-                if self.incompatible.load(Ordering::Relaxed) {
-                    self.incompatible.store(false, Ordering::Relaxed);
+                if self.health.incompatible.load(Ordering::Relaxed) {
+                    self.health.incompatible.store(false, Ordering::Relaxed);
                 }
                 return Ok(verdict);
             }
             Err(e) if e.is_transient() => {
-                self.stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .store_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 e
             }
             Err(e) if e.kind() == ErrorKind::Incompatible => {
-                self.stats.incompatible.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .incompatible
+                    .fetch_add(1, Ordering::Relaxed);
                 if let StoreError::Incompatible(why) = &e {
-                    *self.last_incompatibility.lock() = (why.to_string(), Some(self.clock.now()));
+                    *self.health.last_incompatibility.lock() =
+                        (why.to_string(), Some(self.clock.now()));
                 }
-                self.incompatible.store(true, Ordering::Relaxed);
+                self.health.incompatible.store(true, Ordering::Relaxed);
                 if let Some(hook) = &self.on_incompatible {
                     hook(&e);
                 }
@@ -207,11 +279,17 @@ impl<S: Store> Store for Guarded<S> {
         match &self.fail_policy {
             FailPolicy::Deny => Err(error),
             FailPolicy::Allow => {
-                self.stats.failed_open.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .failed_open
+                    .fetch_add(1, Ordering::Relaxed);
                 Ok(allow_all(checks))
             }
             FailPolicy::Local(local) => {
-                self.stats.local_fallbacks.fetch_add(1, Ordering::Relaxed);
+                self.health
+                    .stats
+                    .local_fallbacks
+                    .fetch_add(1, Ordering::Relaxed);
                 let mut verdict = local.decide_sync(checks)?;
                 verdict.by_fail_policy = true;
                 Ok(verdict)
@@ -220,12 +298,12 @@ impl<S: Store> Store for Guarded<S> {
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
-        if self.incompatible.load(Ordering::Relaxed) {
-            let (why, at) = self.last_incompatibility.lock().clone();
+        if self.health.incompatible.load(Ordering::Relaxed) {
+            let (why, at) = self.health.last_incompatibility.lock().clone();
             if at.is_some_and(|at| self.clock.now() - at < Nanos::from(self.unready_for)) {
                 return Err(StoreError::incompatible(why));
             }
-            self.incompatible.store(false, Ordering::Relaxed);
+            self.health.incompatible.store(false, Ordering::Relaxed);
         }
         self.store.ready().await
     }

@@ -4,6 +4,29 @@
 //! PostgreSQL store one statement, the memory store one compare-and-swap, each deciding every
 //! check of a call together. [`DynStore`] is its object-safe twin, for choosing a store at run
 //! time.
+//!
+//! Stores compose: `Arc<S>` is a store when `S` is, and so are `dyn DynStore` and
+//! `dyn DynSettle` (hence `Arc<dyn DynStore>`), so one store — picked from configuration or
+//! wrapped in a [`Guarded`](guarded::Guarded) — can be handed to the middleware and kept by the
+//! application's own code:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use tollgate::store::DynStore;
+//! use tollgate::{Check, MemoryStore, Policy, Store};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
+//! let policy = Policy::token_bucket(1, 1, Duration::from_secs(60))?;
+//! // The same bucket, through a clone of the handle: the second check finds it spent.
+//! let other = Arc::clone(&store);
+//! assert!(store.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
+//! assert!(!other.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
+//! # Ok(())
+//! # }
+//! ```
 
 // The shared stores' machinery: batching calls, and remembering denials.
 #[cfg(any(feature = "redis", feature = "postgres"))]
@@ -18,9 +41,12 @@ pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod settle;
+#[cfg(feature = "tokio")]
+pub mod wait;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use crate::{CheckError, Policy, PolicyError, StoreError, Verdict};
 
@@ -52,15 +78,10 @@ pub const MAX_NAME_LEN: usize = 128;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Check<'k> {
-    /// The policy: its numbers decide.
-    pub policy: Policy,
-    /// The policy's name, which (with the algorithm and the key) names the bucket; `None`
-    /// names it by the policy's numbers.
-    pub name: Option<&'k str>,
-    /// The key, any bytes.
-    pub key: &'k [u8],
-    /// Tokens to take; 0 peeks.
-    pub cost: u64,
+    pub(crate) policy: Policy,
+    pub(crate) name: Option<&'k str>,
+    pub(crate) key: &'k [u8],
+    pub(crate) cost: u64,
 }
 
 impl<'k> Check<'k> {
@@ -72,6 +93,32 @@ impl<'k> Check<'k> {
             key,
             cost,
         }
+    }
+
+    /// The policy: its numbers decide.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The policy's name, which (with the algorithm and the key) names the bucket; `None`
+    /// names it by the policy's numbers.
+    pub fn name(&self) -> Option<&'k str> {
+        self.name
+    }
+
+    /// The key, any bytes.
+    pub fn key(&self) -> &'k [u8] {
+        self.key
+    }
+
+    /// Tokens to take; 0 peeks.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The same check of `cost` tokens.
+    pub fn with_cost(self, cost: u64) -> Check<'k> {
+        Check { cost, ..self }
     }
 
     /// The same check on the bucket named `name` (1 to [`MAX_NAME_LEN`] bytes).
@@ -93,11 +140,11 @@ impl<'k> Check<'k> {
                     (
                         self.policy.capacity(),
                         self.policy.refill(),
-                        self.policy.period(),
+                        self.policy.period_nanos(),
                     ) == (
                         other.policy.capacity(),
                         other.policy.refill(),
-                        other.policy.period(),
+                        other.policy.period_nanos(),
                     )
                 }
                 _ => false,
@@ -125,6 +172,25 @@ impl<'k> Check<'k> {
 /// charged), at the store's own clock.
 pub trait Store: Send + Sync + 'static {
     /// Decides `checks` together. An empty set is allowed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future (a timeout, a request that went away) never charges part of a call,
+    /// nor more than its answer would have said; whether it charged at all depends on how far it
+    /// got:
+    ///
+    /// - [`MemoryStore`](crate::MemoryStore) decides on the first poll and is ready then: a
+    ///   future that was polled has decided (and charged, if allowed); one never polled has not.
+    /// - `RedisStore` and `PostgresStore` batch concurrent checks. A future dropped while its
+    ///   checks wait in the queue charges nothing: the call that takes the queue skips a
+    ///   decision nobody awaits. Once its call has been handed to the connection (its batch
+    ///   was taken, or its lane was idle and it made the call itself), the script or statement
+    ///   runs to its end on the server, all checks or none, and may have charged: the answer
+    ///   is lost, not the charge. Denials charge nothing either way, and a denial answered
+    ///   from the Redis store's local cache of denials makes no call at all.
+    /// - [`Guarded`](guarded::Guarded)'s timeout is such a drop: the fail policy answers, and
+    ///   the store may still charge the call that timed out (so, failing open, one request
+    ///   may be both allowed locally and charged in the store; never charged twice).
     fn decide(
         &self,
         checks: &[Check<'_>],
@@ -183,5 +249,48 @@ impl<S: Store> DynStore for S {
 
     fn supports_dyn(&self, policy: &Policy) -> Result<(), PolicyError> {
         self.supports(policy)
+    }
+}
+
+/// A shared store is a store: the middleware and the application's own code can hold one
+/// `Arc` to the same buckets (and the same [`Guarded`](guarded::Guarded) statistics).
+impl<S: Store + ?Sized> Store for Arc<S> {
+    fn decide(
+        &self,
+        checks: &[Check<'_>],
+    ) -> impl Future<Output = Result<Verdict, StoreError>> + Send {
+        (**self).decide(checks)
+    }
+
+    fn ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).ready()
+    }
+
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn supports(&self, policy: &Policy) -> Result<(), PolicyError> {
+        (**self).supports(policy)
+    }
+}
+
+/// A store chosen at run time (`Arc<dyn DynStore>`) is a store again, for every API that takes
+/// `impl Store`.
+impl Store for dyn DynStore {
+    async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        self.decide_dyn(checks).await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.ready_dyn().await
+    }
+
+    fn name(&self) -> &'static str {
+        self.name_dyn()
+    }
+
+    fn supports(&self, policy: &Policy) -> Result<(), PolicyError> {
+        self.supports_dyn(policy)
     }
 }

@@ -41,16 +41,17 @@
 //! assert!(verdict.allowed());
 //! // ... the call used 1,200 tokens: 800 go back.
 //! let after = reservation.expect("allowed").commit(&store, 1_200).await?;
-//! assert_eq!(after.decisions[0].remaining, 8_800);
+//! assert_eq!(after.decisions()[0].remaining(), 8_800);
 //! # Ok(())
 //! # }
 //! ```
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{BoxFuture, Check, DynStore, Store};
-use crate::{CheckError, Policy, StoreError, Verdict};
+use crate::{CheckError, Policy, PolicyError, StoreError, Verdict};
 
 /// What to do to one bucket's tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +102,12 @@ pub trait Settle: Store {
     /// is ignored) at the store's clock, all together. With `once`, nothing happens and
     /// [`CheckError::AlreadySettled`] is returned if that id was settled before. Answers the
     /// state of each bucket afterwards, as a peek would.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Store::decide`]: a settlement dropped before its call reached the store did
+    /// nothing; one dropped after may have been applied, whole. With a `once` id, settling
+    /// again is safe (the second answers [`CheckError::AlreadySettled`] if the first applied).
     fn settle(
         &self,
         once: Option<Once<'_>>,
@@ -244,5 +251,54 @@ impl<S: Settle> DynSettle for S {
 
     fn reset_dyn<'a>(&'a self, buckets: &'a [Check<'a>]) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.reset(buckets))
+    }
+}
+
+/// A store that settles, chosen at run time, is a store again.
+impl Store for dyn DynSettle {
+    async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        self.decide_dyn(checks).await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.ready_dyn().await
+    }
+
+    fn name(&self) -> &'static str {
+        self.name_dyn()
+    }
+
+    fn supports(&self, policy: &Policy) -> Result<(), PolicyError> {
+        self.supports_dyn(policy)
+    }
+}
+
+/// ... and settles.
+impl Settle for dyn DynSettle {
+    async fn settle(
+        &self,
+        once: Option<Once<'_>>,
+        adjustments: &[(Check<'_>, Adjustment)],
+    ) -> Result<Verdict, StoreError> {
+        self.settle_dyn(once, adjustments).await
+    }
+
+    async fn reset(&self, buckets: &[Check<'_>]) -> Result<(), StoreError> {
+        self.reset_dyn(buckets).await
+    }
+}
+
+/// A shared settling store settles.
+impl<S: Settle + ?Sized> Settle for Arc<S> {
+    fn settle(
+        &self,
+        once: Option<Once<'_>>,
+        adjustments: &[(Check<'_>, Adjustment)],
+    ) -> impl Future<Output = Result<Verdict, StoreError>> + Send {
+        (**self).settle(once, adjustments)
+    }
+
+    fn reset(&self, buckets: &[Check<'_>]) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).reset(buckets)
     }
 }

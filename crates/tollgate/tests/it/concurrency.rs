@@ -22,7 +22,7 @@ fn threads_on_one_key_get_exactly_the_bound_in_simulated_time() {
     let store = MemoryStore::builder().clock(clock.clone()).build();
     let policy = ten_per_second();
     // The bucket is first used at the start of the 3 s, not whenever the first thread runs.
-    assert!(store.check(b"hot", &policy, 1).unwrap().allowed);
+    assert!(store.check(&policy, b"hot", 1).unwrap().allowed());
     let allowed = AtomicU64::new(1);
     let checks = AtomicU64::new(0);
     let done = AtomicBool::new(false);
@@ -30,7 +30,7 @@ fn threads_on_one_key_get_exactly_the_bound_in_simulated_time() {
         for _ in 0..4 {
             s.spawn(|| {
                 while !done.load(Ordering::Acquire) {
-                    if store.check(b"hot", &policy, 1).unwrap().allowed {
+                    if store.check(&policy, b"hot", 1).unwrap().allowed() {
                         allowed.fetch_add(1, Ordering::Relaxed);
                     }
                     checks.fetch_add(1, Ordering::Release);
@@ -52,7 +52,7 @@ fn threads_on_one_key_get_exactly_the_bound_in_simulated_time() {
         }
         done.store(true, Ordering::Release);
     });
-    while store.check(b"hot", &policy, 1).unwrap().allowed {
+    while store.check(&policy, b"hot", 1).unwrap().allowed() {
         allowed.fetch_add(1, Ordering::Relaxed);
     }
     assert_eq!(allowed.load(Ordering::Relaxed), 40);
@@ -66,7 +66,7 @@ fn multi_bucket_checks_racing_single_checks_stay_exact() {
     let store = MemoryStore::builder().clock(clock.clone()).build();
     let second = ten_per_second();
     let hour = Policy::token_bucket(25, 25, Duration::from_secs(3600)).unwrap();
-    assert!(store.check(b"k", &second, 0).unwrap().allowed);
+    assert!(store.check(&second, b"k", 0).unwrap().allowed());
     let (multi, single) = (AtomicU64::new(0), AtomicU64::new(0));
     let attempts: [AtomicU64; 4] = Default::default();
     let done = AtomicBool::new(false);
@@ -82,7 +82,7 @@ fn multi_bucket_checks_racing_single_checks_stay_exact() {
                         if store.decide_sync(&checks).unwrap().allowed() {
                             multi.fetch_add(1, Ordering::Relaxed);
                         }
-                    } else if store.check(b"k", &second, 1).unwrap().allowed {
+                    } else if store.check(&second, b"k", 1).unwrap().allowed() {
                         single.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -131,7 +131,7 @@ fn tasks_and_threads_on_one_key_over_real_time() {
     let start = clock.now();
     let deadline = start + Nanos::new(3_000_000_000);
     // The first decision starts the interval: a full bucket then, plus 3 s of refill.
-    assert!(store.check(b"real", &policy, 1).unwrap().allowed);
+    assert!(store.check(&policy, b"real", 1).unwrap().allowed());
     allowed.fetch_add(1, Ordering::Relaxed);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -144,7 +144,7 @@ fn tasks_and_threads_on_one_key_over_real_time() {
             let (store, allowed) = (&store, &allowed);
             s.spawn(move || {
                 while clock.now() < deadline {
-                    if store.check(b"real", &policy, 1).unwrap().allowed {
+                    if store.check(&policy, b"real", 1).unwrap().allowed() {
                         allowed.fetch_add(1, Ordering::Relaxed);
                     }
                 }

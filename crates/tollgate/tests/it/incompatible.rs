@@ -42,8 +42,8 @@ async fn a_key_of_another_type_is_incompatible_counted_and_fails_readiness() {
     // Fail-open still answers the request...
     assert!(guarded.decide(&check).await.unwrap().allowed());
     // ...but says so: counted apart, handed to the hook, and readiness fails with the reason.
-    assert_eq!(guarded.stats().incompatible.load(Ordering::Relaxed), 1);
-    assert_eq!(guarded.stats().store_errors.load(Ordering::Relaxed), 0);
+    assert_eq!(guarded.stats().incompatible(), 1);
+    assert_eq!(guarded.stats().store_errors(), 0);
     assert_eq!(seen.load(Ordering::Relaxed), 1);
     let ready = guarded.ready().await.unwrap_err();
     assert!(ready.to_string().contains("WRONGTYPE"), "{ready}");
@@ -54,7 +54,7 @@ async fn a_key_of_another_type_is_incompatible_counted_and_fails_readiness() {
     // So does a quiet spell: an instance without traffic is ready again once the store is
     // fixed, without a decision to prove it.
     let answer = guarded.decide(&check).await.unwrap();
-    assert!(answer.by_fail_policy, "the fail policy answered");
+    assert!(answer.by_fail_policy(), "the fail policy answered");
     guarded.ready().await.unwrap_err();
     tokio::time::sleep(Duration::from_millis(350)).await;
     guarded.ready().await.unwrap();
@@ -127,7 +127,7 @@ async fn builders_refuse_bad_input_instead_of_panicking() {
     // Shards far beyond reason are brought into range, not allocated (or overflowed).
     let store = MemoryStore::builder().shards(usize::MAX).build();
     let policy = Policy::token_bucket(1, 1, Duration::from_secs(1)).unwrap();
-    assert!(store.check(b"k", &policy, 1).unwrap().allowed);
+    assert!(store.check(&policy, b"k", 1).unwrap().allowed());
 }
 
 #[test]

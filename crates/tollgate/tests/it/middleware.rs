@@ -458,6 +458,34 @@ async fn a_custom_rejection_keeps_the_headers() {
     assert_eq!(r.text().await.unwrap(), "slow down");
 }
 
+#[tokio::test]
+async fn a_custom_rejection_sees_the_policy_that_denied_and_its_decision() {
+    let clock = clock();
+    let layer = RateLimitLayer::builder(store(&clock))
+        .policy("second", policy(10, 10))
+        .policy("login", policy(1, 1))
+        .rejection(|rejection| {
+            let mut response = rejection.default_response();
+            let (name, decision) = (rejection.policy(), rejection.decision());
+            *response.body_mut() = format!(
+                "{} allows {} ({} left)",
+                name.unwrap_or("?"),
+                decision.map_or(0, |d| d.limit()),
+                decision.map_or(0, |d| d.remaining()),
+            )
+            .into();
+            response
+        })
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    get_with(&client, &format!("{base}/hello"), &[]).await;
+    let r = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.text().await.unwrap(), "login allows 1 (0 left)");
+}
+
 #[test]
 fn layers_without_policies_or_with_duplicate_names_are_refused() {
     let none = RateLimitLayer::builder(MemoryStore::new()).build();

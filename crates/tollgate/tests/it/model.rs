@@ -64,14 +64,14 @@ impl Bucket {
             self.tokens -= rat(cost);
         }
         let reset = (&self.capacity - &self.tokens) / &self.rate;
-        Ok(Decision {
+        Ok(Decision::new(
             allowed,
-            limit: capacity,
+            capacity,
             // In debt (after a charge), no whole token is left.
-            remaining: floor_u64(&self.tokens.clone().max(BigRational::zero())),
-            retry_after: Duration::from_nanos(ceil_u64(&retry)),
-            reset_after: Duration::from_nanos(ceil_u64(&reset)),
-        })
+            floor_u64(&self.tokens.clone().max(BigRational::zero())),
+            Duration::from_nanos(ceil_u64(&retry)),
+            Duration::from_nanos(ceil_u64(&reset)),
+        ))
     }
 }
 
@@ -108,7 +108,7 @@ enum Op {
 }
 
 fn ops(policy: Policy) -> impl Strategy<Value = Vec<(u64, Op)>> {
-    let period = policy.period().as_u64();
+    let period = Nanos::from(policy.period()).as_u64();
     let capacity = policy.capacity();
     prop::collection::vec(
         (
@@ -134,7 +134,7 @@ fn policies() -> impl Strategy<Value = Policy> {
 }
 
 fn steps(policy: Policy) -> impl Strategy<Value = Vec<(u64, u64)>> {
-    let period = policy.period().as_u64();
+    let period = Nanos::from(policy.period()).as_u64();
     let capacity = policy.capacity();
     prop::collection::vec(
         (
@@ -155,7 +155,7 @@ proptest! {
     /// GCRA and the exact bucket at GCRA's own (rounded) rate agree on every decision.
     #[test]
     fn gcra_equals_the_exact_bucket((policy, steps) in policy_and_steps()) {
-        let t = policy.emission_interval().as_u64();
+        let t = Nanos::from(policy.emission_interval()).as_u64();
         let mut model = Bucket::new(policy.capacity(), BigRational::new(1.into(), t.into()));
         let gcra = Gcra::new(&policy);
         let mut tat = Nanos::ZERO;
@@ -177,7 +177,7 @@ proptest! {
     /// The memory store decides exactly as the pure function does.
     #[test]
     fn memory_store_equals_the_exact_bucket((policy, steps) in policy_and_steps()) {
-        let t = policy.emission_interval().as_u64();
+        let t = Nanos::from(policy.emission_interval()).as_u64();
         let start = 1_000_000_000_000u64;
         let clock = ManualClock::new(Nanos::new(start));
         let store = MemoryStore::builder().clock(clock.clone()).build();
@@ -188,7 +188,7 @@ proptest! {
             now += advance;
             clock.set(Nanos::new(now));
             let expected = model.decide(now, cost);
-            let got = store.check(b"k", &policy, cost).map_err(|e| match e {
+            let got = store.check(&policy, b"k", cost).map_err(|e| match e {
                 tollgate::StoreError::Check(c) => c,
                 other => panic!("memory store failed: {other}"),
             });
@@ -200,7 +200,7 @@ proptest! {
     #[test]
     fn never_over_grants_at_the_exact_rate((policy, steps) in policy_and_steps()) {
         let gcra = Gcra::new(&policy);
-        let (refill, period) = (policy.refill(), policy.period().as_u64());
+        let (refill, period) = (policy.refill(), Nanos::from(policy.period()).as_u64());
         let mut tat = Nanos::ZERO;
         let mut now = 0u64;
         let mut allowed: Vec<(u64, u64)> = Vec::new();
@@ -226,7 +226,7 @@ proptest! {
     /// never holds more than its capacity) on every decision.
     #[test]
     fn refunds_and_charges_equal_the_exact_bucket((policy, ops) in policy_and_ops()) {
-        let t = policy.emission_interval().as_u64();
+        let t = Nanos::from(policy.emission_interval()).as_u64();
         let mut model = Bucket::new(policy.capacity(), BigRational::new(1.into(), t.into()));
         let gcra = Gcra::new(&policy);
         let mut tat = Nanos::ZERO;
@@ -263,13 +263,13 @@ proptest! {
     #[test]
     fn refunds_never_over_grant_at_the_exact_rate((policy, ops) in policy_and_ops()) {
         let gcra = Gcra::new(&policy);
-        let (refill, period) = (policy.refill(), policy.period().as_u64());
+        let (refill, period) = (policy.refill(), Nanos::from(policy.period()).as_u64());
         let mut tat = Nanos::ZERO;
         let mut now = 0u64;
         // (time, tokens allowed (+) or refunded (-)), refunds counted as what the bucket took
         // back: the tokens (or fraction of one) it was short of full, at most the amount.
         let mut flow: Vec<(u64, BigRational)> = Vec::new();
-        let t = policy.emission_interval().as_u64();
+        let t = Nanos::from(policy.emission_interval()).as_u64();
         for (advance, op) in ops {
             now += advance;
             let at = Nanos::new(now);

@@ -181,6 +181,7 @@ async fn retries_that_run_out_answer_as_configured() {
             }
             // The bucket never runs dry: every denial is a give-up.
             GiveUp::Deny => assert_eq!((errors, denials), (0, gave_up)),
+            other => panic!("no expectation written for {other:?}"),
         }
     }
 }
@@ -311,7 +312,7 @@ async fn batches_of_distinct_keys_answer_each_key_exactly() {
                         .decide(&[Check::new(hourly, &key, 1)])
                         .await
                         .unwrap()
-                        .decisions[0]
+                        .decisions()[0]
                 })
             })
             .collect();
@@ -323,13 +324,13 @@ async fn batches_of_distinct_keys_answer_each_key_exactly() {
     };
     let before = store.stats().statements.load(Ordering::Relaxed);
     for d in round().await {
-        assert!(d.allowed && d.remaining == 0, "{d:?}");
+        assert!(d.allowed() && d.remaining() == 0, "{d:?}");
     }
     for d in round().await {
-        assert!(!d.allowed && d.remaining == 0, "{d:?}");
+        assert!(!d.allowed() && d.remaining() == 0, "{d:?}");
         let hour = Duration::from_secs(3600);
         assert!(
-            d.retry_after <= hour && d.retry_after > hour - Duration::from_secs(60),
+            d.retry_after() <= hour && d.retry_after() > hour - Duration::from_secs(60),
             "{d:?}"
         );
     }

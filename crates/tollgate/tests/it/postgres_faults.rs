@@ -92,8 +92,8 @@ async fn stopped_mid_load_every_call_is_bounded_and_decisions_recover() {
     assert!(closed_errors > 0, "fail closed reported the outage");
     let slowest = Duration::from_micros(slowest.load(Ordering::Relaxed));
     assert!(slowest <= TIMEOUT + SLACK, "a call took {slowest:?}");
-    assert!(open.stats().failed_open.load(Ordering::Relaxed) > 0);
-    assert!(local.stats().local_fallbacks.load(Ordering::Relaxed) > 0);
+    assert!(open.stats().failed_open() > 0);
+    assert!(local.stats().local_fallbacks() > 0);
 
     pg.restart().unwrap();
     let took = recovery(&raw, Duration::from_secs(10)).await;

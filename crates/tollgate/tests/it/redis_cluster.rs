@@ -105,5 +105,9 @@ async fn the_cluster_decides_like_the_model() {
     assert!(h.store.decide(&mixed(2)).await.unwrap().allowed());
     let v = h.store.decide(&mixed(1)).await.unwrap();
     assert!(!v.allowed(), "the log is full");
-    assert_eq!(v.decisions[1].remaining, 3, "the window was not charged");
+    assert_eq!(
+        v.decisions()[1].remaining(),
+        3,
+        "the window was not charged"
+    );
 }

@@ -47,12 +47,7 @@ async fn killed_redis_fails_within_the_timeout_and_recovers_on_restart() {
             "local fallback decides"
         );
     }
-    assert!(
-        open.stats()
-            .failed_open
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 20
-    );
+    assert!(open.stats().failed_open() >= 20);
 
     redis.restart().unwrap();
     let took = recovery(&raw, Duration::from_secs(5)).await;
@@ -95,14 +90,18 @@ async fn script_flush_and_restart_reload_the_script() {
     redis_cmd(redis.port(), &[b"SCRIPT", b"FLUSH"]).unwrap();
     let v = store.decide(&check).await.unwrap();
     assert!(v.allowed());
-    assert_eq!(v.decisions[0].remaining, 1, "state kept across the reload");
+    assert_eq!(
+        v.decisions()[0].remaining(),
+        1,
+        "state kept across the reload"
+    );
 
     // A restart loses the data (no persistence) and the script cache: both come back.
     redis.restart().unwrap();
     let took = recovery(&store, Duration::from_secs(5)).await;
     assert!(took <= Duration::from_secs(1), "recovered after {took:?}");
     assert_eq!(
-        store.decide(&check).await.unwrap().decisions[0].remaining,
+        store.decide(&check).await.unwrap().decisions()[0].remaining(),
         2
     );
 }
@@ -163,12 +162,12 @@ async fn a_reservation_the_fail_policy_allowed_gives_nothing_back() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let check = [Check::new(policy, b"k", 3).named("api")];
         let (verdict, reservation) = reserve(&guarded, &check).await.unwrap();
-        assert!(verdict.allowed() && verdict.by_fail_policy, "{verdict:?}");
+        assert!(verdict.allowed() && verdict.by_fail_policy(), "{verdict:?}");
         sleeper.join().unwrap().unwrap();
 
         let after = reservation.unwrap().cancel(&guarded).await.unwrap();
-        assert!(!after.by_fail_policy);
-        assert_eq!(after.decisions[0].remaining, 0, "nothing given back");
+        assert!(!after.by_fail_policy());
+        assert_eq!(after.decisions()[0].remaining(), 0, "nothing given back");
         let peek = [Check::new(policy, b"k", 1).named("api")];
         assert!(!raw.decide(&peek).await.unwrap().allowed());
     }

@@ -150,7 +150,7 @@ async fn checks_of_different_algorithms_are_all_or_nothing() {
     // The fixed window holds 1 of 3: it denies, and nobody else is charged.
     let v = d.decide(&all(2)).await.unwrap();
     assert!(!v.allowed());
-    let remaining: Vec<u64> = v.decisions.iter().map(|d| d.remaining).collect();
+    let remaining: Vec<u64> = v.decisions().iter().map(|d| d.remaining()).collect();
     assert_eq!(remaining, [8, 1, 2, 3]);
     assert!(d.decide(&all(1)).await.unwrap().allowed());
     for step in 0..30u64 {
@@ -173,15 +173,15 @@ async fn a_coalesced_batch_is_decided_in_arrival_order() {
                     .decide(&[Check::new(log, b"batch", 1)])
                     .await
                     .unwrap()
-                    .decisions[0]
+                    .decisions()[0]
             })
         })
         .collect();
     let mut allowed_remaining = Vec::new();
     for task in tasks {
         let d = task.await.unwrap();
-        if d.allowed {
-            allowed_remaining.push(d.remaining);
+        if d.allowed() {
+            allowed_remaining.push(d.remaining());
         }
     }
     // As if one by one: five grants, each seeing the one before.

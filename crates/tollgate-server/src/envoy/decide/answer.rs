@@ -55,7 +55,8 @@ pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {
                 let remaining = if over {
                     0
                 } else {
-                    b.decision.map_or(0, |d| d.remaining.saturating_add(*later))
+                    b.decision
+                        .map_or(0, |d| d.remaining().saturating_add(*later))
                 };
                 if !*negative {
                     count(counters, &limit.rule, *hits, remaining, over, near_ratio);
@@ -183,7 +184,7 @@ fn until_reset(
     let unit = rule.unit.map_or(1, Unit::seconds);
     let seconds = match (algorithm, decision) {
         // The store's clock when its decision says (a window with nothing counted does not).
-        (EnvoyAlgorithm::FixedWindow, Some(d)) if d.reset_after > Duration::ZERO => {
+        (EnvoyAlgorithm::FixedWindow, Some(d)) if d.reset_after() > Duration::ZERO => {
             d.reset_after_secs()
         }
         (EnvoyAlgorithm::FixedWindow, _) | (_, None) => unit - now % unit,
@@ -228,11 +229,13 @@ fn response_headers(
             &rule.name
         };
         // The state the status shows (a descriptor over its limit has nothing left).
-        let shown = Decision {
-            remaining: u64::from(status.limit_remaining),
-            reset_after: Duration::from_secs(u64::try_from(reset).unwrap_or(0)),
-            ..decision
-        };
+        let shown = Decision::new(
+            decision.allowed(),
+            decision.limit(),
+            u64::from(status.limit_remaining),
+            decision.retry_after(),
+            Duration::from_secs(u64::try_from(reset).unwrap_or(0)),
+        );
         out.push(header(
             "RateLimit-Policy",
             headers::rate_limit_policy(name, &policy),

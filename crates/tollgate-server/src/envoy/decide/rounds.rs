@@ -129,7 +129,7 @@ pub(super) async fn refund(
             return Ok(());
         }
     };
-    for (&b, decision) in negative.iter().zip(verdict.decisions) {
+    for (&b, decision) in negative.iter().zip(verdict.into_decisions()) {
         buckets[b].decision = Some(decision);
     }
     Ok(())

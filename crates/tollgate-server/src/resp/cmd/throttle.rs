@@ -67,7 +67,7 @@ async fn degenerate(shared: &Shared, numbers: &Degenerate<'_>) -> Reply {
     };
     let check = [Check::new(look, numbers.key, 0).named(cell::BUCKET)];
     match decide_one(shared, &check, &shared.cell).await {
-        Ok(decision) => match numbers.reply(decision.reset_after.as_nanos() as i128) {
+        Ok(decision) => match numbers.reply(decision.reset_after().as_nanos() as i128) {
             Ok(reply) => {
                 // The look counted nothing; a limited answer is a denial like any.
                 if reply[0] == 1 {
@@ -138,7 +138,7 @@ pub(super) async fn throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
         [Check::new(policy, args[1], if over { 0 } else { quantity }).named(THROTTLE_BUCKET)];
     match decide_one(shared, &check, &shared.throttle).await {
         Ok(d) => {
-            let allowed = d.allowed && !over;
+            let allowed = d.allowed() && !over;
             let retry = match (allowed, over) {
                 (true, _) => 0,
                 (false, true) => -1,
@@ -147,7 +147,7 @@ pub(super) async fn throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
             Reply::Array(vec![
                 Reply::Integer(i64::from(allowed)),
                 Reply::Integer(burst),
-                Reply::Integer(d.remaining as i64),
+                Reply::Integer(d.remaining() as i64),
                 Reply::Integer(d.reset_after_secs() as i64),
                 Reply::Integer(retry),
             ])
@@ -190,8 +190,8 @@ pub(super) async fn tollgate_check(shared: &Shared, args: &[&[u8]]) -> Reply {
             let shown = &decided.shown().decision;
             Reply::Array(vec![
                 Reply::Integer(i64::from(decided.allowed())),
-                Reply::Integer(shown.limit as i64),
-                Reply::Integer(shown.remaining as i64),
+                Reply::Integer(shown.limit() as i64),
+                Reply::Integer(shown.remaining() as i64),
                 Reply::Integer(shown.retry_after_ms() as i64),
                 Reply::Integer(shown.reset_after_ms() as i64),
             ])
@@ -208,10 +208,10 @@ async fn decide_one(
 ) -> Result<Decision, String> {
     match shared.limiter.decide(check).await {
         Ok(verdict) => {
-            let decision = verdict.decisions[0];
-            if decision.allowed && check[0].cost > 0 {
+            let decision = verdict.decisions()[0];
+            if decision.allowed() && check[0].cost() > 0 {
                 counters.allowed.inc();
-            } else if !decision.allowed {
+            } else if !decision.allowed() {
                 counters.denied.inc();
             }
             Ok(decision)

@@ -31,11 +31,11 @@
 //!
 //! let store = MemoryStore::new();
 //! let policy = Policy::token_bucket(2, 1, Duration::from_secs(1))?;
-//! assert!(store.check(b"alice", &policy, 1)?.allowed);
-//! assert!(store.check(b"alice", &policy, 1)?.allowed);
-//! let third = store.check(b"alice", &policy, 1)?;
-//! assert!(!third.allowed);
-//! assert!(third.retry_after <= Duration::from_secs(1));
+//! assert!(store.check(&policy, b"alice", 1)?.allowed());
+//! assert!(store.check(&policy, b"alice", 1)?.allowed());
+//! let third = store.check(&policy, b"alice", 1)?;
+//! assert!(!third.allowed());
+//! assert!(third.retry_after() <= Duration::from_secs(1));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -185,9 +185,10 @@ impl<C: Clock> MemoryStoreBuilder<C> {
 
 impl<C: Clock> MemoryStore<C> {
     /// Decides one check on the bucket named by `policy`'s numbers, synchronously: the fast
-    /// path for in-process callers. [`MemoryStore::decide_sync`] takes named checks.
+    /// path for in-process callers. [`MemoryStore::decide_sync`] takes named checks. The
+    /// arguments come in [`Check::new`]'s order: policy, key, cost.
     #[inline]
-    pub fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, StoreError> {
+    pub fn check(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
         let prefix = Prefix::numbers(policy);
         self.check_in(policy, BucketKey::new(&prefix, key), cost)
     }

@@ -50,7 +50,11 @@ impl Prefix {
     pub(crate) fn numbers(policy: &Policy) -> Prefix {
         let mut words = [u128::from(algorithm_byte(policy)) << 8, 0];
         let mut len = 2;
-        for n in [policy.capacity(), policy.refill(), policy.period().as_u64()] {
+        for n in [
+            policy.capacity(),
+            policy.refill(),
+            policy.period_nanos().as_u64(),
+        ] {
             let (varint, n_len) = varint(n);
             // `len` is 2 to 22 here and a varint at most 10 bytes: the two words hold it.
             if len < 16 {
@@ -200,7 +204,11 @@ mod tests {
     fn numbers_are_three_varints() {
         let expect = |policy: &Policy| {
             let mut bytes = vec![0, algorithm_byte(policy)];
-            for mut n in [policy.capacity(), policy.refill(), policy.period().as_u64()] {
+            for mut n in [
+                policy.capacity(),
+                policy.refill(),
+                policy.period_nanos().as_u64(),
+            ] {
                 loop {
                     let low = (n & 0x7f) as u8;
                     n >>= 7;

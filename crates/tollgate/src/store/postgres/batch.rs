@@ -175,7 +175,7 @@ impl Inner {
                         &q.bucket,
                         &q.units.policy,
                         q.cost,
-                        Refill::Every(q.units.policy.emission_interval()),
+                        Refill::Every(q.units.policy.emission_nanos()),
                         sent,
                         decision.retry_after,
                         decision,

@@ -70,12 +70,12 @@ impl Units {
         let (code, t, tau) = match policy.algorithm() {
             Algorithm::TokenBucket => (
                 0,
-                micros(policy.emission_interval()),
-                micros(policy.tolerance()),
+                micros(policy.emission_nanos()),
+                micros(policy.tolerance_nanos()),
             ),
-            Algorithm::FixedWindow => (1, micros(policy.period()), limit),
-            Algorithm::SlidingWindowLog => (2, micros(policy.period()), limit),
-            Algorithm::SlidingWindowCounter => (3, micros(policy.period()), limit),
+            Algorithm::FixedWindow => (1, micros(policy.period_nanos()), limit),
+            Algorithm::SlidingWindowLog => (2, micros(policy.period_nanos()), limit),
+            Algorithm::SlidingWindowCounter => (3, micros(policy.period_nanos()), limit),
         };
         Ok(Units {
             policy,
@@ -111,7 +111,7 @@ pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
             "v2:{kind}:#{}:{}:{}:",
             policy.capacity(),
             policy.refill(),
-            policy.period().as_u64()
+            policy.period_nanos().as_u64()
         ),
     }
     .into_bytes();

@@ -35,6 +35,7 @@ pub struct Retry {
 
 /// What a decision answers when every attempt failed to serialize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GiveUp {
     /// A transient store error, so the caller's fail policy applies (the default).
     Unavailable,
@@ -179,7 +180,7 @@ impl Inner {
                                 limit: policy.capacity(),
                                 remaining: 0,
                                 retry_after: self.retry.max_backoff,
-                                reset_after: Duration::from(policy.tolerance()),
+                                reset_after: Duration::from(policy.tolerance_nanos()),
                             })
                             .collect(),
                     )

@@ -322,7 +322,7 @@ fn stale_denial(
     Ok(Decision {
         allowed: false,
         remaining: 0,
-        retry_after: Duration::from(units.policy.emission_interval()),
+        retry_after: Duration::from(units.policy.emission_nanos()),
         ..outcome.decision(false)
     })
 }

@@ -72,7 +72,7 @@ pub(crate) fn bucket_key(check: &Check<'_>) -> Vec<u8> {
             out.push(b':');
             out.extend_from_slice(digits.format(policy.refill()).as_bytes());
             out.push(b':');
-            out.extend_from_slice(digits.format(policy.period().as_u64()).as_bytes());
+            out.extend_from_slice(digits.format(policy.period_nanos().as_u64()).as_bytes());
         }
     }
     out

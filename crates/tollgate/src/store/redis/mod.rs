@@ -134,7 +134,7 @@ impl RedisStore {
 
     /// A store on one Redis with the defaults. It connects lazily: a Redis that is down now
     /// makes calls fail (transiently) until it is up.
-    pub async fn connect(url: &str) -> Result<RedisStore, StoreError> {
+    pub async fn connect(url: impl Into<String>) -> Result<RedisStore, StoreError> {
         RedisStore::builder(url).build().await
     }
 }

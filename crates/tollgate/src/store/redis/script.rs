@@ -52,13 +52,13 @@ pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), PolicyError> {
     };
     let micros = policy.at_resolution(MICROSECOND);
     let limit = u128::from(policy.capacity());
-    let width = u128::from(micros.period().as_u64() / 1000);
+    let width = u128::from(micros.period_nanos().as_u64() / 1000);
     if width >= MAX_EXACT {
         return Err(too_large("period"));
     }
     let (code, a, b) = match policy.algorithm() {
         Algorithm::TokenBucket => {
-            let t = u128::from(micros.emission_interval().as_u64() / 1000);
+            let t = u128::from(micros.emission_nanos().as_u64() / 1000);
             (0, t, t * limit)
         }
         Algorithm::FixedWindow => (1, width, limit),
@@ -115,7 +115,7 @@ impl Encoded {
             Algorithm::TokenBucket => {
                 let micros = check.policy.at_resolution(MICROSECOND);
                 (
-                    Refill::Every(micros.emission_interval()),
+                    Refill::Every(micros.emission_nanos()),
                     Some(Gcra::new(&micros)),
                 )
             }

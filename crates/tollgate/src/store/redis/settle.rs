@@ -145,8 +145,8 @@ impl Settle for RedisStore {
             .map(|c| c.policy.at_resolution(MICROSECOND))
             .collect();
         for ((_, adjustment), policy) in adjustments.iter().zip(&micros) {
-            let t = policy.emission_interval().as_u64() / 1000;
-            let tau = policy.tolerance().as_u64() / 1000;
+            let t = policy.emission_nanos().as_u64() / 1000;
+            let tau = policy.tolerance_nanos().as_u64() / 1000;
             let (charge, amount) = match *adjustment {
                 Adjustment::Refund(n) => (0, n),
                 Adjustment::Charge(n) => (1, n),

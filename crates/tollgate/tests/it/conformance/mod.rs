@@ -13,7 +13,7 @@ use std::time::Duration;
 use tollgate::algorithm::gcra::Gcra;
 use tollgate::algorithm::{BucketState, decide_all};
 use tollgate::store::settle::{Adjustment, Once, Settle, reserve};
-use tollgate::{Algorithm, Check, CheckError, Nanos, Policy, Store, StoreError, Verdict};
+use tollgate::{Algorithm, Check, CheckError, Decision, Nanos, Policy, Store, StoreError, Verdict};
 
 /// A store with a clock the test moves.
 pub trait Harness {
@@ -41,11 +41,11 @@ enum Name {
 }
 
 fn bucket(c: &Check<'_>) -> (Name, Vec<u8>) {
-    let name = match c.name {
-        Some(n) => Name::Named(n.to_owned(), c.policy.algorithm()),
-        None => Name::Numbers(c.policy),
+    let name = match c.name() {
+        Some(n) => Name::Named(n.to_owned(), c.policy().algorithm()),
+        None => Name::Numbers(*c.policy()),
     };
-    (name, c.key.to_vec())
+    (name, c.key().to_vec())
 }
 
 /// The pure model: the algorithms over a map of states.
@@ -64,7 +64,7 @@ impl Model {
         let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
         let policies: Vec<Policy> = checks
             .iter()
-            .map(|c| c.policy.at_resolution(unit))
+            .map(|c| c.policy().at_resolution(unit))
             .collect();
         for (index, c) in checks.iter().enumerate() {
             if checks[..index].iter().any(|d| d.same_bucket(c)) {
@@ -77,15 +77,15 @@ impl Model {
                 self.states
                     .get(&bucket(c))
                     .cloned()
-                    .unwrap_or_else(|| BucketState::new(&c.policy))
+                    .unwrap_or_else(|| BucketState::new(c.policy()))
             })
             .collect();
         let pairs: Vec<_> = policies
             .iter()
             .zip(checks)
-            .map(|(p, c)| (p, c.cost))
+            .map(|(p, c)| (p, c.cost()))
             .collect();
-        let mut verdict = decide_all(&pairs, &mut states, now)?;
+        let verdict = decide_all(&pairs, &mut states, now)?;
         for (c, s) in checks.iter().zip(states) {
             self.states.insert(bucket(c), s);
         }
@@ -93,11 +93,11 @@ impl Model {
             let n = Nanos::from(d).as_u64();
             Duration::from_nanos(n.div_ceil(unit.as_u64()) * unit.as_u64())
         };
-        for d in &mut verdict.decisions {
-            d.retry_after = whole(d.retry_after);
-            d.reset_after = whole(d.reset_after);
-        }
-        Ok(verdict)
+        let decisions = verdict.decisions().iter().map(|d| {
+            let (retry, reset) = (whole(d.retry_after()), whole(d.reset_after()));
+            Decision::new(d.allowed(), d.limit(), d.remaining(), retry, reset)
+        });
+        Ok(Verdict::new(decisions.collect()))
     }
 }
 
@@ -112,7 +112,7 @@ impl Model {
         let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
         let mut decisions = Vec::new();
         for (c, adjustment) in adjustments {
-            let gcra = Gcra::new(&c.policy.at_resolution(unit));
+            let gcra = Gcra::new(&c.policy().at_resolution(unit));
             let tat = match self.states.get(&bucket(c)) {
                 Some(BucketState::TokenBucket(tat)) => *tat,
                 _ => Nanos::ZERO,
@@ -122,10 +122,16 @@ impl Model {
                 Adjustment::Charge(n) => gcra.charge(tat, now, n),
             };
             self.states.insert(bucket(c), BucketState::TokenBucket(tat));
-            let mut d = gcra.decide(tat, now, 0).unwrap().decision(false);
-            let n = Nanos::from(d.reset_after).as_u64();
-            d.reset_after = Duration::from_nanos(n.div_ceil(unit.as_u64()) * unit.as_u64());
-            decisions.push(d);
+            let d = gcra.decide(tat, now, 0).unwrap().decision(false);
+            let n = Nanos::from(d.reset_after()).as_u64();
+            let reset = Duration::from_nanos(n.div_ceil(unit.as_u64()) * unit.as_u64());
+            decisions.push(Decision::new(
+                d.allowed(),
+                d.limit(),
+                d.remaining(),
+                d.retry_after(),
+                reset,
+            ));
         }
         Verdict::new(decisions)
     }
@@ -184,7 +190,7 @@ impl<'h, H: Harness> Driver<'h, H> {
             .decide(&[Check::new(policy, key, cost).named(name)])
             .await
             .expect("store failed");
-        v.decisions[0]
+        v.decisions()[0]
     }
 }
 
@@ -315,7 +321,11 @@ pub async fn several_policies_all_or_nothing<H: Harness>(h: &H) {
     h.advance(Duration::from_secs(1));
     let v = d.decide(&checks(1)).await.unwrap();
     assert!(!v.allowed(), "the hourly budget is spent");
-    assert_eq!(v.decisions[0].remaining, 3, "per-second bucket untouched");
+    assert_eq!(
+        v.decisions()[0].remaining(),
+        3,
+        "per-second bucket untouched"
+    );
     // Per-user and global: different keys decided together.
     let user = [
         Check::new(second, b"conf:user", 1),
@@ -359,24 +369,27 @@ pub async fn numbers_change_under_a_named_bucket<H: Harness>(h: &H) {
     let key = b"conf:renamed";
     let slow = Policy::token_bucket(10, 1, Duration::from_secs(60)).unwrap();
     let fast = per_second(20, 20);
-    assert!(d.named("api", slow, key, 10).await.allowed);
+    assert!(d.named("api", slow, key, 10).await.allowed());
     // Raised to 20 per second: the spent bucket is still spent (its tat is 10 minutes away,
     // which is more than the new tolerance of 1 s).
     let d1 = d.named("api", fast, key, 1).await;
-    assert!(!d1.allowed, "a change of numbers handed out a fresh burst");
-    assert_eq!(d1.remaining, 0);
+    assert!(
+        !d1.allowed(),
+        "a change of numbers handed out a fresh burst"
+    );
+    assert_eq!(d1.remaining(), 0);
     // The state is an absolute time: the bucket is full again when it said it would be.
     h.advance(Duration::from_secs(590));
-    assert!(!d.named("api", fast, key, 1).await.allowed);
+    assert!(!d.named("api", fast, key, 1).await.allowed());
     h.advance(Duration::from_secs(10));
     let d2 = d.named("api", fast, key, 0).await;
-    assert_eq!(d2.remaining, 20, "full again, at the new capacity");
-    assert!(d.named("api", fast, key, 15).await.allowed);
+    assert_eq!(d2.remaining(), 20, "full again, at the new capacity");
+    assert!(d.named("api", fast, key, 15).await.allowed());
     // Lowered to 3: the bucket never holds more than 3, however long it rests.
     let small = per_second(3, 3);
-    assert!(d.named("api", small, key, 0).await.remaining <= 3);
+    assert!(d.named("api", small, key, 0).await.remaining() <= 3);
     h.advance(Duration::from_secs(60));
-    assert_eq!(d.named("api", small, key, 0).await.remaining, 3);
+    assert_eq!(d.named("api", small, key, 0).await.remaining(), 3);
     // The unnamed bucket of the same numbers is another bucket.
     assert!(d.check(slow, key, 10).await);
 }
@@ -386,9 +399,9 @@ pub async fn names_separate_buckets<H: Harness>(h: &H) {
     let mut d = Driver::new(h);
     let p = per_second(2, 1);
     let key = b"conf:names";
-    assert!(d.named("a", p, key, 2).await.allowed);
-    assert!(!d.named("a", p, key, 1).await.allowed);
-    assert!(d.named("b", p, key, 2).await.allowed, "another name");
+    assert!(d.named("a", p, key, 2).await.allowed());
+    assert!(!d.named("a", p, key, 1).await.allowed());
+    assert!(d.named("b", p, key, 2).await.allowed(), "another name");
     assert!(d.check(p, key, 2).await, "no name");
     // Two names of one key in one call: all or nothing.
     let both = [
@@ -397,7 +410,7 @@ pub async fn names_separate_buckets<H: Harness>(h: &H) {
     ];
     assert!(!d.decide(&both).await.unwrap().allowed());
     assert_eq!(
-        d.named("c", p, key, 0).await.remaining,
+        d.named("c", p, key, 0).await.remaining(),
         2,
         "c was not charged"
     );
@@ -457,7 +470,7 @@ where
     d.model.decide(&estimate, h.now(), h.resolution()).unwrap();
     let (verdict, reservation) = reserve(h.store(), &estimate).await.unwrap();
     assert!(verdict.allowed());
-    assert_eq!(verdict.decisions[0].remaining, 40);
+    assert_eq!(verdict.decisions()[0].remaining(), 40);
     // Used 25: 35 come back.
     let refund = [(
         Check::new(budget, key, 0).named("llm"),
@@ -465,36 +478,36 @@ where
     )];
     d.model.settle(&refund, h.now(), h.resolution());
     let after = reservation.unwrap().commit(h.store(), 25).await.unwrap();
-    assert_eq!(after.decisions[0].remaining, 75);
-    assert_eq!(d.named("llm", budget, key, 0).await.remaining, 75);
+    assert_eq!(after.decisions()[0].remaining(), 75);
+    assert_eq!(d.named("llm", budget, key, 0).await.remaining(), 75);
     // Over the estimate: taken without a denial, into debt.
     let over = [(
         Check::new(budget, key, 0).named("llm"),
         Adjustment::Charge(120),
     )];
     let v = d.settle(&over).await;
-    assert_eq!(v.decisions[0].remaining, 0);
-    assert!(!d.named("llm", budget, key, 1).await.allowed, "in debt");
+    assert_eq!(v.decisions()[0].remaining(), 0);
+    assert!(!d.named("llm", budget, key, 1).await.allowed(), "in debt");
     // 45 tokens of debt: four seconds refill 40 of them, not yet enough for one token; a
     // refund pays the rest.
     h.advance(Duration::from_secs(4));
-    assert!(!d.named("llm", budget, key, 1).await.allowed);
+    assert!(!d.named("llm", budget, key, 1).await.allowed());
     let back = [(
         Check::new(budget, key, 0).named("llm"),
         Adjustment::Refund(50),
     )];
     d.settle(&back).await;
-    assert!(d.named("llm", budget, key, 1).await.allowed);
+    assert!(d.named("llm", budget, key, 1).await.allowed());
     // A refund never fills past the capacity.
     let lots = [(
         Check::new(budget, key, 0).named("llm"),
         Adjustment::Refund(1_000_000),
     )];
-    assert_eq!(d.settle(&lots).await.decisions[0].remaining, 100);
+    assert_eq!(d.settle(&lots).await.decisions()[0].remaining(), 100);
     // Several buckets at once, and a reset.
     let second = per_second(5, 5);
-    assert!(d.named("s", second, key, 5).await.allowed);
-    assert!(d.named("llm", budget, key, 30).await.allowed);
+    assert!(d.named("s", second, key, 5).await.allowed());
+    assert!(d.named("llm", budget, key, 30).await.allowed());
     let both = [
         (Check::new(second, key, 0).named("s"), Adjustment::Refund(2)),
         (
@@ -504,13 +517,13 @@ where
     ];
     let v = d.settle(&both).await;
     assert_eq!(
-        (v.decisions[0].remaining, v.decisions[1].remaining),
+        (v.decisions()[0].remaining(), v.decisions()[1].remaining()),
         (2, 60)
     );
     d.reset(&[Check::new(second, key, 0).named("s")]).await;
-    assert_eq!(d.named("s", second, key, 0).await.remaining, 5);
+    assert_eq!(d.named("s", second, key, 0).await.remaining(), 5);
     assert_eq!(
-        d.named("llm", budget, key, 0).await.remaining,
+        d.named("llm", budget, key, 0).await.remaining(),
         60,
         "untouched"
     );
@@ -524,7 +537,7 @@ where
         h.resolution(),
     );
     reservation.unwrap().cancel(h.store()).await.unwrap();
-    assert_eq!(d.named("s", second, key, 0).await.remaining, 5);
+    assert_eq!(d.named("s", second, key, 0).await.remaining(), 5);
 }
 
 /// A settlement under a once-id happens at most once.
@@ -535,7 +548,7 @@ where
     let mut d = Driver::new(h);
     let p = per_second(10, 1);
     let key = b"conf:once";
-    assert!(d.named("o", p, key, 8).await.allowed);
+    assert!(d.named("o", p, key, 8).await.allowed());
     let refund = [(Check::new(p, key, 0).named("o"), Adjustment::Refund(5))];
     let once = Once {
         id: b"reservation-1",
@@ -543,14 +556,14 @@ where
     };
     d.model.settle(&refund, h.now(), h.resolution());
     let first = h.store().settle(Some(once), &refund).await.unwrap();
-    assert_eq!(first.decisions[0].remaining, 7);
+    assert_eq!(first.decisions()[0].remaining(), 7);
     let again = h.store().settle(Some(once), &refund).await.unwrap_err();
     assert!(matches!(
         again,
         StoreError::Check(CheckError::AlreadySettled)
     ));
     assert_eq!(
-        d.named("o", p, key, 0).await.remaining,
+        d.named("o", p, key, 0).await.remaining(),
         7,
         "nothing changed"
     );
@@ -572,10 +585,10 @@ where
     let mut d = Driver::new(h);
     let p = per_second(4, 4); // a token every 250 ms
     let key = b"conf:peek-wait";
-    let peek = |d: tollgate::Decision| (d.allowed, d.remaining, d.retry_after);
+    let peek = |d: tollgate::Decision| (d.allowed(), d.remaining(), d.retry_after());
     let ms = Duration::from_millis;
     assert_eq!(peek(d.named("p", p, key, 0).await), (true, 4, ms(0)));
-    assert!(d.named("p", p, key, 4).await.allowed);
+    assert!(d.named("p", p, key, 4).await.allowed());
     assert_eq!(peek(d.named("p", p, key, 0).await), (true, 0, ms(250)));
     h.advance(ms(100));
     assert_eq!(peek(d.named("p", p, key, 0).await), (true, 0, ms(150)));
@@ -585,7 +598,7 @@ where
     assert_eq!(peek(d.named("p", p, key, 0).await), (true, 0, ms(650)));
     h.advance(ms(650));
     assert_eq!(peek(d.named("p", p, key, 0).await), (true, 1, ms(0)));
-    assert!(d.named("p", p, key, 1).await.allowed);
+    assert!(d.named("p", p, key, 1).await.allowed());
 }
 
 /// The same for windows: when the window ends (fixed), when the oldest grant leaves (log),
@@ -599,18 +612,18 @@ pub async fn a_window_peek_says_when_the_next_token_comes<H: Harness>(h: &H) {
     if into > 0 {
         h.advance(Duration::from_nanos(1_000_000_000 - into));
     }
-    let peek = |d: tollgate::Decision| (d.allowed, d.remaining, d.retry_after);
+    let peek = |d: tollgate::Decision| (d.allowed(), d.remaining(), d.retry_after());
 
     let fixed = Policy::fixed_window(2, second).unwrap();
-    assert!(d.named("f", fixed, b"conf:peek-fw", 2).await.allowed);
+    assert!(d.named("f", fixed, b"conf:peek-fw", 2).await.allowed());
     h.advance(ms(300));
     let got = peek(d.named("f", fixed, b"conf:peek-fw", 0).await);
     assert_eq!(got, (true, 0, ms(700)));
 
     let log = Policy::sliding_window_log(2, second).unwrap();
-    assert!(d.named("l", log, b"conf:peek-sl", 1).await.allowed);
+    assert!(d.named("l", log, b"conf:peek-sl", 1).await.allowed());
     h.advance(ms(200));
-    assert!(d.named("l", log, b"conf:peek-sl", 1).await.allowed);
+    assert!(d.named("l", log, b"conf:peek-sl", 1).await.allowed());
     h.advance(ms(100));
     // The first grant leaves the window 1 s after it was made.
     let got = peek(d.named("l", log, b"conf:peek-sl", 0).await);
@@ -619,7 +632,7 @@ pub async fn a_window_peek_says_when_the_next_token_comes<H: Harness>(h: &H) {
     // On a window's start again.
     h.advance(ms(400));
     let counter = Policy::sliding_window_counter(2, second).unwrap();
-    assert!(d.named("c", counter, b"conf:peek-sc", 2).await.allowed);
+    assert!(d.named("c", counter, b"conf:peek-sc", 2).await.allowed());
     h.advance(ms(1250));
     // 250 ms into the next window the estimate is 2 × 0.75 = 1.5: one more fits once the
     // previous window weighs 1 or less, at 500 ms.
@@ -628,15 +641,18 @@ pub async fn a_window_peek_says_when_the_next_token_comes<H: Harness>(h: &H) {
 
     // A token bucket peeked beside a window (one call of Redis's general script).
     let bucket = per_second(4, 4);
-    assert!(d.named("b", bucket, b"conf:peek-mix", 4).await.allowed);
-    assert!(d.named("f", fixed, b"conf:peek-mix", 2).await.allowed);
+    assert!(d.named("b", bucket, b"conf:peek-mix", 4).await.allowed());
+    assert!(d.named("f", fixed, b"conf:peek-mix", 2).await.allowed());
     let both = [
         Check::new(bucket, b"conf:peek-mix", 0).named("b"),
         Check::new(fixed, b"conf:peek-mix", 0).named("f"),
     ];
     let v = d.decide(&both).await.unwrap();
     assert!(v.allowed());
-    let waits = (v.decisions[0].retry_after, v.decisions[1].retry_after);
+    let waits = (
+        v.decisions()[0].retry_after(),
+        v.decisions()[1].retry_after(),
+    );
     assert_eq!(waits, (ms(250), ms(750)));
 }
 
@@ -654,20 +670,20 @@ where
     let charge = |n| [(Check::new(p, key, 0).named("debt"), Adjustment::Charge(n))];
     d.settle(&charge(u64::MAX)).await;
     // Four tokens of debt: 1 s to pay them, 250 ms more to the next token.
-    assert_eq!(d.named("debt", p, key, 0).await.retry_after, ms(1250));
+    assert_eq!(d.named("debt", p, key, 0).await.retry_after(), ms(1250));
     for _ in 0..3 {
         d.settle(&charge(3)).await;
     }
-    assert_eq!(d.named("debt", p, key, 0).await.retry_after, ms(1250));
+    assert_eq!(d.named("debt", p, key, 0).await.retry_after(), ms(1250));
     h.advance(ms(1250));
-    assert!(d.named("debt", p, key, 1).await.allowed);
+    assert!(d.named("debt", p, key, 1).await.allowed());
 
     // Ten minutes spent under a slower policy of the same name: a charge leaves it as it is.
     let slow = Policy::token_bucket(10, 1, Duration::from_secs(60)).unwrap();
-    assert!(d.named("deep", slow, key, 10).await.allowed);
+    assert!(d.named("deep", slow, key, 10).await.allowed());
     let deep = [(Check::new(p, key, 0).named("deep"), Adjustment::Charge(1))];
     d.settle(&deep).await;
-    let wait = d.named("deep", p, key, 0).await.retry_after;
+    let wait = d.named("deep", p, key, 0).await.retry_after();
     assert_eq!(wait, Duration::from_secs(600) + ms(250) - ms(1000));
 }
 
