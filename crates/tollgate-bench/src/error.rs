@@ -40,6 +40,10 @@ pub enum BenchError {
     /// A server to measure could not be started in this process.
     #[error("tollgate server: {0}")]
     Serve(#[from] tollgate_server::ServeError),
+    /// The TLS variants' certificates could not be made, or a client could not be set up or
+    /// complete its handshake.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The arguments cannot make a run.
     #[error("invalid arguments: {0}")]
     Args(String),

@@ -50,6 +50,7 @@ pub mod resp;
 mod servers;
 pub mod soak;
 pub mod stats;
+mod tls;
 
 pub use crate::grpc::{GrpcBenchArgs, GrpcReport, run_grpc};
 pub use crate::http::{

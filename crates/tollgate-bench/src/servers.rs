@@ -1,33 +1,63 @@
 //! The servers the benchmarks measure, in this process, started through the server's library
-//! as `tollgate serve ARGS` would start them: its router, its Redis-protocol listener, and its
-//! gRPC listener on the benchmark's Envoy config.
+//! as `tollgate serve ARGS` would start them: its HTTP listener, its Redis-protocol listener,
+//! and its gRPC listener on the benchmark's Envoy config, HTTP and gRPC in plaintext or TLS.
 
 use std::net::SocketAddr;
 
 use tempfile::TempDir;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tollgate_server::{App, Server, cli::serve_settings};
+use tollgate_server::{ServeError, Server, cli::serve_settings};
 
 use crate::BenchError;
+use crate::tls::Certificates;
 
-/// `tollgate serve`'s router as the embedded default runs it (memory store, fail open, 50 ms
-/// timeout), with the HTTP benchmark's policy configured by name, as a config file would.
-pub(crate) async fn router() -> Result<axum::Router, BenchError> {
+/// `tollgate serve` as the embedded default runs it (memory store, fail open, 50 ms timeout)
+/// on its own HTTP listener, a free port of `127.0.0.1`, over TLS with `tls`'s certificate
+/// when given one, with the HTTP benchmark's policy configured by name, as a config file
+/// would; in this process until `shutdown`.
+pub(crate) async fn http(
+    tls: Option<&Certificates>,
+    shutdown: &CancellationToken,
+) -> Result<Running, BenchError> {
     let allow_all = crate::http::allow_all()?;
     let dir = scratch("http")?;
     let file = dir.path().join("bench.toml");
-    write(
-        &file,
-        &format!(
-            "[policies.{}]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n",
-            crate::http::POLICY_NAME,
-            allow_all.capacity(),
-            allow_all.refill(),
-            allow_all.period().as_nanos()
-        ),
-    )?;
+    let mut config = format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[policies.{}]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n",
+        crate::http::POLICY_NAME,
+        allow_all.capacity(),
+        allow_all.refill(),
+        allow_all.period().as_nanos()
+    );
+    if let Some(tls) = tls {
+        config.push('\n');
+        config.push_str(&tls_table("http", tls));
+    }
+    write(&file, &config)?;
     let settings = serve_settings([std::ffi::OsStr::new("--config"), file.as_os_str()])?;
-    Ok(App::open(settings).await?.router())
+    let server = Server::bind(settings).await?;
+    Ok(Running {
+        addr: server.local_addr(),
+        task: tokio::spawn(server.run(shutdown.clone())),
+        _config: Some(dir),
+    })
+}
+
+/// A server started by [`http`] or [`grpc`].
+pub(crate) struct Running {
+    /// The address of the listener measured.
+    pub(crate) addr: SocketAddr,
+    task: JoinHandle<Result<(), ServeError>>,
+    /// The config file, kept while the server watches it.
+    _config: Option<TempDir>,
+}
+
+impl Running {
+    /// Waits for the server to stop (after its shutdown) and reports how serving ended.
+    pub(crate) async fn finished(self) -> Result<(), BenchError> {
+        Ok(self.task.await??)
+    }
 }
 
 /// `tollgate serve` on its embedded default with the Redis protocol on a free port, in this
@@ -54,36 +84,61 @@ impl EnvoyConfig {
     }
 }
 
-/// A server on `store` answering Envoy's gRPC API on `config`, its fail policy `deny`, in
-/// this process until `shutdown`; its gRPC address.
+/// A server on `store` answering Envoy's gRPC API on `config`, its fail policy `deny`, over
+/// TLS with `tls`'s certificate when given one, in this process until `shutdown`.
 pub(crate) async fn grpc(
     store: &str,
     config: &EnvoyConfig,
+    tls: Option<&Certificates>,
     shutdown: &CancellationToken,
-) -> Result<SocketAddr, BenchError> {
+) -> Result<Running, BenchError> {
     let dir = config.0.path().to_string_lossy().into_owned();
-    let settings = serve_settings([
-        "--listen",
-        "127.0.0.1:0",
-        "--grpc-listen",
-        "127.0.0.1:0",
-        "--envoy-config-dir",
-        &dir,
-        "--store",
-        store,
-        "--on-store-error",
-        "deny",
-    ])?;
+    let mut args = vec![
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--grpc-listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--envoy-config-dir".to_owned(),
+        dir,
+        "--store".to_owned(),
+        store.to_owned(),
+        "--on-store-error".to_owned(),
+        "deny".to_owned(),
+    ];
+    // The flags say the rest; the file only what no flag can: the listener's TLS.
+    let scratch_dir = match tls {
+        Some(tls) => {
+            let dir = scratch("grpc-tls")?;
+            let file = dir.path().join("bench.toml");
+            write(&file, &tls_table("grpc", tls))?;
+            args.extend(["--config".to_owned(), file.to_string_lossy().into_owned()]);
+            Some(dir)
+        }
+        None => None,
+    };
+    let settings = serve_settings(args)?;
     let server = Server::bind(settings).await?;
     let addr = server
         .grpc_addr()
         .ok_or_else(|| BenchError::Args("no gRPC listener".into()))?;
-    tokio::spawn(server.run(shutdown.clone()));
-    Ok(addr)
+    Ok(Running {
+        addr,
+        task: tokio::spawn(server.run(shutdown.clone())),
+        _config: scratch_dir,
+    })
 }
 
-/// A scratch directory for one benchmark's config files.
-fn scratch(bench: &str) -> Result<TempDir, BenchError> {
+/// `[LISTENER.tls]` with `tls`'s certificate and key.
+fn tls_table(listener: &str, tls: &Certificates) -> String {
+    format!(
+        "[{listener}.tls]\ncert = {:?}\nkey = {:?}\n",
+        tls.cert.to_string_lossy(),
+        tls.key.to_string_lossy()
+    )
+}
+
+/// A scratch directory for one benchmark's files.
+pub(crate) fn scratch(bench: &str) -> Result<TempDir, BenchError> {
     tempfile::Builder::new()
         .prefix(&format!("tollgate-bench-{bench}-"))
         .tempdir()

@@ -1,4 +1,5 @@
-//! One gRPC run: concurrent `ShouldRateLimit` calls over a few HTTP/2 connections, timed.
+//! One gRPC run: concurrent `ShouldRateLimit` calls over a few HTTP/2 connections (plaintext
+//! or TLS), timed.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,25 +11,38 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tonic::transport::{Channel, Endpoint};
 
+use super::dial::Dial;
 use super::{GrpcBenchArgs, GrpcRun};
 use crate::BenchError;
 use crate::clock::Stopwatch;
 use crate::stats::Histogram;
+use crate::tls::TlsClient;
 
-/// One run against `addr`.
+/// One run against `addr`, over TLS with `tls`. The connections are open (their handshakes
+/// done) before the clock starts.
 pub(super) async fn measure(
     args: &GrpcBenchArgs,
     store: &str,
     addr: SocketAddr,
+    tls: Option<&TlsClient>,
     round: usize,
 ) -> Result<GrpcRun, BenchError> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let mut channels = Vec::with_capacity(args.connections);
     for _ in 0..args.connections {
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| BenchError::Args(format!("the gRPC address {addr}: {e}")))?
-            .connect()
-            .await
-            .map_err(|e| BenchError::Args(format!("cannot connect to {addr}: {e}")))?;
+        let endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+            .map_err(|e| BenchError::Args(format!("the gRPC address {addr}: {e}")))?;
+        let channel = match tls {
+            Some(client) => {
+                let dial = Dial {
+                    client: client.clone(),
+                    addr,
+                };
+                endpoint.connect_with_connector(dial).await
+            }
+            None => endpoint.connect().await,
+        }
+        .map_err(|e| BenchError::Args(format!("cannot connect to {scheme}://{addr}: {e}")))?;
         channels.push(channel);
     }
     let seconds = Duration::from_secs(args.seconds);
@@ -58,6 +72,7 @@ pub(super) async fn measure(
     };
     Ok(GrpcRun {
         store: store.to_owned(),
+        tls: tls.is_some(),
         round,
         decisions_per_sec: latencies.count() as f64 / elapsed,
         p50_us: us(0.5),

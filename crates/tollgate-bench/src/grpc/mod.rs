@@ -1,11 +1,13 @@
-//! gRPC: Envoy's `ShouldRateLimit` against tollgate's gRPC listener, on the memory store and on
-//! Redis, with concurrent calls spread over a few HTTP/2 connections, as Envoy's pool sends
-//! them. Decisions/s and latency per store, in one run on one machine.
+//! gRPC: Envoy's `ShouldRateLimit` against tollgate's gRPC listener, on the memory store (in
+//! plaintext and over TLS) and on Redis, with concurrent calls spread over a few HTTP/2
+//! connections, as Envoy's pool sends them. Decisions/s and latency per store, and what TLS
+//! costs, in one run on one machine.
 //!
 //! The servers run in this process, started through the server's library on the config
 //! [`CONFIG`] (`mod.rs`); `measure.rs` drives them, `report/` writes the report. The client runs in the same
 //! process and on the same cores, so the figures are the whole round trip's cost.
 
+mod dial;
 mod measure;
 mod report;
 
@@ -15,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use report::{GrpcReport, GrpcRun};
 
+use crate::servers::Running;
+use crate::tls::{Certificates, TlsClient};
 use crate::{BenchError, servers};
 use measure::measure;
 
@@ -69,10 +73,11 @@ impl Default for GrpcBenchArgs {
     }
 }
 
-/// Starts a server on the memory store and (given `--redis`) one on Redis, in this process,
-/// answering [`CONFIG`]; measures each in turn each round, stops them, writes `grpc.md` and
-/// `grpc.svg` to `args.out`, and returns the report. A store not measured is listed, and why.
-/// Progress goes to stderr, a line per run.
+/// Starts a server on the memory store, the same over TLS (a throwaway CA and certificate,
+/// made with `openssl`), and (given `--redis`) one on Redis, in this process, answering
+/// [`CONFIG`]; measures each in turn each round (each round starting one further on), stops
+/// them, writes `grpc.md` and `grpc.svg` to `args.out`, and returns the report. A store not
+/// measured is listed, and why. Progress goes to stderr, a line per run.
 pub async fn run_grpc(args: &GrpcBenchArgs) -> Result<GrpcReport, BenchError> {
     if args.seconds == 0
         || args.concurrency == 0
@@ -85,38 +90,102 @@ pub async fn run_grpc(args: &GrpcBenchArgs) -> Result<GrpcReport, BenchError> {
                 .into(),
         ));
     }
-    let shutdown = CancellationToken::new();
-    // The servers stop when this returns, measured or not.
-    let _stop = shutdown.clone().drop_guard();
     let config = servers::EnvoyConfig::write()?;
-    let mut stores = vec![("memory".to_owned(), "memory".to_owned())];
+    let certificates = Certificates::make("grpc")?;
+    let shutdown = CancellationToken::new();
     let mut missing = Vec::new();
+    // TLS on the memory store only: there the decision is cheapest, so TLS's share of a call
+    // is the largest and the least blurred by a store's own latency.
+    let mut stores = vec![("memory", "memory", false), ("memory", "memory", true)];
     match &args.redis {
-        Some(url) => stores.push(("redis".to_owned(), url.clone())),
+        Some(url) => stores.push(("redis", url.as_str(), false)),
         None => missing.push(("redis".to_owned(), "no --redis URL given".to_owned())),
     }
     let mut targets = Vec::new();
-    for (name, store) in stores {
-        targets.push((name, servers::grpc(&store, &config, &shutdown).await?));
+    let mut started = Ok(());
+    for (name, store, tls) in stores {
+        let certs = tls.then_some(&certificates);
+        let client = match tls {
+            true => Some(certificates.client(b"h2")?),
+            false => None,
+        };
+        match servers::grpc(store, &config, certs, &shutdown).await {
+            Ok(server) => targets.push(Target {
+                store: name,
+                client,
+                server,
+            }),
+            Err(e) => {
+                started = Err(e);
+                break;
+            }
+        }
     }
+    let measured = match started {
+        Ok(()) => measure_all(args, &targets, missing).await,
+        Err(e) => Err(e),
+    };
+    // The servers stop, measured or not, before their files go.
+    shutdown.cancel();
+    let mut stopped = Ok(());
+    for target in targets {
+        stopped = stopped.and(target.server.finished().await);
+    }
+    let report = measured?;
+    stopped?;
+    report.report().write(&args.out)?;
+    Ok(report)
+}
+
+/// A server measured: its store's name, its client's TLS if it has one.
+struct Target {
+    store: &'static str,
+    client: Option<TlsClient>,
+    server: Running,
+}
+
+/// Every round of every target.
+async fn measure_all(
+    args: &GrpcBenchArgs,
+    targets: &[Target],
+    missing: Vec<(String, String)>,
+) -> Result<GrpcReport, BenchError> {
     for (store, why) in &missing {
         eprintln!("tollgate-bench grpc: NOT MEASURED {store}: {why}");
+    }
+    let mut tls = None;
+    for target in targets {
+        if let Some(client) = &target.client {
+            tls = Some(client.describe(target.server.addr).await?);
+        }
     }
     let mut report = GrpcReport {
         seconds: args.seconds,
         concurrency: args.concurrency,
         connections: args.connections,
         keys: args.keys,
+        tls,
         runs: Vec::new(),
         missing,
     };
     let total = args.rounds * targets.len();
     for round in 1..=args.rounds {
-        for (store, addr) in &targets {
-            let run = measure(args, store, *addr, round).await?;
+        // Each round starts one target further on, so that none always runs first or right
+        // after the same other.
+        let start = (round - 1) % targets.len();
+        for target in targets.iter().cycle().skip(start).take(targets.len()) {
+            let run = measure(
+                args,
+                target.store,
+                target.server.addr,
+                target.client.as_ref(),
+                round,
+            )
+            .await?;
             eprintln!(
-                "[{}/{total}] round {round} {store}: {:.0} decisions/s, p50 {:.0} µs, p99 {:.0} µs, {} errors",
+                "[{}/{total}] round {round} {}: {:.0} decisions/s, p50 {:.0} µs, p99 {:.0} µs, {} errors",
                 report.runs.len() + 1,
+                run.target(),
                 run.decisions_per_sec,
                 run.p50_us,
                 run.p99_us,
@@ -125,6 +194,5 @@ pub async fn run_grpc(args: &GrpcBenchArgs) -> Result<GrpcReport, BenchError> {
             report.runs.push(run);
         }
     }
-    report.report().write(&args.out)?;
     Ok(report)
 }

@@ -1,5 +1,5 @@
-//! The load generator: `connections` keep-alive HTTP/1.1 connections, one hyper client
-//! connection per worker task, each sending `GET /hello` and reading the whole response, one
+//! The load generator: `connections` keep-alive HTTP/1.1 connections (plaintext or TLS), one
+//! hyper client connection per worker task, each sending `GET /hello` and reading the whole response, one
 //! at a time, until the run's time is up (closed-loop, as `wrk` does).
 //!
 //! It runs on the same runtime as the servers: on a small machine the client's own cost is part
@@ -15,6 +15,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{CONTENT_TYPE, HOST, HeaderName, HeaderValue};
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -23,6 +24,7 @@ use super::variant::Variant;
 use crate::BenchError;
 use crate::clock::{self, Stopwatch};
 use crate::stats::Histogram;
+use crate::tls::TlsClient;
 
 /// The header the middleware adds to every response it lets through.
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -52,7 +54,7 @@ impl Requests {
             .map(|i| HeaderValue::try_from(format!("key-{i:05}")))
             .collect::<Result<_, _>>()
             .map_err(|e| invalid(&e))?;
-        let checks = (variant == Variant::Server).then(|| {
+        let checks = variant.is_server().then(|| {
             (0..keys.len())
                 .map(|i| {
                     Bytes::from(format!(
@@ -136,17 +138,19 @@ impl Tally {
     }
 }
 
-/// Loads `addr` with `connections` workers for `duration`. Every connection is open before the
-/// clock starts, and closed (its task ended) before this returns, so runs do not overlap.
+/// Loads `addr` (over TLS with `tls`) with `connections` workers for `duration`. Every
+/// connection is open (its TLS handshake done) before the clock starts, and closed (its task
+/// ended) before this returns, so runs do not overlap.
 pub(crate) async fn run(
     addr: SocketAddr,
+    tls: Option<&TlsClient>,
     requests: &Requests,
     connections: usize,
     duration: Duration,
 ) -> Result<Tally, BenchError> {
     let mut opened = Vec::with_capacity(connections);
     for _ in 0..connections {
-        opened.push(connect(addr).await?);
+        opened.push(connect(addr, tls).await?);
     }
     let cpu = clock::process_cpu();
     let machine = clock::machine_cpu();
@@ -160,6 +164,7 @@ pub(crate) async fn run(
         workers.spawn(drive(
             connection,
             addr,
+            tls.cloned(),
             requests.clone(),
             walk,
             start,
@@ -197,10 +202,23 @@ struct Connection {
     driver: JoinHandle<Result<(), hyper::Error>>,
 }
 
-async fn connect(addr: SocketAddr) -> Result<Connection, BenchError> {
-    let tcp = TcpStream::connect(addr).await?;
-    tcp.set_nodelay(true)?;
-    let (sender, connection) = http1::handshake(TokioIo::new(tcp)).await?;
+async fn connect(addr: SocketAddr, tls: Option<&TlsClient>) -> Result<Connection, BenchError> {
+    match tls {
+        Some(tls) => start(tls.connect(addr).await?).await,
+        None => {
+            let tcp = TcpStream::connect(addr).await?;
+            tcp.set_nodelay(true)?;
+            start(tcp).await
+        }
+    }
+}
+
+/// HTTP/1.1 on an open connection, its I/O driven by a task of its own.
+async fn start<T>(io: T) -> Result<Connection, BenchError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = http1::handshake(TokioIo::new(io)).await?;
     Ok(Connection {
         sender,
         driver: tokio::spawn(connection),
@@ -228,6 +246,7 @@ impl KeyWalk {
 async fn drive(
     mut connection: Connection,
     addr: SocketAddr,
+    tls: Option<TlsClient>,
     requests: Requests,
     mut keys: KeyWalk,
     start: Stopwatch,
@@ -251,7 +270,7 @@ async fn drive(
             Err(e) => {
                 tally.errors += 1;
                 tally.problem(|| e.to_string());
-                match connect(addr).await {
+                match connect(addr, tls.as_ref()).await {
                     Ok(fresh) => connection = fresh,
                     Err(e) => {
                         tally.problem(|| e.to_string());

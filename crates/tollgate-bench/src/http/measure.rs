@@ -25,7 +25,14 @@ pub(super) async fn measure(
         // Connections, the allocator, the store's cells for every key: none of that is what
         // the first round should measure.
         for (server, requests) in servers.iter().zip(&requests) {
-            load::run(server.addr, requests, args.connections, warmup).await?;
+            load::run(
+                server.addr,
+                server.tls.as_ref(),
+                requests,
+                args.connections,
+                warmup,
+            )
+            .await?;
         }
     }
     let total = args.rounds * servers.len();
@@ -35,7 +42,14 @@ pub(super) async fn measure(
         let start = (round - 1) % servers.len();
         let order = servers.iter().zip(&requests).cycle().skip(start);
         for (server, requests) in order.take(servers.len()) {
-            let tally = load::run(server.addr, requests, args.connections, run_time).await?;
+            let tally = load::run(
+                server.addr,
+                server.tls.as_ref(),
+                requests,
+                args.connections,
+                run_time,
+            )
+            .await?;
             let run = Run {
                 variant: server.variant,
                 round,

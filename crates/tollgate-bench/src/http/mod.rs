@@ -1,7 +1,10 @@
-//! The cost of tollgate's tower middleware over a bare axum handler, on the memory store.
+//! The cost of tollgate's tower middleware over a bare axum handler, on the memory store, and
+//! of `tollgate serve` answering checks by a policy's name, in plaintext and over TLS.
 //!
-//! Three servers run in this process on `127.0.0.1`: the bare handler, the same router behind
-//! `RateLimitLayer` keyed by client IP, and (with `--keys` > 0) keyed by an API key header. A
+//! The servers run in this process on `127.0.0.1`: the bare handler (and the same sending the
+//! middleware's headers), the same router behind `RateLimitLayer` keyed by client IP and (with
+//! `--keys` > 0) keyed by an API key header, and `tollgate serve` on its own listener, in
+//! plaintext and over TLS (a throwaway CA and certificate, made with `openssl`). A
 //! load generator in the same process keeps `--connections` keep-alive connections busy on one
 //! server at a time. Client and servers share the machine's cores, so a run measures both; the
 //! variants alternate (bare, tollgate, tollgate_keys, bare, ...) for `--rounds`, so that drift of
@@ -20,8 +23,9 @@ pub use report::{Comparison, GOAL_RATIO, HttpReport, Run, Summary};
 pub use server::{POLICY_NAME, allow_all};
 pub use variant::Variant;
 
+use crate::BenchError;
 use crate::args::seconds;
-use crate::{BenchError, servers};
+use crate::tls::Certificates;
 use measure::measure;
 use server::Server;
 
@@ -61,22 +65,23 @@ impl Default for HttpBenchArgs {
     }
 }
 
-/// Starts the servers (`tollgate serve`'s router among them, as [`Variant::Server`]), runs the
-/// rounds, stops the servers, writes `http.md` and `http.svg` to `args.out`, and returns the
-/// report. Progress goes to stderr, a line per run.
+/// Starts the servers (`tollgate serve` among them, in plaintext as [`Variant::Server`] and
+/// over TLS as [`Variant::ServerTls`]), runs the rounds, stops the servers, writes `http.md`
+/// and `http.svg` to `args.out`, and returns the report. Progress goes to stderr, a line per
+/// run.
 ///
 /// A request the middleware rejects, or one that fails, does not stop the run: it is counted,
 /// and the report's last goal is then not met.
 pub async fn run_http(args: &HttpBenchArgs) -> Result<HttpReport, BenchError> {
-    let server = servers::router().await?;
-    run_http_with(args, Some(server)).await
+    run_http_with(args, &Variant::ALL).await
 }
 
-/// [`run_http`] with `server` as the [`Variant::Server`] variant (it must configure the policy
-/// [`POLICY_NAME`] as [`allow_all`]); without one, that variant is left out.
+/// [`run_http`] with only `variants` (in report order whatever their order here; the keyed one
+/// only with `--keys` above 0). [`Variant::ServerTls`] makes a throwaway CA and certificate
+/// with the `openssl` command.
 pub async fn run_http_with(
     args: &HttpBenchArgs,
-    server: Option<axum::Router>,
+    variants: &[Variant],
 ) -> Result<HttpReport, BenchError> {
     let run_time = seconds(args.seconds, "--seconds")?;
     if args.connections == 0 {
@@ -92,12 +97,37 @@ pub async fn run_http_with(
     };
     let variants: Vec<Variant> = Variant::ALL
         .into_iter()
+        .filter(|v| variants.contains(v))
         .filter(|v| *v != Variant::TollgateKeys || args.keys > 0)
-        .filter(|v| *v != Variant::Server || server.is_some())
         .collect();
-    let mut servers = Vec::with_capacity(variants.len());
+    let certificates = if variants.contains(&Variant::ServerTls) {
+        Some(Certificates::make("http")?)
+    } else {
+        None
+    };
+    let mut servers: Vec<Server> = Vec::with_capacity(variants.len());
     for &variant in &variants {
-        servers.push(Server::start(variant, server.as_ref()).await?);
+        match Server::start(variant, certificates.as_ref()).await {
+            Ok(server) => servers.push(server),
+            Err(e) => {
+                stop(servers).await?;
+                return Err(e);
+            }
+        }
+    }
+    // What the TLS variant's handshake settles on, for the report; a server that cannot
+    // complete one fails here, before any round.
+    let mut tls = None;
+    for server in &servers {
+        if let Some(client) = &server.tls {
+            match client.describe(server.addr).await {
+                Ok(described) => tls = Some(described),
+                Err(e) => {
+                    stop(servers).await?;
+                    return Err(e);
+                }
+            }
+        }
     }
     let mut report = HttpReport {
         seconds_per_run: args.seconds,
@@ -106,17 +136,24 @@ pub async fn run_http_with(
         keys: args.keys,
         warmup_seconds: if warmup.is_some() { args.warmup } else { 0.0 },
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        tls,
         runs: Vec::new(),
     };
     let measured = measure(args, run_time, warmup, &servers, &mut report).await;
     // Stop the servers even when a run failed, then report the first failure.
+    let stopped = stop(servers).await;
+    measured?;
+    stopped?;
+    report.report().write(&args.out)?;
+    Ok(report)
+}
+
+/// Stops every server; the first failure, if any.
+async fn stop(servers: Vec<Server>) -> Result<(), BenchError> {
     let mut stopped = Ok(());
     for server in servers {
         let result = server.stop().await;
         stopped = stopped.and(result);
     }
-    measured?;
-    stopped?;
-    report.report().write(&args.out)?;
-    Ok(report)
+    stopped
 }

@@ -1,7 +1,9 @@
 //! The servers, in-process on `127.0.0.1` ephemeral ports.
 //!
-//! Every variant is served the same way (`axum::serve` with `ConnectInfo`, `TCP_NODELAY`), so
-//! that the only difference between them is the layer in front of the handler.
+//! The handler's variants are served the same way (`axum::serve` with `ConnectInfo`,
+//! `TCP_NODELAY`), so that the only difference between them is the layer in front of the
+//! handler. `tollgate serve`'s are served by its own listener (`Server::bind`), in plaintext
+//! and over TLS, so that between those two the only difference is TLS.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,13 +13,14 @@ use axum::routing::get;
 use axum::serve::ListenerExt;
 use hyper::header::HeaderName;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use tollgate::middleware::{ClientIp, Header, KeyExtractor, RateLimitLayer};
 use tollgate::{MemoryStore, Policy};
 
 use super::variant::Variant;
-use crate::BenchError;
+use crate::tls::{Certificates, TlsClient};
+use crate::{BenchError, servers};
 
 /// The header [`Variant::TollgateKeys`] is keyed by.
 pub(crate) static X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
@@ -55,17 +58,16 @@ async fn hello_with_headers() -> ([(&'static str, &'static str); 2], &'static st
     )
 }
 
-fn router(variant: Variant, server: Option<&Router>) -> Result<Router, BenchError> {
+/// The router of one of the handler's variants; `None` for the server's.
+fn router(variant: Variant) -> Result<Option<Router>, BenchError> {
     let app = Router::new().route("/hello", get(hello));
-    Ok(match variant {
+    Ok(Some(match variant {
         Variant::Bare => app,
         Variant::BareHeaders => Router::new().route("/hello", get(hello_with_headers)),
         Variant::Tollgate => app.layer(layer(ClientIp::new())?),
         Variant::TollgateKeys => app.layer(layer(Header::new(X_API_KEY.clone()))?),
-        Variant::Server => server.cloned().ok_or_else(|| {
-            BenchError::Args("the server variant needs the server's router".into())
-        })?,
-    })
+        Variant::Server | Variant::ServerTls => return Ok(None),
+    }))
 }
 
 /// The layer as a user would build it: the defaults (RateLimit headers on, fail open, 50 ms
@@ -81,46 +83,63 @@ fn layer(key: impl KeyExtractor) -> Result<RateLimitLayer, BenchError> {
 pub(crate) struct Server {
     pub(crate) variant: Variant,
     pub(crate) addr: SocketAddr,
-    shutdown: oneshot::Sender<()>,
-    task: JoinHandle<std::io::Result<()>>,
+    /// How the load generator reaches it over TLS; `None` in plaintext.
+    pub(crate) tls: Option<TlsClient>,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), BenchError>>,
 }
 
 impl Server {
     /// Serves `variant` on an ephemeral port of `127.0.0.1`, on the caller's runtime;
-    /// [`Variant::Server`] serves `server`, `tollgate serve`'s router.
+    /// [`Variant::ServerTls`] with `certificates` (which must outlive it).
     pub(crate) async fn start(
         variant: Variant,
-        server: Option<&Router>,
+        certificates: Option<&Certificates>,
     ) -> Result<Server, BenchError> {
-        let app = router(variant, server)?;
+        let shutdown = CancellationToken::new();
+        let Some(app) = router(variant)? else {
+            let (certificates, tls) = match variant {
+                Variant::ServerTls => {
+                    let certificates = certificates.ok_or_else(|| {
+                        BenchError::Tls("server_tls needs its certificates".into())
+                    })?;
+                    (Some(certificates), Some(certificates.client(b"http/1.1")?))
+                }
+                _ => (None, None),
+            };
+            let server = servers::http(certificates, &shutdown).await?;
+            return Ok(Server {
+                variant,
+                addr: server.addr,
+                tls,
+                shutdown,
+                task: tokio::spawn(server.finished()),
+            });
+        };
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         // Small responses on keep-alive connections: send each at once.
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        let (shutdown, signal) = oneshot::channel();
-        let task = tokio::spawn(
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(async {
-                let _ = signal.await;
-            })
-            .into_future(),
-        );
+        let serve = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future();
         Ok(Server {
             variant,
             addr,
+            tls: None,
             shutdown,
-            task,
+            task: tokio::spawn(async move { Ok(serve.await?) }),
         })
     }
 
     /// Stops accepting, waits for open connections to close, and reports how serving ended.
     pub(crate) async fn stop(self) -> Result<(), BenchError> {
-        let _ = self.shutdown.send(());
-        Ok(self.task.await??)
+        self.shutdown.cancel();
+        self.task.await?
     }
 }

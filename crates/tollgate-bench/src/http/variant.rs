@@ -1,5 +1,6 @@
 //! The servers measured: the same `GET /hello` handler, bare or behind tollgate's middleware,
-//! and `tollgate serve`'s own router answering `POST /v1/check` by a policy's name.
+//! and `tollgate serve` on its own listener answering `POST /v1/check` by a policy's name, in
+//! plaintext and over TLS.
 
 use std::fmt;
 
@@ -15,19 +16,33 @@ pub enum Variant {
     Tollgate,
     /// The same, keyed by the `x-api-key` header, which the load spreads over many keys.
     TollgateKeys,
-    /// `tollgate serve`'s router (memory store, a configured policy): `POST /v1/check` with
-    /// `{"policy": "allow_all", "key": ...}`, the keys spread as for `tollgate_keys`.
+    /// `tollgate serve` on its own HTTP listener (memory store, a configured policy):
+    /// `POST /v1/check` with `{"policy": "allow_all", "key": ...}`, the keys spread as for
+    /// `tollgate_keys`.
     Server,
+    /// The same server with its listener over TLS (`[http.tls]`), HTTP/1.1 by ALPN: what TLS
+    /// costs beside [`Variant::Server`].
+    ServerTls,
 }
 
 impl Variant {
     /// Every variant, in report order.
-    pub const ALL: [Variant; 5] = [
+    pub const ALL: [Variant; 6] = [
         Variant::Bare,
         Variant::BareHeaders,
         Variant::Tollgate,
         Variant::TollgateKeys,
         Variant::Server,
+        Variant::ServerTls,
+    ];
+
+    /// The variants served in this process by axum, without `tollgate serve`: what
+    /// [`run_http_with`](super::run_http_with) runs when the server's are not wanted.
+    pub const MIDDLEWARE: [Variant; 4] = [
+        Variant::Bare,
+        Variant::BareHeaders,
+        Variant::Tollgate,
+        Variant::TollgateKeys,
     ];
 
     /// The name used in the report.
@@ -38,6 +53,7 @@ impl Variant {
             Variant::Tollgate => "tollgate",
             Variant::TollgateKeys => "tollgate_keys",
             Variant::Server => "server",
+            Variant::ServerTls => "server_tls",
         }
     }
 
@@ -56,7 +72,12 @@ impl Variant {
                 "the same behind RateLimitLayer, MemoryStore, keyed by the x-api-key header"
             }
             Variant::Server => {
-                "tollgate serve's router, memory store: POST /v1/check {\"policy\": \"allow_all\", \"key\": ...}"
+                "tollgate serve on its own HTTP listener, memory store: POST /v1/check \
+                 {\"policy\": \"allow_all\", \"key\": ...}"
+            }
+            Variant::ServerTls => {
+                "the same server, its listener over TLS ([http.tls], rustls, a P-256 \
+                 certificate), HTTP/1.1 by ALPN"
             }
         }
     }
@@ -69,7 +90,14 @@ impl Variant {
             // The server parses a JSON body and writes one: more work than a middleware in
             // front of a static handler.
             Variant::Server => Some(0.8),
+            // Compared with the server in plaintext, not held to a goal.
+            Variant::ServerTls => None,
         }
+    }
+
+    /// Whether it is `tollgate serve` (answering `POST /v1/check`), in plaintext or TLS.
+    pub fn is_server(self) -> bool {
+        matches!(self, Variant::Server | Variant::ServerTls)
     }
 
     /// Whether the middleware is in front of the handler.

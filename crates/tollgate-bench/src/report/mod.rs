@@ -6,12 +6,15 @@
 mod markdown;
 mod numbers;
 mod svg;
+mod tls;
 
 use std::path::Path;
 
 use crate::BenchError;
 
 pub(crate) use numbers::{compact, median, micros, per, percent, small, thousands};
+pub(crate) use tls::table as tls_table;
+pub use tls::{Medians, TlsCost};
 
 /// A report as written: `NAME.md`, and `NAME.svg` when it has charts.
 #[derive(Debug, Clone, PartialEq)]

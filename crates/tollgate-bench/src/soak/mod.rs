@@ -56,7 +56,9 @@ pub async fn run_soak(args: &SoakArgs) -> Result<SoakReport, BenchError> {
     // The server stops when this returns, measured or not.
     let _stop = shutdown.clone().drop_guard();
     let config = servers::EnvoyConfig::write()?;
-    let addr = servers::grpc(&args.redis, &config, &shutdown).await?;
+    let addr = servers::grpc(&args.redis, &config, None, &shutdown)
+        .await?
+        .addr;
     let report = measure(args, addr).await?;
     report.report().write(&args.out)?;
     Ok(report)

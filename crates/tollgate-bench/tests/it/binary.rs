@@ -139,6 +139,14 @@ fn http_measures_the_server_variant() {
         report.contains("server: ≥ 0.8× the bare handler"),
         "{report}"
     );
+    // The same server over TLS, with its ratio to plaintext.
+    let tls = report
+        .lines()
+        .find(|l| l.starts_with("| server_tls |"))
+        .unwrap_or_else(|| panic!("no server_tls row in\n{report}"));
+    let cells: Vec<&str> = tls.split('|').map(str::trim).collect();
+    assert_eq!(&cells[12..14], ["0", "0"], "{tls}");
+    assert!(report.contains("## TLS / plaintext"), "{report}");
     assert!(out.path().join("http.md").exists());
 }
 
@@ -188,6 +196,17 @@ fn grpc_measures_should_rate_limit() {
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     let (allowed, errors): (u64, u64) = (cells[6].parse().unwrap(), cells[7].parse().unwrap());
     assert!(allowed > 0 && errors == 0, "{row}");
+    // The memory store over TLS too (h2 by ALPN), every call allowed, and the ratio.
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| 1 | memory over TLS |"))
+        .unwrap_or_else(|| panic!("a TLS run in {report}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let (allowed, errors): (u64, u64) = (cells[6].parse().unwrap(), cells[7].parse().unwrap());
+    assert!(allowed > 0 && errors == 0, "{row}");
+    assert!(report.contains("## TLS / plaintext"), "{report}");
+    assert!(report.contains("ALPN h2"), "{report}");
+    assert!(report.contains("| memory | "), "{report}");
     assert!(out.path().join("grpc.svg").exists());
 }
 

@@ -15,14 +15,11 @@ async fn a_short_run_measures_every_variant_without_a_rejection() {
         warmup: 0.1,
         out: out.path().join("report"),
     };
-    let report = run_http_with(&args, None).await.unwrap();
+    let report = run_http_with(&args, &Variant::MIDDLEWARE).await.unwrap();
 
-    // The server's variant is left out here: `tollgate-bench http` runs it (tested in
-    // `binary.rs`).
-    let variants: Vec<Variant> = Variant::ALL
-        .into_iter()
-        .filter(|v| *v != Variant::Server)
-        .collect();
+    // The server's variants are left out here: `tollgate-bench http` runs them (tested in
+    // `binary.rs`, and below).
+    let variants = Variant::MIDDLEWARE.to_vec();
     assert_eq!(report.runs.len(), 2 * variants.len());
     assert_eq!(report.variants(), variants);
     // Alternated: each round runs every variant in turn, starting one further on each round.
@@ -103,13 +100,63 @@ async fn without_keys_the_keyed_variant_is_left_out() {
         warmup: 0.0,
         out: out.path().to_owned(),
     };
-    let report = run_http_with(&args, None).await.unwrap();
+    let report = run_http_with(&args, &Variant::MIDDLEWARE).await.unwrap();
     assert_eq!(
         report.variants(),
         [Variant::Bare, Variant::BareHeaders, Variant::Tollgate]
     );
     assert_eq!(report.goals()[1].met, None);
     assert!(out.path().join("http.md").exists());
+}
+
+/// The server on its own listener over TLS, beside the same in plaintext in the same rounds:
+/// every check answered 200 over an `http/1.1` TLS session, and the report gives the ratios.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_over_tls_is_measured_beside_itself_in_plaintext() {
+    let out = tempfile::tempdir().unwrap();
+    let args = HttpBenchArgs {
+        seconds: 0.3,
+        rounds: 2,
+        connections: 4,
+        keys: 20,
+        warmup: 0.0,
+        out: out.path().to_owned(),
+    };
+    let report = run_http_with(&args, &[Variant::ServerTls, Variant::Server])
+        .await
+        .unwrap();
+    assert_eq!(report.variants(), [Variant::Server, Variant::ServerTls]);
+    let order: Vec<(usize, Variant)> = report.runs.iter().map(|r| (r.round, r.variant)).collect();
+    assert_eq!(
+        order,
+        [
+            (1, Variant::Server),
+            (1, Variant::ServerTls),
+            (2, Variant::ServerTls),
+            (2, Variant::Server)
+        ]
+    );
+    for run in &report.runs {
+        assert!(run.responses > 0, "{run:?}");
+        assert_eq!((run.non_200, run.errors), (0, 0), "{run:?}");
+        assert_eq!(run.with_ratelimit, run.responses, "{run:?}");
+    }
+    let tls = report.tls.as_deref().unwrap();
+    assert!(tls.ends_with("ALPN http/1.1"), "{tls}");
+    assert!(tls.starts_with("TLSv1_3, "), "{tls}");
+    let cost = report.tls_cost().unwrap();
+    assert!(cost.throughput() > 0.0 && cost.p99() > 0.0, "{cost:?}");
+    assert_eq!(cost.round_ratios.len(), 2);
+    let md = std::fs::read_to_string(out.path().join("http.md")).unwrap();
+    assert!(md.contains("## TLS / plaintext"), "{md}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| server | ") && l.contains(&format!("| {:.3} |", cost.p99())))
+        .unwrap_or_else(|| panic!("no TLS / plaintext row in\n{md}"));
+    assert!(
+        row.contains(&format!(" | {:.3} | ", cost.throughput())),
+        "{row}"
+    );
 }
 
 #[tokio::test]
@@ -144,7 +191,9 @@ async fn bad_arguments_are_refused() {
             "--warmup",
         ),
     ] {
-        let err = run_http_with(&args, None).await.unwrap_err();
+        let err = run_http_with(&args, &Variant::MIDDLEWARE)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains(name), "{err}");
     }
 }

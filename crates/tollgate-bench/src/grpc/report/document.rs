@@ -1,8 +1,8 @@
 //! The gRPC run as a [`Report`]: the medians per store, every run, and a chart.
 
-use super::GrpcReport;
+use super::{GrpcReport, target};
 use crate::report::Align::{Left, Right};
-use crate::report::{Chart, Group, Report, Section, Table, thousands};
+use crate::report::{Chart, Group, Report, Section, Table, thousands, tls_table};
 
 impl GrpcReport {
     /// The report as written to `grpc.md` and `grpc.svg`.
@@ -20,22 +20,32 @@ impl GrpcReport {
                 thousands(self.keys as f64)
             )],
             goals: Vec::new(),
-            sections: vec![self.medians(), self.every_run()],
+            sections: [
+                Some(self.medians()),
+                self.tls_section(),
+                Some(self.every_run()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             notes: Vec::new(),
             charts: vec![self.chart()],
         }
     }
 
     fn medians(&self) -> Section {
-        let measured = self.stores().into_iter().filter_map(|store| {
-            let (rate, p50, p99) = self.median(store)?;
-            let runs = self.runs.iter().filter(|r| r.store == store);
+        let measured = self.targets().into_iter().filter_map(|(store, tls)| {
+            let m = self.median(store, tls)?;
+            let runs = self
+                .runs
+                .iter()
+                .filter(|r| r.store == store && r.tls == tls);
             let errors: u64 = runs.map(|r| r.errors).sum();
             Some(vec![
-                store.to_owned(),
-                thousands(rate),
-                format!("{p50:.0}"),
-                format!("{p99:.0}"),
+                target(store, tls),
+                thousands(m.per_sec),
+                format!("{:.0}", m.p50),
+                format!("{:.0}", m.p99),
                 errors.to_string(),
             ])
         });
@@ -50,7 +60,7 @@ impl GrpcReport {
             ]
         });
         let columns = [
-            ("store", Left),
+            ("target", Left),
             ("decisions/s", Right),
             ("p50 (µs)", Right),
             ("p99 (µs)", Right),
@@ -60,11 +70,38 @@ impl GrpcReport {
         Section::table("Median of the rounds", Vec::new(), table)
     }
 
+    /// Each store measured over TLS beside itself in plaintext.
+    fn tls_section(&self) -> Option<Section> {
+        let rows: Vec<(String, _)> = self
+            .targets()
+            .into_iter()
+            .filter(|(_, tls)| *tls)
+            .filter_map(|(store, _)| Some((store.to_owned(), self.tls_cost(store)?)))
+            .collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let text = format!(
+            "The same server, store and calls over the same {} HTTP/2 connections, in \
+             plaintext and over TLS ({}). The connections are open, their handshakes done, \
+             before a run's clock starts, so the handshake is amortized away: what is measured \
+             is the record layer on every frame. Latency ratios above 1 and a throughput ratio \
+             below 1 are what TLS costs.",
+            self.connections,
+            self.tls.as_deref().unwrap_or("TLS")
+        );
+        Some(Section::table(
+            "TLS / plaintext",
+            vec![text],
+            tls_table("store", "decisions/s", &rows),
+        ))
+    }
+
     fn every_run(&self) -> Section {
         let rows = self.runs.iter().map(|r| {
             vec![
                 r.round.to_string(),
-                r.store.clone(),
+                r.target(),
                 thousands(r.decisions_per_sec),
                 format!("{:.0}", r.p50_us),
                 format!("{:.0}", r.p99_us),
@@ -74,7 +111,7 @@ impl GrpcReport {
         });
         let columns = [
             ("round", Right),
-            ("store", Left),
+            ("target", Left),
             ("decisions/s", Right),
             ("p50 (µs)", Right),
             ("p99 (µs)", Right),
@@ -84,18 +121,27 @@ impl GrpcReport {
         Section::table("Runs", Vec::new(), Table::new(&columns, rows))
     }
 
-    /// Median decisions/s, a bar per store.
+    /// Median decisions/s, a bar per store in plaintext and over TLS.
     fn chart(&self) -> Chart {
         Chart {
             title: "ShouldRateLimit per store".into(),
             y_label: "decisions/s (higher is better)".into(),
             series: vec!["median of the rounds".into()],
             groups: self
-                .stores()
+                .targets()
                 .into_iter()
-                .map(|store| Group {
-                    label: store.to_owned(),
-                    values: vec![self.median(store).map(|(rate, _, _)| rate)],
+                .map(|(store, tls)| Group {
+                    label: match self.tls_cost(store).filter(|_| tls) {
+                        Some(cost) => {
+                            format!(
+                                "{} ({:.2}× plaintext)",
+                                target(store, tls),
+                                cost.throughput()
+                            )
+                        }
+                        None => target(store, tls),
+                    },
+                    values: vec![self.median(store, tls).map(|m| m.per_sec)],
                 })
                 .collect(),
         }

@@ -1,15 +1,17 @@
-//! What a gRPC run measured (decisions/s and latency per store, the stores not measured) and
-//! the medians across rounds.
+//! What a gRPC run measured (decisions/s and latency per store, in plaintext and over TLS,
+//! the stores not measured) and the medians across rounds.
 
 mod document;
 
-use crate::report::median;
+use crate::report::{Medians, TlsCost, median};
 
 /// One run against one store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrpcRun {
     /// The store the server decided on.
     pub store: String,
+    /// Whether the calls went over TLS (`[grpc.tls]`).
+    pub tls: bool,
     /// Its round.
     pub round: usize,
     /// Calls answered per second.
@@ -35,32 +37,74 @@ pub struct GrpcReport {
     pub connections: usize,
     /// Distinct descriptor values.
     pub keys: usize,
+    /// What the TLS runs' handshake settled on (protocol, cipher suite, key exchange, ALPN);
+    /// `None` when none ran.
+    pub tls: Option<String>,
     /// Every run, in order.
     pub runs: Vec<GrpcRun>,
     /// Stores not measured, and why.
     pub missing: Vec<(String, String)>,
 }
 
+impl GrpcRun {
+    /// What it ran against, as the report names it: `memory`, `memory over TLS`.
+    pub fn target(&self) -> String {
+        target(&self.store, self.tls)
+    }
+}
+
+/// `store`, and `over TLS` when `tls`.
+pub(crate) fn target(store: &str, tls: bool) -> String {
+    if tls {
+        format!("{store} over TLS")
+    } else {
+        store.to_owned()
+    }
+}
+
 impl GrpcReport {
-    /// The stores measured, in the order first run.
-    pub fn stores(&self) -> Vec<&str> {
-        let mut stores: Vec<&str> = Vec::new();
+    /// The stores measured and whether over TLS, in the order first run.
+    pub fn targets(&self) -> Vec<(&str, bool)> {
+        let mut targets: Vec<(&str, bool)> = Vec::new();
         for run in &self.runs {
-            if !stores.contains(&run.store.as_str()) {
-                stores.push(&run.store);
+            let target = (run.store.as_str(), run.tls);
+            if !targets.contains(&target) {
+                targets.push(target);
             }
         }
-        stores
+        targets
     }
 
-    /// The median decisions/s, p50 and p99 of `store`'s runs.
-    pub fn median(&self, store: &str) -> Option<(f64, f64, f64)> {
-        let runs: Vec<&GrpcRun> = self.runs.iter().filter(|r| r.store == store).collect();
-        Some((
-            median(runs.iter().map(|r| r.decisions_per_sec).collect())?,
-            median(runs.iter().map(|r| r.p50_us).collect())?,
-            median(runs.iter().map(|r| r.p99_us).collect())?,
-        ))
+    fn runs_of(&self, store: &str, tls: bool) -> impl Iterator<Item = &GrpcRun> {
+        self.runs
+            .iter()
+            .filter(move |r| r.store == store && r.tls == tls)
+    }
+
+    /// The median decisions/s, p50 and p99 (µs) of `store`'s runs, over TLS or not.
+    pub fn median(&self, store: &str, tls: bool) -> Option<Medians> {
+        let runs: Vec<&GrpcRun> = self.runs_of(store, tls).collect();
+        Some(Medians {
+            per_sec: median(runs.iter().map(|r| r.decisions_per_sec).collect())?,
+            p50: median(runs.iter().map(|r| r.p50_us).collect())?,
+            p99: median(runs.iter().map(|r| r.p99_us).collect())?,
+        })
+    }
+
+    /// `store` over TLS beside itself in plaintext; `None` unless both ran.
+    pub fn tls_cost(&self, store: &str) -> Option<TlsCost> {
+        Some(TlsCost {
+            plaintext: self.median(store, false)?,
+            tls: self.median(store, true)?,
+            round_ratios: self
+                .runs_of(store, true)
+                .filter_map(|tls| {
+                    let plain = self.runs_of(store, false).find(|p| p.round == tls.round)?;
+                    (plain.decisions_per_sec > 0.0)
+                        .then(|| tls.decisions_per_sec / plain.decisions_per_sec)
+                })
+                .collect(),
+        })
     }
 }
 
@@ -72,6 +116,7 @@ mod tests {
     fn medians_and_missing_stores_are_reported() {
         let run = |store: &str, rate: f64| GrpcRun {
             store: store.to_owned(),
+            tls: false,
             round: 1,
             decisions_per_sec: rate,
             p50_us: 100.0,
@@ -84,10 +129,19 @@ mod tests {
             concurrency: 64,
             connections: 4,
             keys: 10,
+            tls: None,
             runs: vec![run("memory", 10.0), run("memory", 30.0), run("redis", 5.0)],
             missing: vec![("postgres".into(), "no database given".into())],
         };
-        assert_eq!(report.median("memory"), Some((20.0, 100.0, 900.0)));
+        assert_eq!(
+            report.median("memory", false),
+            Some(Medians {
+                per_sec: 20.0,
+                p50: 100.0,
+                p99: 900.0
+            })
+        );
+        assert_eq!(report.tls_cost("memory"), None);
         let written = report.report();
         let md = written.to_markdown();
         assert!(md.contains("| memory | 20 | 100 | 900 | 0 |"), "{md}");
@@ -96,5 +150,45 @@ mod tests {
             "{md}"
         );
         assert!(written.to_svg().unwrap().contains("decisions/s"));
+    }
+
+    #[test]
+    fn a_store_over_tls_is_compared_with_itself_in_plaintext_round_by_round() {
+        let run = |tls: bool, round: usize, rate: f64, p99_us: f64| GrpcRun {
+            store: "memory".to_owned(),
+            tls,
+            round,
+            decisions_per_sec: rate,
+            p50_us: p99_us / 2.0,
+            p99_us,
+            allowed: 10,
+            errors: 0,
+        };
+        let report = GrpcReport {
+            seconds: 1,
+            concurrency: 64,
+            connections: 4,
+            keys: 10,
+            tls: Some("TLSv1_3, TLS13_AES_256_GCM_SHA384, X25519, ALPN h2".into()),
+            runs: vec![
+                run(false, 1, 40_000.0, 2_000.0),
+                run(true, 1, 30_000.0, 3_000.0),
+                run(true, 2, 36_000.0, 2_400.0),
+                run(false, 2, 40_000.0, 2_000.0),
+            ],
+            missing: Vec::new(),
+        };
+        assert_eq!(report.targets(), [("memory", false), ("memory", true)]);
+        let cost = report.tls_cost("memory").unwrap();
+        assert!((cost.throughput() - 0.825).abs() < 1e-12, "{cost:?}");
+        assert!((cost.p99() - 1.35).abs() < 1e-12, "{cost:?}");
+        assert_eq!(cost.round_ratios, [0.75, 0.9]);
+        let md = report.report().to_markdown();
+        assert!(md.contains("| 2 | memory over TLS | 36,000 |"), "{md}");
+        assert!(
+            md.contains("| memory | 40,000 | 33,000 | 0.825 | 0.750, 0.900 | 1.350 | 1.350 |"),
+            "{md}"
+        );
+        assert!(md.contains("ALPN h2"), "{md}");
     }
 }

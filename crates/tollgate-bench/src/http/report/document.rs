@@ -5,7 +5,7 @@
 use super::{Comparison, HttpReport, Run, Summary, ratios, signed_micros};
 use crate::http::Variant;
 use crate::report::Align::{Left, Right};
-use crate::report::{Chart, Group, Report, Section, Table, micros, thousands};
+use crate::report::{Chart, Group, Report, Section, Table, micros, thousands, tls_table};
 
 impl HttpReport {
     /// The report as written to `http.md` and `http.svg`.
@@ -24,7 +24,14 @@ impl HttpReport {
                 self.cores
             )],
             goals: self.goals(),
-            sections: vec![self.summaries(), self.every_run()],
+            sections: [
+                Some(self.summaries()),
+                self.tls_section(),
+                Some(self.every_run()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             notes: self.notes(),
             charts: vec![self.throughput(), self.latency()],
         }
@@ -53,6 +60,27 @@ impl HttpReport {
             Vec::new(),
             table,
         )
+    }
+
+    /// The server over TLS beside itself in plaintext, when both ran.
+    fn tls_section(&self) -> Option<Section> {
+        let cost = self.tls_cost()?;
+        let text = format!(
+            "`tollgate serve` on its own listener, the same requests (`POST /v1/check`) on the \
+             same {} keep-alive connections, in plaintext (`server`) and over TLS \
+             (`server_tls`: {}). Every connection is open, its handshake done, before a run's \
+             clock starts, so the handshake is amortized away: what is measured is the record \
+             layer (encrypting and decrypting every request and response) and the TLS stream's \
+             buffering. Latency ratios above 1 and a throughput ratio below 1 are what TLS \
+             costs.",
+            self.connections,
+            self.tls.as_deref().unwrap_or("TLS")
+        );
+        Some(Section::table(
+            "TLS / plaintext",
+            vec![text],
+            tls_table("front end", "requests/s", &[("server".to_owned(), cost)]),
+        ))
     }
 
     fn summary_row(&self, s: &Summary) -> Vec<String> {
@@ -153,8 +181,12 @@ impl HttpReport {
             .into_iter()
             .filter_map(|variant| {
                 let s = self.summary(variant)?;
-                let label = match self.compare(variant) {
-                    Some(c) if variant != Variant::Bare => {
+                let label = match (self.compare(variant), self.tls_cost()) {
+                    // Beside the plaintext server, the ratio it is there for.
+                    (_, Some(cost)) if variant == Variant::ServerTls => {
+                        format!("{variant} ({:.2}× server)", cost.throughput())
+                    }
+                    (Some(c), _) if variant != Variant::Bare => {
                         format!("{variant} ({:.2}× bare)", c.ratio)
                     }
                     _ => variant.to_string(),

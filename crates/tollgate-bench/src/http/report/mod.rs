@@ -5,7 +5,7 @@ mod document;
 use std::time::Duration;
 
 use super::variant::Variant;
-use crate::report::{Goal, median, thousands};
+use crate::report::{Goal, Medians, TlsCost, median, thousands};
 
 /// The middleware's goal: with it, at least this fraction of the bare handler's requests/s
 /// (raised from 0.9 once the middleware reached it).
@@ -26,6 +26,9 @@ pub struct HttpReport {
     pub warmup_seconds: f64,
     /// Cores the process could use, shared by the load generator and the servers.
     pub cores: usize,
+    /// What the TLS variant's handshake settled on (protocol, cipher suite, key exchange,
+    /// ALPN); `None` when it did not run.
+    pub tls: Option<String>,
     /// Every run, in the order run (round by round, the variants in turn).
     pub runs: Vec<Run>,
 }
@@ -198,6 +201,31 @@ impl HttpReport {
         })
     }
 
+    /// The server over TLS beside the server in plaintext; `None` unless both ran.
+    pub fn tls_cost(&self) -> Option<TlsCost> {
+        let medians = |variant| {
+            self.summary(variant).map(|s| Medians {
+                per_sec: s.requests_per_sec,
+                p50: s.p50.as_secs_f64(),
+                p99: s.p99.as_secs_f64(),
+            })
+        };
+        Some(TlsCost {
+            plaintext: medians(Variant::Server)?,
+            tls: medians(Variant::ServerTls)?,
+            round_ratios: self
+                .runs_of(Variant::ServerTls)
+                .filter_map(|tls| {
+                    let plain = self
+                        .runs_of(Variant::Server)
+                        .find(|p| p.round == tls.round)?;
+                    let plain = plain.requests_per_sec();
+                    (plain > 0.0).then(|| tls.requests_per_sec() / plain)
+                })
+                .collect(),
+        })
+    }
+
     /// For the middleware's variants, what the bare handler sending the same headers reaches:
     /// the part of the ratio that is the headers' bytes, not the deciding.
     fn headers_alone(&self, variant: Variant) -> String {
@@ -330,6 +358,7 @@ mod tests {
             keys: 1000,
             warmup_seconds: 0.0,
             cores: 2,
+            tls: None,
             runs: vec![
                 run(Variant::Bare, 1, 100_000, 500),
                 run(Variant::Tollgate, 1, 95_000, 520),
@@ -380,6 +409,7 @@ mod tests {
             keys: 1,
             warmup_seconds: 0.0,
             cores: 2,
+            tls: None,
             runs: vec![run(Variant::Bare, 1, 100, 10), limited.clone()],
         };
         assert_eq!(report.goals()[2].met, Some(false));
@@ -392,5 +422,49 @@ mod tests {
         assert_eq!(report.goals()[2].met, Some(false));
         assert_eq!(signed_micros(12.34e-6), "+12.3");
         assert_eq!(signed_micros(-1e-21), "0.0");
+    }
+
+    #[test]
+    fn the_server_over_tls_is_compared_with_itself_in_plaintext() {
+        let report = HttpReport {
+            seconds_per_run: 1.0,
+            connections: 64,
+            rounds: 2,
+            keys: 1000,
+            warmup_seconds: 0.0,
+            cores: 2,
+            tls: Some("TLSv1_3, TLS13_AES_256_GCM_SHA384, X25519, ALPN http/1.1".into()),
+            runs: vec![
+                run(Variant::Server, 1, 100_000, 800),
+                run(Variant::ServerTls, 1, 80_000, 1_000),
+                run(Variant::ServerTls, 2, 90_000, 1_200),
+                run(Variant::Server, 2, 100_000, 800),
+            ],
+        };
+        let cost = report.tls_cost().unwrap();
+        assert!((cost.throughput() - 0.85).abs() < 1e-12, "{cost:?}");
+        assert!((cost.p50() - 1.375).abs() < 1e-12, "{cost:?}");
+        assert!((cost.p99() - 1.375).abs() < 1e-12, "{cost:?}");
+        assert_eq!(cost.round_ratios, [0.8, 0.9]);
+        // Not held to the server's goal (it has none), and not run without its pair.
+        assert_eq!(Variant::ServerTls.goal(), None);
+        let plain_only = HttpReport {
+            runs: vec![run(Variant::Server, 1, 100_000, 800)],
+            ..report.clone()
+        };
+        assert_eq!(plain_only.tls_cost(), None);
+        let md = report.report().to_markdown();
+        assert!(md.contains("## TLS / plaintext"), "{md}");
+        assert!(
+            md.contains("| server | 100,000 | 85,000 | 0.850 | 0.800, 0.900 | 1.375 | 1.375 |"),
+            "{md}"
+        );
+        assert!(md.contains("ALPN http/1.1"), "{md}");
+        assert!(
+            !plain_only
+                .report()
+                .to_markdown()
+                .contains("TLS / plaintext")
+        );
     }
 }
