@@ -421,3 +421,31 @@ fn http_timeouts_past_the_end_of_time_never_come() {
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
 }
+
+#[test]
+fn an_http2_connection_is_asked_to_go_away_at_its_maximum_age_then_closed() {
+    let (_dir, server) = started(
+        "[http]\nmax_connection_age = \"1s\"\nmax_connection_age_grace = \"1s\"\n",
+        &[],
+    );
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let watch = Stopwatch::start();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // SETTINGS, empty
+    stream.write_all(&hello).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(6)))
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = stream.read_to_end(&mut got);
+    let closed_after = watch.elapsed();
+    let goaway = frames(&got)
+        .into_iter()
+        .find(|(kind, _, _)| *kind == 7)
+        .expect("a GOAWAY");
+    assert_eq!(goaway.2[4..8], [0, 0, 0, 0], "NO_ERROR: a graceful goodbye");
+    assert!(
+        closed_after >= Duration::from_millis(900) && closed_after < Duration::from_secs(4),
+        "closed after {closed_after:?}"
+    );
+}
