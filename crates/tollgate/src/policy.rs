@@ -260,7 +260,15 @@ impl Policy {
     ///
     /// Rounding the period first leaves the emission interval as it was
     /// (`⌈⌈p/u⌉/r⌉ = ⌈p/(u·r)⌉`), so a token bucket sees only the rounded interval.
+    #[cfg(feature = "test-util")]
     pub fn at_resolution(&self, unit: Nanos) -> Policy {
+        self.resolved(unit)
+    }
+
+    /// The policy as a store whose clock counts in `unit` sees it (what `at_resolution` gives
+    /// tests), for the stores whose clocks count in microseconds.
+    #[cfg(any(feature = "redis", feature = "postgres", feature = "test-util", test))]
+    pub(crate) fn resolved(&self, unit: Nanos) -> Policy {
         let unit = u128::from(unit.as_u64().max(1));
         let whole = |n: u128| Nanos::new(u64::try_from(n * unit).unwrap_or(u64::MAX));
         let per_token = u128::from(self.refill) * unit;
@@ -362,13 +370,13 @@ mod tests {
     #[test]
     fn coarser_resolution_rounds_up_to_whole_units() {
         let p = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();
-        let us = p.at_resolution(Nanos::new(1000));
+        let us = p.resolved(Nanos::new(1000));
         assert_eq!(us.emission_nanos(), Nanos::new(333_334_000));
         assert_eq!(us.capacity(), 3);
-        assert_eq!(p.at_resolution(Nanos::new(1)), p);
+        assert_eq!(p.resolved(Nanos::new(1)), p);
         let w = Policy::fixed_window(3, Duration::from_nanos(2_000_001)).unwrap();
         assert_eq!(
-            w.at_resolution(Nanos::new(1000)).period_nanos(),
+            w.resolved(Nanos::new(1000)).period_nanos(),
             Nanos::new(2_001_000)
         );
     }

@@ -179,6 +179,8 @@ impl PostgresStoreBuilder {
     }
 
     /// Decides at `clock` instead of `clock_timestamp()`: for tests that move time by hand.
+    /// Never in production (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn test_clock(mut self, clock: impl Clock) -> Self {
         self.test_clock = Some(Arc::new(clock));
         self

@@ -62,7 +62,7 @@ pub(crate) struct Units {
 
 impl Units {
     pub(crate) fn of(policy: &Policy) -> Result<Units, CheckError> {
-        let policy = policy.at_resolution(MICROSECOND);
+        let policy = policy.resolved(MICROSECOND);
         // tolerance and period are at most 2^62 ns, so both fit in an i64 (as every tat does:
         // now + tau < 2^63).
         let micros = |n: Nanos| i64::try_from(n.as_u64() / 1000).unwrap_or(i64::MAX);

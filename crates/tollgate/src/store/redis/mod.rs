@@ -11,7 +11,8 @@
 //! which decisions passed); the client replays those decisions with the same pure function to
 //! answer remaining, retry and reset, and refuses a reply its replay disagrees with. Time is Redis's own `TIME`, so every process sharing
 //! the Redis shares one clock; periods and windows are rounded up to whole microseconds
-//! ([`Policy::at_resolution`](crate::Policy::at_resolution)), so rounding only under-grants.
+//! (the emission interval and the period rounded up to whole microseconds), so rounding only
+//! under-grants.
 //!
 //! What a bucket costs in Redis (the key layout is in `keys.rs`, the values in `decide.lua`):
 //!
@@ -184,7 +185,9 @@ impl RedisStoreBuilder {
     }
 
     /// Decides at `clock` instead of Redis's `TIME`: for tests that move time by hand. Never in
-    /// production: processes with different clocks would disagree about every bucket.
+    /// production: processes with different clocks would disagree about every bucket (feature
+    /// `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn test_clock(mut self, clock: impl Clock) -> Self {
         self.test_clock = Some(Arc::new(clock));
         self

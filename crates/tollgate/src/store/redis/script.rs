@@ -39,7 +39,7 @@ impl Scripts {
 }
 
 /// A policy in the script's terms: its algorithm code and two numbers (see `decide.lua`), in
-/// microseconds rounded up as [`Policy::at_resolution`] rounds them, so rounding only
+/// microseconds rounded up (the emission interval, then the period), so rounding only
 /// under-grants. Refuses a policy whose numbers could pass 2^52 in Lua's doubles, naming the
 /// field that makes them so: a period of more than about 142 years, a burst that takes longer
 /// to refill, a limit of 2^52, or a sliding counter's limit × window (in µs) of 2^51.
@@ -50,7 +50,7 @@ pub(crate) fn params(policy: &Policy) -> Result<(u8, u64, u64), PolicyError> {
                  2^52 (a period of 142 years, a burst refilled as slowly, or a sliding counter \
                  whose limit × window in microseconds reaches 2^51)",
     };
-    let micros = policy.at_resolution(MICROSECOND);
+    let micros = policy.resolved(MICROSECOND);
     let limit = u128::from(policy.capacity());
     let width = u128::from(micros.period_nanos().as_u64() / 1000);
     if width >= MAX_EXACT {
@@ -113,7 +113,7 @@ impl Encoded {
         }
         let (refill, gcra) = match check.policy.algorithm() {
             Algorithm::TokenBucket => {
-                let micros = check.policy.at_resolution(MICROSECOND);
+                let micros = check.policy.resolved(MICROSECOND);
                 (
                     Refill::Every(micros.emission_nanos()),
                     Some(Gcra::new(&micros)),

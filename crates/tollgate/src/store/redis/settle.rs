@@ -142,7 +142,7 @@ impl Settle for RedisStore {
         };
         let micros: Vec<Policy> = checks
             .iter()
-            .map(|c| c.policy.at_resolution(MICROSECOND))
+            .map(|c| c.policy.resolved(MICROSECOND))
             .collect();
         for ((_, adjustment), policy) in adjustments.iter().zip(&micros) {
             let t = policy.emission_nanos().as_u64() / 1000;
