@@ -17,6 +17,7 @@ use crate::limiter::{Limiter, StoreHealth};
 use crate::metrics::Metrics;
 use crate::net::ListenerSettings;
 use crate::net::accept::Acceptor;
+use crate::net::limits::ConnLimits;
 use crate::net::tls::Tls;
 use crate::settings::Settings;
 use crate::{http, reload, resp, store, web};
@@ -157,7 +158,7 @@ impl App {
 struct Bound {
     acceptor: Acceptor,
     addr: SocketAddr,
-    settings: ListenerSettings,
+    limits: ConnLimits,
     tls: Option<Arc<Tls>>,
 }
 
@@ -165,7 +166,7 @@ impl Bound {
     fn listener(self) -> web::Listener {
         web::Listener {
             acceptor: self.acceptor,
-            limits: self.settings.limits,
+            limits: self.limits,
             tls: self.tls,
         }
     }
@@ -370,7 +371,7 @@ async fn bind(
     Ok(Bound {
         acceptor: Acceptor::new(listener, name, &settings.limits, metrics),
         addr: bound,
-        settings: settings.clone(),
+        limits: settings.limits,
         tls,
     })
 }

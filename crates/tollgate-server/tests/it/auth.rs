@@ -364,8 +364,7 @@ async fn a_reload_that_changes_a_tokens_scopes_takes_effect() {
         "secret_file = \"app.secret\"\nscopes = [\"read\"]",
     );
     crate::support::envoy::write(config.parent().unwrap(), &[("tollgate.toml", &text)]);
-    let mut waited = Duration::ZERO;
-    loop {
+    eventually("the reload", async || {
         let (status, _, _) = send(
             &client,
             &server,
@@ -375,13 +374,9 @@ async fn a_reload_that_changes_a_tokens_scopes_takes_effect() {
             check(),
         )
         .await;
-        if status == StatusCode::OK {
-            break;
-        }
-        assert!(waited < Duration::from_secs(10), "never reloaded: {status}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        waited += Duration::from_millis(50);
-    }
+        status == StatusCode::OK
+    })
+    .await;
     let (status, _, _) = send(
         &client,
         &server,
@@ -407,20 +402,12 @@ async fn a_reload_that_changes_a_tokens_scopes_takes_effect() {
     let bad = text.replace("secrets/ops", "secrets/missing");
     crate::support::envoy::write(config.parent().unwrap(), &[("tollgate.toml", &bad)]);
     let failed = "tollgate_config_reloads_total{result=\"failure\"}";
-    let mut waited = Duration::ZERO;
-    loop {
+    eventually("the refusal of the bad edit", async || {
         let (_, _, metrics) =
             send(&client, &server, Method::GET, "/metrics", Some(OPS), None).await;
-        if metric(&metrics, failed) >= 1.0 {
-            break;
-        }
-        assert!(
-            waited < Duration::from_secs(10),
-            "the bad edit was not refused"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        waited += Duration::from_millis(50);
-    }
+        metric(&metrics, failed) >= 1.0
+    })
+    .await;
     let (status, _, _) = send(
         &client,
         &server,
@@ -648,4 +635,14 @@ async fn a_sighup_reads_a_rotated_secret_file_again() {
     )
     .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "the old secret is gone");
+}
+
+/// Waits until `ready`, asking every 50 ms, for at most 10 s.
+async fn eventually(what: &str, mut ready: impl AsyncFnMut() -> bool) {
+    let mut waited = Duration::ZERO;
+    while !ready().await {
+        assert!(waited < Duration::from_secs(10), "{what} never came");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += Duration::from_millis(50);
+    }
 }
