@@ -14,6 +14,26 @@ use crate::Nanos;
 ///
 /// Implementations should never go backwards, but the algorithms are safe if one does: a clock
 /// that steps back never creates tokens.
+///
+/// ```
+/// use tollgate::{Clock, MemoryStore, Nanos, Policy};
+///
+/// /// A clock that always reads the same instant.
+/// struct Frozen(Nanos);
+///
+/// impl Clock for Frozen {
+///     fn now(&self) -> Nanos {
+///         self.0
+///     }
+/// }
+///
+/// let store = MemoryStore::builder().clock(Frozen(Nanos::new(1 << 50))).build();
+/// let policy = Policy::per_hour(1)?;
+/// assert!(store.check(&policy, b"alice", 1)?.allowed());
+/// // Time never passes: no refill.
+/// assert!(!store.check(&policy, b"alice", 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Clock: Send + Sync + 'static {
     /// The current time.
     fn now(&self) -> Nanos;
@@ -23,6 +43,14 @@ pub trait Clock: Send + Sync + 'static {
 ///
 /// It reads [`Instant`] (which never steps back when NTP adjusts the wall clock) and adds the
 /// UNIX time taken at creation, so fixed windows still align with the epoch.
+///
+/// ```
+/// use tollgate::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock::new();
+/// let (a, b) = (clock.now(), clock.now());
+/// assert!(b >= a);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
     start: Instant,

@@ -4,6 +4,20 @@
 use std::time::Duration;
 
 /// A check that can never be decided as asked, whatever the bucket holds. Not transient.
+///
+/// ```
+/// use tollgate::{CheckError, MemoryStore, Policy, StoreError};
+///
+/// let store = MemoryStore::new();
+/// let policy = Policy::per_second(10)?;
+/// match store.check(&policy, b"alice", 11) {
+///     Err(StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity })) => {
+///         assert_eq!((cost, capacity), (11, 10));
+///     }
+///     other => panic!("a cost over the capacity can never pass: {other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
@@ -42,6 +56,20 @@ pub enum CheckError {
 /// understand is *incompatible*, a bug or a misconfiguration that waiting will not fix, which
 /// the fail policy also answers but which must be reported loudly (see
 /// [`Guarded`](crate::store::guarded::Guarded)).
+///
+/// ```
+/// use tollgate::{ErrorKind, MemoryStore, Policy};
+///
+/// let store = MemoryStore::builder().max_keys(1).build();
+/// let policy = Policy::per_second(1)?;
+/// store.check(&policy, b"alice", 1)?;
+/// // Alice's bucket is not idle yet, so there is no room for Bob: transient, the fail
+/// // policy answers.
+/// let error = store.check(&policy, b"bob", 1).unwrap_err();
+/// assert_eq!(error.kind(), ErrorKind::Full);
+/// assert!(error.is_transient());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -72,6 +100,16 @@ pub enum StoreError {
 }
 
 /// What kind of failure a [`StoreError`] is, for fail policies and metrics.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{ErrorKind, StoreError};
+///
+/// let error = StoreError::Timeout(Duration::from_millis(50));
+/// assert_eq!(error.kind(), ErrorKind::Timeout);
+/// assert_eq!(error.kind().as_str(), "timeout"); // a metric label
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {

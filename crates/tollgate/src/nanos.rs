@@ -10,6 +10,17 @@ use std::time::Duration;
 /// A point in time or a span of time in nanoseconds of some [`Clock`](crate::Clock).
 ///
 /// `u64` nanoseconds cover 584 years; every operation saturates.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Nanos;
+///
+/// let t = Nanos::from(Duration::from_millis(1500));
+/// assert_eq!(t.as_secs_ceil(), 2);
+/// assert_eq!(Nanos::MAX + t, Nanos::MAX); // saturates, never wraps
+/// assert_eq!(Nanos::ZERO - t, Nanos::ZERO);
+/// assert_eq!(t.as_duration(), Duration::from_millis(1500));
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Nanos(u64);
 

@@ -18,6 +18,16 @@ pub const MAX_TOLERANCE: Nanos = Nanos::new(1 << 62);
 pub const MAX_LOG_LIMIT: u64 = 1 << 16;
 
 /// Which algorithm a policy's buckets follow. All of them answer with the same [`Decision`](crate::Decision).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Algorithm, Policy};
+///
+/// assert_eq!(Policy::per_second(10)?.algorithm(), Algorithm::TokenBucket);
+/// let window = Policy::sliding_window_counter(100, Duration::from_secs(60))?;
+/// assert_eq!(window.algorithm(), Algorithm::SlidingWindowCounter);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Algorithm {

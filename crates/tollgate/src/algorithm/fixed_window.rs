@@ -15,6 +15,21 @@ use crate::{CheckError, Decision, Nanos, Policy};
 
 /// The state of one fixed-window counter. `Default` is a key never seen. Opaque: its layout
 /// is the stores' business, and may change without a major version.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::{evaluate, BucketState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::fixed_window(2, Duration::from_secs(60))?;
+/// let mut state = BucketState::new(&policy); // a `FixedWindowState`, as never seen
+/// assert!(matches!(state, BucketState::FixedWindow(_)));
+/// for _ in 0..2 {
+///     evaluate(&policy, &state, Nanos::new(1), 1)?.apply(&mut state);
+/// }
+/// assert!(!evaluate(&policy, &state, Nanos::new(2), 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FixedWindowState {
     /// `now / window` of the window counted.
@@ -26,6 +41,21 @@ pub struct FixedWindowState {
 }
 
 /// The result of evaluating one check, before anyone writes.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::fixed_window::{decide, FixedWindowState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::fixed_window(10, Duration::from_secs(1))?;
+/// let outcome = decide(&policy, FixedWindowState::default(), Nanos::new(1_500_000_000), 4)?;
+/// assert!(outcome.allowed());
+/// let decision = outcome.decision(true);
+/// assert_eq!(decision.remaining(), 6);
+/// // The window ends on the next whole second of the clock.
+/// assert_eq!(decision.reset_after(), Duration::from_millis(500));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindowOutcome {
     limit: u64,

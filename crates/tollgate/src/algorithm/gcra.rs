@@ -20,6 +20,23 @@ use crate::{CheckError, Decision, Nanos, Policy};
 pub const MAX_DEBT: Nanos = Nanos::new((1 << 51) * 1000);
 
 /// The constants of one token-bucket policy.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::gcra::Gcra;
+/// use tollgate::{Nanos, Policy};
+///
+/// // Burst 2, one token a second: the bucket's whole state is its `tat`, starting at zero.
+/// let gcra = Gcra::new(&Policy::per_second(1)?.burst(2)?);
+/// let now = Nanos::new(10_000_000_000);
+/// let first = gcra.decide(Nanos::ZERO, now, 2)?;
+/// assert!(first.allowed());
+/// // The new `tat` is what a store writes; the next check reads it.
+/// let second = gcra.decide(first.new_tat(), now, 1)?;
+/// assert!(!second.allowed());
+/// assert_eq!(second.decision(false).retry_after(), Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
     /// Time per token (`t`).
@@ -30,6 +47,19 @@ pub struct Gcra {
 }
 
 /// The result of evaluating one check against one bucket, before anyone writes.
+///
+/// ```
+/// use tollgate::algorithm::gcra::Gcra;
+/// use tollgate::{Nanos, Policy};
+///
+/// let gcra = Gcra::new(&Policy::per_minute(60)?);
+/// let outcome = gcra.decide(Nanos::ZERO, Nanos::new(1 << 40), 1)?;
+/// // Nothing is written until the caller applies it: a denial writes nothing.
+/// assert!(outcome.allowed());
+/// let decision = outcome.decision(true);
+/// assert_eq!((decision.limit(), decision.remaining()), (60, 59));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcraOutcome {
     gcra: Gcra,

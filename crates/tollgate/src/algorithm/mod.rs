@@ -16,6 +16,19 @@ use sliding_counter::{SlidingCounterOutcome, SlidingCounterState};
 use sliding_log::{SlidingLogOutcome, SlidingLogState};
 
 /// The stored state of one key under one policy, whatever its algorithm.
+///
+/// ```
+/// use tollgate::algorithm::{evaluate, BucketState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::per_second(1)?;
+/// let mut state = BucketState::new(&policy);
+/// let outcome = evaluate(&policy, &state, Nanos::new(5_000_000_000), 1)?;
+/// outcome.apply(&mut state);
+/// assert!(!state.is_idle(&policy, Nanos::new(5_000_000_000)));
+/// assert!(state.is_idle(&policy, Nanos::new(6_000_000_000))); // refilled: as never seen
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BucketState {
@@ -64,6 +77,19 @@ impl BucketState {
 }
 
 /// One evaluated check of any algorithm.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::{evaluate, BucketState, Outcome};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::fixed_window(1, Duration::from_secs(1))?;
+/// let state = BucketState::new(&policy);
+/// let outcome = evaluate(&policy, &state, Nanos::ZERO, 1)?;
+/// assert!(matches!(outcome, Outcome::FixedWindow(_)));
+/// assert!(outcome.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Outcome {

@@ -19,6 +19,22 @@ use crate::{CheckError, Decision, Nanos, Policy};
 
 /// The counts of one key. `Default` is a key never seen. Opaque: its layout is the stores'
 /// business, and may change without a major version.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::sliding_counter::{decide, SlidingCounterState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::sliding_window_counter(2, Duration::from_secs(1))?;
+/// let mut state = SlidingCounterState::default();
+/// for now in [100, 200] {
+///     let outcome = decide(&policy, state, Nanos::new(now), 1)?;
+///     assert!(outcome.allowed());
+///     state = outcome.new_state();
+/// }
+/// assert!(!decide(&policy, state, Nanos::new(300), 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SlidingCounterState {
     /// `now / window` of the current window.
@@ -32,6 +48,18 @@ pub struct SlidingCounterState {
 }
 
 /// The result of evaluating one check, before anyone writes.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::sliding_counter::{decide, SlidingCounterState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::sliding_window_counter(100, Duration::from_secs(60))?;
+/// let outcome = decide(&policy, SlidingCounterState::default(), Nanos::new(1), 30)?;
+/// assert!(outcome.allowed());
+/// assert_eq!(outcome.decision(true).remaining(), 70);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingCounterOutcome {
     limit: u64,

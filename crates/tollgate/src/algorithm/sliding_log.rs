@@ -11,6 +11,20 @@ use crate::{CheckError, Decision, Nanos, Policy};
 
 /// The log of one key: `(time, cost)` of allowed requests, oldest first. `Default` is a key never
 /// seen.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::sliding_log::{decide, SlidingLogState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::sliding_window_log(2, Duration::from_secs(1))?;
+/// // Two requests in the last second: full until the first leaves the window.
+/// let log = SlidingLogState::from_entries([(Nanos::new(100), 1), (Nanos::new(200), 1)]);
+/// let outcome = decide(&policy, &log, Nanos::new(300), 1)?;
+/// assert!(!outcome.allowed());
+/// assert_eq!(outcome.decision(false).retry_after(), Duration::from_nanos(1_000_000_000 - 200));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlidingLogState {
     entries: VecDeque<(Nanos, u64)>,
@@ -38,6 +52,20 @@ impl SlidingLogState {
 }
 
 /// The result of evaluating one check, before anyone writes.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::sliding_log::{decide, SlidingLogState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let policy = Policy::sliding_window_log(5, Duration::from_secs(1))?;
+/// let mut log = SlidingLogState::default();
+/// let outcome = decide(&policy, &log, Nanos::new(1), 2)?;
+/// outcome.apply(&mut log); // the request's entry is logged
+/// assert!(log.is_idle(Nanos::new(1_000_000_000), Nanos::new(2_000_000_000)));
+/// assert_eq!(outcome.decision(true).remaining(), 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingLogOutcome {
     limit: u64,
