@@ -19,9 +19,6 @@ use super::tiers::NamedPolicy;
 use crate::store::settle::Adjustment;
 use crate::{Check, CheckError, Decision, StoreError, Verdict};
 
-/// The response body: the inner service's, or the layer's own answer.
-pub type TollgateBody<B> = Either<B, Full<Bytes>>;
-
 /// A rate-limited service.
 #[derive(Clone)]
 pub struct Tollgate<S> {

@@ -95,7 +95,7 @@ async fn without_a_peer_address_the_400_names_the_fix() {
     let url = serve_hyper(move |_| limit.layer(hello())).await;
     let response = reqwest::get(&url).await.unwrap();
     assert_eq!(response.status().as_u16(), 400);
-    let problem: serde_json::Value = response.json().await.unwrap();
+    let problem: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     let detail = problem["detail"].as_str().unwrap();
     for fix in ["into_make_service_with_connect_info", "TcpConnectInfo", "PeerAddrLayer"] {
         assert!(detail.contains(fix), "{fix} in {detail:?}");
