@@ -20,7 +20,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::HeaderName;
 use axum::routing::get;
-use tollgate::middleware::{ClientIp, Header, NamedPolicy, TollgateLayer, TierTable};
+use tollgate::middleware::{ClientIp, Header, NamedPolicy, TierTable, TollgateLayer};
 use tollgate::store::guarded::FailPolicy;
 use tollgate::{MemoryStore, Policy, RedisStore, Store};
 

@@ -44,6 +44,17 @@ where
 }
 
 /// The value of a request header, such as an API key.
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::middleware::{Header, KeyExtractor};
+///
+/// let api_key = Header::new(HeaderName::from_static("x-api-key"));
+/// let (parts, ()) = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap().into_parts();
+/// assert_eq!(api_key.extract(&parts), Some(b"k-123".to_vec()));
+/// let (anonymous, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(api_key.extract(&anonymous), None); // no key: see `on_missing_key`
+/// ```
 #[derive(Debug, Clone)]
 pub struct Header {
     name: HeaderName,
@@ -64,6 +75,22 @@ impl KeyExtractor for Header {
 }
 
 /// Which header trusted proxies record the client in.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use tollgate::middleware::{ClientIp, ForwardedHeader};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client_ip = ClientIp::new()
+///     .trust(["10.0.0.0/8".parse()?])
+///     .header(ForwardedHeader::Forwarded); // RFC 7239, as Envoy or HAProxy can write it
+/// let mut request = http::Request::get("/").header("forwarded", "for=198.51.100.17;proto=https");
+/// request.extensions_mut().unwrap().insert("10.1.2.3:443".parse::<SocketAddr>()?);
+/// let (parts, ()) = request.body(())?.into_parts();
+/// assert_eq!(client_ip.client(&parts), Some("198.51.100.17".parse()?));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ForwardedHeader {

@@ -21,6 +21,20 @@ use crate::store::settle::{DynSettle, Settle};
 use crate::{DynStore, Policy, Store};
 
 /// What to do with a request that has no key.
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::middleware::{Header, MissingKey, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+///
+/// // Limit callers by API key; requests without one (health checks) pass unlimited.
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_second(100)?)
+///     .key(Header::new(HeaderName::from_static("x-api-key")))
+///     .on_missing_key(MissingKey::Allow)
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum MissingKey {
@@ -127,6 +141,18 @@ pub struct TollgateLayerBuilder<S> {
 }
 
 /// Why a layer could not be built.
+///
+/// ```
+/// use tollgate::middleware::{LayerError, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let twice = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_second(10)?)
+///     .policy("api", Policy::per_hour(1_000)?)
+///     .build();
+/// assert_eq!(twice.err(), Some(LayerError::DuplicateName("api".into())));
+/// # Ok::<(), tollgate::PolicyError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LayerError {

@@ -17,7 +17,24 @@ static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
-/// Why the layer answered instead of the service.
+/// Why the layer answered instead of the service: what a
+/// [`rejection`](super::TollgateLayerBuilder::rejection) hook matches on.
+///
+/// ```
+/// use http::StatusCode;
+/// use tollgate::middleware::RejectionKind;
+///
+/// fn status(kind: &RejectionKind) -> StatusCode {
+///     match kind {
+///         RejectionKind::Limited { .. } | RejectionKind::CostExceedsCapacity => {
+///             StatusCode::TOO_MANY_REQUESTS
+///         }
+///         RejectionKind::MissingKey => StatusCode::UNAUTHORIZED, // an API key is required
+///         _ => StatusCode::SERVICE_UNAVAILABLE,
+///     }
+/// }
+/// assert_eq!(status(&RejectionKind::Limited { retry_after_secs: 3 }), 429);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RejectionKind {

@@ -19,7 +19,35 @@ use super::tiers::NamedPolicy;
 use crate::store::settle::Adjustment;
 use crate::{Check, CheckError, Decision, StoreError, Verdict};
 
-/// A rate-limited service.
+/// A rate-limited service: what [`TollgateLayer`](super::TollgateLayer) wraps around the
+/// inner one. Clones share the layer's limiter.
+///
+/// ```
+/// use http::{Request, Response};
+/// use tollgate::middleware::{Tollgate, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_minute(2)?)
+///     .key(|parts: &http::request::Parts| parts.headers.get("x-user").map(|v| v.as_bytes().to_vec()))
+///     .build()?;
+/// let hello = service_fn(|_: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(String::from("hello")))
+/// });
+/// let service: Tollgate<_> = layer.layer(hello);
+/// let as_ann = || Request::get("/").header("x-user", "ann").body(()).unwrap();
+/// for _ in 0..2 {
+///     assert_eq!(service.clone().oneshot(as_ann()).await?.status(), 200);
+/// }
+/// let third = service.oneshot(as_ann()).await?;
+/// assert_eq!(third.status(), 429);
+/// assert_eq!(third.headers()["retry-after"], "30"); // a token every 30 s
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Tollgate<S> {
     inner: S,
@@ -32,7 +60,8 @@ impl<S> Tollgate<S> {
     }
 }
 
-/// The future of a [`Tollgate`] call.
+/// The future of a [`Tollgate`] call: the inner service's response with the `RateLimit`
+/// headers, or the layer's own answer. Awaited as any future (see [`Tollgate`]'s example).
 pub struct ResponseFuture<T, E> {
     inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
 }
@@ -120,7 +149,10 @@ where
                 Some((Arc::clone(&named.name), *decision))
             });
             let no_peer_addr = kind == RejectionKind::MissingKey
-                && shared.client_ip.as_ref().is_some_and(|ip| ip.peer(&parts).is_none());
+                && shared
+                    .client_ip
+                    .as_ref()
+                    .is_some_and(|ip| ip.peer(&parts).is_none());
             if no_peer_addr && !shared.no_peer_logged.swap(true, Ordering::Relaxed) {
                 // No request through this server will have a key: say so where the operator
                 // looks, once, rather than in every 400 alone.

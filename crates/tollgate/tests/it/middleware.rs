@@ -11,7 +11,7 @@ use axum::http::request::Parts;
 use axum::routing::{get, post};
 use reqwest::{Client, Response, StatusCode};
 use tokio::net::TcpListener;
-use tollgate::middleware::{ClientIp, Header, MissingKey, NamedPolicy, TollgateLayer, TierTable};
+use tollgate::middleware::{ClientIp, Header, MissingKey, NamedPolicy, TierTable, TollgateLayer};
 use tollgate::store::guarded::FailPolicy;
 use tollgate::{ManualClock, MemoryStore, Nanos, Policy, RedisStore};
 use tollgate_testkit::TestRedis;
@@ -472,8 +472,7 @@ async fn a_custom_rejection_sees_the_policy_that_denied_and_its_decision() {
                 name.unwrap_or("?"),
                 decision.map_or(0, |d| d.limit()),
                 decision.map_or(0, |d| d.remaining()),
-            )
-            ;
+            );
             response
         })
         .build()

@@ -60,8 +60,10 @@ where
     tokio::spawn(async move {
         loop {
             let (stream, peer) = listener.accept().await.unwrap();
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service(peer)));
+            let connection = hyper::server::conn::http1::Builder::new().serve_connection(
+                TokioIo::new(stream),
+                TowerToHyperService::new(service(peer)),
+            );
             tokio::spawn(connection);
         }
     });
@@ -85,7 +87,11 @@ async fn a_hyper_server_with_peer_addr_layer_keys_each_client_by_its_address() {
     let (ann, bob) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
     assert_eq!(status(&ann, &url).await, StatusCode::OK);
     assert_eq!(status(&ann, &url).await, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(status(&bob, &url).await, StatusCode::OK, "another address, another budget");
+    assert_eq!(
+        status(&bob, &url).await,
+        StatusCode::OK,
+        "another address, another budget"
+    );
 }
 
 #[tokio::test]
@@ -97,26 +103,37 @@ async fn without_a_peer_address_the_400_names_the_fix() {
     assert_eq!(response.status().as_u16(), 400);
     let problem: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     let detail = problem["detail"].as_str().unwrap();
-    for fix in ["into_make_service_with_connect_info", "TcpConnectInfo", "PeerAddrLayer"] {
+    for fix in [
+        "into_make_service_with_connect_info",
+        "TcpConnectInfo",
+        "PeerAddrLayer",
+    ] {
         assert!(detail.contains(fix), "{fix} in {detail:?}");
     }
 
     // axum served without `into_make_service_with_connect_info`, the usual mistake.
     let app = Router::new()
         .route("/", get(|| async { "hello" }))
-        .layer(one_per_key(ClientIp::new().trust(["10.0.0.0/8".parse().unwrap()])));
+        .layer(one_per_key(
+            ClientIp::new().trust(["10.0.0.0/8".parse().unwrap()]),
+        ));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let response = reqwest::get(&url).await.unwrap();
     assert_eq!(response.status().as_u16(), 400);
     let text = response.text().await.unwrap();
-    assert!(text.contains("into_make_service_with_connect_info::<SocketAddr>()"), "{text}");
+    assert!(
+        text.contains("into_make_service_with_connect_info::<SocketAddr>()"),
+        "{text}"
+    );
 
     // A request that lacks a key of another kind keeps the plain detail.
     let by_header = TollgateLayer::builder(MemoryStore::new())
         .policy("api", Policy::per_second(1).unwrap())
-        .key(tollgate::middleware::Header::new(http::HeaderName::from_static("x-api-key")))
+        .key(tollgate::middleware::Header::new(
+            http::HeaderName::from_static("x-api-key"),
+        ))
         .build()
         .unwrap();
     let response = by_header
@@ -127,10 +144,16 @@ async fn without_a_peer_address_the_400_names_the_fix() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
     let body = String::from_utf8(body.to_vec()).unwrap();
     assert!(body.contains("client address or key header"), "{body}");
-    assert!(!body.contains("into_make_service_with_connect_info"), "{body}");
+    assert!(
+        !body.contains("into_make_service_with_connect_info"),
+        "{body}"
+    );
 }
 
 /// What tonic records for each connection (`tonic::transport::server::TcpConnectInfo`, read
@@ -148,14 +171,16 @@ impl TcpConnectInfo {
 
 #[tokio::test]
 async fn a_servers_own_connection_info_is_read_through_peer_addr() {
-    let key = ClientIp::new()
-        .peer_addr(|parts| parts.extensions.get::<TcpConnectInfo>()?.remote_addr());
+    let key =
+        ClientIp::new().peer_addr(|parts| parts.extensions.get::<TcpConnectInfo>()?.remote_addr());
     let limit = one_per_key(key);
     let url = serve_hyper(move |peer| {
         // As tonic's server does: its connection type in every request's extensions.
         ServiceBuilder::new()
             .map_request(move |mut request: Request<Incoming>| {
-                let info = TcpConnectInfo { remote_addr: Some(peer) };
+                let info = TcpConnectInfo {
+                    remote_addr: Some(peer),
+                };
                 request.extensions_mut().insert(info);
                 request
             })
@@ -172,7 +197,10 @@ async fn a_servers_own_connection_info_is_read_through_peer_addr() {
 #[tokio::test]
 async fn a_rejection_hook_reads_the_request_and_returns_its_own_body_and_status() {
     let limit = TollgateLayer::builder(MemoryStore::new())
-        .policy("login", Policy::token_bucket(1, 1, Duration::from_secs(60)).unwrap())
+        .policy(
+            "login",
+            Policy::token_bucket(1, 1, Duration::from_secs(60)).unwrap(),
+        )
         .rejection(|rejection, parts| {
             let user = parts.headers.get("x-user").and_then(|v| v.to_str().ok());
             let text = format!(
@@ -202,9 +230,18 @@ async fn a_rejection_hook_reads_the_request_and_returns_its_own_body_and_status(
     assert_eq!(send(false).await.unwrap().status().as_u16(), 200);
     let denied = send(false).await.unwrap();
     assert_eq!(denied.status().as_u16(), 503);
-    let header = |name: &str| denied.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
+    let header = |name: &str| {
+        denied
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
     assert_eq!(header("content-type").as_deref(), Some("text/plain"));
-    assert_eq!(header("retry-after").as_deref(), Some("60"), "set by the layer");
+    assert_eq!(
+        header("retry-after").as_deref(),
+        Some("60"),
+        "set by the layer"
+    );
     assert_eq!(header("ratelimit").as_deref(), Some(r#""login";r=0;t=60"#));
     assert_eq!(denied.text().await.unwrap(), "ann is over the login limit");
     // A Retry-After of the hook's own is kept.
