@@ -248,3 +248,52 @@ async fn a_rejection_hook_reads_the_request_and_returns_its_own_body_and_status(
     let own = send(true).await.unwrap();
     assert_eq!(own.headers()["retry-after"], "120");
 }
+
+/// Collects the messages of error events.
+struct Errors(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for Errors {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text<'t>(&'t mut String);
+        impl tracing::field::Visit for Text<'_> {
+            fn record_debug(&mut self, _: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{value:?}"));
+            }
+        }
+        if *event.metadata().level() == tracing::Level::ERROR {
+            let mut text = String::new();
+            event.record(&mut Text(&mut text));
+            self.0.lock().unwrap().push(text);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The misconfiguration is logged where the operator looks, once per layer, not per request.
+#[tokio::test(flavor = "current_thread")]
+async fn a_missing_peer_address_is_logged_once_at_error_level() {
+    let errors = std::sync::Arc::default();
+    let _guard = tracing::subscriber::set_default(Errors(std::sync::Arc::clone(&errors)));
+    let service = one_per_key(ClientIp::new()).layer(service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    for _ in 0..3 {
+        let response = service.clone().oneshot(Request::new(())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+    let errors = errors.lock().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("into_make_service_with_connect_info"),
+        "{errors:?}"
+    );
+}
