@@ -20,13 +20,13 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::HeaderName;
 use axum::routing::get;
-use tollgate::middleware::{ClientIp, Header, NamedPolicy, RateLimitLayer, TierTable};
+use tollgate::middleware::{ClientIp, Header, NamedPolicy, TierTable, TollgateLayer};
 use tollgate::store::guarded::FailPolicy;
 use tollgate::{MemoryStore, Policy, RedisStore, Store};
 
 /// The application, rate-limited on `store`.
 pub fn router<S: Store + Clone>(store: S) -> Result<Router, Box<dyn Error>> {
-    let per_ip = RateLimitLayer::builder(store.clone())
+    let per_ip = TollgateLayer::builder(store.clone())
         .policy("hello", Policy::token_bucket(5, 1, Duration::from_secs(1))?)
         .key(ClientIp::new().trust(["127.0.0.1/32".parse()?]))
         .build()?;
@@ -39,7 +39,7 @@ pub fn router<S: Store + Clone>(store: S) -> Result<Router, Box<dyn Error>> {
             Policy::token_bucket(50, 50, Duration::from_secs(1))?,
         )],
     );
-    let per_key = RateLimitLayer::builder(store)
+    let per_key = TollgateLayer::builder(store)
         .policy(
             "second",
             Policy::token_bucket(10, 10, Duration::from_secs(1))?,

@@ -20,7 +20,7 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderName};
 use axum::response::IntoResponse;
 use axum::routing::post;
-use tollgate::middleware::{Header, RateLimitLayer};
+use tollgate::middleware::{Header, TollgateLayer};
 use tollgate::store::settle::Settle;
 use tollgate::{MemoryStore, Policy};
 
@@ -29,7 +29,7 @@ const DEFAULT_MAX_TOKENS: u64 = 2_000;
 
 /// The gateway, its budgets kept in `store`.
 pub fn router<S: Settle + Clone>(store: S) -> Result<Router, Box<dyn Error>> {
-    let budget = RateLimitLayer::builder(store)
+    let budget = TollgateLayer::builder(store)
         .policy(
             "llm-tokens",
             Policy::token_bucket(10_000, 10_000, Duration::from_secs(60))?,

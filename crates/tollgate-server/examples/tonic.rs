@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use tokio_util::sync::CancellationToken;
-use tollgate::middleware::RateLimitLayer;
+use tollgate::middleware::TollgateLayer;
 use tollgate::{MemoryStore, Policy};
 use tonic::transport::Server;
 use tonic::transport::server::TcpConnectInfo;
@@ -29,7 +29,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
-    let limit = RateLimitLayer::builder(MemoryStore::new())
+    let limit = TollgateLayer::builder(MemoryStore::new())
         .policy("grpc", Policy::token_bucket(3, 1, Duration::from_secs(1))?)
         .key(peer_ip)
         .build()?;

@@ -88,10 +88,10 @@
 //! # fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use axum::{Router, routing::get};
-//! use tollgate::middleware::{ClientIp, RateLimitLayer};
+//! use tollgate::middleware::{ClientIp, TollgateLayer};
 //! use tollgate::{MemoryStore, Policy};
 //!
-//! let layer = RateLimitLayer::builder(MemoryStore::new())
+//! let layer = TollgateLayer::builder(MemoryStore::new())
 //!     .policy("hello", Policy::token_bucket(5, 1, Duration::from_secs(1))?)
 //!     .key(ClientIp::new())
 //!     .build()?;
@@ -107,7 +107,7 @@
 //! | `redis` | `RedisStore`: one Lua script per batch of decisions, Redis Cluster |
 //! | `redis-tls` | `rediss://` URLs (rustls; the system's roots or `SSL_CERT_FILE`) |
 //! | `postgres` | `PostgresStore`: one statement per batch, retries for distributed SQL |
-//! | `tower` | the middleware, `RateLimitLayer`, for any tower service (hyper, tonic) |
+//! | `tower` | the middleware, `TollgateLayer`, for any tower service (hyper, tonic) |
 //! | `axum` | `tower`, and the client's address from axum's `ConnectInfo` |
 //!
 //! None is on by default: the memory store and the algorithms need nothing but `std`. On

@@ -2,7 +2,7 @@
 //! of `tollgate serve` answering checks by a policy's name, in plaintext and over TLS.
 //!
 //! The servers run in this process on `127.0.0.1`: the bare handler (and the same sending the
-//! middleware's headers), the same router behind `RateLimitLayer` keyed by client IP and (with
+//! middleware's headers), the same router behind `TollgateLayer` keyed by client IP and (with
 //! `--keys` > 0) keyed by an API key header, and `tollgate serve` on its own listener, in
 //! plaintext and over TLS (a throwaway CA and certificate, made with `openssl`). A
 //! load generator in the same process keeps `--connections` keep-alive connections busy on one

@@ -15,7 +15,7 @@ use hyper::header::HeaderName;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tollgate::middleware::{ClientIp, Header, KeyExtractor, RateLimitLayer};
+use tollgate::middleware::{ClientIp, Header, KeyExtractor, TollgateLayer};
 use tollgate::{MemoryStore, Policy};
 
 use super::variant::Variant;
@@ -72,8 +72,8 @@ fn router(variant: Variant) -> Result<Option<Router>, BenchError> {
 
 /// The layer as a user would build it: the defaults (RateLimit headers on, fail open, 50 ms
 /// timeout) but for the key and the policy.
-fn layer(key: impl KeyExtractor) -> Result<RateLimitLayer, BenchError> {
-    Ok(RateLimitLayer::builder(MemoryStore::new())
+fn layer(key: impl KeyExtractor) -> Result<TollgateLayer, BenchError> {
+    Ok(TollgateLayer::builder(MemoryStore::new())
         .policy(POLICY_NAME, allow_all()?)
         .key(key)
         .build()?)

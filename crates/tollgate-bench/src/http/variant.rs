@@ -12,7 +12,7 @@ pub enum Variant {
     /// The bare handler answering with the two `RateLimit` headers the middleware adds, fixed:
     /// what sending them costs, without deciding anything.
     BareHeaders,
-    /// Behind `RateLimitLayer` on the memory store, keyed by the client IP (`ConnectInfo`).
+    /// Behind `TollgateLayer` on the memory store, keyed by the client IP (`ConnectInfo`).
     Tollgate,
     /// The same, keyed by the `x-api-key` header, which the load spreads over many keys.
     TollgateKeys,
@@ -66,10 +66,10 @@ impl Variant {
                  the middleware's"
             }
             Variant::Tollgate => {
-                "the same behind RateLimitLayer, MemoryStore, keyed by client IP (ConnectInfo)"
+                "the same behind TollgateLayer, MemoryStore, keyed by client IP (ConnectInfo)"
             }
             Variant::TollgateKeys => {
-                "the same behind RateLimitLayer, MemoryStore, keyed by the x-api-key header"
+                "the same behind TollgateLayer, MemoryStore, keyed by the x-api-key header"
             }
             Variant::Server => {
                 "tollgate serve on its own HTTP listener, memory store: POST /v1/check \

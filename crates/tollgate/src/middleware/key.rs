@@ -2,7 +2,9 @@
 //! client's address ([`ClientIp`], trusting forwarding headers only from trusted proxies) and a
 //! header ([`Header`], e.g. an API key).
 
+use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use http::HeaderName;
 use http::request::Parts;
@@ -27,7 +29,7 @@ use super::net;
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of the request, or `None` when it has none (the layer's
-    /// [`on_missing_key`](super::RateLimitLayerBuilder::on_missing_key) decides what then).
+    /// [`on_missing_key`](super::TollgateLayerBuilder::on_missing_key) decides what then).
     fn extract(&self, parts: &Parts) -> Option<Vec<u8>>;
 }
 
@@ -42,6 +44,17 @@ where
 }
 
 /// The value of a request header, such as an API key.
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::middleware::{Header, KeyExtractor};
+///
+/// let api_key = Header::new(HeaderName::from_static("x-api-key"));
+/// let (parts, ()) = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap().into_parts();
+/// assert_eq!(api_key.extract(&parts), Some(b"k-123".to_vec()));
+/// let (anonymous, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(api_key.extract(&anonymous), None); // no key: see `on_missing_key`
+/// ```
 #[derive(Debug, Clone)]
 pub struct Header {
     name: HeaderName,
@@ -62,6 +75,22 @@ impl KeyExtractor for Header {
 }
 
 /// Which header trusted proxies record the client in.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use tollgate::middleware::{ClientIp, ForwardedHeader};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client_ip = ClientIp::new()
+///     .trust(["10.0.0.0/8".parse()?])
+///     .header(ForwardedHeader::Forwarded); // RFC 7239, as Envoy or HAProxy can write it
+/// let mut request = http::Request::get("/").header("forwarded", "for=198.51.100.17;proto=https");
+/// request.extensions_mut().unwrap().insert("10.1.2.3:443".parse::<SocketAddr>()?);
+/// let (parts, ()) = request.body(())?.into_parts();
+/// assert_eq!(client_ip.client(&parts), Some("198.51.100.17".parse()?));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ForwardedHeader {
@@ -81,16 +110,45 @@ pub enum ForwardedHeader {
 /// IPv6 clients are grouped by prefix (default /64, what one subscriber usually gets), so
 /// rotating through one's own addresses does not multiply one's budget.
 ///
-/// The peer address is read from the request's extensions: axum's
-/// `ConnectInfo<SocketAddr>` (feature `axum`; serve with
-/// `into_make_service_with_connect_info::<SocketAddr>()`), or a `SocketAddr` a hyper server put
-/// there. A request with neither has no key.
-#[derive(Debug, Clone)]
+/// The peer address is read from the request's extensions, where the server put it:
+///
+/// - **axum**: `ConnectInfo<SocketAddr>` (feature `axum`), when the app is served with
+///   `app.into_make_service_with_connect_info::<SocketAddr>()`;
+/// - **hyper**: a bare `SocketAddr`, which [`PeerAddrLayer`](super::PeerAddrLayer) inserts for
+///   each connection;
+/// - **tonic**, or any server that records it in a type of its own: [`peer_addr`](Self::peer_addr)
+///   says where: `ClientIp::new().peer_addr(|parts|
+///   parts.extensions.get::<tonic::transport::server::TcpConnectInfo>()?.remote_addr())`.
+///
+/// A request without one has no key: the layer answers `400` naming the fix, and logs it once
+/// (at error level, with `tracing`) on the first such request.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use tollgate::middleware::{ClientIp, KeyExtractor};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Behind a load balancer at 10.0.0.5, which appends the client to X-Forwarded-For.
+/// let client_ip = ClientIp::new().trust(["10.0.0.5/32".parse()?]);
+/// let mut request = http::Request::get("/").header("x-forwarded-for", "6.6.6.6, 203.0.113.9");
+/// request.extensions_mut().unwrap().insert("10.0.0.5:40000".parse::<SocketAddr>()?);
+/// let (parts, ()) = request.body(())?.into_parts();
+/// // The rightmost hop the balancer did not write itself; 6.6.6.6 is the client's own claim.
+/// assert_eq!(client_ip.client(&parts), Some("203.0.113.9".parse()?));
+/// assert_eq!(client_ip.extract(&parts), Some(b"ip:203.0.113.9".to_vec()));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
 pub struct ClientIp {
     trusted: Vec<IpNet>,
     header: ForwardedHeader,
     ipv6_prefix: u8,
+    /// Where the peer address is, when the server keeps it in a type of its own.
+    peer: Option<Arc<PeerFn>>,
 }
+
+type PeerFn = dyn Fn(&Parts) -> Option<SocketAddr> + Send + Sync;
 
 impl Default for ClientIp {
     fn default() -> ClientIp {
@@ -98,7 +156,19 @@ impl Default for ClientIp {
             trusted: Vec::new(),
             header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: 64,
+            peer: None,
         }
+    }
+}
+
+impl fmt::Debug for ClientIp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientIp")
+            .field("trusted", &self.trusted)
+            .field("header", &self.header)
+            .field("ipv6_prefix", &self.ipv6_prefix)
+            .field("peer_addr", &self.peer.as_ref().map(|_| "custom"))
+            .finish()
     }
 }
 
@@ -129,6 +199,48 @@ impl ClientIp {
         self
     }
 
+    /// Reads the peer address with `peer` instead of from axum's `ConnectInfo` or a bare
+    /// `SocketAddr`: for servers that record it in a type of their own, as tonic does.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use tollgate::middleware::{ClientIp, KeyExtractor};
+    ///
+    /// // What a server of one's own records per connection (tonic's is `TcpConnectInfo`:
+    /// // `parts.extensions.get::<tonic::transport::server::TcpConnectInfo>()?.remote_addr()`).
+    /// #[derive(Clone)]
+    /// struct Connection { remote: SocketAddr }
+    ///
+    /// let client_ip = ClientIp::new()
+    ///     .peer_addr(|parts| parts.extensions.get::<Connection>().map(|c| c.remote));
+    /// let mut request = http::Request::new(());
+    /// request.extensions_mut().insert(Connection { remote: "192.0.2.7:5000".parse().unwrap() });
+    /// let (parts, ()) = request.into_parts();
+    /// assert_eq!(client_ip.extract(&parts), Some(b"ip:192.0.2.7".to_vec()));
+    /// ```
+    pub fn peer_addr(
+        mut self,
+        peer: impl Fn(&Parts) -> Option<SocketAddr> + Send + Sync + 'static,
+    ) -> ClientIp {
+        self.peer = Some(Arc::new(peer));
+        self
+    }
+
+    /// The peer of the connection, from what the server put in the request's extensions.
+    pub(crate) fn peer(&self, parts: &Parts) -> Option<SocketAddr> {
+        if let Some(peer) = &self.peer {
+            return peer(parts);
+        }
+        #[cfg(feature = "axum")]
+        if let Some(axum::extract::ConnectInfo(addr)) = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        {
+            return Some(*addr);
+        }
+        parts.extensions.get::<SocketAddr>().copied()
+    }
+
     fn is_trusted(&self, ip: IpAddr) -> bool {
         let ip = net::canonical(ip);
         self.trusted.iter().any(|net| net.contains(&ip))
@@ -137,7 +249,7 @@ impl ClientIp {
     /// The client's address (before grouping), or `None` without a peer address or when a
     /// trusted hop recorded something that is not an address.
     pub fn client(&self, parts: &Parts) -> Option<IpAddr> {
-        let peer = net::canonical(peer_addr(parts)?.ip());
+        let peer = net::canonical(self.peer(parts)?.ip());
         if !self.is_trusted(peer) {
             return Some(peer);
         }
@@ -194,18 +306,6 @@ fn ipv4_key(ip: std::net::Ipv4Addr) -> Vec<u8> {
         key.push(b'0' + octet % 10);
     }
     key
-}
-
-/// The peer of the connection, from what the server put in the request's extensions.
-fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
-    #[cfg(feature = "axum")]
-    if let Some(axum::extract::ConnectInfo(addr)) = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-    {
-        return Some(*addr);
-    }
-    parts.extensions.get::<SocketAddr>().copied()
 }
 
 #[cfg(test)]

@@ -1,24 +1,40 @@
-//! [`RateLimitLayer`] and its builder: the store, the policies, where keys and costs come from,
+//! [`TollgateLayer`] and its builder: the store, the policies, where keys and costs come from,
 //! and what to answer when a request cannot be decided.
 
+use std::any::Any;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::Response;
 use http::request::Parts;
-use http_body_util::Full;
 use tower_layer::Layer;
 
+use super::body::{BoxError, HookBody, hook_body};
 use super::key::{ClientIp, KeyExtractor};
 use super::response::Rejection;
-use super::service::RateLimit;
+use super::service::Tollgate;
 use super::tiers::{NamedPolicy, Tiers};
 use crate::store::guarded::{FailPolicy, Guarded};
 use crate::store::settle::{DynSettle, Settle};
 use crate::{DynStore, Policy, Store};
 
 /// What to do with a request that has no key.
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::middleware::{Header, MissingKey, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+///
+/// // Limit callers by API key; requests without one (health checks) pass unlimited.
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_second(100)?)
+///     .key(Header::new(HeaderName::from_static("x-api-key")))
+///     .on_missing_key(MissingKey::Allow)
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum MissingKey {
@@ -34,13 +50,20 @@ type CostAfterFn = dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync;
 /// Turns the layer's guarded store into the settling store `cost_after` commits on (set only
 /// where the store can settle).
 type MakeSettle<S> = dyn FnOnce(Arc<Guarded<S>>) -> Arc<dyn DynSettle>;
-type RejectFn = dyn Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync;
+/// A rejection hook, its body boxed (the body is erased so that the service's type does not
+/// name the hook's).
+type RejectFn = dyn Fn(&Rejection, &Parts) -> Response<HookBody> + Send + Sync;
 
 /// What every service of one layer shares: one limiter, never a budget per clone or per
 /// connection.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn DynStore>,
     pub(crate) key: Box<dyn KeyExtractor>,
+    /// The key when it is a [`ClientIp`]: to tell a server that gives no peer address (every
+    /// request keyless) from a request without a key.
+    pub(crate) client_ip: Option<ClientIp>,
+    /// Whether that misconfiguration was logged (once per layer).
+    pub(crate) no_peer_logged: AtomicBool,
     pub(crate) policies: Arc<[NamedPolicy]>,
     /// The `RateLimit-Policy` header of `policies`, built once.
     pub(crate) policy_header: Option<http::HeaderValue>,
@@ -54,19 +77,59 @@ pub(crate) struct Shared {
     pub(crate) reject: Option<Box<RejectFn>>,
 }
 
-/// A tower layer that rate-limits requests. Cheap to clone; every service it makes shares one
-/// limiter.
+/// A tower layer that rate-limits requests: axum, hyper and tonic services. Cheap to clone;
+/// every service it makes shares one limiter.
+///
+/// Named after the crate, as tower_governor's `GovernorLayer`, so that it does not clash with
+/// tower's own `tower::limit::RateLimitLayer` (a fixed rate for the whole service, no keys).
+///
+/// ```
+/// use axum::{Router, routing::get};
+/// use tollgate::middleware::{ClientIp, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let per_ip = TollgateLayer::builder(MemoryStore::new())
+///     .policy("ip", Policy::per_second(10)?.burst(20)?)
+///     .key(ClientIp::new())
+///     .build()?;
+/// let app: Router = Router::new().route("/", get(|| async { "hello" })).layer(per_ip);
+/// // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
-pub struct RateLimitLayer {
+pub struct TollgateLayer {
     shared: Arc<Shared>,
 }
 
-/// Configures a [`RateLimitLayer`].
-pub struct RateLimitLayerBuilder<S> {
+/// Configures a [`TollgateLayer`]: made by [`TollgateLayer::builder`], each method returns it
+/// for the next.
+///
+/// ```
+/// use std::time::Duration;
+/// use http::HeaderName;
+/// use tollgate::middleware::{Header, MissingKey, TollgateLayer};
+/// use tollgate::store::guarded::FailPolicy;
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("second", Policy::per_second(10)?)       // both at once: 10/s and 1,000/h
+///     .policy("hour", Policy::per_hour(1_000)?)
+///     .key(Header::new(HeaderName::from_static("x-api-key")))
+///     .on_missing_key(MissingKey::Allow)               // health checks carry no key
+///     .cost(|parts| if parts.method == http::Method::POST { 5 } else { 1 })
+///     .on_store_error(FailPolicy::Allow)
+///     .timeout(Duration::from_millis(20))
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TollgateLayerBuilder<S> {
     store: S,
     on_store_error: FailPolicy,
     timeout: Duration,
     key: Box<dyn KeyExtractor>,
+    client_ip: Option<ClientIp>,
     policies: Vec<NamedPolicy>,
     tiers: Option<Box<dyn Tiers>>,
     cost: Box<CostFn>,
@@ -78,6 +141,18 @@ pub struct RateLimitLayerBuilder<S> {
 }
 
 /// Why a layer could not be built.
+///
+/// ```
+/// use tollgate::middleware::{LayerError, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let twice = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_second(10)?)
+///     .policy("api", Policy::per_hour(1_000)?)
+///     .build();
+/// assert_eq!(twice.err(), Some(LayerError::DuplicateName("api".into())));
+/// # Ok::<(), tollgate::PolicyError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LayerError {
@@ -97,14 +172,15 @@ pub enum LayerError {
     CostAfterNeedsTokenBucket(String),
 }
 
-impl RateLimitLayer {
-    /// A layer deciding on `store`; add at least one [`policy`](RateLimitLayerBuilder::policy).
-    pub fn builder<S: Store>(store: S) -> RateLimitLayerBuilder<S> {
-        RateLimitLayerBuilder {
+impl TollgateLayer {
+    /// A layer deciding on `store`; add at least one [`policy`](TollgateLayerBuilder::policy).
+    pub fn builder<S: Store>(store: S) -> TollgateLayerBuilder<S> {
+        TollgateLayerBuilder {
             store,
             on_store_error: FailPolicy::Allow,
             timeout: Duration::from_millis(50),
             key: Box::new(ClientIp::new()),
+            client_ip: Some(ClientIp::new()),
             policies: Vec::new(),
             tiers: None,
             cost: Box::new(|_: &Parts| 1),
@@ -117,7 +193,7 @@ impl RateLimitLayer {
     }
 }
 
-impl<S: Store> RateLimitLayerBuilder<S> {
+impl<S: Store> TollgateLayerBuilder<S> {
     /// Adds a policy, named `name` in headers and bucket keys. Several policies are decided
     /// together (10/s *and* 1000/h): a request passes only if every one allows it.
     pub fn policy(mut self, name: &str, policy: Policy) -> Self {
@@ -126,7 +202,8 @@ impl<S: Store> RateLimitLayerBuilder<S> {
     }
 
     /// Where keys come from (default: [`ClientIp::new`], the peer address).
-    pub fn key(mut self, key: impl KeyExtractor) -> Self {
+    pub fn key<K: KeyExtractor>(mut self, key: K) -> Self {
+        self.client_ip = (&key as &dyn Any).downcast_ref::<ClientIp>().cloned();
         self.key = Box::new(key);
         self
     }
@@ -177,17 +254,51 @@ impl<S: Store> RateLimitLayerBuilder<S> {
     }
 
     /// Builds the layer's own answers (429, 503, 400) with `reject` instead of the default
-    /// problem+json; the `RateLimit` headers are added to what it returns.
-    pub fn rejection(
-        mut self,
-        reject: impl Fn(&Rejection) -> Response<Full<Bytes>> + Send + Sync + 'static,
-    ) -> Self {
-        self.reject = Some(Box::new(reject));
+    /// problem+json. It sees why ([`Rejection::kind`]), which policy denied and its decision
+    /// ([`Rejection::policy`], [`Rejection::decision`]) and the request's parts, and returns a
+    /// response with any body: a `String`, axum's `Body` (`.into_response()`), any
+    /// `http_body::Body` of `Bytes`. The layer adds `Retry-After` unless the hook set it, and
+    /// the `RateLimit` headers.
+    ///
+    /// ```
+    /// use http::{Response, StatusCode};
+    /// use tollgate::middleware::TollgateLayer;
+    /// use tollgate::{MemoryStore, Policy};
+    ///
+    /// let layer = TollgateLayer::builder(MemoryStore::new())
+    ///     .policy("api", Policy::per_second(10)?)
+    ///     .rejection(|rejection, parts| {
+    ///         let french = parts.headers.get("accept-language")
+    ///             .is_some_and(|lang| lang.as_bytes().starts_with(b"fr"));
+    ///         let text = if french { "Trop de requêtes" } else { "Too many requests" };
+    ///         let mut response = Response::new(text.to_owned());
+    ///         *response.status_mut() = match rejection.retry_after_secs() {
+    ///             Some(_) => StatusCode::TOO_MANY_REQUESTS, // or 503: Retry-After is added
+    ///             None => StatusCode::BAD_REQUEST,
+    ///         };
+    ///         response
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// The body is generic, as axum's `Response<B>` and tower-http's layers take any
+    /// `http_body::Body`, rather than one type the caller must name (and add a crate for);
+    /// it is boxed once per rejection.
+    pub fn rejection<F, B>(mut self, reject: F) -> Self
+    where
+        F: Fn(&Rejection, &Parts) -> Response<B> + Send + Sync + 'static,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.reject = Some(Box::new(move |rejection, parts| {
+            reject(rejection, parts).map(hook_body)
+        }));
         self
     }
 
     /// The layer.
-    pub fn build(self) -> Result<RateLimitLayer, LayerError> {
+    pub fn build(self) -> Result<TollgateLayer, LayerError> {
         if self.policies.is_empty() {
             return Err(LayerError::NoPolicy);
         }
@@ -206,11 +317,13 @@ impl<S: Store> RateLimitLayerBuilder<S> {
         let cost_after = self
             .cost_after
             .map(|(cost, make)| (cost, make(Arc::clone(&store))));
-        Ok(RateLimitLayer {
+        Ok(TollgateLayer {
             shared: Arc::new(Shared {
                 store,
                 cost_after,
                 key: self.key,
+                client_ip: self.client_ip,
+                no_peer_logged: AtomicBool::new(false),
                 policy_header: super::response::policy_header(&self.policies),
                 policies: self.policies.into(),
                 tiers: self.tiers,
@@ -224,7 +337,7 @@ impl<S: Store> RateLimitLayerBuilder<S> {
     }
 }
 
-impl<S: Settle> RateLimitLayerBuilder<S> {
+impl<S: Settle> TollgateLayerBuilder<S> {
     /// Charges the actual cost, known only from the response (an LLM call's tokens, rows,
     /// bytes): [`cost`](Self::cost) is reserved before the inner service runs, then `cost_after`
     /// reads the response (a header or an extension the handler set) and the difference is
@@ -233,11 +346,11 @@ impl<S: Settle> RateLimitLayerBuilder<S> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::middleware::RateLimitLayer;
+    /// use tollgate::middleware::TollgateLayer;
     /// use tollgate::{MemoryStore, Policy};
     ///
     /// // 100,000 LLM tokens a minute per client; reserve 4,000 per call, charge what it used.
-    /// let layer = RateLimitLayer::builder(MemoryStore::new())
+    /// let layer = TollgateLayer::builder(MemoryStore::new())
     ///     .policy("llm", Policy::token_bucket(100_000, 100_000, Duration::from_secs(60))?)
     ///     .cost(|_| 4_000)
     ///     .cost_after(|response| {
@@ -256,10 +369,10 @@ impl<S: Settle> RateLimitLayerBuilder<S> {
     }
 }
 
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimit<S>;
+impl<S> Layer<S> for TollgateLayer {
+    type Service = Tollgate<S>;
 
-    fn layer(&self, inner: S) -> RateLimit<S> {
-        RateLimit::new(inner, Arc::clone(&self.shared))
+    fn layer(&self, inner: S) -> Tollgate<S> {
+        Tollgate::new(inner, Arc::clone(&self.shared))
     }
 }

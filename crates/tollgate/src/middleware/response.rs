@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
-use http_body_util::Full;
 
 use super::tiers::NamedPolicy;
 use crate::{Decision, headers};
@@ -19,7 +17,24 @@ static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
-/// Why the layer answered instead of the service.
+/// Why the layer answered instead of the service: what a
+/// [`rejection`](super::TollgateLayerBuilder::rejection) hook matches on.
+///
+/// ```
+/// use http::StatusCode;
+/// use tollgate::middleware::RejectionKind;
+///
+/// fn status(kind: &RejectionKind) -> StatusCode {
+///     match kind {
+///         RejectionKind::Limited { .. } | RejectionKind::CostExceedsCapacity => {
+///             StatusCode::TOO_MANY_REQUESTS
+///         }
+///         RejectionKind::MissingKey => StatusCode::UNAUTHORIZED, // an API key is required
+///         _ => StatusCode::SERVICE_UNAVAILABLE,
+///     }
+/// }
+/// assert_eq!(status(&RejectionKind::Limited { retry_after_secs: 3 }), 429);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RejectionKind {
@@ -36,13 +51,36 @@ pub enum RejectionKind {
     MissingKey,
 }
 
-/// A request the layer refuses, as handed to a custom rejection hook.
+/// A request the layer refuses, as handed to a custom
+/// [`rejection`](super::TollgateLayerBuilder::rejection) hook (with the request's parts).
+///
+/// ```
+/// use http::{Response, StatusCode};
+/// use tollgate::middleware::{RejectionKind, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_second(10)?)
+///     .rejection(|rejection, _parts| match rejection.kind() {
+///         RejectionKind::Limited { .. } => Response::builder()
+///             .status(StatusCode::TOO_MANY_REQUESTS)
+///             .body(format!("{} is exhausted", rejection.policy().unwrap_or("a policy")))
+///             .unwrap(),
+///         // The missing key, the store unavailable: the default problem+json.
+///         _ => rejection.default_response(),
+///     })
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Rejection {
     pub(crate) kind: RejectionKind,
     pub(crate) grpc: bool,
     /// The policy that denied, and its decision (for [`RejectionKind::Limited`]).
     pub(crate) denied_by: Option<(Arc<str>, Decision)>,
+    /// The key is [`ClientIp`](super::ClientIp)'s and the server gave no peer address: a
+    /// server set up without one, which the default answer names the fix for.
+    pub(crate) no_peer_addr: bool,
 }
 
 impl Rejection {
@@ -67,9 +105,22 @@ impl Rejection {
         self.grpc
     }
 
+    /// The `Retry-After` of the answer, in seconds: the wait for [`Limited`](RejectionKind::Limited),
+    /// 1 for [`StoreUnavailable`](RejectionKind::StoreUnavailable), none otherwise (retrying
+    /// changes nothing).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self.kind {
+            RejectionKind::Limited { retry_after_secs } => Some(retry_after_secs),
+            RejectionKind::StoreUnavailable => Some(1),
+            _ => None,
+        }
+    }
+
     /// The default answer: a problem+json document with the matching status (429, 503, 400),
-    /// or a gRPC status (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, `INVALID_ARGUMENT`).
-    pub fn default_response(&self) -> Response<Full<Bytes>> {
+    /// or a gRPC status (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, `INVALID_ARGUMENT`), with
+    /// `Retry-After`. A `String` body, so a hook can change it in place:
+    /// `*response.body_mut() = "slow down".into()`.
+    pub fn default_response(&self) -> Response<String> {
         let (status, grpc_code, kind, title, detail) = match self.kind {
             RejectionKind::Limited { retry_after_secs } => (
                 StatusCode::TOO_MANY_REQUESTS,
@@ -92,6 +143,13 @@ impl Rejection {
                 "Rate limiting is unavailable",
                 "the rate-limit store did not answer; retry shortly".to_owned(),
             ),
+            RejectionKind::MissingKey if self.no_peer_addr => (
+                StatusCode::BAD_REQUEST,
+                3,
+                "missing-key",
+                "No rate-limit key",
+                NO_PEER_ADDR.to_owned(),
+            ),
             RejectionKind::MissingKey => (
                 StatusCode::BAD_REQUEST,
                 3,
@@ -103,7 +161,7 @@ impl Rejection {
         };
         let mut response = if self.grpc {
             // A trailers-only gRPC response: HTTP 200, the status in the headers.
-            let mut r = Response::new(Full::new(Bytes::new()));
+            let mut r = Response::new(String::new());
             let h = r.headers_mut();
             h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
             h.insert(GRPC_STATUS.clone(), HeaderValue::from(grpc_code));
@@ -116,7 +174,7 @@ impl Rejection {
                 r#"{{"type":"urn:tollgate:problem:{kind}","title":"{title}","status":{},"detail":"{detail}"}}"#,
                 status.as_u16()
             );
-            let mut r = Response::new(Full::new(Bytes::from(body)));
+            let mut r = Response::new(body);
             *r.status_mut() = status;
             r.headers_mut().insert(
                 CONTENT_TYPE,
@@ -124,19 +182,26 @@ impl Rejection {
             );
             r
         };
-        let retry = match self.kind {
-            RejectionKind::Limited { retry_after_secs } => Some(retry_after_secs),
-            RejectionKind::StoreUnavailable => Some(1),
-            _ => None,
-        };
-        if let Some(secs) = retry {
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(secs));
-        }
+        self.add_retry_after(response.headers_mut());
         response
     }
+
+    /// Sets `Retry-After` on an answer for this rejection, unless it has one (a rejection
+    /// hook's own).
+    pub(crate) fn add_retry_after(&self, headers: &mut HeaderMap) {
+        if let (Some(secs), false) = (self.retry_after_secs(), headers.contains_key(RETRY_AFTER)) {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+    }
 }
+
+/// The detail of the `400` when [`ClientIp`](super::ClientIp) finds no peer address: no
+/// request can have one, so it names the fix for each server.
+pub(crate) const NO_PEER_ADDR: &str = "the server gives the rate limiter no client address: \
+     with axum, serve `app.into_make_service_with_connect_info::<SocketAddr>()`; with tonic, \
+     key by `ClientIp::new().peer_addr(|parts| \
+     parts.extensions.get::<TcpConnectInfo>()?.remote_addr())`; with hyper, wrap the service \
+     in `PeerAddrLayer::new(peer)` for each connection";
 
 /// The `RateLimit-Policy` header of `policies` (one item each). It is the same on every
 /// response under them: the layer builds its own policies' once.

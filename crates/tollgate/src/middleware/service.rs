@@ -1,41 +1,67 @@
-//! [`RateLimit`], the service a [`RateLimitLayer`](super::RateLimitLayer) wraps around another:
+//! [`Tollgate`], the service a [`TollgateLayer`](super::TollgateLayer) wraps around another:
 //! it decides each request on the shared store before (and instead of) calling the inner one.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::request::Parts;
 use http::{Request, Response};
-use http_body_util::{Either, Full};
 use tower_service::Service;
 
+use super::body::TollgateBody;
 use super::layer::{MissingKey, Shared};
-use super::response::{self, Rejection, RejectionKind};
+use super::response::{self, NO_PEER_ADDR, Rejection, RejectionKind};
 use super::tiers::NamedPolicy;
 use crate::store::settle::Adjustment;
 use crate::{Check, CheckError, Decision, StoreError, Verdict};
 
-/// The response body: the inner service's, or the layer's own answer.
-pub type RateLimitBody<B> = Either<B, Full<Bytes>>;
-
-/// A rate-limited service.
+/// A rate-limited service: what [`TollgateLayer`](super::TollgateLayer) wraps around the
+/// inner one. Clones share the layer's limiter.
+///
+/// ```
+/// use http::{Request, Response};
+/// use tollgate::middleware::{Tollgate, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_minute(2)?)
+///     .key(|parts: &http::request::Parts| parts.headers.get("x-user").map(|v| v.as_bytes().to_vec()))
+///     .build()?;
+/// let hello = service_fn(|_: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(String::from("hello")))
+/// });
+/// let service: Tollgate<_> = layer.layer(hello);
+/// let as_ann = || Request::get("/").header("x-user", "ann").body(()).unwrap();
+/// for _ in 0..2 {
+///     assert_eq!(service.clone().oneshot(as_ann()).await?.status(), 200);
+/// }
+/// let third = service.oneshot(as_ann()).await?;
+/// assert_eq!(third.status(), 429);
+/// assert_eq!(third.headers()["retry-after"], "30"); // a token every 30 s
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
-pub struct RateLimit<S> {
+pub struct Tollgate<S> {
     inner: S,
     shared: Arc<Shared>,
 }
 
-impl<S> RateLimit<S> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> RateLimit<S> {
-        RateLimit { inner, shared }
+impl<S> Tollgate<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Tollgate<S> {
+        Tollgate { inner, shared }
     }
 }
 
-/// The future of a [`RateLimit`] call.
+/// The future of a [`Tollgate`] call: the inner service's response with the `RateLimit`
+/// headers, or the layer's own answer. Awaited as any future (see [`Tollgate`]'s example).
 pub struct ResponseFuture<T, E> {
     inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
 }
@@ -48,14 +74,14 @@ impl<T, E> Future for ResponseFuture<T, E> {
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Tollgate<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     ReqBody: Send + 'static,
     ResBody: Send + 'static,
 {
-    type Response = Response<RateLimitBody<ResBody>>;
+    type Response = Response<TollgateBody<ResBody>>;
     type Error = S::Error;
     type Future = ResponseFuture<Self::Response, S::Error>;
 
@@ -86,7 +112,7 @@ async fn handle<S, ReqBody, ResBody>(
     shared: Arc<Shared>,
     mut inner: S,
     request: Request<ReqBody>,
-) -> Result<Response<RateLimitBody<ResBody>>, S::Error>
+) -> Result<Response<TollgateBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
@@ -111,7 +137,7 @@ where
                     *decisions = after;
                 }
             }
-            (response.map(Either::Left), state)
+            (response.map(TollgateBody::inner), state)
         }
         Outcome::Reject(kind, state) => {
             let denied_by = state.as_ref().and_then(|(policies, decisions)| {
@@ -122,16 +148,31 @@ where
                     .max_by_key(|(_, d)| d.retry_after())?;
                 Some((Arc::clone(&named.name), *decision))
             });
+            let no_peer_addr = kind == RejectionKind::MissingKey
+                && shared
+                    .client_ip
+                    .as_ref()
+                    .is_some_and(|ip| ip.peer(&parts).is_none());
+            if no_peer_addr && !shared.no_peer_logged.swap(true, Ordering::Relaxed) {
+                // No request through this server will have a key: say so where the operator
+                // looks, once, rather than in every 400 alone.
+                tracing::error!("rate limiting answers every request 400: {NO_PEER_ADDR}");
+            }
             let rejection = Rejection {
                 kind,
                 grpc,
                 denied_by,
+                no_peer_addr,
             };
             let response = match &shared.reject {
-                Some(reject) => reject(&rejection),
-                None => rejection.default_response(),
+                Some(reject) => {
+                    let mut response = reject(&rejection, &parts).map(TollgateBody::hook);
+                    rejection.add_retry_after(response.headers_mut());
+                    response
+                }
+                None => rejection.default_response().map(TollgateBody::own),
             };
-            (response.map(Either::Right), state)
+            (response, state)
         }
     };
     if let Some((policies, decisions)) = state {

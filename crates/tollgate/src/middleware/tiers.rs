@@ -10,6 +10,15 @@ use crate::Policy;
 
 /// A policy and the name it goes by: in the `RateLimit` headers, and as the scope of its
 /// buckets (two layers with differently named policies never share a budget).
+///
+/// ```
+/// use tollgate::Policy;
+/// use tollgate::middleware::NamedPolicy;
+///
+/// let gold = NamedPolicy::new("gold", Policy::per_second(100)?);
+/// assert_eq!(&*gold.name, "gold");
+/// # Ok::<(), tollgate::PolicyError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedPolicy {
     /// The name, e.g. `api` or `login`.
@@ -32,6 +41,23 @@ impl NamedPolicy {
 ///
 /// Any `Fn(&[u8], &Parts) -> Option<Arc<[NamedPolicy]>>` is one; [`TierTable`] is a table
 /// changeable at run time.
+///
+/// ```
+/// use std::sync::Arc;
+/// use http::request::Parts;
+/// use tollgate::Policy;
+/// use tollgate::middleware::{NamedPolicy, Tiers};
+///
+/// # fn main() -> Result<(), tollgate::PolicyError> {
+/// // Keys of paying customers start with `pro_`: ten times the default rate.
+/// let pro: Arc<[NamedPolicy]> = Arc::new([NamedPolicy::new("pro", Policy::per_second(100)?)]);
+/// let tiers = move |key: &[u8], _: &Parts| key.starts_with(b"pro_").then(|| Arc::clone(&pro));
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// assert_eq!(&*tiers.policies(b"pro_acme", &parts).unwrap()[0].name, "pro");
+/// assert!(tiers.policies(b"free_bob", &parts).is_none()); // the layer's own policies
+/// # Ok(())
+/// # }
+/// ```
 pub trait Tiers: Send + Sync + 'static {
     /// The policies for `key`, or `None` for the defaults.
     fn policies(&self, key: &[u8], parts: &Parts) -> Option<Arc<[NamedPolicy]>>;

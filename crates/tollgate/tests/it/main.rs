@@ -10,6 +10,7 @@ mod incompatible;
 mod memory_cap;
 mod memory_conformance;
 mod middleware;
+mod middleware_peer;
 mod middleware_stacked;
 mod model;
 mod postgres_conformance;

@@ -11,7 +11,7 @@ use axum::http::request::Parts;
 use axum::routing::{get, post};
 use reqwest::{Client, Response, StatusCode};
 use tokio::net::TcpListener;
-use tollgate::middleware::{ClientIp, Header, MissingKey, NamedPolicy, RateLimitLayer, TierTable};
+use tollgate::middleware::{ClientIp, Header, MissingKey, NamedPolicy, TierTable, TollgateLayer};
 use tollgate::store::guarded::FailPolicy;
 use tollgate::{ManualClock, MemoryStore, Nanos, Policy, RedisStore};
 use tollgate_testkit::TestRedis;
@@ -29,7 +29,7 @@ fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {
 }
 
 /// Serves `/hello` (GET), `/upload` (POST) and `/status` behind `layer`; returns the base URL.
-async fn serve(layer: RateLimitLayer) -> String {
+async fn serve(layer: TollgateLayer) -> String {
     let app = Router::new()
         .route("/hello", get(|| async { "hello" }))
         .route("/upload", post(|| async { "stored" }))
@@ -63,7 +63,7 @@ async fn get_with(client: &Client, url: &str, headers: &[(&str, &str)]) -> Respo
 #[tokio::test]
 async fn the_eleventh_request_of_a_burst_of_ten_is_a_429_with_honest_headers() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("api", policy(10, 10))
         .legacy_headers(true)
         .build()
@@ -111,7 +111,7 @@ async fn the_eleventh_request_of_a_burst_of_ten_is_a_429_with_honest_headers() {
 async fn spoofed_forwarding_headers_from_an_untrusted_peer_change_nothing() {
     let clock = clock();
     // The test client connects from 127.0.0.1, which is not trusted here.
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("api", policy(2, 1))
         .key(ClientIp::new().trust(["10.0.0.0/8".parse().unwrap()]))
         .build()
@@ -143,7 +143,7 @@ async fn spoofed_forwarding_headers_from_an_untrusted_peer_change_nothing() {
 #[tokio::test]
 async fn behind_trusted_proxies_the_client_is_the_rightmost_untrusted_hop() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("api", policy(1, 1))
         .key(ClientIp::new().trust([
             "127.0.0.1/32".parse().unwrap(),
@@ -176,7 +176,7 @@ async fn behind_trusted_proxies_the_client_is_the_rightmost_untrusted_hop() {
 #[tokio::test]
 async fn two_ipv6_addresses_in_one_64_share_a_budget() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("api", policy(1, 1))
         .key(ClientIp::new().trust(["127.0.0.1/32".parse().unwrap()]))
         .build()
@@ -205,7 +205,7 @@ async fn tiers_costs_peeks_and_several_policies() {
         b"gold-key".to_vec(),
         vec![NamedPolicy::new("gold", policy(20, 20))],
     );
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("second", policy(10, 10))
         .policy(
             "hour",
@@ -297,7 +297,7 @@ async fn tiers_costs_peeks_and_several_policies() {
 #[tokio::test]
 async fn a_missing_key_can_be_let_through() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("api", policy(1, 1))
         .key(Header::new(axum::http::HeaderName::from_static(
             "x-api-key",
@@ -317,7 +317,7 @@ async fn a_missing_key_can_be_let_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_connections_share_one_budget() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("api", policy(10, 10))
         .build()
         .unwrap();
@@ -349,7 +349,7 @@ async fn fail_open_and_fail_closed_when_redis_stops() {
         return;
     }
     let layer = |fail: FailPolicy, store: RedisStore| {
-        RateLimitLayer::builder(store)
+        TollgateLayer::builder(store)
             .policy("api", policy(100, 100))
             .on_store_error(fail)
             .build()
@@ -389,7 +389,7 @@ async fn fail_open_and_fail_closed_when_redis_stops() {
 #[tokio::test]
 async fn waiting_holds_a_request_until_its_token_arrives() {
     // Real time here: the layer sleeps; the store must see that time pass.
-    let layer = RateLimitLayer::builder(MemoryStore::new())
+    let layer = TollgateLayer::builder(MemoryStore::new())
         .policy("api", policy(1, 10))
         .max_wait(Duration::from_millis(500))
         .build()
@@ -410,7 +410,7 @@ async fn waiting_holds_a_request_until_its_token_arrives() {
         StatusCode::OK
     );
 
-    let strict = RateLimitLayer::builder(MemoryStore::new())
+    let strict = TollgateLayer::builder(MemoryStore::new())
         .policy(
             "api",
             Policy::token_bucket(1, 1, Duration::from_secs(10)).unwrap(),
@@ -437,9 +437,9 @@ async fn waiting_holds_a_request_until_its_token_arrives() {
 #[tokio::test]
 async fn a_custom_rejection_keeps_the_headers() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("api", policy(1, 1))
-        .rejection(|rejection| {
+        .rejection(|rejection, _| {
             let mut response = rejection.default_response();
             *response.body_mut() = "slow down".into();
             response
@@ -461,10 +461,10 @@ async fn a_custom_rejection_keeps_the_headers() {
 #[tokio::test]
 async fn a_custom_rejection_sees_the_policy_that_denied_and_its_decision() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy("second", policy(10, 10))
         .policy("login", policy(1, 1))
-        .rejection(|rejection| {
+        .rejection(|rejection, _| {
             let mut response = rejection.default_response();
             let (name, decision) = (rejection.policy(), rejection.decision());
             *response.body_mut() = format!(
@@ -472,8 +472,7 @@ async fn a_custom_rejection_sees_the_policy_that_denied_and_its_decision() {
                 name.unwrap_or("?"),
                 decision.map_or(0, |d| d.limit()),
                 decision.map_or(0, |d| d.remaining()),
-            )
-            .into();
+            );
             response
         })
         .build()
@@ -488,9 +487,9 @@ async fn a_custom_rejection_sees_the_policy_that_denied_and_its_decision() {
 
 #[test]
 fn layers_without_policies_or_with_duplicate_names_are_refused() {
-    let none = RateLimitLayer::builder(MemoryStore::new()).build();
+    let none = TollgateLayer::builder(MemoryStore::new()).build();
     assert!(none.is_err());
-    let twice = RateLimitLayer::builder(MemoryStore::new())
+    let twice = TollgateLayer::builder(MemoryStore::new())
         .policy("api", policy(1, 1))
         .policy("api", policy(2, 2))
         .build();
@@ -515,7 +514,7 @@ async fn two_policies_of_one_client_on_a_redis_cluster() {
         .build()
         .await
         .expect("connect to the cluster");
-    let layer = RateLimitLayer::builder(store)
+    let layer = TollgateLayer::builder(store)
         .policy("per_second", policy(5, 5))
         .policy(
             "per_hour",
@@ -565,7 +564,7 @@ async fn two_policies_of_one_client_on_a_redis_cluster() {
 #[tokio::test]
 async fn cost_after_charges_the_actual_cost_from_the_response() {
     let clock = clock();
-    let layer = RateLimitLayer::builder(store(&clock))
+    let layer = TollgateLayer::builder(store(&clock))
         .policy(
             "llm",
             Policy::token_bucket(100, 100, Duration::from_secs(3600)).unwrap(),

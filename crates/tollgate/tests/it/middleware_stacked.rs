@@ -10,15 +10,15 @@ use axum::Router;
 use axum::routing::get;
 use reqwest::{Client, Response, StatusCode};
 use tokio::net::TcpListener;
-use tollgate::middleware::RateLimitLayer;
+use tollgate::middleware::TollgateLayer;
 use tollgate::{ManualClock, MemoryStore, Nanos, Policy};
 
 fn header<'r>(response: &'r Response, name: &str) -> Option<&'r str> {
     response.headers().get(name).map(|v| v.to_str().unwrap())
 }
 
-fn layer(store: &MemoryStore<ManualClock>, policies: &[(&str, Policy)]) -> RateLimitLayer {
-    let mut builder = RateLimitLayer::builder(store.clone()).legacy_headers(true);
+fn layer(store: &MemoryStore<ManualClock>, policies: &[(&str, Policy)]) -> TollgateLayer {
+    let mut builder = TollgateLayer::builder(store.clone()).legacy_headers(true);
     for (name, policy) in policies {
         builder = builder.policy(name, *policy);
     }

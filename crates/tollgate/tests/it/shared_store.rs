@@ -10,7 +10,7 @@ use axum::Router;
 use axum::routing::get;
 use reqwest::StatusCode;
 use tokio::net::TcpListener;
-use tollgate::middleware::{Header, RateLimitLayer};
+use tollgate::middleware::{Header, TollgateLayer};
 use tollgate::store::DynStore;
 use tollgate::store::guarded::{FailPolicy, Guarded};
 use tollgate::{Check, MemoryStore, Policy, Store};
@@ -22,7 +22,7 @@ fn policy() -> Policy {
 /// Serves `/hello` and `/bulk` behind `layer` (keyed by `x-user`, policy `api`); `/bulk` also
 /// spends two more of the caller's tokens on `store`, from the handler.
 async fn serve<S: Store + Clone>(store: S) -> String {
-    let layer = RateLimitLayer::builder(store.clone())
+    let layer = TollgateLayer::builder(store.clone())
         .policy("api", policy())
         .key(Header::new(http::HeaderName::from_static("x-user")))
         .build()
