@@ -109,6 +109,8 @@
 //! | `postgres` | `PostgresStore`: one statement per batch, retries for distributed SQL |
 //! | `tower` | the middleware, `TollgateLayer`, for any tower service (hyper, tonic) |
 //! | `axum` | `tower`, and the client's address from axum's `ConnectInfo` |
+//! | `tokio` | timeouts, the fail policy ([`store::guarded`]), waiting ([`store::wait`]); the stores enable it |
+//! | `test-util` | helpers for tests, never production: a test clock on the Redis and PostgreSQL stores, `Policy::at_resolution` |
 //!
 //! None is on by default: the memory store and the algorithms need nothing but `std`. On
 //! docs.rs every feature is built, and each gated item says which feature it needs.
