@@ -114,6 +114,7 @@ type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 /// application's own code can share one `Guarded` and see one set of counts.
 ///
 /// ```
+/// use std::num::NonZeroUsize;
 /// use std::time::Duration;
 /// use tollgate::store::guarded::{FailPolicy, Guarded};
 /// use tollgate::{Check, MemoryStore, Policy, Store};
@@ -121,7 +122,8 @@ type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // A store that holds one key at most: a second key is a (transient) failure.
-/// let guarded = Guarded::new(MemoryStore::builder().max_keys(1).build(), FailPolicy::Allow);
+/// let one_key = MemoryStore::builder().max_keys(NonZeroUsize::MIN).build();
+/// let guarded = Guarded::new(one_key, FailPolicy::Allow);
 /// let copy = guarded.clone();
 /// let policy = Policy::token_bucket(5, 5, Duration::from_secs(1))?;
 /// guarded.decide(&[Check::new(policy, b"alice", 1)]).await?;
@@ -208,7 +210,28 @@ impl<S: Store> Guarded<S> {
     /// Bounds every call, on top of the store's own timeout. A call that runs out of time is
     /// dropped, as [`Store::decide`]'s "Cancel safety" says: answered by the fail policy,
     /// while the store may still charge it.
+    ///
+    /// # Panics
+    ///
+    /// If `timeout` is zero: a shared store would never answer in time, so the fail policy
+    /// would answer every call (failing open, nothing would be limited). `Guarded` has no
+    /// build step to report it from, so, as Tokio's `time::interval(Duration::ZERO)` and
+    /// `runtime::Builder::worker_threads(0)` do, the setter refuses it where it is written.
+    ///
+    /// ```should_panic
+    /// use std::time::Duration;
+    /// use tollgate::MemoryStore;
+    /// use tollgate::store::guarded::{FailPolicy, Guarded};
+    ///
+    /// // Panics: "Guarded::timeout is 0: ..."
+    /// let _ = Guarded::new(MemoryStore::new(), FailPolicy::Allow).timeout(Duration::ZERO);
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
+        assert!(
+            !timeout.is_zero(),
+            "Guarded::timeout is 0: every call would time out and be answered by the fail \
+             policy (failing open, nothing would be limited); give the longest a decision may wait"
+        );
         self.timeout = Some(timeout);
         self
     }

@@ -50,6 +50,48 @@ use std::sync::Arc;
 
 use crate::{CheckError, Policy, PolicyError, StoreError, Verdict};
 
+/// Refuses the settings of a batching store (Redis, PostgreSQL) that would make it useless,
+/// naming each and saying why, when the store is built: a builder's setters return `Self`, as
+/// redis-rs's and deadpool's do, and the build reports what is wrong, as theirs do.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn refuse_zero_settings(
+    builder: &str,
+    timeout: std::time::Duration,
+    max_batch: usize,
+    max_in_flight: usize,
+) -> Result<(), StoreError> {
+    if timeout.is_zero() {
+        return Err(zero_setting(
+            builder,
+            "timeout",
+            "every decision would time out before the store answers, and the fail policy would \
+             answer all of them (failing open, nothing would be limited); give the longest a \
+             decision may wait",
+        ));
+    }
+    if max_batch == 0 {
+        return Err(zero_setting(
+            builder,
+            "max_batch",
+            "a call decides at least one decision; turn batching off with `coalesce(false)`",
+        ));
+    }
+    if max_in_flight == 0 {
+        return Err(zero_setting(
+            builder,
+            "max_in_flight",
+            "no call could ever be made; turn batching off with `coalesce(false)`",
+        ));
+    }
+    Ok(())
+}
+
+/// A [`StoreError::Config`] for `builder`'s `setting` set to zero.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn zero_setting(builder: &str, setting: &str, why: &str) -> StoreError {
+    StoreError::Config(format!("{builder}::{setting} is 0: {why}"))
+}
+
 /// The longest policy name a bucket may carry, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 

@@ -5,6 +5,7 @@
 mod conformance;
 mod faults;
 
+mod builder_settings;
 mod concurrency;
 mod incompatible;
 mod memory_cap;

@@ -48,6 +48,7 @@ mod settle;
 mod table;
 
 use std::hash::BuildHasher;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -141,8 +142,25 @@ impl<C: Clock> MemoryStoreBuilder<C> {
     }
 
     /// The most keys held at once, across all policies (default [`DEFAULT_MAX_KEYS`]).
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys;
+    ///
+    /// A `NonZeroUsize`, as governor's `Quota` takes a `NonZeroU32`: a store that may hold no
+    /// key would fail every check, so zero is refused where it is written, by the compiler,
+    /// and [`build`](Self::build) stays infallible.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::MemoryStore;
+    ///
+    /// let store = MemoryStore::builder().max_keys(NonZeroUsize::new(100_000).unwrap()).build();
+    /// # drop(store);
+    /// ```
+    ///
+    /// ```compile_fail
+    /// // Zero is not a cap: it does not compile.
+    /// let store = tollgate::MemoryStore::builder().max_keys(0).build();
+    /// ```
+    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
+        self.max_keys = max_keys.get();
         self
     }
 
@@ -151,8 +169,9 @@ impl<C: Clock> MemoryStoreBuilder<C> {
     /// apart from the key cap. When it is full, expired ids go first, then the first to expire
     /// is forgotten; a settlement that may be of a forgotten id is done without its refund, so
     /// none is ever given twice and none fails for want of room (see the guide on settling).
-    pub fn max_settled(mut self, max_settled: usize) -> Self {
-        self.max_settled = max_settled;
+    /// Non-zero for the reason [`max_keys`](Self::max_keys) is.
+    pub fn max_settled(mut self, max_settled: NonZeroUsize) -> Self {
+        self.max_settled = max_settled.get();
         self
     }
 

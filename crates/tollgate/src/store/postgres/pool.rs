@@ -193,7 +193,7 @@ impl Pool {
                 migrated: OnceCell::new(),
                 never_works: parking_lot::Mutex::new(None),
             }),
-            slots: (0..connections.max(1))
+            slots: (0..connections)
                 .map(|_| Slot {
                     conn: Arc::new(Mutex::new(None)),
                     load: Arc::new(AtomicUsize::new(0)),

@@ -23,7 +23,7 @@ use crate::{Decision, Policy, StoreError, Verdict};
 /// How serialization failures are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
-    /// Attempts in all, the first included (at least 1).
+    /// Attempts in all, the first included (at least 1: the build refuses 0).
     pub max_attempts: u32,
     /// The wait before the first retry; each later one doubles it, up to `max_backoff`.
     pub base_backoff: Duration,

@@ -197,8 +197,31 @@ impl RedisStoreBuilder {
     ///
     /// Fails with [`StoreError::Config`] when no URL is given (an empty
     /// [`cluster`](RedisStoreBuilder::cluster) list) or a URL does not parse, and with a
-    /// transient error when a cluster cannot be reached to be discovered.
+    /// transient error when a cluster cannot be reached to be discovered. A `timeout`,
+    /// `max_batch` or `max_in_flight` of zero is a [`StoreError::Config`] naming it: a zero
+    /// timeout would hand every decision to the fail policy (failing open, limiting nothing).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{RedisStore, StoreError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let refused = RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .timeout(Duration::ZERO)
+    ///     .build()
+    ///     .await;
+    /// let Err(StoreError::Config(why)) = refused else { panic!("a zero timeout was accepted") };
+    /// assert!(why.starts_with("RedisStoreBuilder::timeout is 0"), "{why}");
+    /// # }
+    /// ```
     pub async fn build(self) -> Result<RedisStore, StoreError> {
+        crate::store::refuse_zero_settings(
+            "RedisStoreBuilder",
+            self.timeout,
+            self.max_batch,
+            self.max_in_flight,
+        )?;
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
             return Err(StoreError::Config(
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
