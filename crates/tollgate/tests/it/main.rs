@@ -18,6 +18,7 @@ mod postgres_exactness;
 mod postgres_faults;
 mod postgres_garbage;
 mod postgres_schema;
+mod postgres_tls;
 mod postgres_windows;
 mod redis_cluster;
 mod redis_conformance;

@@ -215,9 +215,10 @@ impl PostgresStoreBuilder {
             StoreError::Config("the PostgreSQL store must be built inside a Tokio runtime".into())
         })?;
         let names = Names::new(&self.schema, &self.table, self.unlogged)?;
-        let config = pool::config(&self.url, self.timeout.max(Duration::from_millis(500)))?;
+        let (config, tls) = pool::config(&self.url, self.timeout.max(Duration::from_millis(500)))?;
         let setup = Setup {
             config,
+            tls,
             names,
             isolation: self.isolation,
             synchronous_commit: self.synchronous_commit,

@@ -53,6 +53,7 @@ mod schema;
 mod settle;
 mod statement;
 mod store;
+mod tls;
 mod windows;
 
 use std::sync::Arc;
