@@ -107,6 +107,7 @@
 //! | `redis` | `RedisStore`: one Lua script per batch of decisions, Redis Cluster |
 //! | `redis-tls` | `rediss://` URLs (rustls; the system's roots or `SSL_CERT_FILE`) |
 //! | `postgres` | `PostgresStore`: one statement per batch, retries for distributed SQL |
+//! | `postgres-tls` | `sslmode` / `sslrootcert` in PostgreSQL URLs, as libpq (rustls) |
 //! | `tower` | the middleware, `RateLimitLayer`, for any tower service (hyper, tonic) |
 //! | `axum` | `tower`, and the client's address from axum's `ConnectInfo` |
 //!
