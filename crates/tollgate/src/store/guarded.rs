@@ -44,6 +44,27 @@ use parking_lot::Mutex;
 use crate::{Clock, Decision, ErrorKind, MemoryStore, MonotonicClock, Nanos, StoreError, Verdict};
 
 /// What to answer when the store fails transiently (down, slow, timed out, full).
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use tollgate::store::guarded::{FailPolicy, Guarded};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A store that fails for a second key stands in for one that is down.
+/// let store = MemoryStore::builder().max_keys(NonZeroUsize::MIN).build();
+/// let fallback = MemoryStore::new();
+/// let guarded = Guarded::new(store, FailPolicy::Local(fallback));
+/// let policy = Policy::per_second(1)?;
+/// guarded.decide(&[Check::new(policy, b"alice", 1)]).await?;
+/// // bob is decided by the local limiter meanwhile: his first request passes, his second not.
+/// assert!(guarded.decide(&[Check::new(policy, b"bob", 1)]).await?.allowed());
+/// assert!(!guarded.decide(&[Check::new(policy, b"bob", 1)]).await?.allowed());
+/// assert_eq!(guarded.stats().local_fallbacks(), 2);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum FailPolicy {
@@ -69,6 +90,20 @@ impl std::fmt::Debug for FailPolicy {
 
 /// Counts of how calls were answered, for metrics. Read-only: only the [`Guarded`] that owns
 /// them (and its clones) counts.
+///
+/// ```
+/// use tollgate::store::guarded::{FailPolicy, Guarded};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let guarded = Guarded::new(MemoryStore::new(), FailPolicy::Deny);
+/// guarded.decide(&[Check::new(Policy::per_second(5)?, b"alice", 1)]).await?;
+/// let stats = guarded.stats();
+/// assert_eq!((stats.store_errors(), stats.failed_open(), stats.incompatible()), (0, 0, 0));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct GuardStats {
     store_errors: AtomicU64,

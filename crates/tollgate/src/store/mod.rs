@@ -212,6 +212,46 @@ impl<'k> Check<'k> {
 
 /// A rate-limit store: decides a set of checks atomically (all allowed and charged, or none
 /// charged), at the store's own clock.
+///
+/// Most callers use a store; implementing one is for wrapping another (to count, log or route
+/// calls), or for a backend of one's own, whose `decide` must be atomic across its checks:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::time::Duration;
+/// use tollgate::{Check, MemoryStore, Policy, Store, StoreError, Verdict};
+///
+/// /// Counts the calls that reach the store it wraps.
+/// struct Counted<S> {
+///     inner: S,
+///     calls: AtomicU64,
+/// }
+///
+/// impl<S: Store> Store for Counted<S> {
+///     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+///         self.calls.fetch_add(1, Ordering::Relaxed);
+///         self.inner.decide(checks).await
+///     }
+///
+///     async fn ready(&self) -> Result<(), StoreError> {
+///         self.inner.ready().await
+///     }
+///
+///     fn name(&self) -> &'static str {
+///         self.inner.name()
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = Counted { inner: MemoryStore::new(), calls: AtomicU64::new(0) };
+/// let policy = Policy::token_bucket(2, 1, Duration::from_secs(1))?;
+/// assert!(store.decide(&[Check::new(policy, b"alice", 2)]).await?.allowed());
+/// assert!(!store.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
+/// assert_eq!(store.calls.load(Ordering::Relaxed), 2);
+/// # Ok(())
+/// # }
+/// ```
 pub trait Store: Send + Sync + 'static {
     /// Decides `checks` together. An empty set is allowed.
     ///
@@ -259,6 +299,25 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// [`Store`] behind a pointer: every `Store` is a `DynStore`, so a server can pick its store
 /// from configuration and hold an `Arc<dyn DynStore>`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::store::DynStore;
+/// use tollgate::{Check, MemoryStore, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// fn pick(_url: &str) -> Arc<dyn DynStore> {
+///     // A RedisStore or a PostgresStore would do as well.
+///     Arc::new(MemoryStore::new())
+/// }
+/// let store = pick("memory");
+/// assert_eq!(store.name_dyn(), "memory");
+/// let verdict = store.decide_dyn(&[Check::new(Policy::per_second(1)?, b"alice", 1)]).await?;
+/// assert!(verdict.allowed());
+/// # Ok(())
+/// # }
+/// ```
 pub trait DynStore: Send + Sync + 'static {
     /// See [`Store::decide`].
     fn decide_dyn<'a>(

@@ -81,6 +81,18 @@ struct Inner<C> {
 }
 
 /// The in-memory store. Cheap to clone: clones share the buckets.
+///
+/// ```
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let store = MemoryStore::new();
+/// let copy = store.clone(); // the same buckets, e.g. for another thread
+/// let policy = Policy::per_second(1)?;
+/// assert!(store.check(&policy, b"alice", 1)?.allowed());
+/// assert!(!copy.check(&policy, b"alice", 1)?.allowed());
+/// assert_eq!(store.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct MemoryStore<C: Clock = MonotonicClock> {
     inner: Arc<Inner<C>>,
 }
@@ -94,6 +106,25 @@ impl<C: Clock> Clone for MemoryStore<C> {
 }
 
 /// Configures a [`MemoryStore`].
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use std::time::Duration;
+/// use tollgate::{ManualClock, MemoryStore, Nanos, Policy};
+///
+/// // A clock the test moves, and a cap of 1,000 keys.
+/// let clock = ManualClock::new(Nanos::ZERO);
+/// let store = MemoryStore::builder()
+///     .clock(clock.clone())
+///     .max_keys(NonZeroUsize::new(1_000).unwrap())
+///     .build();
+/// let policy = Policy::per_second(1)?;
+/// assert!(store.check(&policy, b"alice", 1)?.allowed());
+/// assert!(!store.check(&policy, b"alice", 1)?.allowed());
+/// clock.advance(Duration::from_secs(1));
+/// assert!(store.check(&policy, b"alice", 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct MemoryStoreBuilder<C> {
     clock: C,
@@ -398,6 +429,18 @@ impl<C: Clock> Store for MemoryStore<C> {
 }
 
 /// A [`MemoryStore`] bound to one policy: `check(key, cost)` with the policy encoded once.
+///
+/// ```
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let store = MemoryStore::new();
+/// let login = store.named_limiter("login", &Policy::per_minute(5)?)?;
+/// for _ in 0..5 {
+///     assert!(login.check(b"alice", 1)?.allowed());
+/// }
+/// assert!(!login.check(b"alice", 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct MemoryLimiter<C: Clock = MonotonicClock> {
     store: MemoryStore<C>,
     policy: Policy,

@@ -17,6 +17,25 @@ use crate::{Clock, MonotonicClock, StoreError};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Configures a [`PostgresStore`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::PostgresStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// // It connects lazily: building checks the settings, not the database.
+/// let store = PostgresStore::builder("postgres://tollgate@127.0.0.1:5432/tollgate")
+///     .schema("limits")
+///     .connections(8)
+///     .timeout(Duration::from_millis(200))
+///     .cleanup_interval(None)
+///     .build()
+///     .await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
 pub struct PostgresStoreBuilder {
     url: String,
     schema: String,
@@ -38,6 +57,22 @@ pub struct PostgresStoreBuilder {
 }
 
 /// The isolation level of every transaction of the store's connections.
+///
+/// ```
+/// use tollgate::PostgresStore;
+/// use tollgate::store::postgres::Isolation;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// // CockroachDB runs SERIALIZABLE whatever is asked; say so, and conflicts are retried.
+/// let store = PostgresStore::builder("postgres://root@127.0.0.1:26257/defaultdb")
+///     .isolation(Isolation::Serializable)
+///     .build()
+///     .await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Isolation {
     /// PostgreSQL's default. Each decision is atomic without retries.
