@@ -28,4 +28,5 @@ mod redis_garbage;
 mod redis_windows;
 mod shared_store;
 mod store_config;
+mod store_docs;
 mod wait;
