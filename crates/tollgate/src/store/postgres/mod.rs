@@ -53,6 +53,7 @@ mod schema;
 mod settle;
 mod statement;
 mod store;
+mod tls;
 mod windows;
 
 use std::sync::Arc;
@@ -68,6 +69,23 @@ pub use retry::{GiveUp, Retry};
 
 /// A store in PostgreSQL (or a database speaking its protocol). Cheap to clone: clones share
 /// the connections and caches.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::{Check, Policy, PostgresStore, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::builder("postgres://tollgate@db/tollgate?sslmode=require")
+///     .build()
+///     .await?;
+/// store.ready().await?; // the schema is made on first use
+/// let policy = Policy::per_minute(60)?.burst(10)?;
+/// let verdict = store.decide(&[Check::new(policy, b"alice", 1).named("api")]).await?;
+/// println!("allowed: {}", verdict.allowed());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
@@ -75,6 +93,24 @@ pub struct PostgresStore {
 }
 
 /// Counts of conflicts, for metrics and tests.
+///
+/// ```no_run
+/// use std::sync::atomic::Ordering;
+/// use tollgate::PostgresStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// let store = PostgresStore::builder("postgres://tollgate@db/tollgate").build().await?;
+/// let stats = store.stats();
+/// println!(
+///     "{} statements, {} retried, {} gave up",
+///     stats.statements.load(Ordering::Relaxed),
+///     stats.retries.load(Ordering::Relaxed),
+///     stats.gave_up.load(Ordering::Relaxed),
+/// );
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct PostgresStats {
     /// Statements sent: one per call and attempt, whatever the call decides.
