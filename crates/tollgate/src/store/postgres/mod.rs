@@ -57,7 +57,7 @@ mod tls;
 mod windows;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::store::batch::Batcher;
@@ -95,7 +95,6 @@ pub struct PostgresStore {
 /// Counts of conflicts, for metrics and tests.
 ///
 /// ```no_run
-/// use std::sync::atomic::Ordering;
 /// use tollgate::PostgresStore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -104,21 +103,35 @@ pub struct PostgresStore {
 /// let stats = store.stats();
 /// println!(
 ///     "{} statements, {} retried, {} gave up",
-///     stats.statements.load(Ordering::Relaxed),
-///     stats.retries.load(Ordering::Relaxed),
-///     stats.gave_up.load(Ordering::Relaxed),
+///     stats.statements(),
+///     stats.retries(),
+///     stats.gave_up(),
 /// );
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Default)]
 pub struct PostgresStats {
+    pub(crate) statements: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) gave_up: AtomicU64,
+}
+
+impl PostgresStats {
     /// Statements sent: one per call and attempt, whatever the call decides.
-    pub statements: AtomicU64,
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
     /// Attempts that failed to serialize and were run again.
-    pub retries: AtomicU64,
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
     /// Calls that still conflicted after every attempt.
-    pub gave_up: AtomicU64,
+    pub fn gave_up(&self) -> u64 {
+        self.gave_up.load(Ordering::Relaxed)
+    }
 }
 
 struct Inner {
