@@ -37,7 +37,7 @@ pub struct TailBenchArgs {
     #[arg(long, default_value = "3")]
     pub seconds: f64,
     /// requests per second offered to every target, scheduled at a fixed interval
-    #[arg(long, default_value = "10000")]
+    #[arg(long, default_value = "5000")]
     pub rate: u32,
     /// connections (HTTP/1.1 and RESP: one request in flight on each; gRPC: calls in flight,
     /// over 4 HTTP/2 connections)
@@ -64,7 +64,7 @@ impl Default for TailBenchArgs {
     fn default() -> TailBenchArgs {
         TailBenchArgs {
             seconds: 3.0,
-            rate: 10_000,
+            rate: 5_000,
             connections: 32,
             rounds: 2,
             slice_ms: 100,
