@@ -295,8 +295,8 @@ impl TailReport {
             .filter_map(|protocol| {
                 let (bare, tollgate) = protocol.pair();
                 let goal = format!(
-                    "{}: p99 of {tollgate} ≤ {GOAL_RATIO}× the {bare}'s at {} requests/s, \
-                     every run (p99.9 reported)",
+                    "{}: tollgate's p99 ({tollgate}) ≤ {GOAL_RATIO}× the bare server's ({bare}) \
+                     at {} requests/s, in every run; p99.9 reported",
                     protocol.name().to_uppercase(),
                     crate::report::thousands(f64::from(self.rate)),
                 );
