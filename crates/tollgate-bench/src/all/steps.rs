@@ -127,7 +127,7 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
             BenchName::Tail,
             vec![],
             (&[], 60),
-            (&["--seconds", "0.5", "--rounds", "1", "--rate", "2000"], 8),
+            (&["--seconds", "0.5", "--rounds", "1"], 8),
         ),
     ]
 }
