@@ -126,7 +126,7 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
         (
             BenchName::Tail,
             vec![],
-            (&[], 60),
+            (&[], 80),
             (&["--seconds", "0.5", "--rounds", "1"], 8),
         ),
     ]
