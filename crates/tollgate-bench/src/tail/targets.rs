@@ -90,6 +90,7 @@ impl Pair {
     /// Starts `protocol`'s pair in this process (and `redis-server` for RESP); an error
     /// (`redis-server` missing) means the pair is not measured.
     pub(super) async fn start(protocol: Protocol) -> Result<Pair, BenchError> {
+        // The endpoints are set by `serve`; a pair it could not finish is stopped, not returned.
         let mut pair = Pair {
             protocol,
             bare: Endpoint::Grpc(SocketAddr::from(([127, 0, 0, 1], 0))),
