@@ -39,3 +39,47 @@ impl Default for BatchEncoder {
         BatchEncoder::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Policy;
+
+    #[test]
+    fn a_batch_is_one_evalsha_naming_each_bucket_once() {
+        let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+        let alice = [Check::new(policy, b"alice", 1).named("api")];
+        let bob = [Check::new(policy, b"bob", 1).named("api")];
+        let mut out = Vec::new();
+        BatchEncoder::new()
+            .encode(&[&alice, &bob, &alice], &mut out)
+            .unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with('*'), "{text}");
+        assert!(text.contains("\r\nEVALSHA\r\n"), "{text}");
+        // Two distinct buckets: each key sent once, however many decisions name it.
+        assert_eq!(text.matches("alice").count(), 1, "{text}");
+        assert_eq!(text.matches("bob").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn what_the_store_refuses_is_refused() {
+        let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+        let greedy = [Check::new(policy, b"alice", 11)];
+        let mut out = Vec::new();
+        let refused = BatchEncoder::new().encode(&[&greedy], &mut out);
+        assert!(
+            matches!(
+                refused,
+                Err(CheckError::CostExceedsCapacity {
+                    cost: 11,
+                    capacity: 10
+                })
+            ),
+            "{refused:?}"
+        );
+        assert!(out.is_empty());
+    }
+}
