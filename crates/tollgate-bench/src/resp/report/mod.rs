@@ -149,7 +149,8 @@ impl RespReport {
     }
 
     /// tollgate ≥ 1.0× redis-cell and ≥ 1.5× throttlecrab, at each pipeline. A goal not met that
-    /// asks for more than the ceiling at its pipeline says by how much.
+    /// asks for more than the ceiling at its pipeline says by how much. Then the same peers'
+    /// server CPU per decision ([`RespReport::cpu_goals`]).
     pub fn goals(&self) -> Vec<Goal> {
         let mut goals = Vec::new();
         for &(peer, ratio) in &[(Target::RedisCell, 1.0), (Target::Throttlecrab, 1.5)] {
@@ -187,19 +188,52 @@ impl RespReport {
                             met: Some(ours / theirs >= ratio),
                         }
                     }
-                    _ => Goal {
+                    _ => self.unmeasured(goal, peer),
+                });
+            }
+        }
+        goals.extend(self.cpu_goals());
+        goals
+    }
+
+    /// tollgate's server CPU per decision ≤ 1.0× redis-cell's (redis-server and its module) and
+    /// ≤ 0.67× throttlecrab's, at each pipeline: what throughput cannot show where every target
+    /// runs at the load generator's speed, and what decides how many cores a fleet needs.
+    pub fn cpu_goals(&self) -> Vec<Goal> {
+        let mut goals = Vec::new();
+        for &(peer, ratio) in &[(Target::RedisCell, 1.0), (Target::Throttlecrab, 0.67)] {
+            for &pipeline in &self.pipelines {
+                let goal = format!(
+                    "tollgate's server CPU per decision ≤ {ratio}× {}'s at pipeline {pipeline} \
+                     (median user + system µs per request, from /proc)",
+                    peer.name()
+                );
+                let ours = self.median_cpu(Target::Tollgate, pipeline);
+                let theirs = self.median_cpu(peer, pipeline);
+                goals.push(match (ours, theirs) {
+                    (Some(ours), Some(theirs)) if theirs > 0.0 => Goal {
                         goal,
-                        measured: if self.missing.iter().any(|(t, _)| *t == peer) {
-                            format!("{} MISSING (see below)", peer.name())
-                        } else {
-                            "not run".into()
-                        },
-                        met: None,
+                        measured: format!("{ours:.2} vs {theirs:.2} µs = {:.2}×", ours / theirs),
+                        met: Some(ours / theirs <= ratio),
                     },
+                    _ => self.unmeasured(goal, peer),
                 });
             }
         }
         goals
+    }
+
+    /// A goal against `peer` that this run could not judge: the peer missing, or not run.
+    fn unmeasured(&self, goal: String, peer: Target) -> Goal {
+        Goal {
+            goal,
+            measured: if self.missing.iter().any(|(t, _)| *t == peer) {
+                format!("{} MISSING (see below)", peer.name())
+            } else {
+                "not run".into()
+            },
+            met: None,
+        }
     }
 }
 
@@ -268,6 +302,32 @@ mod tests {
             goals[1].measured
         );
         assert!(report.report().to_markdown().contains("redis-server PING"));
+    }
+
+    #[test]
+    fn cpu_per_decision_is_held_to_each_peers() {
+        let with_cpu = |target, cpu| RespRun {
+            server_cpu_us: Some(cpu),
+            ..run(target, 90.0)
+        };
+        let report = report(
+            vec![
+                with_cpu(Target::Tollgate, 4.0),
+                with_cpu(Target::RedisCell, 5.0),
+                with_cpu(Target::Throttlecrab, 5.0),
+            ],
+            Vec::new(),
+        );
+        let goals = report.cpu_goals();
+        assert_eq!(goals.len(), 2);
+        // 4 ≤ 1.0 × 5.
+        assert_eq!(goals[0].met, Some(true), "{}", goals[0].measured);
+        assert!(goals[0].measured.contains("4.00 vs 5.00 µs = 0.80×"));
+        // 4 > 0.67 × 5.
+        assert_eq!(goals[1].met, Some(false), "{}", goals[1].measured);
+        assert!(goals[1].goal.contains("0.67× throttlecrab's at pipeline 1"));
+        // Every goal of the report, the CPU's among them.
+        assert_eq!(report.goals().len(), 4);
     }
 
     #[test]

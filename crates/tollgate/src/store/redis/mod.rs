@@ -57,6 +57,7 @@
 //! checking several policies of one key is atomic. Checks of *different* keys in one call would
 //! span slots: the cluster store refuses them with [`CheckError::Unsupported`].
 
+pub mod bench;
 mod error;
 mod keys;
 mod script;
@@ -406,10 +407,11 @@ impl Runner for Inner {
 }
 
 impl RedisStore {
-    /// Checks what can never be decided before touching caches or the network.
-    fn encode(&self, checks: &[Check<'_>]) -> Result<Vec<Encoded>, CheckError> {
+    /// Checks what can never be decided (on a cluster when `cluster`) before touching caches
+    /// or the network.
+    fn encode(checks: &[Check<'_>], cluster: bool) -> Result<Vec<Encoded>, CheckError> {
         Check::validate_all(checks)?;
-        if self.inner.is_cluster() && checks.iter().any(|c| c.key != checks[0].key) {
+        if cluster && checks.iter().any(|c| c.key != checks[0].key) {
             return Err(CheckError::Unsupported(
                 "in Redis Cluster, the checks of one call must share a key (one hash slot)",
             ));
@@ -431,7 +433,7 @@ impl Store for RedisStore {
         if checks.is_empty() {
             return Ok(Verdict::new(Vec::new()));
         }
-        let encoded = self.encode(checks)?;
+        let encoded = RedisStore::encode(checks, self.inner.is_cluster())?;
         if let (Some(cache), [check]) = (&self.inner.deny_cache, &encoded[..])
             && let Some(denied) = cache.get(
                 &check.bucket,

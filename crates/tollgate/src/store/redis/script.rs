@@ -38,6 +38,26 @@ impl Scripts {
     }
 }
 
+impl Scripts {
+    /// The script that decides `decisions`, and whether it is `bucket.lua` (every check a token
+    /// bucket).
+    fn pick(&self, decisions: &[Vec<Encoded>]) -> (&Script, bool) {
+        if decisions.iter().flatten().all(|c| c.gcra.is_some()) {
+            (&self.bucket, true)
+        } else {
+            (&self.general, false)
+        }
+    }
+}
+
+/// Appends to `out` the bytes [`run`] sends for `decisions` at Redis's clock: the
+/// instruction-count benchmark's way in (see `bench.rs`).
+pub(crate) fn pack(scripts: &Scripts, decisions: &[Vec<Encoded>], out: &mut Vec<u8>) {
+    let (script, buckets_only) = scripts.pick(decisions);
+    let (keys, slots) = plan(decisions);
+    command(script, None, decisions, &keys, &slots, buckets_only).write_packed_command(out);
+}
+
 /// A policy in the script's terms: its algorithm code and two numbers (see `decide.lua`), in
 /// microseconds rounded up (the emission interval, then the period), so rounding only
 /// under-grants. Refuses a policy whose numbers could pass 2^52 in Lua's doubles, naming the
@@ -188,12 +208,7 @@ pub(crate) async fn run(
     now_us: Option<u64>,
     decisions: &[Vec<Encoded>],
 ) -> Result<Vec<Reply>, StoreError> {
-    let buckets_only = decisions.iter().flatten().all(|c| c.gcra.is_some());
-    let script = if buckets_only {
-        &scripts.bucket
-    } else {
-        &scripts.general
-    };
+    let (script, buckets_only) = scripts.pick(decisions);
     let (keys, slots) = plan(decisions);
     let cmd = command(script, now_us, decisions, &keys, &slots, buckets_only);
     let numbers = numbers(

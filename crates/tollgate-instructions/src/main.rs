@@ -1,0 +1,184 @@
+//! The hot paths, each run alone for `scripts/instructions`, which counts their instructions
+//! under `valgrind --tool=callgrind`, collecting only inside [`measured`].
+//!
+//! `tollgate-instructions list` names the paths; `tollgate-instructions PATH N` sets the path
+//! up, warms it up, then runs it `N` times inside [`measured`]. The count is instructions, not
+//! time: the same on a busy machine, so that CI can hold it to a baseline. Every path decides
+//! on a bucket no run can empty, so that each operation takes the same branches however slowly
+//! it runs under valgrind.
+
+#![forbid(unsafe_code)]
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, header};
+use http_body_util::BodyExt as _;
+use tollgate::store::redis::bench::BatchEncoder;
+use tollgate::{Check, MemoryStore, Policy};
+use tollgate_server::App;
+use tollgate_server::config::Config;
+use tollgate_server::resp::codec::{self, Limits};
+use tollgate_server::settings::{Overrides, Settings};
+use tower::ServiceExt as _;
+
+/// The paths, with what one operation is.
+const PATHS: [(&str, &str); 4] = [
+    ("memory_check", "MemoryStore::check of one hot key"),
+    (
+        "redis_batch_encode",
+        "16 decisions of distinct keys encoded as one EVALSHA, packed in RESP",
+    ),
+    (
+        "resp_parse",
+        "one CL.THROTTLE command decoded from its multibulk bytes",
+    ),
+    (
+        "http_check",
+        "POST /v1/check by policy name through the server's router, memory store, in process",
+    ),
+];
+
+/// Operations run before counting: first allocations, tables growing, lazy statics.
+const WARM_UP: u64 = 1000;
+
+/// A bucket no run empties: 10^9 tokens refilled at 10^9 per second (the HTTP benchmark's).
+fn allow_all() -> Policy {
+    Policy::token_bucket(1_000_000_000, 1_000_000_000, Duration::from_secs(1))
+        .expect("a valid policy")
+}
+
+/// Runs `paths` (warm-up and counted run): callgrind's `--toggle-collect` names this function,
+/// so only what happens inside it is counted.
+#[inline(never)]
+fn measured(run: impl FnOnce()) {
+    run();
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["list"] => {
+            for (path, what) in PATHS {
+                println!("{path}\t{what}");
+            }
+            ExitCode::SUCCESS
+        }
+        [path, n] => match run(path, n) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e),
+        },
+        _ => fail("usage: tollgate-instructions list | tollgate-instructions PATH N"),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("tollgate-instructions: {message}");
+    ExitCode::from(2)
+}
+
+fn run(path: &str, n: &str) -> Result<(), String> {
+    let n: u64 = n.parse().map_err(|e| format!("N: {e}"))?;
+    match path {
+        "memory_check" => memory_check(n),
+        "redis_batch_encode" => redis_batch_encode(n),
+        "resp_parse" => resp_parse(n),
+        "http_check" => http_check(n),
+        _ => return Err(format!("no path {path} (`list` names them)")),
+    }
+    Ok(())
+}
+
+fn memory_check(n: u64) {
+    let store = MemoryStore::new();
+    let policy = allow_all();
+    let op = || {
+        let decision = store.check(&policy, black_box(b"key-00001"), 1);
+        assert!(decision.expect("a memory check").allowed());
+    };
+    (0..WARM_UP).for_each(|_| op());
+    measured(|| (0..n).for_each(|_| op()));
+}
+
+fn redis_batch_encode(n: u64) {
+    let encoder = BatchEncoder::new();
+    let policy = allow_all();
+    let keys: Vec<String> = (0..16).map(|i| format!("key-{i:05}")).collect();
+    let checks: Vec<[Check<'_>; 1]> = keys
+        .iter()
+        .map(|key| [Check::new(policy, key.as_bytes(), 1).named("api")])
+        .collect();
+    let decisions: Vec<&[Check<'_>]> = checks.iter().map(|c| &c[..]).collect();
+    let mut out = Vec::new();
+    let mut op = || {
+        out.clear();
+        encoder
+            .encode(black_box(&decisions), &mut out)
+            .expect("checks the Redis store takes");
+        black_box(&out);
+    };
+    (0..WARM_UP).for_each(|_| op());
+    measured(|| (0..n).for_each(|_| op()));
+}
+
+fn resp_parse(n: u64) {
+    let request = b"*6\r\n$11\r\nCL.THROTTLE\r\n$9\r\nkey-00001\r\n$2\r\n15\r\n$2\r\n30\r\n$2\r\n60\r\n$1\r\n1\r\n";
+    let limits = Limits::default();
+    let op = || {
+        let (args, used) = codec::decode(black_box(request), &limits)
+            .expect("RESP")
+            .expect("a whole request");
+        assert_eq!(used, request.len());
+        black_box(args);
+    };
+    (0..WARM_UP).for_each(|_| op());
+    measured(|| (0..n).for_each(|_| op()));
+}
+
+fn http_check(n: u64) {
+    let policy = allow_all();
+    let config = format!(
+        "[policies.allow_all]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n",
+        policy.capacity(),
+        policy.refill(),
+        policy.period().as_nanos()
+    );
+    let config = Config::parse(Path::new("instructions.toml"), &config).expect("a valid config");
+    let settings = Settings::resolve(Overrides::default(), Some(&config));
+    // One thread: everything a request does happens inside `measured`, on this thread.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let app = runtime
+        .block_on(App::open(settings))
+        .expect("the server's state on the memory store");
+    let router = app.router();
+    let body = axum::body::Bytes::from_static(br#"{"policy":"allow_all","key":"key-00001"}"#);
+    let op = || async {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/check")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.clone()))
+            .expect("a request");
+        let response = router.clone().oneshot(request).await.expect("infallible");
+        assert!(response.status().is_success(), "{}", response.status());
+        black_box(response.into_body().collect().await.expect("a body"));
+    };
+    runtime.block_on(async {
+        for _ in 0..WARM_UP {
+            op().await;
+        }
+    });
+    measured(|| {
+        runtime.block_on(async {
+            for _ in 0..n {
+                op().await;
+            }
+        });
+    });
+}
