@@ -109,6 +109,7 @@
 //! | `postgres` | `PostgresStore`: one statement per batch, retries for distributed SQL |
 //! | `tower` | the middleware, `TollgateLayer`, for any tower service (hyper, tonic) |
 //! | `axum` | `tower`, and the client's address from axum's `ConnectInfo` |
+//! | `quanta` | `QuantaClock`: the CPU's time-stamp counter, a cheaper clock for the memory store |
 //!
 //! None is on by default: the memory store and the algorithms need nothing but `std`. On
 //! docs.rs every feature is built, and each gated item says which feature it needs.
@@ -128,6 +129,8 @@ mod nanos;
 mod policy;
 pub mod store;
 
+#[cfg(feature = "quanta")]
+pub use clock::QuantaClock;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use decision::{Decision, Verdict};
 pub use error::{CheckError, ErrorKind, StoreError};
