@@ -8,7 +8,9 @@ use std::num::NonZeroU32;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use governor::clock::{Clock as GovernorClock, MonotonicClock as GovernorInstant, QuantaClock as GovernorTsc};
+use governor::clock::{
+    Clock as GovernorClock, MonotonicClock as GovernorInstant, QuantaClock as GovernorTsc,
+};
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
@@ -150,8 +152,12 @@ fn quota() -> Quota {
 }
 
 /// governor's keyed limiter on the clock `C`.
-pub(super) type Governor<C> =
-    RateLimiter<String, DefaultKeyedStateStore<String>, C, NoOpMiddleware<<C as GovernorClock>::Instant>>;
+pub(super) type Governor<C> = RateLimiter<
+    String,
+    DefaultKeyedStateStore<String>,
+    C,
+    NoOpMiddleware<<C as GovernorClock>::Instant>,
+>;
 
 /// A store on `clock` holding `keys`, each charged [`PRECHARGE`] tokens, and its limiter for
 /// `policy`.

@@ -284,9 +284,7 @@ fn describe(contender: Contender) -> &'static str {
             "`MemoryStore::check(key, &policy, 1)` on a store built with \
              `.clock(QuantaClock::new())`"
         }
-        Contender::GovernorTsc => {
-            "governor's keyed limiter as above, on `clock::QuantaClock`"
-        }
+        Contender::GovernorTsc => "governor's keyed limiter as above, on `clock::QuantaClock`",
         Contender::KeyWalk => {
             "the loop alone (pick the next key, read its last byte): the floor under every \
              other figure"
