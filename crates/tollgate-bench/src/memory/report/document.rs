@@ -126,7 +126,7 @@ impl MemoryReport {
             ("MB in all", Right),
         ];
         let tollgate = "tollgate `MemoryStore`";
-        let governor = "governor `DefaultKeyedRateLimiter<String>`";
+        let governor = "governor keyed `RateLimiter<String>` (`DashMap`, `MonotonicClock`)";
         let gained = "resident memory gained";
         let rows = [
             (
