@@ -231,7 +231,7 @@ pub(super) struct Contenders {
 
 /// The clocks of [`Contenders::instant`].
 pub(super) fn instant_clocks() -> (MonotonicClock, GovernorInstant) {
-    (MonotonicClock::new(), GovernorInstant::default())
+    (MonotonicClock::new(), GovernorInstant)
 }
 
 /// The clocks of [`Contenders::tsc`].
