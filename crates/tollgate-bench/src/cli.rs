@@ -40,6 +40,9 @@ pub enum Bench {
     /// A long run on Redis with a fault every period: latency per period, and memory, file
     /// descriptors and tasks before and after.
     Soak(crate::SoakArgs),
+    /// The servers' tail at a fixed rate (HTTP, gRPC, RESP), each beside a bare server of its
+    /// protocol, idle and under CPU contention: p99, p99.9 and p99 per slice of time.
+    Tail(crate::TailBenchArgs),
     /// Every benchmark in one run, on throwaway servers it starts and stops itself, with an
     /// index (`index.md`) of the machine and of every goal, met or not.
     All(AllArgs),
@@ -119,6 +122,7 @@ pub(crate) async fn run_one(bench: Bench) -> Result<(Report, PathBuf), BenchErro
         Bench::Resp(args) => (crate::run_resp(&args).await?.report(), args.out),
         Bench::Grpc(args) => (crate::run_grpc(&args).await?.report(), args.out),
         Bench::Soak(args) => (crate::run_soak(&args).await?.report(), args.out),
+        Bench::Tail(args) => (crate::run_tail(&args).await?.report(), args.out),
         Bench::All(_) => return Err(BenchError::Args("`all` runs the others".into())),
     })
 }

@@ -50,6 +50,7 @@ pub mod resp;
 mod servers;
 pub mod soak;
 pub mod stats;
+pub mod tail;
 mod tls;
 
 pub use crate::grpc::{GrpcBenchArgs, GrpcReport, run_grpc};
@@ -63,5 +64,6 @@ pub use crate::redis::{
 };
 pub use crate::resp::{RespBenchArgs, RespReport, run_resp};
 pub use crate::soak::{SoakArgs, SoakReport, run_soak};
+pub use crate::tail::{TailBenchArgs, TailReport, run_tail};
 pub use error::BenchError;
 pub use report::{Goal, Report};

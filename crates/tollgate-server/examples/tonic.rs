@@ -10,18 +10,11 @@ use std::error::Error;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::http::request::Parts;
 use tokio_util::sync::CancellationToken;
-use tollgate::middleware::TollgateLayer;
+use tollgate::middleware::{ClientIp, TollgateLayer};
 use tollgate::{MemoryStore, Policy};
 use tonic::transport::Server;
 use tonic::transport::server::TcpConnectInfo;
-
-/// The peer's IP address, as tonic records it for each request.
-fn peer_ip(parts: &Parts) -> Option<String> {
-    let info = parts.extensions.get::<TcpConnectInfo>()?;
-    info.remote_addr().map(|addr| addr.ip().to_string())
-}
 
 /// Serves the gRPC health service on `listener`, limited per peer IP to a burst of 3 refilled
 /// at 1 per second, until `shutdown` is cancelled.
@@ -31,7 +24,11 @@ pub async fn serve(
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
     let limit = TollgateLayer::builder(MemoryStore::new())
         .policy("grpc", Policy::token_bucket(3, 1, Duration::from_secs(1))?)
-        .key(peer_ip)
+        // The peer as tonic records it; `.trust([...])` would read X-Forwarded-For from proxies.
+        .key(
+            ClientIp::new()
+                .peer_addr(|parts| parts.extensions.get::<TcpConnectInfo>()?.remote_addr()),
+        )
         .build()?;
     let (_reporter, health) = tonic_health::server::health_reporter();
     let incoming = tonic::transport::server::TcpIncoming::from(listener);

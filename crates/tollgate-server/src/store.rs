@@ -1,6 +1,7 @@
 //! Which store the server decides on, from `--store`, wrapped in the fail policy.
 
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,11 @@ pub async fn open(
     settings: &Settings,
     health: Arc<StoreHealth>,
 ) -> Result<Arc<dyn DynSettle>, StoreError> {
-    let memory = || MemoryStore::builder().max_keys(settings.max_keys).build();
+    // The config file refuses 0; `--max-keys 0` is refused here, as a store that cannot work.
+    let max_keys = NonZeroUsize::new(settings.max_keys).ok_or_else(|| {
+        StoreError::Config("max_keys is 0: a store that may hold no key fails every check".into())
+    })?;
+    let memory = || MemoryStore::builder().max_keys(max_keys).build();
     let on_error = match settings.on_store_error {
         OnStoreError::Allow => FailPolicy::Allow,
         OnStoreError::Deny => FailPolicy::Deny,

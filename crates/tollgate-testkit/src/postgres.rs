@@ -29,6 +29,7 @@ use crate::{
     TestkitError,
     process::{self, Deadline, LaunchError, PORT_ATTEMPTS, PORT_IN_USE, ServerProcess},
     scratch,
+    tls::{self, TlsFiles},
     url::{self, Url},
 };
 
@@ -77,6 +78,25 @@ impl TestPostgres {
         OwnedPostgres::start(process::free_port, Durability::Durable).map(|owned| Self {
             inner: Inner::Owned(Box::new(owned)),
         })
+    }
+
+    /// A throwaway PostgreSQL that also serves TLS (`ssl=on`; clients may still connect
+    /// without it), with a certificate for `localhost` and `127.0.0.1` signed by a CA of its
+    /// own ([`ca_cert`](Self::ca_cert)). `TOLLGATE_DATABASE_URL` is not consulted: a test of
+    /// TLS needs the CA's file.
+    pub fn start_tls() -> Result<Self, TestkitError> {
+        OwnedPostgres::start_with(process::free_port, Durability::Fast, true).map(|owned| Self {
+            inner: Inner::Owned(Box::new(owned)),
+        })
+    }
+
+    /// The CA certificate (PEM) that signed the server's, for a server from
+    /// [`start_tls`](Self::start_tls).
+    pub fn ca_cert(&self) -> Option<&Path> {
+        match &self.inner {
+            Inner::Owned(owned) => owned.tls.as_ref().map(|tls| tls.ca.as_path()),
+            Inner::External { .. } => None,
+        }
     }
 
     /// [`start`](Self::start) with the variable's value passed in, so tests can cover both
@@ -209,6 +229,8 @@ struct OwnedPostgres {
     /// `None` when the temporary directory's path is too long for a Unix socket.
     socket_dir: Option<PathBuf>,
     log: PathBuf,
+    /// The server's certificate and key, and its CA's, when it serves TLS.
+    tls: Option<TlsFiles>,
     dir: TempDir,
 }
 
@@ -216,8 +238,17 @@ impl OwnedPostgres {
     /// Starts on a port from `pick_port`, trying another when a different process takes it
     /// first.
     fn start(
+        pick_port: impl FnMut() -> Result<u16, TestkitError>,
+        durability: Durability,
+    ) -> Result<Self, TestkitError> {
+        Self::start_with(pick_port, durability, false)
+    }
+
+    /// [`start`](Self::start), serving TLS too if `tls`.
+    fn start_with(
         mut pick_port: impl FnMut() -> Result<u16, TestkitError>,
         durability: Durability,
+        tls: bool,
     ) -> Result<Self, TestkitError> {
         let bin = PgBin::find()?;
         let run_as = if process::euid() == 0 {
@@ -250,7 +281,21 @@ impl OwnedPostgres {
                 user.chown(socket_dir)?;
             }
         }
+        let tls = if tls {
+            let files = tls::make_certificates(dir.path())?;
+            // PostgreSQL refuses a key that others may read, and must own it to read it.
+            fs::set_permissions(&files.key, fs::Permissions::from_mode(0o600))
+                .map_err(|e| TestkitError::io("restricting the server's TLS key", e))?;
+            if let Some(user) = run_as {
+                user.chown(&files.key)?;
+                user.chown(&files.cert)?;
+            }
+            Some(files)
+        } else {
+            None
+        };
         let mut owned = Self {
+            tls,
             durability,
             process: None,
             port: 0,
@@ -309,6 +354,13 @@ impl OwnedPostgres {
             // Dynamic shared memory in files under the data directory, not in /dev/shm: if
             // the postmaster is SIGKILLed, removing the directory removes them too.
             .args(["-c", "dynamic_shared_memory_type=mmap"]);
+        if let Some(tls) = &self.tls {
+            cmd.args(["-c", "ssl=on"])
+                .arg("-c")
+                .arg(format!("ssl_cert_file={}", tls.cert.display()))
+                .arg("-c")
+                .arg(format!("ssl_key_file={}", tls.key.display()));
+        }
         if self.durability == Durability::Fast {
             cmd.args(["-c", "fsync=off"])
                 .args(["-c", "synchronous_commit=off"])

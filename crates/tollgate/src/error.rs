@@ -58,9 +58,10 @@ pub enum CheckError {
 /// [`Guarded`](crate::store::guarded::Guarded)).
 ///
 /// ```
+/// use std::num::NonZeroUsize;
 /// use tollgate::{ErrorKind, MemoryStore, Policy};
 ///
-/// let store = MemoryStore::builder().max_keys(1).build();
+/// let store = MemoryStore::builder().max_keys(NonZeroUsize::MIN).build(); // one key
 /// let policy = Policy::per_second(1)?;
 /// store.check(&policy, b"alice", 1)?;
 /// // Alice's bucket is not idle yet, so there is no room for Bob: transient, the fail

@@ -107,8 +107,11 @@
 //! | `redis` | `RedisStore`: one Lua script per batch of decisions, Redis Cluster |
 //! | `redis-tls` | `rediss://` URLs (rustls; the system's roots or `SSL_CERT_FILE`) |
 //! | `postgres` | `PostgresStore`: one statement per batch, retries for distributed SQL |
+//! | `postgres-tls` | `sslmode` / `sslrootcert` in PostgreSQL URLs, as libpq (rustls) |
 //! | `tower` | the middleware, `TollgateLayer`, for any tower service (hyper, tonic) |
 //! | `axum` | `tower`, and the client's address from axum's `ConnectInfo` |
+//! | `tokio` | timeouts, the fail policy ([`store::guarded`]), waiting ([`store::wait`]); the stores enable it |
+//! | `test-util` | helpers for tests, never production: a test clock on the Redis and PostgreSQL stores, `Policy::at_resolution` |
 //! | `quanta` | `QuantaClock`: the CPU's time-stamp counter, a cheaper clock for the memory store |
 //!
 //! None is on by default: the memory store and the algorithms need nothing but `std`. On

@@ -69,6 +69,15 @@ pub struct Policy {
 }
 
 /// Why a policy could not be built. [`PolicyError::field`] names the offending input.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Policy, PolicyError};
+///
+/// let error = Policy::token_bucket(10, 0, Duration::from_secs(1)).unwrap_err();
+/// assert_eq!(error, PolicyError::ZeroRefill);
+/// assert_eq!(error.field(), "refill"); // the input to fix, e.g. a config file's key
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyError {

@@ -68,6 +68,8 @@ pub enum BenchName {
     Grpc,
     /// `tollgate-bench soak`.
     Soak,
+    /// `tollgate-bench tail`.
+    Tail,
 }
 
 /// How one step ended.

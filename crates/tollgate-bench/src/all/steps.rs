@@ -123,6 +123,12 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
             (&["--seconds", "120", "--period", "30"], 125),
             (&["--seconds", "10", "--period", "5", "--rate", "500"], 12),
         ),
+        (
+            BenchName::Tail,
+            vec![],
+            (&[], 80),
+            (&["--seconds", "0.5", "--rounds", "1"], 8),
+        ),
     ]
 }
 

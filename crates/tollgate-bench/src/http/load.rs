@@ -76,7 +76,7 @@ impl Requests {
     }
 
     /// The `n`th request of a worker; `n` walks the keys so that all of them are used.
-    fn build(&self, n: usize) -> Request<Full<Bytes>> {
+    pub(crate) fn build(&self, n: usize) -> Request<Full<Bytes>> {
         let mut request = match &self.checks {
             Some(bodies) => {
                 let mut post = Request::new(Full::new(bodies[n % bodies.len()].clone()));
@@ -197,12 +197,15 @@ pub(crate) async fn run(
 }
 
 /// One client connection: the handle to send on, and the task that drives its I/O.
-struct Connection {
-    sender: SendRequest<Full<Bytes>>,
-    driver: JoinHandle<Result<(), hyper::Error>>,
+pub(crate) struct Connection {
+    pub(crate) sender: SendRequest<Full<Bytes>>,
+    pub(crate) driver: JoinHandle<Result<(), hyper::Error>>,
 }
 
-async fn connect(addr: SocketAddr, tls: Option<&TlsClient>) -> Result<Connection, BenchError> {
+pub(crate) async fn connect(
+    addr: SocketAddr,
+    tls: Option<&TlsClient>,
+) -> Result<Connection, BenchError> {
     match tls {
         Some(tls) => start(tls.connect(addr).await?).await,
         None => {
@@ -286,7 +289,7 @@ async fn drive(
 }
 
 /// One request and its whole response: the status, and whether it had a `RateLimit` header.
-async fn exchange(
+pub(crate) async fn exchange(
     sender: &mut SendRequest<Full<Bytes>>,
     request: Request<Full<Bytes>>,
 ) -> Result<(StatusCode, bool), hyper::Error> {

@@ -11,10 +11,10 @@
 //! the machine hits each alike, and the report gives each variant's median across rounds and
 //! the ratio to the bare handler. The goal is 0.95× (0.9× before).
 
-mod load;
+pub(crate) mod load;
 mod measure;
 mod report;
-mod server;
+pub(crate) mod server;
 mod variant;
 
 use std::path::PathBuf;

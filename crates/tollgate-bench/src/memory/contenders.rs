@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::hint::black_box;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -170,7 +170,7 @@ pub(super) fn tollgate_holding<C: Clock>(
     // Room for every key, so that the cap never interferes with the measurement.
     let store = MemoryStore::builder()
         .clock(clock)
-        .max_keys(keys.len().saturating_mul(2))
+        .max_keys(NonZeroUsize::new(keys.len().saturating_mul(2)).unwrap_or(NonZeroUsize::MIN))
         .build();
     let limiter = store.limiter(policy);
     for key in keys {

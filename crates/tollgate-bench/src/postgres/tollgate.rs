@@ -3,7 +3,6 @@
 //! `connections(n)` shared by all of a cell's worker tasks, in the run's schema under its own
 //! table name so it never meets the baseline's table.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tollgate::{Check, Policy, PostgresStore, Store};
@@ -87,17 +86,17 @@ impl TollgatePg {
 
     /// Attempts the store retried after a serialization failure, since it was built.
     pub(crate) fn retried(&self) -> u64 {
-        self.store.stats().retries.load(Ordering::Relaxed)
+        self.store.stats().retries()
     }
 
     /// Calls that still failed to serialize after every attempt, since it was built.
     pub(crate) fn gave_up(&self) -> u64 {
-        self.store.stats().gave_up.load(Ordering::Relaxed)
+        self.store.stats().gave_up()
     }
 
     /// Statements the store sent (attempts included), since it was built.
     pub(crate) fn statements(&self) -> u64 {
-        self.store.stats().statements.load(Ordering::Relaxed)
+        self.store.stats().statements()
     }
 
     /// Creates the rows of `keys` under `policy` (each bucket with one token taken), through

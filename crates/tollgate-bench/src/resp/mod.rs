@@ -10,7 +10,7 @@
 //! missing, in the report and on stderr, and its goals as not measured, never skipped silently.
 
 mod measure;
-mod peers;
+pub(crate) mod peers;
 mod report;
 
 use std::path::PathBuf;

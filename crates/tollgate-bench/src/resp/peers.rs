@@ -38,8 +38,8 @@ fn wait_for_pong(addr: SocketAddr, child: &mut Child) -> Result<(), String> {
 }
 
 /// A peer process serving RESP on `addr`; killed when dropped.
-pub(super) struct Peer {
-    pub(super) addr: SocketAddr,
+pub(crate) struct Peer {
+    pub(crate) addr: SocketAddr,
     child: Child,
 }
 
@@ -70,7 +70,7 @@ impl Peer {
     }
 
     /// A plain `redis-server`, for the ceiling.
-    pub(super) fn redis() -> Result<Peer, String> {
+    pub(crate) fn redis() -> Result<Peer, String> {
         Peer::redis_server(None)
     }
 
@@ -104,7 +104,7 @@ impl Peer {
         )
     }
 
-    pub(super) fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }

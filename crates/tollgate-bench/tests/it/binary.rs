@@ -41,7 +41,7 @@ fn help_lists_every_benchmark() {
     let (code, help, stderr) = run(&["--help"]);
     assert_eq!(code, 0, "{stderr}");
     for name in [
-        "memory", "redis", "postgres", "http", "resp", "grpc", "soak", "all",
+        "memory", "redis", "postgres", "http", "resp", "grpc", "soak", "tail", "all",
     ] {
         assert!(
             help.lines()
@@ -255,7 +255,7 @@ fn all_quick_runs_every_benchmark_and_indexes_them() {
     let (index, stderr, out) = bench(&["all", "--quick"]);
     assert!(index.contains("**A quick run**"), "{index}");
     for name in [
-        "memory", "redis", "postgres", "http", "resp", "grpc", "soak",
+        "memory", "redis", "postgres", "http", "resp", "grpc", "soak", "tail",
     ] {
         assert!(
             index.contains(&format!("[{name}]({name}.md)")),

@@ -12,3 +12,4 @@ mod http;
 mod memory;
 mod postgres;
 mod redis;
+mod tail;

@@ -3,6 +3,7 @@
 //! of bad input, after which the server still answers.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -485,7 +486,12 @@ async fn a_commit_beyond_one_capacity_of_debt_is_refused_and_settles_nothing() {
 /// forgotten to make room is never refunded twice.
 #[tokio::test]
 async fn a_flood_of_commits_never_fails_an_honest_one_nor_refunds_twice() {
-    let server = Server::start_with(|store| store.max_keys(4).max_settled(16)).await;
+    let server = Server::start_with(|store| {
+        store
+            .max_keys(NonZeroUsize::new(4).unwrap())
+            .max_settled(NonZeroUsize::new(16).unwrap())
+    })
+    .await;
     let mallory = json!({"key": "mallory", "capacity": 10, "refill": 10, "period_ms": 1000});
     let first = flood(&server, &mallory).await;
     for _ in 0..40 {

@@ -22,3 +22,6 @@ pub mod failures {}
 
 #[doc = include_str!("middleware.md")]
 pub mod middleware {}
+
+#[doc = include_str!("comparison.md")]
+pub mod comparison {}

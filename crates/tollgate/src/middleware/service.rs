@@ -61,7 +61,29 @@ impl<S> Tollgate<S> {
 }
 
 /// The future of a [`Tollgate`] call: the inner service's response with the `RateLimit`
-/// headers, or the layer's own answer. Awaited as any future (see [`Tollgate`]'s example).
+/// headers, or the layer's own answer: what `call` returns, awaited as any future.
+///
+/// ```
+/// use http::{Request, Response};
+/// use tollgate::middleware::TollgateLayer;
+/// use tollgate::{MemoryStore, Policy};
+/// use tower::{Layer, Service, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_second(10)?)
+///     .key(|_: &http::request::Parts| Some("everyone"))
+///     .build()?;
+/// let mut service = layer.layer(service_fn(|_: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+/// }));
+/// let future = service.ready().await?.call(Request::new(())); // a `ResponseFuture`
+/// let response = future.await?;
+/// assert_eq!(response.headers()["ratelimit"], "\"api\";r=9;t=1");
+/// # Ok(())
+/// # }
+/// ```
 pub struct ResponseFuture<T, E> {
     inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
 }

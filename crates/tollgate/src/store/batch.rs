@@ -122,8 +122,8 @@ impl<R: Runner> Batcher<R> {
         Batcher {
             runner,
             lanes: Mutex::new(HashMap::default()),
-            max_batch: max_batch.max(1),
-            depth: depth.max(1),
+            max_batch,
+            depth,
         }
     }
 

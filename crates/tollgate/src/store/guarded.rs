@@ -44,6 +44,27 @@ use parking_lot::Mutex;
 use crate::{Clock, Decision, ErrorKind, MemoryStore, MonotonicClock, Nanos, StoreError, Verdict};
 
 /// What to answer when the store fails transiently (down, slow, timed out, full).
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use tollgate::store::guarded::{FailPolicy, Guarded};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A store that fails for a second key stands in for one that is down.
+/// let store = MemoryStore::builder().max_keys(NonZeroUsize::MIN).build();
+/// let fallback = MemoryStore::new();
+/// let guarded = Guarded::new(store, FailPolicy::Local(fallback));
+/// let policy = Policy::per_second(1)?;
+/// guarded.decide(&[Check::new(policy, b"alice", 1)]).await?;
+/// // bob is decided by the local limiter meanwhile: his first request passes, his second not.
+/// assert!(guarded.decide(&[Check::new(policy, b"bob", 1)]).await?.allowed());
+/// assert!(!guarded.decide(&[Check::new(policy, b"bob", 1)]).await?.allowed());
+/// assert_eq!(guarded.stats().local_fallbacks(), 2);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum FailPolicy {
@@ -69,6 +90,20 @@ impl std::fmt::Debug for FailPolicy {
 
 /// Counts of how calls were answered, for metrics. Read-only: only the [`Guarded`] that owns
 /// them (and its clones) counts.
+///
+/// ```
+/// use tollgate::store::guarded::{FailPolicy, Guarded};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let guarded = Guarded::new(MemoryStore::new(), FailPolicy::Deny);
+/// guarded.decide(&[Check::new(Policy::per_second(5)?, b"alice", 1)]).await?;
+/// let stats = guarded.stats();
+/// assert_eq!((stats.store_errors(), stats.failed_open(), stats.incompatible()), (0, 0, 0));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct GuardStats {
     store_errors: AtomicU64,
@@ -114,6 +149,7 @@ type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 /// application's own code can share one `Guarded` and see one set of counts.
 ///
 /// ```
+/// use std::num::NonZeroUsize;
 /// use std::time::Duration;
 /// use tollgate::store::guarded::{FailPolicy, Guarded};
 /// use tollgate::{Check, MemoryStore, Policy, Store};
@@ -121,7 +157,8 @@ type ErrorHook = Arc<dyn Fn(&StoreError) + Send + Sync>;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // A store that holds one key at most: a second key is a (transient) failure.
-/// let guarded = Guarded::new(MemoryStore::builder().max_keys(1).build(), FailPolicy::Allow);
+/// let one_key = MemoryStore::builder().max_keys(NonZeroUsize::MIN).build();
+/// let guarded = Guarded::new(one_key, FailPolicy::Allow);
 /// let copy = guarded.clone();
 /// let policy = Policy::token_bucket(5, 5, Duration::from_secs(1))?;
 /// guarded.decide(&[Check::new(policy, b"alice", 1)]).await?;
@@ -208,7 +245,28 @@ impl<S: Store> Guarded<S> {
     /// Bounds every call, on top of the store's own timeout. A call that runs out of time is
     /// dropped, as [`Store::decide`]'s "Cancel safety" says: answered by the fail policy,
     /// while the store may still charge it.
+    ///
+    /// # Panics
+    ///
+    /// If `timeout` is zero: a shared store would never answer in time, so the fail policy
+    /// would answer every call (failing open, nothing would be limited). `Guarded` has no
+    /// build step to report it from, so, as Tokio's `time::interval(Duration::ZERO)` and
+    /// `runtime::Builder::worker_threads(0)` do, the setter refuses it where it is written.
+    ///
+    /// ```should_panic
+    /// use std::time::Duration;
+    /// use tollgate::MemoryStore;
+    /// use tollgate::store::guarded::{FailPolicy, Guarded};
+    ///
+    /// // Panics: "Guarded::timeout is 0: ..."
+    /// let _ = Guarded::new(MemoryStore::new(), FailPolicy::Allow).timeout(Duration::ZERO);
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
+        assert!(
+            !timeout.is_zero(),
+            "Guarded::timeout is 0: every call would time out and be answered by the fail \
+             policy (failing open, nothing would be limited); give the longest a decision may wait"
+        );
         self.timeout = Some(timeout);
         self
     }

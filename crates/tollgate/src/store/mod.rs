@@ -50,6 +50,48 @@ use std::sync::Arc;
 
 use crate::{CheckError, Policy, PolicyError, StoreError, Verdict};
 
+/// Refuses the settings of a batching store (Redis, PostgreSQL) that would make it useless,
+/// naming each and saying why, when the store is built: a builder's setters return `Self`, as
+/// redis-rs's and deadpool's do, and the build reports what is wrong, as theirs do.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn refuse_zero_settings(
+    builder: &str,
+    timeout: std::time::Duration,
+    max_batch: usize,
+    max_in_flight: usize,
+) -> Result<(), StoreError> {
+    if timeout.is_zero() {
+        return Err(zero_setting(
+            builder,
+            "timeout",
+            "every decision would time out before the store answers, and the fail policy would \
+             answer all of them (failing open, nothing would be limited); give the longest a \
+             decision may wait",
+        ));
+    }
+    if max_batch == 0 {
+        return Err(zero_setting(
+            builder,
+            "max_batch",
+            "a call decides at least one decision; turn batching off with `coalesce(false)`",
+        ));
+    }
+    if max_in_flight == 0 {
+        return Err(zero_setting(
+            builder,
+            "max_in_flight",
+            "no call could ever be made; turn batching off with `coalesce(false)`",
+        ));
+    }
+    Ok(())
+}
+
+/// A [`StoreError::Config`] for `builder`'s `setting` set to zero.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn zero_setting(builder: &str, setting: &str, why: &str) -> StoreError {
+    StoreError::Config(format!("{builder}::{setting} is 0: {why}"))
+}
+
 /// The longest policy name a bucket may carry, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 
@@ -170,6 +212,46 @@ impl<'k> Check<'k> {
 
 /// A rate-limit store: decides a set of checks atomically (all allowed and charged, or none
 /// charged), at the store's own clock.
+///
+/// Most callers use a store; implementing one is for wrapping another (to count, log or route
+/// calls), or for a backend of one's own, whose `decide` must be atomic across its checks:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::time::Duration;
+/// use tollgate::{Check, MemoryStore, Policy, Store, StoreError, Verdict};
+///
+/// /// Counts the calls that reach the store it wraps.
+/// struct Counted<S> {
+///     inner: S,
+///     calls: AtomicU64,
+/// }
+///
+/// impl<S: Store> Store for Counted<S> {
+///     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+///         self.calls.fetch_add(1, Ordering::Relaxed);
+///         self.inner.decide(checks).await
+///     }
+///
+///     async fn ready(&self) -> Result<(), StoreError> {
+///         self.inner.ready().await
+///     }
+///
+///     fn name(&self) -> &'static str {
+///         self.inner.name()
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = Counted { inner: MemoryStore::new(), calls: AtomicU64::new(0) };
+/// let policy = Policy::token_bucket(2, 1, Duration::from_secs(1))?;
+/// assert!(store.decide(&[Check::new(policy, b"alice", 2)]).await?.allowed());
+/// assert!(!store.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
+/// assert_eq!(store.calls.load(Ordering::Relaxed), 2);
+/// # Ok(())
+/// # }
+/// ```
 pub trait Store: Send + Sync + 'static {
     /// Decides `checks` together. An empty set is allowed.
     ///
@@ -217,6 +299,25 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// [`Store`] behind a pointer: every `Store` is a `DynStore`, so a server can pick its store
 /// from configuration and hold an `Arc<dyn DynStore>`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::store::DynStore;
+/// use tollgate::{Check, MemoryStore, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// fn pick(_url: &str) -> Arc<dyn DynStore> {
+///     // A RedisStore or a PostgresStore would do as well.
+///     Arc::new(MemoryStore::new())
+/// }
+/// let store = pick("memory");
+/// assert_eq!(store.name_dyn(), "memory");
+/// let verdict = store.decide_dyn(&[Check::new(Policy::per_second(1)?, b"alice", 1)]).await?;
+/// assert!(verdict.allowed());
+/// # Ok(())
+/// # }
+/// ```
 pub trait DynStore: Send + Sync + 'static {
     /// See [`Store::decide`].
     fn decide_dyn<'a>(

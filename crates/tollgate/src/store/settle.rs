@@ -54,6 +54,26 @@ use super::{BoxFuture, Check, DynStore, Store};
 use crate::{CheckError, Policy, PolicyError, StoreError, Verdict};
 
 /// What to do to one bucket's tokens.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::store::settle::{Adjustment, Settle};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let policy = Policy::token_bucket(10, 10, Duration::from_secs(60))?;
+/// let bucket = Check::new(policy, b"alice", 0);
+/// // Take 4 without asking, then give 1 back: 7 left.
+/// store.settle(None, &[(bucket, Adjustment::Charge(4))]).await?;
+/// let after = store.settle(None, &[(bucket, Adjustment::Refund(1))]).await?;
+/// assert_eq!(after.decisions()[0].remaining(), 7);
+/// // Reserved 5, used 3: 2 go back.
+/// assert_eq!(Adjustment::commit(5, 3, true), Adjustment::Refund(2));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Adjustment {
     /// Give back this many tokens (never above the capacity).
@@ -85,6 +105,25 @@ impl Adjustment {
 /// settlement under it would be allowed again, so `ttl` must outlive whatever carries the id,
 /// and count down to a fixed expiry: settled again later, the same id must expire at the same
 /// time, which the memory store relies on when its record is full).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::store::settle::{Adjustment, Once, Settle};
+/// use tollgate::{Check, CheckError, MemoryStore, Policy, StoreError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let policy = Policy::token_bucket(10, 10, Duration::from_secs(60))?;
+/// let refund = [(Check::new(policy, b"alice", 0), Adjustment::Refund(3))];
+/// let once = || Some(Once { id: b"reservation-42", ttl: Duration::from_secs(300) });
+/// store.settle(once(), &refund).await?;
+/// // The same id again (a retry, a replay): refused, nothing given back twice.
+/// let again = store.settle(once(), &refund).await;
+/// assert!(matches!(again, Err(StoreError::Check(CheckError::AlreadySettled))));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Once<'a> {
     /// The settlement's identifier, unique per reservation (at most 64 bytes).
@@ -97,6 +136,26 @@ pub struct Once<'a> {
 pub const MAX_ONCE_ID: usize = 64;
 
 /// A store that can give tokens back, take them without asking, and empty buckets.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::store::settle::Settle;
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let policy = Policy::token_bucket(3, 3, Duration::from_secs(60))?;
+/// let check = Check::new(policy, b"alice", 3);
+/// assert!(store.decide(&[check]).await?.allowed());
+/// // The work failed before it cost anything: give the tokens back.
+/// store.refund(&[check]).await?;
+/// assert!(store.decide(&[check]).await?.allowed());
+/// // Or start the bucket over.
+/// store.reset(&[check]).await?;
+/// # Ok(())
+/// # }
+/// ```
 pub trait Settle: Store {
     /// Adjusts every bucket of `adjustments` (a check names the bucket and its policy; its cost
     /// is ignored) at the store's clock, all together. With `once`, nothing happens and
@@ -198,6 +257,24 @@ impl Bucket {
 
 /// Tokens reserved on one or more buckets, to be committed once the actual cost is known.
 /// Dropped without a commit, the reservation keeps its charge.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::store::settle::reserve;
+/// use tollgate::{Check, MemoryStore, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let rows = Policy::token_bucket(1_000, 1_000, Duration::from_secs(1))?;
+/// let (verdict, reservation) = reserve(&store, &[Check::new(rows, b"report", 500)]).await?;
+/// assert!(verdict.allowed());
+/// // The query failed: nothing was used, everything goes back.
+/// let after = reservation.expect("allowed").cancel(&store).await?;
+/// assert_eq!(after.decisions()[0].remaining(), 1_000);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a reservation dropped keeps its whole charge; commit or cancel it"]
 pub struct Reservation {
@@ -229,6 +306,24 @@ impl Reservation {
 }
 
 /// [`Settle`] behind a pointer, as [`DynStore`] is for [`Store`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tollgate::store::settle::{DynSettle, Settle};
+/// use tollgate::{Check, MemoryStore, Policy, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Picked from configuration at run time; it still decides and settles.
+/// let store: Arc<dyn DynSettle> = Arc::new(MemoryStore::new());
+/// let check = Check::new(Policy::per_second(2)?, b"alice", 2);
+/// assert!(store.decide(&[check]).await?.allowed());
+/// store.refund(&[check]).await?;
+/// assert!(store.decide(&[check]).await?.allowed());
+/// # Ok(())
+/// # }
+/// ```
 pub trait DynSettle: DynStore {
     /// See [`Settle::settle`].
     fn settle_dyn<'a>(

@@ -5,6 +5,7 @@
 mod conformance;
 mod faults;
 
+mod builder_settings;
 mod concurrency;
 mod incompatible;
 mod memory_cap;
@@ -18,6 +19,7 @@ mod postgres_exactness;
 mod postgres_faults;
 mod postgres_garbage;
 mod postgres_schema;
+mod postgres_tls;
 mod postgres_windows;
 mod redis_cluster;
 mod redis_conformance;

@@ -1,5 +1,6 @@
 //! The memory store's key cap under a flood of distinct keys, and idle keys being dropped.
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use tollgate::{CheckError, ManualClock, MemoryStore, Nanos, Policy, StoreError};
@@ -13,7 +14,7 @@ fn the_cap_holds_and_live_keys_keep_working() {
     let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
     let store = MemoryStore::builder()
         .clock(clock.clone())
-        .max_keys(10_000)
+        .max_keys(NonZeroUsize::new(10_000).unwrap())
         .shards(16)
         .build();
     let policy = Policy::token_bucket(5, 1, Duration::from_secs(1)).unwrap();
@@ -72,7 +73,7 @@ fn a_peek_on_a_new_key_leaves_nothing_to_keep() {
     let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
     let store = MemoryStore::builder()
         .clock(clock)
-        .max_keys(100)
+        .max_keys(NonZeroUsize::new(100).unwrap())
         .shards(1)
         .build();
     let policy = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
@@ -88,7 +89,7 @@ fn a_cost_over_capacity_takes_no_room() {
     let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
     let store = MemoryStore::builder()
         .clock(clock)
-        .max_keys(1)
+        .max_keys(NonZeroUsize::new(1).unwrap())
         .shards(1)
         .build();
     let policy = Policy::token_bucket(5, 1, Duration::from_secs(1)).unwrap();
@@ -119,7 +120,7 @@ fn a_flood_of_distinct_policies_is_bounded_by_the_cap() {
     let max_keys = 10_000;
     let store = MemoryStore::builder()
         .clock(clock.clone())
-        .max_keys(max_keys)
+        .max_keys(NonZeroUsize::new(max_keys).unwrap())
         .shards(32)
         .build();
     let honest = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
@@ -166,8 +167,8 @@ fn settled_ids_have_their_own_cap_and_a_forgotten_one_never_refunds() {
     let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
     let store = MemoryStore::builder()
         .clock(clock.clone())
-        .max_keys(2)
-        .max_settled(4)
+        .max_keys(NonZeroUsize::new(2).unwrap())
+        .max_settled(NonZeroUsize::new(4).unwrap())
         .build();
     let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
     let bucket = Check::new(policy, b"m", 0).named("r");

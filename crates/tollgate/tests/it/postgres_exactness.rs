@@ -83,7 +83,7 @@ async fn one_hot_key_at_read_committed_allows_38_to_40_in_3_seconds() {
             (38..=40).contains(&allowed),
             "coalesce {coalesce}: allowed {allowed}"
         );
-        assert_eq!(store.stats().retries.load(Ordering::Relaxed), 0);
+        assert_eq!(store.stats().retries(), 0);
     }
 }
 
@@ -99,7 +99,7 @@ async fn one_hot_key_at_serializable_stays_exact_and_conflicts_only_uncoalesced(
         )
         .await;
         let (allowed, errors) = hammer(&store, b"hot").await;
-        let retries = store.stats().retries.load(Ordering::Relaxed);
+        let retries = store.stats().retries();
         if coalesce {
             // The store's calls in flight never share a row: they follow each other.
             assert_eq!((retries, errors), (0, 0), "coalesced calls conflicted");
@@ -156,11 +156,11 @@ async fn retries_that_run_out_answer_as_configured() {
             for task in tasks {
                 outcomes.extend(task.await.unwrap());
             }
-            if store.stats().gave_up.load(Ordering::Relaxed) > 0 {
+            if store.stats().gave_up() > 0 {
                 break;
             }
         }
-        let gave_up = store.stats().gave_up.load(Ordering::Relaxed);
+        let gave_up = store.stats().gave_up();
         assert!(
             gave_up > 0,
             "{give_up:?}: no conflict in {} contended calls",
@@ -255,7 +255,7 @@ async fn many_keys_share_calls_and_each_gets_its_own_budget() {
         .unwrap();
     store.ready().await.unwrap();
     let policy = Policy::token_bucket(5, 1, Duration::from_secs(3600)).unwrap();
-    let before = store.stats().statements.load(Ordering::Relaxed);
+    let before = store.stats().statements();
     let users: Vec<_> = (0..64)
         .map(|user| {
             let store = store.clone();
@@ -281,7 +281,7 @@ async fn many_keys_share_calls_and_each_gets_its_own_budget() {
     for user in users {
         assert_eq!(user.await.unwrap(), 5, "each user gets exactly its 5");
     }
-    let statements = store.stats().statements.load(Ordering::Relaxed) - before;
+    let statements = store.stats().statements() - before;
     assert!(
         statements <= 512 / 4,
         "512 decisions in {statements} statements: they were not batched"
@@ -322,7 +322,7 @@ async fn batches_of_distinct_keys_answer_each_key_exactly() {
         }
         decisions
     };
-    let before = store.stats().statements.load(Ordering::Relaxed);
+    let before = store.stats().statements();
     for d in round().await {
         assert!(d.allowed() && d.remaining() == 0, "{d:?}");
     }
@@ -334,7 +334,7 @@ async fn batches_of_distinct_keys_answer_each_key_exactly() {
             "{d:?}"
         );
     }
-    let statements = store.stats().statements.load(Ordering::Relaxed) - before;
+    let statements = store.stats().statements() - before;
     assert!(
         statements < 96 / 2,
         "96 decisions in {statements} statements"
@@ -433,7 +433,7 @@ async fn under_serializable_a_set_that_conflicts_is_decided_by_the_function() {
         "the set was decided again by the decide function"
     );
     let stats = store.stats();
-    assert_eq!(stats.gave_up.load(Ordering::Relaxed), 0);
+    assert_eq!(stats.gave_up(), 0);
     // x's statement retried once; the set once, as a call of the function.
-    assert_eq!(stats.retries.load(Ordering::Relaxed), 2);
+    assert_eq!(stats.retries(), 2);
 }

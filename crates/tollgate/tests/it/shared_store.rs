@@ -3,6 +3,7 @@
 #![cfg(all(feature = "tower", feature = "axum"))]
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,7 +79,9 @@ async fn a_store_chosen_at_run_time_is_shared_by_the_middleware_and_the_handlers
 async fn clones_of_a_guarded_store_share_one_set_of_statistics() {
     // A store that holds one key: every other key is a transient failure, answered open.
     let guarded = Guarded::new(
-        MemoryStore::builder().max_keys(1).build(),
+        MemoryStore::builder()
+            .max_keys(NonZeroUsize::new(1).unwrap())
+            .build(),
         FailPolicy::Allow,
     );
     let base = serve(guarded.clone()).await;

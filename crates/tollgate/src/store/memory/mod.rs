@@ -48,6 +48,7 @@ mod settle;
 mod table;
 
 use std::hash::BuildHasher;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -80,6 +81,18 @@ struct Inner<C> {
 }
 
 /// The in-memory store. Cheap to clone: clones share the buckets.
+///
+/// ```
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let store = MemoryStore::new();
+/// let copy = store.clone(); // the same buckets, e.g. for another thread
+/// let policy = Policy::per_second(1)?;
+/// assert!(store.check(&policy, b"alice", 1)?.allowed());
+/// assert!(!copy.check(&policy, b"alice", 1)?.allowed());
+/// assert_eq!(store.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct MemoryStore<C: Clock = MonotonicClock> {
     inner: Arc<Inner<C>>,
 }
@@ -93,6 +106,25 @@ impl<C: Clock> Clone for MemoryStore<C> {
 }
 
 /// Configures a [`MemoryStore`].
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use std::time::Duration;
+/// use tollgate::{ManualClock, MemoryStore, Nanos, Policy};
+///
+/// // A clock the test moves, and a cap of 1,000 keys.
+/// let clock = ManualClock::new(Nanos::ZERO);
+/// let store = MemoryStore::builder()
+///     .clock(clock.clone())
+///     .max_keys(NonZeroUsize::new(1_000).unwrap())
+///     .build();
+/// let policy = Policy::per_second(1)?;
+/// assert!(store.check(&policy, b"alice", 1)?.allowed());
+/// assert!(!store.check(&policy, b"alice", 1)?.allowed());
+/// clock.advance(Duration::from_secs(1));
+/// assert!(store.check(&policy, b"alice", 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct MemoryStoreBuilder<C> {
     clock: C,
@@ -141,8 +173,25 @@ impl<C: Clock> MemoryStoreBuilder<C> {
     }
 
     /// The most keys held at once, across all policies (default [`DEFAULT_MAX_KEYS`]).
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys;
+    ///
+    /// A `NonZeroUsize`, as governor's `Quota` takes a `NonZeroU32`: a store that may hold no
+    /// key would fail every check, so zero is refused where it is written, by the compiler,
+    /// and [`build`](Self::build) stays infallible.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::MemoryStore;
+    ///
+    /// let store = MemoryStore::builder().max_keys(NonZeroUsize::new(100_000).unwrap()).build();
+    /// # drop(store);
+    /// ```
+    ///
+    /// ```compile_fail
+    /// // Zero is not a cap: it does not compile.
+    /// let store = tollgate::MemoryStore::builder().max_keys(0).build();
+    /// ```
+    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
+        self.max_keys = max_keys.get();
         self
     }
 
@@ -151,8 +200,9 @@ impl<C: Clock> MemoryStoreBuilder<C> {
     /// apart from the key cap. When it is full, expired ids go first, then the first to expire
     /// is forgotten; a settlement that may be of a forgotten id is done without its refund, so
     /// none is ever given twice and none fails for want of room (see the guide on settling).
-    pub fn max_settled(mut self, max_settled: usize) -> Self {
-        self.max_settled = max_settled;
+    /// Non-zero for the reason [`max_keys`](Self::max_keys) is.
+    pub fn max_settled(mut self, max_settled: NonZeroUsize) -> Self {
+        self.max_settled = max_settled.get();
         self
     }
 
@@ -379,6 +429,18 @@ impl<C: Clock> Store for MemoryStore<C> {
 }
 
 /// A [`MemoryStore`] bound to one policy: `check(key, cost)` with the policy encoded once.
+///
+/// ```
+/// use tollgate::{MemoryStore, Policy};
+///
+/// let store = MemoryStore::new();
+/// let login = store.named_limiter("login", &Policy::per_minute(5)?)?;
+/// for _ in 0..5 {
+///     assert!(login.check(b"alice", 1)?.allowed());
+/// }
+/// assert!(!login.check(b"alice", 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct MemoryLimiter<C: Clock = MonotonicClock> {
     store: MemoryStore<C>,
     policy: Policy,

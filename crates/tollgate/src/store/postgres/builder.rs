@@ -17,6 +17,25 @@ use crate::{Clock, MonotonicClock, StoreError};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Configures a [`PostgresStore`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::PostgresStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// // It connects lazily: building checks the settings, not the database.
+/// let store = PostgresStore::builder("postgres://tollgate@127.0.0.1:5432/tollgate")
+///     .schema("limits")
+///     .connections(8)
+///     .timeout(Duration::from_millis(200))
+///     .cleanup_interval(None)
+///     .build()
+///     .await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
 pub struct PostgresStoreBuilder {
     url: String,
     schema: String,
@@ -38,6 +57,22 @@ pub struct PostgresStoreBuilder {
 }
 
 /// The isolation level of every transaction of the store's connections.
+///
+/// ```
+/// use tollgate::PostgresStore;
+/// use tollgate::store::postgres::Isolation;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// // CockroachDB runs SERIALIZABLE whatever is asked; say so, and conflicts are retried.
+/// let store = PostgresStore::builder("postgres://root@127.0.0.1:26257/defaultdb")
+///     .isolation(Isolation::Serializable)
+///     .build()
+///     .await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Isolation {
     /// PostgreSQL's default. Each decision is atomic without retries.
@@ -172,9 +207,10 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// The most rows one cleanup statement deletes (default 1000).
+    /// The most rows one cleanup statement deletes (default 1000; 0 is refused at
+    /// [`build`](Self::build)).
     pub fn cleanup_batch(mut self, rows: u32) -> Self {
-        self.cleanup_batch = i64::from(rows.max(1));
+        self.cleanup_batch = i64::from(rows);
         self
     }
 
@@ -191,15 +227,33 @@ impl PostgresStoreBuilder {
     ///
     /// Fails with [`StoreError::Config`] for a schema or table name that is not a plain
     /// identifier, a URL that does not parse, or outside a Tokio runtime (the store runs its
-    /// cleanup on one).
+    /// cleanup on one); and for a setting of zero, naming it: `timeout` (every decision would
+    /// go to the fail policy), `connections`, `max_batch`, `max_in_flight`,
+    /// `retry.max_attempts`, `cleanup_batch`, or a `cleanup_interval` of zero.
+    ///
+    /// ```
+    /// use tollgate::{PostgresStore, StoreError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let refused = PostgresStore::builder("postgres://tollgate@127.0.0.1/tollgate")
+    ///     .connections(0)
+    ///     .build()
+    ///     .await;
+    /// let Err(StoreError::Config(why)) = refused else { panic!("no connections was accepted") };
+    /// assert!(why.starts_with("PostgresStoreBuilder::connections is 0"), "{why}");
+    /// # }
+    /// ```
     pub async fn build(self) -> Result<PostgresStore, StoreError> {
+        self.refuse_zeros()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             StoreError::Config("the PostgreSQL store must be built inside a Tokio runtime".into())
         })?;
         let names = Names::new(&self.schema, &self.table, self.unlogged)?;
-        let config = pool::config(&self.url, self.timeout.max(Duration::from_millis(500)))?;
+        let (config, tls) = pool::config(&self.url, self.timeout.max(Duration::from_millis(500)))?;
         let setup = Setup {
             config,
+            tls,
             names,
             isolation: self.isolation,
             synchronous_commit: self.synchronous_commit,
@@ -210,10 +264,7 @@ impl PostgresStoreBuilder {
             pool: Pool::new(setup, self.connections, self.timeout),
             isolation: self.isolation,
             timeout: self.timeout,
-            retry: Retry {
-                max_attempts: self.retry.max_attempts.max(1),
-                ..self.retry
-            },
+            retry: self.retry,
             clock: self
                 .test_clock
                 .unwrap_or_else(|| Arc::new(MonotonicClock::new())),
@@ -234,5 +285,40 @@ impl PostgresStoreBuilder {
             ))
         });
         Ok(PostgresStore { inner, batcher })
+    }
+
+    /// The settings of zero that [`build`](Self::build) refuses.
+    fn refuse_zeros(&self) -> Result<(), StoreError> {
+        const BUILDER: &str = "PostgresStoreBuilder";
+        crate::store::refuse_zero_settings(
+            BUILDER,
+            self.timeout,
+            self.max_batch,
+            self.max_in_flight,
+        )?;
+        let zero = |setting, why| Err(crate::store::zero_setting(BUILDER, setting, why));
+        if self.connections == 0 {
+            return zero("connections", "no decision could ever be made");
+        }
+        if self.retry.max_attempts == 0 {
+            return zero(
+                "retry.max_attempts",
+                "it counts the first attempt too, so no decision would be tried",
+            );
+        }
+        if self.cleanup_batch == 0 {
+            return zero(
+                "cleanup_batch",
+                "a cleanup would delete nothing and idle rows would stay forever; \
+                 turn cleanup off with `cleanup_interval(None)`",
+            );
+        }
+        if self.cleanup_interval.is_some_and(|every| every.is_zero()) {
+            return zero(
+                "cleanup_interval",
+                "cleanups would run back to back; turn cleanup off with `cleanup_interval(None)`",
+            );
+        }
+        Ok(())
     }
 }

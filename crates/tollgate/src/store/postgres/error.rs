@@ -59,7 +59,8 @@ pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
 
 /// What is wrong, when a failure that is not the server's own error can never pass: the
 /// connection settings lack what the driver needs (a host, a user, a password the server asks
-/// for), or the server answered what PostgreSQL never sends. tokio-postgres says which only
+/// for), TLS that the URL requires and the server does not offer or proves with a certificate
+/// not trusted, or the server answered what PostgreSQL never sends. tokio-postgres says which only
 /// in its display (its kinds are private) and the cause.
 fn never_works(e: &tokio_postgres::Error) -> Option<String> {
     let what = e.to_string();
@@ -77,6 +78,16 @@ fn never_works(e: &tokio_postgres::Error) -> Option<String> {
             "the PostgreSQL server refused the authentication: {}",
             if detail.is_empty() { &what } else { detail }
         )),
+        "error performing TLS handshake" if detail == "server does not support TLS" => Some(
+            "the PostgreSQL server does not offer TLS, and the URL's sslmode requires it".into(),
+        ),
+        // rustls's words: "invalid peer certificate: UnknownIssuer", "...: NotValidForName".
+        "error performing TLS handshake" if detail.starts_with("invalid peer certificate") => {
+            Some(format!(
+                "the PostgreSQL server's TLS certificate is not trusted ({detail}): check \
+                 sslrootcert, and that the URL's host is one the certificate names"
+            ))
+        }
         "unexpected message from server" | "error parsing response from server" => Some(format!(
             "the server does not answer as PostgreSQL does ({what}): is this the PostgreSQL \
              host and port?"

@@ -53,10 +53,11 @@ mod schema;
 mod settle;
 mod statement;
 mod store;
+mod tls;
 mod windows;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::store::batch::Batcher;
@@ -68,6 +69,23 @@ pub use retry::{GiveUp, Retry};
 
 /// A store in PostgreSQL (or a database speaking its protocol). Cheap to clone: clones share
 /// the connections and caches.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::{Check, Policy, PostgresStore, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::builder("postgres://tollgate@db/tollgate?sslmode=require")
+///     .build()
+///     .await?;
+/// store.ready().await?; // the schema is made on first use
+/// let policy = Policy::per_minute(60)?.burst(10)?;
+/// let verdict = store.decide(&[Check::new(policy, b"alice", 1).named("api")]).await?;
+/// println!("allowed: {}", verdict.allowed());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
@@ -75,14 +93,45 @@ pub struct PostgresStore {
 }
 
 /// Counts of conflicts, for metrics and tests.
+///
+/// ```no_run
+/// use tollgate::PostgresStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// let store = PostgresStore::builder("postgres://tollgate@db/tollgate").build().await?;
+/// let stats = store.stats();
+/// println!(
+///     "{} statements, {} retried, {} gave up",
+///     stats.statements(),
+///     stats.retries(),
+///     stats.gave_up(),
+/// );
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct PostgresStats {
+    pub(crate) statements: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) gave_up: AtomicU64,
+}
+
+impl PostgresStats {
     /// Statements sent: one per call and attempt, whatever the call decides.
-    pub statements: AtomicU64,
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
     /// Attempts that failed to serialize and were run again.
-    pub retries: AtomicU64,
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
     /// Calls that still conflicted after every attempt.
-    pub gave_up: AtomicU64,
+    pub fn gave_up(&self) -> u64 {
+        self.gave_up.load(Ordering::Relaxed)
+    }
 }
 
 struct Inner {

@@ -16,7 +16,10 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex, OnceCell};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{Client, Config, NoTls, Socket, Statement};
+
+use super::tls::{self, Connect};
 
 use super::Isolation;
 use super::error::{is_missing_schema, store_error};
@@ -43,6 +46,8 @@ pub(crate) struct Conn {
 /// How connections are made.
 pub(crate) struct Setup {
     pub(crate) config: Config,
+    /// In the clear or over TLS, as the URL's `sslmode` says.
+    pub(crate) tls: Connect,
     pub(crate) names: Names,
     pub(crate) isolation: Isolation,
     pub(crate) synchronous_commit: bool,
@@ -193,7 +198,7 @@ impl Pool {
                 migrated: OnceCell::new(),
                 never_works: parking_lot::Mutex::new(None),
             }),
-            slots: (0..connections.max(1))
+            slots: (0..connections)
                 .map(|_| Slot {
                     conn: Arc::new(Mutex::new(None)),
                     load: Arc::new(AtomicUsize::new(0)),
@@ -295,18 +300,11 @@ impl Connector {
     }
 
     async fn open(&self) -> Result<Client, StoreError> {
-        let (client, connection) = self
-            .setup
-            .config
-            .connect(NoTls)
-            .await
-            .map_err(store_error)?;
-        // The connection's I/O runs on its own task. When it ends (its error is also what the
-        // calls in flight got), the client reports closed and the next `get` replaces it.
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(client)
+        match &self.setup.tls {
+            Connect::Plain => open_with(&self.setup.config, NoTls).await,
+            #[cfg(feature = "postgres-tls")]
+            Connect::Rustls(tls) => open_with(&self.setup.config, tls.clone()).await,
+        }
     }
 
     async fn connect(&self) -> Result<Conn, StoreError> {
@@ -405,8 +403,30 @@ async fn set_if_known(client: &Client, set: &str) -> Result<(), StoreError> {
     }
 }
 
-/// Parses a `postgres://` URL (or a key=value string) into a connection config.
-pub(crate) fn config(url: &str, connect_timeout: Duration) -> Result<Config, StoreError> {
+/// A connection made with `tls`.
+async fn open_with<T>(config: &Config, tls: T) -> Result<Client, StoreError>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    let (client, connection) = config.connect(tls).await.map_err(store_error)?;
+    // The connection's I/O runs on its own task. When it ends (its error is also what the
+    // calls in flight got), the client reports closed and the next `get` replaces it.
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// Parses a `postgres://` URL (or a key=value string) into a connection config, and how its
+/// connections use TLS.
+pub(crate) fn config(
+    url: &str,
+    connect_timeout: Duration,
+) -> Result<(Config, Connect), StoreError> {
+    let (url, ssl) = tls::take_ssl_settings(url)?;
     let mut config: Config = url.parse().map_err(|e: tokio_postgres::Error| {
         let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string());
         StoreError::Config(format!("the PostgreSQL URL does not parse: {cause}"))
@@ -426,7 +446,9 @@ pub(crate) fn config(url: &str, connect_timeout: Duration) -> Result<Config, Sto
     if config.get_application_name().is_none() {
         config.application_name("tollgate");
     }
-    Ok(config)
+    let (mode, tls) = tls::connector(&ssl)?;
+    config.ssl_mode(mode);
+    Ok((config, tls))
 }
 
 #[cfg(test)]
@@ -440,6 +462,7 @@ mod tests {
     fn pool(config: Config, synchronous_commit: bool, connections: usize) -> Pool {
         let setup = Setup {
             config,
+            tls: Connect::Plain,
             names: Names::new("tollgate", "buckets", false).unwrap(),
             isolation: Isolation::ReadCommitted,
             synchronous_commit,
@@ -449,7 +472,7 @@ mod tests {
     }
 
     fn config_of(pg: &TestPostgres) -> Config {
-        config(pg.url(), Duration::from_secs(5)).unwrap()
+        config(pg.url(), Duration::from_secs(5)).unwrap().0
     }
 
     /// Sessions that commit synchronously unless told otherwise (the test kit's server runs

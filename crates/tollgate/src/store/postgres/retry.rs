@@ -21,9 +21,32 @@ use super::pool::Conn;
 use crate::{Decision, Policy, StoreError, Verdict};
 
 /// How serialization failures are retried.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::PostgresStore;
+/// use tollgate::store::postgres::{GiveUp, Isolation, Retry};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// let retry = Retry {
+///     max_attempts: 5,
+///     max_backoff: Duration::from_millis(10),
+///     give_up: GiveUp::Deny,
+///     ..Retry::default()
+/// };
+/// let store = PostgresStore::builder("postgres://tollgate@127.0.0.1/tollgate")
+///     .isolation(Isolation::Serializable)
+///     .retry(retry)
+///     .build()
+///     .await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
-    /// Attempts in all, the first included (at least 1).
+    /// Attempts in all, the first included (at least 1: the build refuses 0).
     pub max_attempts: u32,
     /// The wait before the first retry; each later one doubles it, up to `max_backoff`.
     pub base_backoff: Duration,
@@ -34,6 +57,15 @@ pub struct Retry {
 }
 
 /// What a decision answers when every attempt failed to serialize.
+///
+/// ```
+/// use tollgate::store::postgres::{GiveUp, Retry};
+///
+/// // Under heavy contention, shed the request rather than hand it to the fail policy.
+/// let retry = Retry { give_up: GiveUp::Deny, ..Retry::default() };
+/// assert_eq!(Retry::default().give_up, GiveUp::Unavailable);
+/// # drop(retry);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GiveUp {

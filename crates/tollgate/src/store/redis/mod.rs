@@ -88,6 +88,24 @@ enum Connection {
 }
 
 /// Configures a [`RedisStore`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::RedisStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tollgate::StoreError> {
+/// // A single Redis connects lazily: building needs no server yet.
+/// let store = RedisStore::builder("redis://127.0.0.1:6379/2")
+///     .timeout(Duration::from_millis(20))
+///     .max_batch(128)
+///     .deny_cache(false)
+///     .build()
+///     .await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
 pub struct RedisStoreBuilder {
     urls: Vec<String>,
     timeout: Duration,
@@ -100,6 +118,25 @@ pub struct RedisStoreBuilder {
 
 /// A store in Redis or Redis Cluster. Cheap to clone: clones share the connection, the queues
 /// and the caches.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::{Check, Policy, RedisStore, Store};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
+/// let (second, hour) = (Policy::per_second(10)?, Policy::per_hour(1_000)?);
+/// // Both buckets in one script run: both charged, or neither.
+/// let verdict = store
+///     .decide(&[Check::new(second, b"alice", 1), Check::new(hour, b"alice", 1)])
+///     .await?;
+/// if !verdict.allowed() {
+///     println!("retry after {:?}", verdict.retry_after());
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
@@ -197,8 +234,31 @@ impl RedisStoreBuilder {
     ///
     /// Fails with [`StoreError::Config`] when no URL is given (an empty
     /// [`cluster`](RedisStoreBuilder::cluster) list) or a URL does not parse, and with a
-    /// transient error when a cluster cannot be reached to be discovered.
+    /// transient error when a cluster cannot be reached to be discovered. A `timeout`,
+    /// `max_batch` or `max_in_flight` of zero is a [`StoreError::Config`] naming it: a zero
+    /// timeout would hand every decision to the fail policy (failing open, limiting nothing).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{RedisStore, StoreError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let refused = RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .timeout(Duration::ZERO)
+    ///     .build()
+    ///     .await;
+    /// let Err(StoreError::Config(why)) = refused else { panic!("a zero timeout was accepted") };
+    /// assert!(why.starts_with("RedisStoreBuilder::timeout is 0"), "{why}");
+    /// # }
+    /// ```
     pub async fn build(self) -> Result<RedisStore, StoreError> {
+        crate::store::refuse_zero_settings(
+            "RedisStoreBuilder",
+            self.timeout,
+            self.max_batch,
+            self.max_in_flight,
+        )?;
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
             return Err(StoreError::Config(
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
