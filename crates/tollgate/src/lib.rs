@@ -112,6 +112,7 @@
 //! | `axum` | `tower`, and the client's address from axum's `ConnectInfo` |
 //! | `tokio` | timeouts, the fail policy ([`store::guarded`]), waiting ([`store::wait`]); the stores enable it |
 //! | `test-util` | helpers for tests, never production: a test clock on the Redis and PostgreSQL stores, `Policy::at_resolution` |
+//! | `quanta` | `QuantaClock`: the CPU's time-stamp counter, a cheaper clock for the memory store |
 //!
 //! None is on by default: the memory store and the algorithms need nothing but `std`. On
 //! docs.rs every feature is built, and each gated item says which feature it needs.
@@ -131,6 +132,8 @@ mod nanos;
 mod policy;
 pub mod store;
 
+#[cfg(feature = "quanta")]
+pub use clock::QuantaClock;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use decision::{Decision, Verdict};
 pub use error::{CheckError, ErrorKind, StoreError};

@@ -1,5 +1,6 @@
 //! What is timed: tollgate's store through its two entry points, governor's keyed limiter, and
-//! the loop alone; each built holding the scenario's keys, every bucket deep in debt.
+//! the loop alone; each built holding the scenario's keys, every bucket deep in debt. Each
+//! limiter runs on two clocks: `std::time::Instant`, and the time-stamp counter (`quanta`).
 
 use std::fmt;
 use std::hint::black_box;
@@ -7,8 +8,13 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use tollgate::{MemoryLimiter, MemoryStore, Policy};
+use governor::clock::{
+    Clock as GovernorClock, MonotonicClock as GovernorInstant, QuantaClock as GovernorTsc,
+};
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
+use tollgate::{Clock, MemoryLimiter, MemoryStore, MonotonicClock, Policy, QuantaClock};
 
 use super::timing::timed_checks;
 use crate::BenchError;
@@ -19,26 +25,44 @@ const RATE: NonZeroU32 = NonZeroU32::new(1000).unwrap();
 /// however long, brings a bucket back to full (see [`policy`]).
 const PRECHARGE: NonZeroU32 = NonZeroU32::new(1_000_000).unwrap();
 
-/// Which implementation a measurement is of.
+/// Which implementation a measurement is of, and at which clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Contender {
-    /// [`MemoryLimiter::check`]: the store bound to its policy once.
+    /// [`MemoryLimiter::check`]: the store bound to its policy once, on [`MonotonicClock`].
     TollgateLimiter,
-    /// [`MemoryStore::check`]: the policy's numbers encoded at every check.
+    /// [`MemoryStore::check`]: the policy's numbers encoded at every check, on
+    /// [`MonotonicClock`].
     TollgateStore,
-    /// governor's `DefaultKeyedRateLimiter<String>::check_key`.
+    /// governor's keyed limiter (`DashMap`) `check_key`, on its `MonotonicClock`.
     Governor,
+    /// [`MemoryLimiter::check`] on [`QuantaClock`].
+    TollgateLimiterTsc,
+    /// [`MemoryStore::check`] on [`QuantaClock`].
+    TollgateStoreTsc,
+    /// governor's keyed limiter (`DashMap`) `check_key`, on its `QuantaClock`.
+    GovernorTsc,
     /// The loop alone (pick a key, read a byte of it): the floor under every other figure.
     KeyWalk,
 }
 
 impl Contender {
     /// Every contender, in report order.
-    pub const ALL: [Contender; 4] = [
+    pub const ALL: [Contender; 7] = [
         Contender::TollgateLimiter,
         Contender::TollgateStore,
         Contender::Governor,
+        Contender::TollgateLimiterTsc,
+        Contender::TollgateStoreTsc,
+        Contender::GovernorTsc,
         Contender::KeyWalk,
+    ];
+
+    /// tollgate's contenders, each held to the goals against its [`rival`](Contender::rival).
+    pub const TOLLGATE: [Contender; 4] = [
+        Contender::TollgateLimiter,
+        Contender::TollgateStore,
+        Contender::TollgateLimiterTsc,
+        Contender::TollgateStoreTsc,
     ];
 
     /// Its name in the report and on stderr.
@@ -47,17 +71,50 @@ impl Contender {
             Contender::TollgateLimiter => "tollgate_limiter",
             Contender::TollgateStore => "tollgate_store",
             Contender::Governor => "governor",
+            Contender::TollgateLimiterTsc => "tollgate_limiter_tsc",
+            Contender::TollgateStoreTsc => "tollgate_store_tsc",
+            Contender::GovernorTsc => "governor_tsc",
             Contender::KeyWalk => "key_walk",
         }
     }
 
-    /// The call it times, in the report's words.
+    /// The call it times, in the report's words, with its clock.
     pub fn call(self) -> &'static str {
         match self {
-            Contender::TollgateLimiter => "`MemoryLimiter::check`",
-            Contender::TollgateStore => "`MemoryStore::check`",
-            Contender::Governor => "governor `check_key`",
+            Contender::TollgateLimiter => "`MemoryLimiter::check` (Instant)",
+            Contender::TollgateStore => "`MemoryStore::check` (Instant)",
+            Contender::Governor => "governor `check_key` (Instant)",
+            Contender::TollgateLimiterTsc => "`MemoryLimiter::check` (TSC)",
+            Contender::TollgateStoreTsc => "`MemoryStore::check` (TSC)",
+            Contender::GovernorTsc => "governor `check_key` (TSC)",
             Contender::KeyWalk => "the key walk alone",
+        }
+    }
+
+    /// The clock it reads: `Instant` (`std::time::Instant`: tollgate's `MonotonicClock`,
+    /// governor's `MonotonicClock`) or `TSC` (the time-stamp counter through `quanta`:
+    /// tollgate's `QuantaClock`, governor's `QuantaClock`); `none` for the key walk.
+    pub fn clock(self) -> &'static str {
+        match self {
+            Contender::TollgateLimiter | Contender::TollgateStore | Contender::Governor => {
+                "Instant"
+            }
+            Contender::TollgateLimiterTsc
+            | Contender::TollgateStoreTsc
+            | Contender::GovernorTsc => "TSC",
+            Contender::KeyWalk => "none",
+        }
+    }
+
+    /// The governor limiter on the same clock, which a tollgate contender is compared with;
+    /// `None` for governor's own and the key walk.
+    pub fn rival(self) -> Option<Contender> {
+        match self {
+            Contender::TollgateLimiter | Contender::TollgateStore => Some(Contender::Governor),
+            Contender::TollgateLimiterTsc | Contender::TollgateStoreTsc => {
+                Some(Contender::GovernorTsc)
+            }
+            Contender::Governor | Contender::GovernorTsc | Contender::KeyWalk => None,
         }
     }
 }
@@ -94,14 +151,25 @@ fn quota() -> Quota {
     Quota::per_second(RATE).allow_burst(NonZeroU32::MAX)
 }
 
-/// A store holding `keys`, each charged [`PRECHARGE`] tokens, and its limiter for `policy`.
-pub(super) fn tollgate_holding(
+/// governor's keyed limiter on the clock `C`.
+pub(super) type Governor<C> = RateLimiter<
+    String,
+    DefaultKeyedStateStore<String>,
+    C,
+    NoOpMiddleware<<C as GovernorClock>::Instant>,
+>;
+
+/// A store on `clock` holding `keys`, each charged [`PRECHARGE`] tokens, and its limiter for
+/// `policy`.
+pub(super) fn tollgate_holding<C: Clock>(
     keys: &[String],
     policy: &Policy,
+    clock: C,
     tally: &mut Tally,
-) -> Result<(MemoryStore, MemoryLimiter), BenchError> {
+) -> Result<(MemoryStore<C>, MemoryLimiter<C>), BenchError> {
     // Room for every key, so that the cap never interferes with the measurement.
     let store = MemoryStore::builder()
+        .clock(clock)
         .max_keys(NonZeroUsize::new(keys.len().saturating_mul(2)).unwrap_or(NonZeroUsize::MIN))
         .build();
     let limiter = store.limiter(policy);
@@ -113,12 +181,14 @@ pub(super) fn tollgate_holding(
     Ok((store, limiter))
 }
 
-/// governor's keyed limiter holding `keys`, each charged [`PRECHARGE`] tokens.
-pub(super) fn governor_holding(
+/// governor's keyed limiter on `clock` holding `keys`, each charged [`PRECHARGE`] tokens. The
+/// clock is explicit: governor's `DefaultClock` changes with its `quanta` feature.
+pub(super) fn governor_holding<C: GovernorClock>(
     keys: &[String],
+    clock: C,
     tally: &mut Tally,
-) -> DefaultKeyedRateLimiter<String> {
-    let governor = RateLimiter::keyed(quota());
+) -> Governor<C> {
+    let governor = RateLimiter::dashmap_with_clock(quota(), clock);
     for key in keys {
         // `Err` would be a cost above the burst, which `u32::MAX` rules out; counted all the same.
         let allowed = matches!(governor.check_key_n(key, PRECHARGE), Ok(Ok(())));
@@ -128,27 +198,58 @@ pub(super) fn governor_holding(
     governor
 }
 
-/// The limiters of one scenario, each holding its keys.
+/// The limiters of one scenario on one clock, each holding its keys.
+pub(super) struct OnClock<C: Clock, G: GovernorClock> {
+    pub(super) store: MemoryStore<C>,
+    pub(super) limiter: MemoryLimiter<C>,
+    pub(super) governor: Governor<G>,
+}
+
+impl<C: Clock, G: GovernorClock> OnClock<C, G> {
+    /// Both limiters on their clocks, built holding `keys`.
+    pub(super) fn holding(
+        keys: &[String],
+        policy: &Policy,
+        (clock, governor_clock): (C, G),
+        tally: &mut Tally,
+    ) -> Result<OnClock<C, G>, BenchError> {
+        let (store, limiter) = tollgate_holding(keys, policy, clock, tally)?;
+        Ok(OnClock {
+            store,
+            limiter,
+            governor: governor_holding(keys, governor_clock, tally),
+        })
+    }
+}
+
+/// The limiters of one scenario, each holding its keys, on both clocks.
 pub(super) struct Contenders {
-    pub(super) store: MemoryStore,
     pub(super) policy: Policy,
-    pub(super) limiter: MemoryLimiter,
-    pub(super) governor: DefaultKeyedRateLimiter<String>,
+    pub(super) instant: OnClock<MonotonicClock, GovernorInstant>,
+    pub(super) tsc: OnClock<QuantaClock, GovernorTsc>,
+}
+
+/// The clocks of [`Contenders::instant`].
+pub(super) fn instant_clocks() -> (MonotonicClock, GovernorInstant) {
+    (MonotonicClock::new(), GovernorInstant)
+}
+
+/// The clocks of [`Contenders::tsc`].
+pub(super) fn tsc_clocks() -> (QuantaClock, GovernorTsc) {
+    (QuantaClock::new(), GovernorTsc::default())
 }
 
 impl Contenders {
-    /// Both limiters, built holding `keys`.
+    /// Every limiter, built holding `keys`.
     pub(super) fn holding(
         keys: &[String],
         policy: &Policy,
         tally: &mut Tally,
     ) -> Result<Contenders, BenchError> {
-        let (store, limiter) = tollgate_holding(keys, policy, tally)?;
         Ok(Contenders {
-            store,
             policy: *policy,
-            limiter,
-            governor: governor_holding(keys, tally),
+            instant: OnClock::holding(keys, policy, instant_clocks(), tally)?,
+            tsc: OnClock::holding(keys, policy, tsc_clocks(), tally)?,
         })
     }
 
@@ -176,6 +277,9 @@ impl Contenders {
             Contender::TollgateLimiter => timed!(Contender::TollgateLimiter),
             Contender::TollgateStore => timed!(Contender::TollgateStore),
             Contender::Governor => timed!(Contender::Governor),
+            Contender::TollgateLimiterTsc => timed!(Contender::TollgateLimiterTsc),
+            Contender::TollgateStoreTsc => timed!(Contender::TollgateStoreTsc),
+            Contender::GovernorTsc => timed!(Contender::GovernorTsc),
             Contender::KeyWalk => timed!(Contender::KeyWalk),
         }
     }
@@ -184,16 +288,26 @@ impl Contenders {
     /// counts as a denial).
     #[inline(always)]
     fn check(&self, contender: Contender, key: &String) -> bool {
+        let (instant, tsc) = (&self.instant, &self.tsc);
         match contender {
-            Contender::TollgateLimiter => self
+            Contender::TollgateLimiter => instant
                 .limiter
                 .check(key.as_bytes(), 1)
                 .is_ok_and(|d| d.allowed()),
-            Contender::TollgateStore => self
+            Contender::TollgateStore => instant
                 .store
                 .check(&self.policy, key.as_bytes(), 1)
                 .is_ok_and(|d| d.allowed()),
-            Contender::Governor => self.governor.check_key(key).is_ok(),
+            Contender::Governor => instant.governor.check_key(key).is_ok(),
+            Contender::TollgateLimiterTsc => tsc
+                .limiter
+                .check(key.as_bytes(), 1)
+                .is_ok_and(|d| d.allowed()),
+            Contender::TollgateStoreTsc => tsc
+                .store
+                .check(&self.policy, key.as_bytes(), 1)
+                .is_ok_and(|d| d.allowed()),
+            Contender::GovernorTsc => tsc.governor.check_key(key).is_ok(),
             // Reads the key's last byte, as hashing it would, and decides nothing.
             Contender::KeyWalk => black_box(key.as_bytes().last().copied()).is_some(),
         }

@@ -3,10 +3,12 @@
 //! **What is timed.** One check of cost 1 on a key that already has a bucket, as a server would
 //! make it: the key is a `String` such as `user:42`, built before anything is timed.
 //! Contenders ([`Contender`]): `MemoryLimiter::check` (bound to its policy once),
-//! `MemoryStore::check` (which also encodes the policy at every check), governor's
-//! `DefaultKeyedRateLimiter<String>::check_key` (a `DashMap`, std's `RandomState`, and, without
-//! governor's `quanta` feature, the same `Instant` clock as tollgate), and the key walk alone
-//! (the floor under every other figure).
+//! `MemoryStore::check` (which also encodes the policy at every check), governor's keyed
+//! limiter's `check_key` (a `DashMap` with std's `RandomState`), each on two clocks: the
+//! `std::time::Instant` clock (tollgate's `MonotonicClock`, governor's `MonotonicClock`) and
+//! the time-stamp counter through `quanta` (tollgate's `QuantaClock`, governor's
+//! `QuantaClock`); and the key walk alone (the floor under every other figure). Each tollgate
+//! contender is compared with governor on the same clock.
 //!
 //! Scenarios: one hot key, 100k keys (or a tenth of `--keys` if fewer) and `--keys` keys (1M),
 //! each with 1 and 2 threads. Over many keys a xorshift walk, the same for every contender,
@@ -44,7 +46,7 @@ pub use report::{Footprint, GOAL_HOT_NS, GOAL_RATIO, MemoryReport, Row, Run};
 use crate::BenchError;
 use crate::args::seconds;
 use crate::report::thousands;
-use contenders::{Contenders, Tally};
+use contenders::{Contenders, OnClock, Tally};
 use measure::measure;
 
 /// Thread counts each scenario runs with.
@@ -118,13 +120,14 @@ pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
         "tollgate-bench memory: charging {} keys into each limiter",
         thousands(args.keys as f64)
     );
-    // The large scenario's limiters first, each measured as it takes the keys, in a process
-    // that holds little else yet.
+    // The large scenario's limiters on `Instant` first, each measured as it takes the keys, in
+    // a process that holds little else yet.
+    let (clock, governor_clock) = contenders::instant_clocks();
     let (tollgate, tollgate_rss) =
-        rss::grown(|| contenders::tollgate_holding(&keys, &policy, &mut precharge));
+        rss::grown(|| contenders::tollgate_holding(&keys, &policy, clock, &mut precharge));
     let (store, limiter) = tollgate?;
     let (governor, governor_rss) =
-        rss::grown(|| contenders::governor_holding(&keys, &mut precharge));
+        rss::grown(|| contenders::governor_holding(&keys, governor_clock, &mut precharge));
     let footprint = Footprint {
         keys: args.keys,
         tollgate_tables: u64::try_from(store.allocated_bytes()).unwrap_or(u64::MAX),
@@ -132,10 +135,13 @@ pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
         governor_rss,
     };
     let many = Contenders {
-        store,
         policy,
-        limiter,
-        governor,
+        instant: OnClock {
+            store,
+            limiter,
+            governor,
+        },
+        tsc: OnClock::holding(&keys, &policy, contenders::tsc_clocks(), &mut precharge)?,
     };
     let scenarios = [
         Scenario {

@@ -121,11 +121,22 @@ fn multi_bucket_checks_racing_single_checks_stay_exact() {
     assert!(multi + single >= bound - 1, "{multi} + {single} in {ms} ms");
 }
 
-/// Real time: 64 tokio tasks on a 2-thread runtime and 2 plain threads for 3 s.
+/// Real time: 64 tokio tasks on a 2-thread runtime and 2 plain threads for 3 s, at the
+/// default clock.
 #[test]
 fn tasks_and_threads_on_one_key_over_real_time() {
-    let clock = MonotonicClock::new();
-    let store = MemoryStore::builder().clock(clock).build();
+    tasks_and_threads_on_one_key_at(MonotonicClock::new());
+}
+
+/// The same on the time-stamp counter's clock.
+#[cfg(feature = "quanta")]
+#[test]
+fn tasks_and_threads_on_one_key_over_real_time_on_the_quanta_clock() {
+    tasks_and_threads_on_one_key_at(tollgate::QuantaClock::new());
+}
+
+fn tasks_and_threads_on_one_key_at<C: Clock + Clone>(clock: C) {
+    let store = MemoryStore::builder().clock(clock.clone()).build();
     let policy = ten_per_second();
     let allowed = Arc::new(AtomicU64::new(0));
     let start = clock.now();
@@ -141,7 +152,7 @@ fn tasks_and_threads_on_one_key_over_real_time() {
         .unwrap();
     thread::scope(|s| {
         for _ in 0..2 {
-            let (store, allowed) = (&store, &allowed);
+            let (store, allowed, clock) = (&store, &allowed, &clock);
             s.spawn(move || {
                 while clock.now() < deadline {
                     if store.check(&policy, b"real", 1).unwrap().allowed() {
@@ -153,7 +164,8 @@ fn tasks_and_threads_on_one_key_over_real_time() {
         runtime.block_on(async {
             let tasks: Vec<_> = (0..64)
                 .map(|_| {
-                    let (store, allowed) = (store.clone(), Arc::clone(&allowed));
+                    let (store, allowed, clock) =
+                        (store.clone(), Arc::clone(&allowed), clock.clone());
                     tokio::spawn(async move {
                         let check = [tollgate::Check::new(policy, b"real", 1)];
                         while clock.now() < deadline {

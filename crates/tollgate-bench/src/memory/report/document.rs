@@ -7,10 +7,28 @@ use crate::report::Align::{Left, Right};
 use crate::report::{Chart, Group, Report, Section, Table, thousands};
 
 /// The contenders the chart shows: the key walk alone would dwarf them.
-const CHARTED: [Contender; 3] = [
+const CHARTED: [Contender; 6] = [
     Contender::TollgateLimiter,
     Contender::TollgateStore,
     Contender::Governor,
+    Contender::TollgateLimiterTsc,
+    Contender::TollgateStoreTsc,
+    Contender::GovernorTsc,
+];
+
+/// The contenders of a line of the time table: tollgate's limiter and store, and governor, on
+/// one clock.
+const BY_CLOCK: [[Contender; 3]; 2] = [
+    [
+        Contender::TollgateLimiter,
+        Contender::TollgateStore,
+        Contender::Governor,
+    ],
+    [
+        Contender::TollgateLimiterTsc,
+        Contender::TollgateStoreTsc,
+        Contender::GovernorTsc,
+    ],
 ];
 
 impl MemoryReport {
@@ -52,6 +70,7 @@ impl MemoryReport {
         let columns = [
             ("scenario", Left),
             ("threads", Right),
+            ("clock", Left),
             ("tollgate limiter ns", Right),
             ("tollgate store ns", Right),
             ("governor ns", Right),
@@ -59,25 +78,30 @@ impl MemoryReport {
             ("ratio store", Right),
             ("key walk ns", Right),
         ];
-        let rows = self.rows().into_iter().map(|row| {
-            vec![
-                scenario_name(row.keys),
-                row.threads.to_string(),
-                ns(row.limiter),
-                ns(row.store),
-                ns(row.governor),
-                ratio(&row, Contender::TollgateLimiter),
-                ratio(&row, Contender::TollgateStore),
-                ns(row.key_walk),
-            ]
+        let rows = self.rows().into_iter().flat_map(|row| {
+            BY_CLOCK.map(|[limiter, store, governor]| {
+                vec![
+                    scenario_name(row.keys),
+                    row.threads.to_string(),
+                    limiter.clock().into(),
+                    ns(row.ns(limiter)),
+                    ns(row.ns(store)),
+                    ns(row.ns(governor)),
+                    ratio(&row, limiter),
+                    ratio(&row, store),
+                    ns(row.key_walk),
+                ]
+            })
         });
         Section::table(
             "Time per check",
             vec![format!(
                 "Nanoseconds per check at aggregate throughput (wall time ÷ the checks of every \
                  thread, so that 1e9 ÷ ns is the checks/s of all threads together), median of \
-                 {} rounds. ratio = tollgate checks/s ÷ governor checks/s: above 1, tollgate is \
-                 faster.",
+                 {} rounds. Each line is one clock, read by every limiter on it: `Instant` \
+                 (`std::time::Instant`) or `TSC` (the time-stamp counter through `quanta`). \
+                 ratio = tollgate checks/s ÷ governor checks/s on the same clock: above 1, \
+                 tollgate is faster.",
                 self.rounds
             )],
             Table::new(&columns, rows),
@@ -102,7 +126,7 @@ impl MemoryReport {
             ("MB in all", Right),
         ];
         let tollgate = "tollgate `MemoryStore`";
-        let governor = "governor `DefaultKeyedRateLimiter<String>`";
+        let governor = "governor keyed `RateLimiter<String>` (`DashMap`, `MonotonicClock`)";
         let gained = "resident memory gained";
         let rows = [
             (
@@ -195,8 +219,13 @@ impl MemoryReport {
                  each round, so that drift of the machine hits every contender alike.",
                 self.warmup_seconds, self.seconds_per_run
             ),
-            "Both limiters read the same clock: governor is built without its `quanta` feature, \
-             so its `DefaultClock` is `std::time::Instant`, as tollgate's `MonotonicClock` is."
+            "Clocks: on `Instant` lines, tollgate's `MonotonicClock` and governor's \
+             `clock::MonotonicClock`, both `std::time::Instant`; on `TSC` lines, tollgate's \
+             `QuantaClock` (feature `quanta`) and governor's `clock::QuantaClock`, both the \
+             time-stamp counter read through `quanta` and scaled to nanoseconds. Each governor \
+             limiter is built with `RateLimiter::dashmap_with_clock` and its clock named, as \
+             governor's `quanta` feature (on here) changes its `DefaultClock`. Memory per key \
+             is measured on the `Instant` limiters."
                 .to_owned(),
             "Memory per key: the process's resident memory (from its page tables, \
              `/proc/self/smaps_rollup`; not measured outside Linux) before and after a limiter \
@@ -245,9 +274,17 @@ fn describe(contender: Contender) -> &'static str {
              into the bucket's name at every check"
         }
         Contender::Governor => {
-            "governor 0.10's `DefaultKeyedRateLimiter<String>::check_key(&key)`: a `DashMap` \
-             with std's `RandomState`"
+            "governor 0.10's keyed limiter (`RateLimiter::dashmap_with_clock` on \
+             `clock::MonotonicClock`), `check_key(&key)`: a `DashMap` with std's `RandomState`"
         }
+        Contender::TollgateLimiterTsc => {
+            "`MemoryLimiter::check(key, 1)` on a store built with `.clock(QuantaClock::new())`"
+        }
+        Contender::TollgateStoreTsc => {
+            "`MemoryStore::check(key, &policy, 1)` on a store built with \
+             `.clock(QuantaClock::new())`"
+        }
+        Contender::GovernorTsc => "governor's keyed limiter as above, on `clock::QuantaClock`",
         Contender::KeyWalk => {
             "the loop alone (pick the next key, read its last byte): the floor under every \
              other figure"

@@ -86,6 +86,12 @@ pub struct Row {
     pub store: Option<f64>,
     /// [`Contender::Governor`].
     pub governor: Option<f64>,
+    /// [`Contender::TollgateLimiterTsc`].
+    pub limiter_tsc: Option<f64>,
+    /// [`Contender::TollgateStoreTsc`].
+    pub store_tsc: Option<f64>,
+    /// [`Contender::GovernorTsc`].
+    pub governor_tsc: Option<f64>,
     /// [`Contender::KeyWalk`].
     pub key_walk: Option<f64>,
 }
@@ -97,14 +103,17 @@ impl Row {
             Contender::TollgateLimiter => self.limiter,
             Contender::TollgateStore => self.store,
             Contender::Governor => self.governor,
+            Contender::TollgateLimiterTsc => self.limiter_tsc,
+            Contender::TollgateStoreTsc => self.store_tsc,
+            Contender::GovernorTsc => self.governor_tsc,
             Contender::KeyWalk => self.key_walk,
         }
     }
 
-    /// `contender`'s checks/s ÷ governor's (governor's time ÷ its time): above 1, it is
-    /// faster.
+    /// `contender`'s checks/s ÷ governor's on the same clock (governor's time ÷ its time):
+    /// above 1, it is faster. `None` for a contender without a rival.
     pub fn ratio(&self, contender: Contender) -> Option<f64> {
-        let (ours, governor) = (self.ns(contender)?, self.governor?);
+        let (ours, governor) = (self.ns(contender)?, self.ns(contender.rival()?)?);
         (ours > 0.0).then(|| governor / ours)
     }
 
@@ -195,6 +204,9 @@ impl MemoryReport {
                     limiter: ns(Contender::TollgateLimiter),
                     store: ns(Contender::TollgateStore),
                     governor: ns(Contender::Governor),
+                    limiter_tsc: ns(Contender::TollgateLimiterTsc),
+                    store_tsc: ns(Contender::TollgateStoreTsc),
+                    governor_tsc: ns(Contender::GovernorTsc),
                     key_walk: ns(Contender::KeyWalk),
                 }
             })
@@ -202,21 +214,23 @@ impl MemoryReport {
     }
 
     /// The goals of the issue, judged on this run: on every row, each of tollgate's entry
-    /// points at [`GOAL_RATIO`]× governor's checks/s; on the hot key at 1 thread, each within
-    /// [`GOAL_HOT_NS`]; and every check allowed, without which the figures time the wrong path.
+    /// points at [`GOAL_RATIO`]× the checks/s of governor on the same clock; on the hot key at
+    /// 1 thread, each within [`GOAL_HOT_NS`]; and every check allowed, without which the
+    /// figures time the wrong path.
     pub fn goals(&self) -> Vec<Goal> {
         let rows = self.rows();
-        let tollgate = [Contender::TollgateLimiter, Contender::TollgateStore];
+        let tollgate = Contender::TOLLGATE;
         let mut goals = Vec::new();
         for row in &rows {
-            for contender in tollgate {
+            for (contender, rival) in tollgate.iter().filter_map(|&c| Some((c, c.rival()?))) {
                 let goal = format!(
-                    "{}: {} ≥ {GOAL_RATIO}× governor's checks/s",
+                    "{}: {} ≥ {GOAL_RATIO}× {}'s checks/s",
                     row.label(),
-                    contender.call()
+                    contender.call(),
+                    rival.call()
                 );
                 goals.push(
-                    match (row.ns(contender), row.governor, row.ratio(contender)) {
+                    match (row.ns(contender), row.ns(rival), row.ratio(contender)) {
                         (Some(ours), Some(governor), Some(ratio)) => Goal {
                             goal,
                             measured: format!(
@@ -305,6 +319,9 @@ mod tests {
             runs.push(run(1, 1, TollgateLimiter, round, 20));
             runs.push(run(1, 1, TollgateStore, round, 45));
             runs.push(run(1, 1, Governor, round, 60 + slow));
+            runs.push(run(1, 1, TollgateLimiterTsc, round, 10));
+            runs.push(run(1, 1, TollgateStoreTsc, round, 30));
+            runs.push(run(1, 1, GovernorTsc, round, 40));
             runs.push(run(1, 1, KeyWalk, round, 1));
         }
         let report = report(runs);
@@ -318,36 +335,34 @@ mod tests {
         assert_eq!(rows[1].ratio(TollgateLimiter), None);
         assert_eq!(report.others_cpu_share(), Some(0.25));
 
+        // Each against governor on its own clock.
+        assert_eq!(rows[0].ratio(TollgateLimiterTsc), Some(4.0));
+        assert_eq!(rows[0].ratio(GovernorTsc), None);
+
         let goals = report.goals();
         let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();
-        assert_eq!(
-            met,
-            [
-                Some(true),
-                Some(false),
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                Some(true),
-                Some(false),
-                Some(true)
-            ],
-            "{goals:#?}"
-        );
+        let mut expected = vec![Some(true), Some(false), Some(true), Some(false)];
+        expected.extend([None; 12]);
+        expected.extend([Some(true), Some(false), Some(true), Some(true), Some(true)]);
+        assert_eq!(met, expected, "{goals:#?}");
         assert_eq!(
             goals[0].goal,
-            "hot key, 1 thread: `MemoryLimiter::check` ≥ 1.5× governor's checks/s"
+            "hot key, 1 thread: `MemoryLimiter::check` (Instant) ≥ 1.5× governor `check_key` \
+             (Instant)'s checks/s"
         );
         assert_eq!(goals[0].measured, "20.0 vs 60.0 ns per check: 3.00×");
         assert_eq!(
-            goals[8].goal,
-            "hot key, 1 thread: `MemoryLimiter::check` ≤ 40 ns"
+            goals[3].goal,
+            "hot key, 1 thread: `MemoryStore::check` (TSC) ≥ 1.5× governor `check_key` (TSC)'s \
+             checks/s"
         );
-        assert_eq!(goals[9].measured, "45.0 ns per check (median of 3 rounds)");
-        assert_eq!(goals[9].met, Some(false));
+        assert_eq!(goals[3].measured, "30.0 vs 40.0 ns per check: 1.33×");
+        assert_eq!(
+            goals[16].goal,
+            "hot key, 1 thread: `MemoryLimiter::check` (Instant) ≤ 40 ns"
+        );
+        assert_eq!(goals[17].measured, "45.0 ns per check (median of 3 rounds)");
+        assert_eq!(goals[17].met, Some(false));
     }
 
     #[test]
