@@ -31,9 +31,15 @@ pub(super) async fn on_cluster(
             continue;
         }
         for per_node in [true, false] {
-            let cell =
-                cluster::run(&args.cluster, &report.run_id, scenario, c, cell_time, per_node)
-                    .await?;
+            let cell = cluster::run(
+                &args.cluster,
+                &report.run_id,
+                scenario,
+                c,
+                cell_time,
+                per_node,
+            )
+            .await?;
             eprintln!(
                 "cluster: {scenario} c={c} per {}: {:.0} decisions/s, {:.3} calls/decision, \
                  {:.2} Redis µs/decision over {} masters",

@@ -422,7 +422,7 @@ fn command<D: AsRef<[Encoded]>>(
     }
     let mut slots = slots.iter().enumerate();
     for checks in decisions.iter().map(AsRef::as_ref) {
-        if let ([check], true) = (&checks[..], buckets_only) {
+        if let ([check], true) = (checks, buckets_only) {
             let (i, &slot) = slots.next().expect("a slot per check");
             if check.cost == 1 && policy_of[i] == 1 {
                 // bucket.lua's short form: minus the key index.
