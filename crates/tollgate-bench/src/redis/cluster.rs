@@ -2,9 +2,11 @@
 //! cluster-aware), with what each master spent on it, so that the capacity model has a figure
 //! for a cluster and not only for one node.
 //!
-//! In a cluster a call must stay in one hash slot, so the store batches only the decisions of
-//! one user key together: per user, every decision is its own call. The cell measures what that
-//! costs each node, beside the single node's batched cells.
+//! In a cluster a call declares keys of one hash slot. On Redis 7 the store batches the
+//! decisions of every slot of one node in one call (the script declares one key and
+//! `allow-cross-slot-keys`); per slot, as before Redis 7 or with `per_node(false)`, it batches
+//! only the decisions of one user key together: per user, every decision is its own call. Each
+//! scenario runs both ways, side by side, beside the single node's batched cells.
 
 use std::time::Duration;
 
@@ -26,6 +28,8 @@ pub struct ClusterCell {
     pub scenario: Scenario,
     /// Concurrent workers.
     pub concurrency: usize,
+    /// Whether the store batched per node (else per slot).
+    pub per_node: bool,
     /// Checks answered.
     pub decisions: u64,
     /// Checks that failed.
@@ -67,19 +71,23 @@ impl ClusterCell {
 }
 
 /// Runs `scenario` with `concurrency` workers for `duration` on the cluster of `urls` (every
-/// node of it; replicas are told apart and left out of the figures). Keys are the run's own;
-/// with allow-all limits their TTLs end within milliseconds, so nothing is left to delete.
+/// node of it; replicas are told apart and left out of the figures), batched per node or per
+/// slot. Keys are the run's own; with allow-all limits their TTLs end within milliseconds, so
+/// nothing is left to delete.
 pub(crate) async fn run(
     urls: &[String],
     run_id: &str,
     scenario: Scenario,
     concurrency: usize,
     duration: Duration,
+    per_node: bool,
 ) -> Result<ClusterCell, BenchError> {
     let store = RedisStore::builder(urls[0].as_str())
         .cluster(urls.iter().cloned())
+        .per_node(per_node)
         .build()
         .await?;
+    let per_node = store.batches_per_node();
     let policy = TollgateRedis::policy(scenario.limit())?;
     let mut masters = Vec::new();
     for url in urls {
@@ -91,7 +99,11 @@ pub(crate) async fn run(
             masters.push((url.clone(), conn, before));
         }
     }
-    let keys = scenario.keys(&format!("bench:cluster:{run_id}:{scenario}"), concurrency);
+    let mode = if per_node { "node" } else { "slot" };
+    let keys = scenario.keys(
+        &format!("bench:cluster:{run_id}:{scenario}:{mode}"),
+        concurrency,
+    );
     let start = Stopwatch::start();
     let mut tasks = JoinSet::new();
     for key in keys {
@@ -126,6 +138,7 @@ pub(crate) async fn run(
     Ok(ClusterCell {
         scenario,
         concurrency,
+        per_node,
         decisions,
         errors,
         elapsed,

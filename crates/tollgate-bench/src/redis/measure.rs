@@ -18,7 +18,8 @@ use crate::clock::Stopwatch;
 use crate::commandstats::CommandStats;
 use crate::stats::Histogram;
 
-/// The cluster cells: per_user and hot_key, as asked, at the goal concurrency.
+/// The cluster cells: per_user and hot_key, as asked, at the goal concurrency, each batched per
+/// node and per slot.
 pub(super) async fn on_cluster(
     args: &RedisBenchArgs,
     cell_time: Duration,
@@ -29,16 +30,27 @@ pub(super) async fn on_cluster(
         if !args.scenarios.contains(&scenario) {
             continue;
         }
-        let cell = cluster::run(&args.cluster, &report.run_id, scenario, c, cell_time).await?;
-        eprintln!(
-            "cluster: {scenario} c={c}: {:.0} decisions/s, {:.3} calls/decision, {:.2} Redis \
-             µs/decision over {} masters",
-            cell.decisions_per_sec(),
-            cell.calls_per_decision(),
-            cell.redis_micros_per_decision(),
-            cell.nodes.len()
-        );
-        report.cluster.push(cell);
+        for per_node in [true, false] {
+            let cell = cluster::run(
+                &args.cluster,
+                &report.run_id,
+                scenario,
+                c,
+                cell_time,
+                per_node,
+            )
+            .await?;
+            eprintln!(
+                "cluster: {scenario} c={c} per {}: {:.0} decisions/s, {:.3} calls/decision, \
+                 {:.2} Redis µs/decision over {} masters",
+                if cell.per_node { "node" } else { "slot" },
+                cell.decisions_per_sec(),
+                cell.calls_per_decision(),
+                cell.redis_micros_per_decision(),
+                cell.nodes.len()
+            );
+            report.cluster.push(cell);
+        }
     }
     Ok(())
 }

@@ -8,10 +8,10 @@
 //! (so a hot key's checks are coalesced, and a thousand users' checks share a call). In
 //! PostgreSQL this also takes a hot row's lock once per batch rather than once per caller.
 //!
-//! Queues are *lanes*. Most stores have one lane for every key; Redis Cluster has one per user
-//! key (a call must stay in one hash slot). A lane runs at most `depth` calls at once: more than
-//! one, so the store has the next batch to work on while the last reply travels back, and few,
-//! so batches fill. A decision that finds its lane idle makes its call at once, itself: a quiet
+//! Queues are *lanes*. Most stores have one lane for every key; Redis Cluster has one per node
+//! (one per user key where calls must stay in one hash slot). A lane runs at most `depth` calls
+//! at once: more than one, so the store has the next batch to work on while the last reply
+//! travels back, and few, so batches fill. A decision that finds its lane idle makes its call at once, itself: a quiet
 //! store adds no wait and no task.
 //!
 //! A store whose transactions conflict when they overlap on a row (PostgreSQL at SERIALIZABLE)

@@ -22,6 +22,7 @@ mod postgres_schema;
 mod postgres_tls;
 mod postgres_windows;
 mod redis_cluster;
+mod redis_cluster_nodes;
 mod redis_conformance;
 mod redis_exactness;
 mod redis_faults;

@@ -70,9 +70,14 @@ impl RedisReport {
         let first = self.cluster.first()?;
         let mut rows = Vec::new();
         for cell in &self.cluster {
+            let mode = if cell.per_node {
+                "per node"
+            } else {
+                "per slot"
+            };
             for node in &cell.nodes {
                 rows.push(vec![
-                    format!("{} c={}", cell.scenario, cell.concurrency),
+                    format!("{} c={} {mode}", cell.scenario, cell.concurrency),
                     node.node.clone(),
                     thousands(node.client_calls as f64),
                     thousands(node.redis_usec as f64),
@@ -80,7 +85,10 @@ impl RedisReport {
             }
             let single = self.cell(cell.scenario, Approach::Tollgate, cell.concurrency);
             rows.push(vec![
-                format!("**{} c={}, all masters**", cell.scenario, cell.concurrency),
+                format!(
+                    "**{} c={} {mode}, all masters**",
+                    cell.scenario, cell.concurrency
+                ),
                 format!(
                     "{} decisions/s; {} calls and {:.2} Redis µs per decision (one node: {} \
                      and {})",
@@ -106,10 +114,12 @@ impl RedisReport {
         Some(Section::table(
             format!("Redis Cluster: tollgate on {} masters", first.nodes.len()),
             vec![
-                "In a cluster a call stays in one hash slot, so the store batches only one user \
-                 key's decisions together: per user, every decision is a call of its own (the \
-                 share of calls a batch splits by slot is all of them), where one node batches \
-                 every key's. The baselines' clients are not cluster-aware; tollgate ran alone."
+                "Per node (Redis 7): one call decides the queued decisions of every slot of a \
+                 node (the script declares one key and `allow-cross-slot-keys`). Per slot (Redis \
+                 before 7.0, or `per_node(false)`): a call stays in one hash slot, so the store \
+                 batches only one user key's decisions together, and per user every decision is \
+                 a call of its own. The baselines' clients are not cluster-aware; tollgate ran \
+                 alone."
                     .into(),
             ],
             Table::new(&columns, rows),

@@ -46,8 +46,10 @@ end
 local tonumber, max, ceil = tonumber, math.max, math.ceil
 local out = { now }
 local tat, dirty, garbage = {}, {}, {}
--- One MGET for every bucket: each redis.call costs Redis more than the read itself.
-local values = redis.call('MGET', unpack(KEYS))
+-- `read_all` comes before this text (script.rs): one MGET for every bucket, as each
+-- redis.call costs Redis more than the read itself; batched per cluster node, an MGET per
+-- bucket (one command may not span slots). Every bucket is read before anything is written.
+local values = read_all(KEYS)
 local furthest = now + 4503599627370496 -- 2^52 µs
 for k = 1, #KEYS do
   local raw = values[k]

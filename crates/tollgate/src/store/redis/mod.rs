@@ -45,7 +45,9 @@
 //! - **batching**: decisions that arrive while calls are in flight wait, and the next call
 //!   decides all of them, up to [`max_batch`](RedisStoreBuilder::max_batch), in one script run,
 //!   in arrival order. On one Redis a batch mixes every key (a thousand users' checks share a
-//!   call); in a cluster each key has its own queue, since a call must stay in one slot. Checks
+//!   call). In a cluster of Redis 7, a batch mixes the keys of one node: each node has its own
+//!   queue, and the script declares one key and `allow-cross-slot-keys` to reach the others
+//!   (see "Redis Cluster" below). Checks
 //!   of one hot key are thereby coalesced: one run decides them in order, carrying the bucket's
 //!   state from one to the next. A quiet store sends each decision at once.
 //!
@@ -56,10 +58,25 @@
 //! With Redis Cluster, every policy of one key shares a hash slot (the key is the hash tag), so
 //! checking several policies of one key is atomic. Checks of *different* keys in one call would
 //! span slots: the cluster store refuses them with [`CheckError::Unsupported`].
+//!
+//! **Redis Cluster, batched per node.** The store reads which node serves each slot
+//! (`CLUSTER SLOTS`) and queues each decision with the others of its node; one script call
+//! decides a node's batch. A call may declare keys of one slot only, so it declares its first
+//! bucket and passes the others as arguments, which Redis 7 serves when the script says
+//! `#!lua flags=allow-cross-slot-keys` and its node serves them. Such keys are not redirected:
+//! a bucket whose slot moved (or is migrating, and its key is not there) makes the script fail
+//! with "Script attempted to access a non local key" at its reads, before it writes anything,
+//! so the call decided nothing; the store then reads the slot map again and decides that
+//! batch per slot (one call for each slot's decisions, following `MOVED` and `ASK` as every
+//! per-slot call does). Each decision is thus decided exactly once. Where the scripts cannot be
+//! loaded with the flag (Redis before 7.0), or with
+//! [`per_node(false)`](RedisStoreBuilder::per_node), each key has its own queue and calls are per
+//! slot; the store logs (with `tracing`, at info) which it uses when it starts.
 
 pub mod bench;
 mod error;
 mod keys;
+mod nodes;
 mod script;
 mod settle;
 
@@ -73,7 +90,7 @@ use super::batch::{Batcher, Runner};
 use super::deny_cache::DenyCache;
 use super::{Check, Store};
 use crate::{CheckError, Clock, MonotonicClock, Nanos, StoreError, Verdict};
-use script::{Encoded, Reply, Scripts};
+use script::{Encoded, Keys, Reply, Scripts};
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
 const LAYOUT_SCRIPT: &str =
@@ -115,6 +132,7 @@ pub struct RedisStoreBuilder {
     max_batch: usize,
     max_in_flight: usize,
     test_clock: Option<Arc<dyn Clock>>,
+    per_node: bool,
 }
 
 /// A store in Redis or Redis Cluster. Cheap to clone: clones share the connection, the queues
@@ -154,6 +172,8 @@ struct Inner {
     deny_cache: Option<DenyCache>,
     /// Ids for settlements that came without one (used in a cluster only).
     settle_ids: settle::SettleIds,
+    /// The node of each slot, when a cluster's calls are batched per node.
+    nodes: Option<nodes::Nodes>,
 }
 
 impl RedisStore {
@@ -168,6 +188,7 @@ impl RedisStore {
             max_batch: 256,
             max_in_flight: 2,
             test_clock: None,
+            per_node: true,
         }
     }
 
@@ -222,6 +243,14 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Whether a cluster's calls decide the checks of every slot of one node (default on, where
+    /// the cluster runs Redis 7.0 or later); off, a call decides the checks of one key. No
+    /// effect on one Redis.
+    pub fn per_node(mut self, on: bool) -> Self {
+        self.per_node = on;
+        self
+    }
+
     /// Decides at `clock` instead of Redis's `TIME`: for tests that move time by hand. Never in
     /// production: processes with different clocks would disagree about every bucket (feature
     /// `test-util`).
@@ -273,6 +302,8 @@ impl RedisStoreBuilder {
                     .unwrap_or("it does not parse (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])")
             ))
         };
+        let scripts = Scripts::new();
+        let mut nodes = None;
         let connection = if self.urls.len() > 1 {
             let client = redis::cluster::ClusterClient::builder(self.urls.clone())
                 .connection_timeout(self.timeout.max(Duration::from_millis(500)))
@@ -280,7 +311,13 @@ impl RedisStoreBuilder {
                 .retries(2)
                 .build()
                 .map_err(config_error)?;
-            Connection::Cluster(client.get_async_connection().await.map_err(unavailable)?)
+            let mut conn = client.get_async_connection().await.map_err(unavailable)?;
+            if self.per_node {
+                nodes = per_node(&scripts, &mut conn).await?;
+            } else {
+                tracing::info!("Redis Cluster: one script call per hash slot (per_node off)");
+            }
+            Connection::Cluster(conn)
         } else {
             let client = redis::Client::open(self.urls[0].as_str()).map_err(config_error)?;
             let config = ConnectionManagerConfig::new()
@@ -296,7 +333,7 @@ impl RedisStoreBuilder {
         let inject_time = self.test_clock.is_some();
         let inner = Arc::new(Inner {
             connection,
-            scripts: Scripts::new(),
+            scripts,
             timeout: self.timeout,
             clock: self
                 .test_clock
@@ -304,6 +341,7 @@ impl RedisStoreBuilder {
             inject_time,
             deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
             settle_ids: settle::SettleIds::new(),
+            nodes,
         });
         let batcher = self.batch.then(|| {
             Arc::new(Batcher::new(
@@ -314,6 +352,30 @@ impl RedisStoreBuilder {
         });
         Ok(RedisStore { inner, batcher })
     }
+}
+
+/// Loads the scripts batched per node on every node and reads the slot map; `None` (calls per
+/// slot) when a node refuses the scripts (Redis before 7.0 knows no flags). Says which at info.
+async fn per_node(
+    scripts: &Scripts,
+    conn: &mut ClusterConnection,
+) -> Result<Option<nodes::Nodes>, StoreError> {
+    for script in scripts.per_node() {
+        // SCRIPT LOAD goes to every node.
+        if let Err(e) = script.load_async(conn).await {
+            if e.kind() == redis::ErrorKind::Io || e.is_timeout() || e.is_connection_dropped() {
+                return Err(error::store_error(e));
+            }
+            tracing::info!(
+                "Redis Cluster: one script call per hash slot (a node refuses scripts with \
+                 `allow-cross-slot-keys`, which need Redis 7.0: {e})"
+            );
+            return Ok(None);
+        }
+    }
+    let nodes = nodes::Nodes::read(conn).await?;
+    tracing::info!("Redis Cluster: one script call per node (allow-cross-slot-keys)");
+    Ok(Some(nodes))
 }
 
 impl Inner {
@@ -345,11 +407,26 @@ impl Inner {
         let run = async {
             match self.connection.clone() {
                 Connection::Single(mut c) => {
-                    script::run(scripts, &mut c, false, now_us, decisions).await
+                    script::run(scripts, &mut c, false, Keys::Declared, now_us, decisions)
+                        .await?
+                        .ok_or_else(|| StoreError::incompatible("the script refused its keys"))
                 }
-                Connection::Cluster(mut c) => {
-                    script::run(scripts, &mut c, true, now_us, decisions).await
-                }
+                Connection::Cluster(mut c) => match &self.nodes {
+                    Some(nodes) => {
+                        let per_node =
+                            script::run(scripts, &mut c, true, Keys::PerNode, now_us, decisions);
+                        match per_node.await? {
+                            Some(replies) => Ok(replies),
+                            None => {
+                                nodes.refresh(&mut c).await;
+                                self.per_slot(&mut c, now_us, decisions).await
+                            }
+                        }
+                    }
+                    None => script::run(scripts, &mut c, true, Keys::Declared, now_us, decisions)
+                        .await?
+                        .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
+                },
             }
         };
         let replies = if bounded {
@@ -383,6 +460,48 @@ impl Inner {
             }
         }
         Ok(replies)
+    }
+}
+
+impl Inner {
+    /// Decides `decisions`, whose call per node met a bucket its node does not serve, with one
+    /// call per slot: the decisions of one slot in one call, in order (those of different
+    /// slots share no bucket, so their order between them does not matter).
+    async fn per_slot(
+        &self,
+        conn: &mut ClusterConnection,
+        now_us: Option<u64>,
+        decisions: &[Vec<Encoded>],
+    ) -> Result<Vec<Reply>, StoreError> {
+        // Every check of a decision shares its key's slot (`encode`).
+        let slots: Vec<u16> = decisions
+            .iter()
+            .map(|d| d.first().map_or(0, |c| nodes::slot(&c.bucket)))
+            .collect();
+        let mut replies: Vec<Option<Reply>> = decisions.iter().map(|_| None).collect();
+        let mut done = vec![false; decisions.len()];
+        for first in 0..decisions.len() {
+            if done[first] {
+                continue;
+            }
+            let group: Vec<usize> = (first..decisions.len())
+                .filter(|&i| !done[i] && slots[i] == slots[first])
+                .collect();
+            let batch: Vec<&Vec<Encoded>> = group.iter().map(|&i| &decisions[i]).collect();
+            let answers = script::run(&self.scripts, conn, true, Keys::Declared, now_us, &batch)
+                .await?
+                .ok_or_else(|| StoreError::incompatible("the script refused its keys"))?;
+            if answers.len() != group.len() {
+                return Err(StoreError::incompatible(
+                    "the tollgate script answered a different number of decisions",
+                ));
+            }
+            for (i, answer) in group.into_iter().zip(answers) {
+                done[i] = true;
+                replies[i] = Some(answer);
+            }
+        }
+        Ok(replies.into_iter().flatten().collect())
     }
 }
 
@@ -421,6 +540,13 @@ impl RedisStore {
 }
 
 impl RedisStore {
+    /// Whether this store decides a cluster's checks in one call per node (Redis 7.0 and
+    /// [`per_node`](RedisStoreBuilder::per_node) on), rather than one per hash slot; false on
+    /// one Redis.
+    pub fn batches_per_node(&self) -> bool {
+        self.inner.nodes.is_some()
+    }
+
     /// Whether this store can decide `policy` (its numbers within the store's range), without
     /// a store at hand: what [`Store::supports`] answers, for checking a config file.
     pub fn supports_policy(policy: &crate::Policy) -> Result<(), crate::PolicyError> {
@@ -446,11 +572,17 @@ impl Store for RedisStore {
         }
         let reply = match &self.batcher {
             Some(batcher) => {
-                // One Redis: one queue for every key. A cluster: a queue per hash slot's key.
-                let lane: &[u8] = if self.inner.is_cluster() {
-                    checks[0].key
-                } else {
-                    b""
+                // One Redis: one queue for every key. A cluster: a queue per node, or per key
+                // when calls are per slot.
+                let node = self
+                    .inner
+                    .nodes
+                    .as_ref()
+                    .map(|nodes| nodes.node_of(nodes::slot(&encoded[0].bucket)));
+                let lane: &[u8] = match (&node, self.inner.is_cluster()) {
+                    (Some(node), _) => node,
+                    (None, true) => checks[0].key,
+                    (None, false) => b"",
                 };
                 let timeout = self.inner.timeout;
                 tokio::time::timeout(timeout, batcher.submit(lane, encoded))

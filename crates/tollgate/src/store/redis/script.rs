@@ -19,43 +19,110 @@ const MAX_EXACT: u128 = 1 << 52;
 /// One microsecond, the script's unit of time.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
-/// The two scripts: `decide.lua` decides every algorithm; `bucket.lua`, its token-bucket hot
-/// path, takes calls whose checks are all token buckets.
+/// Reads every bucket of `bucket.lua` at once: its declared keys share one slot.
+const READ_DECLARED: &str =
+    "local function read_all(keys) return redis.call('MGET', unpack(keys)) end\n";
+
+/// Batched per cluster node: the call declares one key (the keys a call declares must share one
+/// slot, flag or not), and passes every bucket at the end of ARGV, then their number; this puts
+/// them back in KEYS, as the scripts expect. The flag lets a script touch keys of other slots
+/// of its node; a key the node does not serve (a slot moved or migrating) raises "Script
+/// attempted to access a non local key", which the scripts meet before they write anything.
+const PER_NODE: &str = "#!lua flags=allow-cross-slot-keys
+do
+  local last = #ARGV
+  local first = last - tonumber(ARGV[last])
+  for i = first, last - 1 do
+    KEYS[i - first + 1] = ARGV[i]
+  end
+  for i = last, first, -1 do
+    ARGV[i] = nil
+  end
+end
+";
+
+/// One MGET per bucket: one command may not span slots, even with the flag. (MGET rather than
+/// GET: a key of another type reads as missing, as in one MGET.)
+const READ_PER_NODE: &str = "local function read_all(keys)
+  local values = {}
+  for i = 1, #keys do
+    values[i] = redis.call('MGET', keys[i])[1]
+  end
+  return values
+end
+";
+
+/// How a call names its buckets in a cluster.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keys {
+    /// Every bucket declared: the call stays in one slot (one Redis, or a cluster per slot).
+    Declared,
+    /// One declared, the others passed as arguments: every bucket on the node serving the
+    /// first (Redis 7's `allow-cross-slot-keys`).
+    PerNode,
+}
+
+/// The scripts: `decide.lua` decides every algorithm; `bucket.lua`, its token-bucket hot
+/// path, takes calls whose checks are all token buckets; each in two forms (see [`Keys`]).
 pub(crate) struct Scripts {
     general: Script,
     bucket: Script,
+    general_node: Script,
+    bucket_node: Script,
     /// `settle.lua`: refunds and charges (see `settle.rs`).
     pub(crate) settle: Script,
 }
 
 impl Scripts {
     pub(crate) fn new() -> Scripts {
+        let decide = include_str!("decide.lua");
+        let bucket = include_str!("bucket.lua");
         Scripts {
-            general: Script::new(include_str!("decide.lua")),
-            bucket: Script::new(include_str!("bucket.lua")),
+            general: Script::new(decide),
+            bucket: Script::new(&format!("{READ_DECLARED}{bucket}")),
+            general_node: Script::new(&format!("{PER_NODE}{decide}")),
+            bucket_node: Script::new(&format!("{PER_NODE}{READ_PER_NODE}{bucket}")),
             settle: Script::new(include_str!("settle.lua")),
         }
+    }
+
+    /// The scripts of calls batched per node, to load on every node at start: a server that
+    /// refuses them (older than Redis 7.0, or the flag unknown) is asked per slot.
+    pub(crate) fn per_node(&self) -> [&Script; 2] {
+        [&self.general_node, &self.bucket_node]
     }
 }
 
 impl Scripts {
-    /// The script that decides `decisions`, and whether it is `bucket.lua` (every check a token
-    /// bucket).
-    fn pick(&self, decisions: &[Vec<Encoded>]) -> (&Script, bool) {
-        if decisions.iter().flatten().all(|c| c.gcra.is_some()) {
-            (&self.bucket, true)
-        } else {
-            (&self.general, false)
-        }
+    /// The script that decides `decisions` with their keys passed as `keys_as`, and whether it
+    /// is `bucket.lua` (every check a token bucket).
+    fn pick<D: AsRef<[Encoded]>>(&self, decisions: &[D], keys_as: Keys) -> (&Script, bool) {
+        let buckets_only = checks(decisions).all(|c| c.gcra.is_some());
+        let script = match (buckets_only, keys_as) {
+            (true, Keys::Declared) => &self.bucket,
+            (false, Keys::Declared) => &self.general,
+            (true, Keys::PerNode) => &self.bucket_node,
+            (false, Keys::PerNode) => &self.general_node,
+        };
+        (script, buckets_only)
     }
 }
 
 /// Appends to `out` the bytes [`run`] sends for `decisions` at Redis's clock: the
 /// instruction-count benchmark's way in (see `bench.rs`).
 pub(crate) fn pack(scripts: &Scripts, decisions: &[Vec<Encoded>], out: &mut Vec<u8>) {
-    let (script, buckets_only) = scripts.pick(decisions);
+    let (script, buckets_only) = scripts.pick(decisions, Keys::Declared);
     let (keys, slots) = plan(decisions);
-    command(script, None, decisions, &keys, &slots, buckets_only).write_packed_command(out);
+    command(
+        script,
+        None,
+        decisions,
+        &keys,
+        &slots,
+        buckets_only,
+        Keys::Declared,
+    )
+    .write_packed_command(out);
 }
 
 /// A policy in the script's terms: its algorithm code and two numbers (see `decide.lua`), in
@@ -201,26 +268,53 @@ impl Reply {
 /// Decides `decisions` (each a list of checks, all or nothing) in order in one script call;
 /// `now_us` injects the time (tests), `None` uses Redis's clock; `cluster` when `conn` is a
 /// cluster's (see [`query`] for what is asked again).
-pub(crate) async fn run(
+///
+/// `None` when the call was sent per node ([`Keys::PerNode`]) and the node does not serve one
+/// of its buckets: the script stopped at its reads, so it decided and wrote nothing.
+pub(crate) async fn run<D: AsRef<[Encoded]>>(
     scripts: &Scripts,
     conn: &mut impl redis::aio::ConnectionLike,
     cluster: bool,
+    keys_as: Keys,
     now_us: Option<u64>,
-    decisions: &[Vec<Encoded>],
-) -> Result<Vec<Reply>, StoreError> {
-    let (script, buckets_only) = scripts.pick(decisions);
+    decisions: &[D],
+) -> Result<Option<Vec<Reply>>, StoreError> {
+    let (script, buckets_only) = scripts.pick(decisions, keys_as);
     let (keys, slots) = plan(decisions);
-    let cmd = command(script, now_us, decisions, &keys, &slots, buckets_only);
-    let numbers = numbers(
-        query(script, &cmd, conn, cluster)
-            .await
-            .map_err(store_error)?,
-    )?;
+    let cmd = command(
+        script,
+        now_us,
+        decisions,
+        &keys,
+        &slots,
+        buckets_only,
+        keys_as,
+    );
+    let reply = match query(script, &cmd, conn, cluster).await {
+        Err(e) if keys_as == Keys::PerNode && is_not_local(&e) => return Ok(None),
+        reply => reply.map_err(store_error)?,
+    };
+    let numbers = numbers(reply)?;
     if buckets_only {
         replay(&numbers, decisions, keys.len(), &slots)
     } else {
         parse(&numbers, decisions)
     }
+    .map(Some)
+}
+
+/// Every check of `decisions`, in order.
+fn checks<D: AsRef<[Encoded]>>(decisions: &[D]) -> impl Iterator<Item = &Encoded> {
+    decisions.iter().flat_map(AsRef::as_ref)
+}
+
+/// A script sent per node met a bucket its node does not serve (Redis 7.0.15: "Script
+/// attempted to access a non local key in a cluster node script: ..."), or a node that ignored
+/// the flag ("... keys that do not hash to the same slot").
+fn is_not_local(e: &redis::RedisError) -> bool {
+    let text = e.to_string();
+    text.contains("Script attempted to access a non local key")
+        || text.contains("Script attempted to access keys that do not hash to the same slot")
 }
 
 /// Calls with at most this many checks find repeated buckets by comparing them with the
@@ -274,13 +368,11 @@ fn is_redirection(e: &redis::RedisError) -> bool {
 
 /// The buckets to send, each once in the order first met, and the index among them of every
 /// check (decisions flattened).
-fn plan(decisions: &[Vec<Encoded>]) -> (Vec<&[u8]>, Vec<usize>) {
-    let checks = decisions.iter().map(Vec::len).sum::<usize>();
-    let mut keys: Vec<&[u8]> = Vec::with_capacity(checks);
-    let slots = if checks <= PLAN_WITHOUT_HASHING {
-        decisions
-            .iter()
-            .flatten()
+fn plan<D: AsRef<[Encoded]>>(decisions: &[D]) -> (Vec<&[u8]>, Vec<usize>) {
+    let count = decisions.iter().map(|d| d.as_ref().len()).sum::<usize>();
+    let mut keys: Vec<&[u8]> = Vec::with_capacity(count);
+    let slots = if count <= PLAN_WITHOUT_HASHING {
+        checks(decisions)
             .map(|check| {
                 let bucket = check.bucket.as_slice();
                 keys.iter().position(|&k| k == bucket).unwrap_or_else(|| {
@@ -291,9 +383,7 @@ fn plan(decisions: &[Vec<Encoded>]) -> (Vec<&[u8]>, Vec<usize>) {
             .collect()
     } else {
         let mut index: foldhash::HashMap<&[u8], usize> = foldhash::HashMap::default();
-        decisions
-            .iter()
-            .flatten()
+        checks(decisions)
             .map(|check| {
                 *index.entry(&check.bucket).or_insert_with(|| {
                     keys.push(&check.bucket);
@@ -307,19 +397,29 @@ fn plan(decisions: &[Vec<Encoded>]) -> (Vec<&[u8]>, Vec<usize>) {
 
 /// `EVALSHA sha numkeys keys... time ...`; then, for `decide.lua`, the number of decisions and
 /// 5 numbers per check; for `bucket.lua`, the distinct policies and 3 numbers per check (see
-/// the scripts). Indices count from 1, as Lua does.
-fn command(
+/// the scripts. Indices count from 1, as Lua does. Per node, the first key alone is declared,
+/// and every key follows the rest, then their number (see `PER_NODE`).
+fn command<D: AsRef<[Encoded]>>(
     script: &Script,
     now_us: Option<u64>,
-    decisions: &[Vec<Encoded>],
+    decisions: &[D],
     keys: &[&[u8]],
     slots: &[usize],
     buckets_only: bool,
+    keys_as: Keys,
 ) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(keys.len());
-    for key in keys {
-        cmd.arg(*key);
+    cmd.arg(script.get_hash());
+    match keys_as {
+        Keys::Declared => {
+            cmd.arg(keys.len());
+            for key in keys {
+                cmd.arg(*key);
+            }
+        }
+        Keys::PerNode => {
+            cmd.arg(1).arg(keys[0]);
+        }
     }
     match now_us {
         Some(now) => cmd.arg(now),
@@ -329,7 +429,7 @@ fn command(
     let mut policies: Vec<(u64, u64)> = Vec::new();
     let mut policy_of: Vec<usize> = Vec::new();
     if buckets_only {
-        for check in decisions.iter().flatten() {
+        for check in checks(decisions) {
             let p = match policies.iter().position(|&p| p == (check.a, check.b)) {
                 Some(p) => p,
                 None => {
@@ -347,8 +447,8 @@ fn command(
         cmd.arg(decisions.len());
     }
     let mut slots = slots.iter().enumerate();
-    for checks in decisions {
-        if let ([check], true) = (&checks[..], buckets_only) {
+    for checks in decisions.iter().map(AsRef::as_ref) {
+        if let ([check], true) = (checks, buckets_only) {
             let (i, &slot) = slots.next().expect("a slot per check");
             if check.cost == 1 && policy_of[i] == 1 {
                 // bucket.lua's short form: minus the key index.
@@ -371,6 +471,12 @@ fn command(
                     .arg(check.cost);
             }
         }
+    }
+    if keys_as == Keys::PerNode {
+        for key in keys {
+            cmd.arg(*key);
+        }
+        cmd.arg(keys.len());
     }
     cmd
 }
@@ -395,12 +501,12 @@ fn whole(n: i64) -> Result<u64, StoreError> {
 }
 
 /// Reads `decide.lua`'s answers.
-fn parse(numbers: &[i64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, StoreError> {
+fn parse<D: AsRef<[Encoded]>>(numbers: &[i64], decisions: &[D]) -> Result<Vec<Reply>, StoreError> {
     let mut numbers = numbers.iter().copied();
     let mut next = || whole(numbers.next().ok_or_else(|| malformed("too short"))?);
     let _now = next()?;
     let mut replies = Vec::with_capacity(decisions.len());
-    for checks in decisions {
+    for checks in decisions.iter().map(AsRef::as_ref) {
         let _all = next()?;
         let mut decided = Vec::with_capacity(checks.len());
         let mut holds = Vec::with_capacity(checks.len());
@@ -427,9 +533,9 @@ fn parse(numbers: &[i64], decisions: &[Vec<Encoded>]) -> Result<Vec<Reply>, Stor
 /// Replays `bucket.lua`'s decisions with [`Gcra`] from the states it read, at its `now`: the
 /// same integers in nanoseconds instead of microseconds, so the same decisions, which its flags
 /// confirm one by one.
-fn replay(
+fn replay<D: AsRef<[Encoded]>>(
     numbers: &[i64],
-    decisions: &[Vec<Encoded>],
+    decisions: &[D],
     keys: usize,
     slots: &[usize],
 ) -> Result<Vec<Reply>, StoreError> {
@@ -454,7 +560,7 @@ fn replay(
         .collect::<Result<_, _>>()?;
     let mut slots = slots.iter();
     let mut replies = Vec::with_capacity(decisions.len());
-    for (checks, &flag) in decisions.iter().zip(flags) {
+    for (checks, &flag) in decisions.iter().map(AsRef::as_ref).zip(flags) {
         let slots: Vec<usize> = slots.by_ref().take(checks.len()).copied().collect();
         if let Some((check, _)) = checks.iter().zip(&slots).find(|&(_, &k)| tats[k].is_none()) {
             if flag != 2 {
