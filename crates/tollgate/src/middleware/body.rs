@@ -133,6 +133,16 @@ where
     }
 }
 
+/// An empty body, for layers outside this one that need a `Default` response body (tower-http's
+/// timeout, for one).
+impl<B> Default for TollgateBody<B> {
+    fn default() -> Self {
+        TollgateBody {
+            kind: Kind::Own { bytes: None },
+        }
+    }
+}
+
 impl<B> fmt::Debug for TollgateBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.kind {

@@ -119,9 +119,13 @@ pub enum ForwardedHeader {
 /// - **tonic**, or any server that records it in a type of its own: [`peer_addr`](Self::peer_addr)
 ///   says where: `ClientIp::new().peer_addr(|parts|
 ///   parts.extensions.get::<tonic::transport::server::TcpConnectInfo>()?.remote_addr())`.
+///   Over TLS tonic records `TlsConnectInfo<TcpConnectInfo>` instead: read it too, with
+///   `.or_else(|| parts.extensions.get::<TlsConnectInfo<TcpConnectInfo>>()?.get_ref().remote_addr())`.
 ///
 /// A request without one has no key: the layer answers `400` naming the fix, and logs it once
-/// (at error level, with `tracing`) on the first such request.
+/// (at error level, with `tracing`) on the first such request, also when
+/// [`MissingKey::Allow`](super::MissingKey::Allow) lets it through unlimited. No layer can know
+/// its server before requests arrive, so the first request is the earliest it can tell.
 ///
 /// ```
 /// use std::net::SocketAddr;

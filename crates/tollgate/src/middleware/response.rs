@@ -198,10 +198,11 @@ impl Rejection {
 /// The detail of the `400` when [`ClientIp`](super::ClientIp) finds no peer address: no
 /// request can have one, so it names the fix for each server.
 pub(crate) const NO_PEER_ADDR: &str = "the server gives the rate limiter no client address: \
-     with axum, serve `app.into_make_service_with_connect_info::<SocketAddr>()`; with tonic, \
-     key by `ClientIp::new().peer_addr(|parts| \
-     parts.extensions.get::<TcpConnectInfo>()?.remote_addr())`; with hyper, wrap the service \
-     in `PeerAddrLayer::new(peer)` for each connection";
+     with axum, serve `app.into_make_service_with_connect_info::<SocketAddr>()` and enable \
+     tollgate's feature `axum`; with tonic, key by `ClientIp::new().peer_addr(|parts| \
+     parts.extensions.get::<TcpConnectInfo>()?.remote_addr())` (over TLS, \
+     `TlsConnectInfo<TcpConnectInfo>`); with hyper, wrap the service in \
+     `PeerAddrLayer::new(peer)` for each connection";
 
 /// The `RateLimit-Policy` header of `policies` (one item each). It is the same on every
 /// response under them: the layer builds its own policies' once.

@@ -170,16 +170,7 @@ where
                     .max_by_key(|(_, d)| d.retry_after())?;
                 Some((Arc::clone(&named.name), *decision))
             });
-            let no_peer_addr = kind == RejectionKind::MissingKey
-                && shared
-                    .client_ip
-                    .as_ref()
-                    .is_some_and(|ip| ip.peer(&parts).is_none());
-            if no_peer_addr && !shared.no_peer_logged.swap(true, Ordering::Relaxed) {
-                // No request through this server will have a key: say so where the operator
-                // looks, once, rather than in every 400 alone.
-                tracing::error!("rate limiting answers every request 400: {NO_PEER_ADDR}");
-            }
+            let no_peer_addr = kind == RejectionKind::MissingKey && peer_missing(&shared, &parts);
             let rejection = Rejection {
                 kind,
                 grpc,
@@ -242,10 +233,34 @@ async fn commit<B>(
     (Response::from_parts(parts, body), None)
 }
 
+/// Whether the key is the client's address and the server gave none; logs it the first time.
+fn peer_missing(shared: &Shared, parts: &Parts) -> bool {
+    let missing = shared
+        .client_ip
+        .as_ref()
+        .is_some_and(|ip| ip.peer(parts).is_none());
+    if missing
+        && !shared.no_peer_logged.load(Ordering::Relaxed)
+        && !shared.no_peer_logged.swap(true, Ordering::Relaxed)
+    {
+        // A server that gives no request an address limits nothing: say so where the
+        // operator looks, once, rather than in every 400 alone.
+        tracing::error!(
+            "a request reached the rate limiter without a client address (if every request \
+             does, none is limited by it): {NO_PEER_ADDR}"
+        );
+    }
+    missing
+}
+
 async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
     let Some(key) = shared.key.extract(parts) else {
         return match shared.on_missing_key {
-            MissingKey::Allow => Outcome::Pass(None, true),
+            MissingKey::Allow => {
+                // Let through unlimited, but never silently for want of a client address.
+                peer_missing(shared, parts);
+                Outcome::Pass(None, true)
+            }
             MissingKey::Reject => Outcome::Reject(RejectionKind::MissingKey, None),
         };
     };

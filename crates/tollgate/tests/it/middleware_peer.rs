@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tollgate::middleware::{ClientIp, PeerAddrLayer, TollgateLayer};
+use tollgate::middleware::{ClientIp, MissingKey, PeerAddrLayer, TollgateLayer};
 use tollgate::{ManualClock, MemoryStore, Nanos, Policy};
 use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
 
@@ -296,4 +296,28 @@ async fn a_missing_peer_address_is_logged_once_at_error_level() {
         errors[0].contains("into_make_service_with_connect_info"),
         "{errors:?}"
     );
+}
+
+/// With `MissingKey::Allow`, requests without a peer address pass unlimited: that is said too,
+/// or a server served without addresses would turn limiting off in silence.
+#[tokio::test(flavor = "current_thread")]
+async fn a_missing_peer_address_let_through_is_logged_once_too() {
+    let errors = std::sync::Arc::default();
+    let _guard = tracing::subscriber::set_default(Errors(std::sync::Arc::clone(&errors)));
+    let layer = TollgateLayer::builder(MemoryStore::new())
+        .policy("ip", Policy::per_second(1).unwrap())
+        .key(ClientIp::new())
+        .on_missing_key(MissingKey::Allow)
+        .build()
+        .unwrap();
+    let service = layer.layer(service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    for _ in 0..3 {
+        let response = service.clone().oneshot(Request::new(())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let errors = errors.lock().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("without a client address"), "{errors:?}");
 }
