@@ -8,6 +8,19 @@ use super::script::{self, Scripts};
 use crate::{Check, CheckError};
 
 /// Encodes batches as [`RedisStore`] encodes the calls it sends to one Redis.
+///
+/// ```
+/// use tollgate::store::redis::bench::BatchEncoder;
+/// use tollgate::{Check, Policy};
+///
+/// let policy = Policy::per_second(10)?;
+/// let (alice, bob) = ([Check::new(policy, b"alice", 1)], [Check::new(policy, b"bob", 1)]);
+/// let mut out = Vec::new();
+/// BatchEncoder::new().encode(&[&alice, &bob], &mut out)?;
+/// assert!(out.starts_with(b"*")); // one RESP array: the whole call
+/// assert!(out.windows(7).any(|w| w == b"EVALSHA"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct BatchEncoder {
     scripts: Scripts,
 }
