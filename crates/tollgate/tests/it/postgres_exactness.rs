@@ -98,22 +98,31 @@ async fn one_hot_key_at_serializable_stays_exact_and_conflicts_only_uncoalesced(
             Isolation::Serializable,
         )
         .await;
-        let (allowed, errors) = hammer(&store, b"hot").await;
-        let retries = store.stats().retries();
-        if coalesce {
-            // The store's calls in flight never share a row: they follow each other.
-            assert_eq!((retries, errors), (0, 0), "coalesced calls conflicted");
-        } else {
+        // Under a loaded scheduler 64 uncoalesced callers may, by chance, never overlap on the
+        // row in one run: up to three runs, each on a fresh key, are given to show a conflict.
+        let runs = if coalesce { 1 } else { 3 };
+        for run in 0..runs {
+            let key = format!("hot{run}");
+            let (allowed, errors) = hammer(&store, key.as_bytes()).await;
+            assert!(allowed <= 40, "coalesce {coalesce}: allowed {allowed}");
             assert!(
-                retries > 0,
+                allowed >= 38,
+                "coalesce {coalesce}: allowed {allowed} ({errors} errors)"
+            );
+            if coalesce {
+                // The store's calls in flight never share a row: they follow each other.
+                let retries = store.stats().retries();
+                assert_eq!((retries, errors), (0, 0), "coalesced calls conflicted");
+            } else if store.stats().retries() > 0 {
+                break;
+            }
+        }
+        if !coalesce {
+            assert!(
+                store.stats().retries() > 0,
                 "64 callers on one row at SERIALIZABLE, each its own transaction, must conflict"
             );
         }
-        assert!(allowed <= 40, "coalesce {coalesce}: allowed {allowed}");
-        assert!(
-            allowed >= 38,
-            "coalesce {coalesce}: allowed {allowed} ({errors} errors)"
-        );
     }
 }
 
