@@ -62,7 +62,9 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
         assert!(tollgate.allowed <= tollgate.max_allowed(), "{tollgate:?}");
         assert!(tollgate.allowed >= 10, "the burst is allowed: {tollgate:?}");
         if isolation == Isolation::ReadCommitted {
-            assert_eq!(tollgate.errors, 0, "{tollgate:?}");
+            // As above: the only errors are the 100 ms timeouts of a machine busy with other
+            // tests (a CI run once saw 14 in 124,119 decisions), never a failed statement.
+            assert_eq!(tollgate.errors, tollgate.timeouts, "{tollgate:?}");
         }
         let function = report.over_grant_of(isolation, Approach::Function).unwrap();
         assert!(function.decisions + function.errors > 0, "{function:?}");
