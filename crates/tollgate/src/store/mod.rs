@@ -35,6 +35,8 @@ mod batch;
 mod deny_cache;
 #[cfg(feature = "tokio")]
 pub mod guarded;
+#[cfg(feature = "tokio")]
+pub mod lease;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -8,6 +8,7 @@ mod faults;
 mod builder_settings;
 mod concurrency;
 mod incompatible;
+mod lease;
 mod memory_cap;
 mod memory_conformance;
 mod middleware;
