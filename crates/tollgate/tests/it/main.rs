@@ -9,6 +9,7 @@ mod builder_settings;
 mod concurrency;
 mod incompatible;
 mod lease;
+mod lease_processes;
 mod memory_cap;
 mod memory_conformance;
 mod middleware;

@@ -134,6 +134,10 @@ pub struct LeasedBuilder<S> {
     only: Option<Only>,
 }
 
+const DIVISOR: NonZeroU64 = NonZeroU64::new(8).unwrap();
+const HOT: NonZeroU64 = NonZeroU64::new(16).unwrap();
+const SLOTS: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
+
 impl<S: Settle> Leased<S> {
     /// Leases on `inner` with the default settings.
     pub fn new(inner: S) -> Leased<S> {
@@ -146,9 +150,9 @@ impl<S: Settle> Leased<S> {
         LeasedBuilder {
             inner,
             lifetime: Duration::from_millis(50),
-            divisor: NonZeroU64::new(8).expect("not zero"),
-            hot: NonZeroU64::new(16).expect("not zero"),
-            slots: NonZeroUsize::new(4096).expect("not zero"),
+            divisor: DIVISOR,
+            hot: HOT,
+            slots: SLOTS,
             only: None,
         }
     }
