@@ -324,6 +324,7 @@ impl Server {
         let served = web::serve(self.http.listener(), router, shutdown).await;
         listeners.close();
         listeners.wait().await;
+        limiter.close().await;
         served.map_err(ServeError::Http)
     }
 }

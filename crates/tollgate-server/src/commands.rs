@@ -59,7 +59,7 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
     );
     for p in config.policies.iter() {
         out.push_str(&format!(
-            "  {}: {}, capacity {}, {}{}\n",
+            "  {}: {}, capacity {}, {}{}{}\n",
             p.name,
             options::algorithm_name(p.policy.algorithm()),
             p.policy.capacity(),
@@ -71,7 +71,8 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
                 ),
                 _ => format!("window {}", humantime::format_duration(p.policy.period())),
             },
-            if p.shadow { ", shadow" } else { "" }
+            if p.shadow { ", shadow" } else { "" },
+            if p.lease { ", leased" } else { "" }
         ));
     }
     // The tokens by name and scopes: their secrets were read, and are never shown.

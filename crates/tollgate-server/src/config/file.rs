@@ -174,6 +174,7 @@ pub(super) struct PolicyFile {
     pub(super) algorithm: Option<Spanned<AlgorithmName>>,
     #[serde(default)]
     pub(super) shadow: bool,
+    pub(super) lease: Option<Spanned<bool>>,
 }
 
 /// A policy's `algorithm`, as the file names it.

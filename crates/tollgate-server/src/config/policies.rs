@@ -40,13 +40,15 @@ pub(super) fn compile(
         let field = format!("policies.{name}");
         let span = p.span();
         check_name(&name).map_err(|e| refuse(Some(span.clone()), &field, e))?;
-        let (policy, shadow) = compile_one(p.get_ref()).map_err(|(span, key, message)| {
-            refuse(Some(span), &format!("{field}.{key}"), message)
-        })?;
+        let (policy, shadow, lease) =
+            compile_one(p.get_ref()).map_err(|(span, key, message)| {
+                refuse(Some(span), &format!("{field}.{key}"), message)
+            })?;
         policies.insert(NamedPolicy {
             name: name.into(),
             policy,
             shadow,
+            lease,
             defined_at: locate(span.start),
         });
     }
@@ -85,7 +87,8 @@ type Refusal = (Range<usize>, &'static str, String);
 /// Makes the error for a span of the file, a field and a message.
 pub(super) type Refuse<'a> = dyn Fn(Option<Range<usize>>, &str, String) -> ConfigError + 'a;
 
-fn compile_one(p: &PolicyFile) -> Result<(Policy, bool), Refusal> {
+/// A policy's numbers, whether it is in shadow, and whether it is leased.
+fn compile_one(p: &PolicyFile) -> Result<(Policy, bool, bool), Refusal> {
     let capacity = *p.capacity.get_ref();
     if capacity == 0 {
         return Err((
@@ -126,7 +129,18 @@ fn compile_one(p: &PolicyFile) -> Result<(Policy, bool), Refusal> {
         }
     };
     let policy = built.map_err(|e| refusal(p, &e))?;
-    Ok((policy, p.shadow))
+    let lease = p.lease.as_ref().is_some_and(|l| *l.get_ref());
+    if lease && algorithm != AlgorithmName::TokenBucket {
+        let span = p.lease.as_ref().map(Spanned::span).unwrap_or_default();
+        return Err((
+            span,
+            "lease",
+            "only a token bucket can be leased: a window cannot take back what a lease did \
+             not spend; remove `lease`, or use algorithm = \"token_bucket\""
+                .to_owned(),
+        ));
+    }
+    Ok((policy, p.shadow, lease))
 }
 
 /// The library's refusal, pointed at the key it is about.

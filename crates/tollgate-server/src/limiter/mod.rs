@@ -10,6 +10,7 @@ mod decide;
 pub mod descriptors;
 mod error;
 mod health;
+mod leases;
 mod live;
 mod policies;
 pub mod reservation;
@@ -49,6 +50,8 @@ pub struct Limiter {
     metrics: Arc<Metrics>,
     health: Arc<StoreHealth>,
     auth: Auth,
+    /// The leases of the policies that ask for them, on a shared store.
+    leases: Option<leases::Leases>,
 }
 
 /// Builds a [`Limiter`]: see [`Limiter::builder`].
@@ -86,6 +89,9 @@ impl Limiter {
     /// since they are named by policy name and key. The series of policies no longer
     /// configured are dropped.
     pub fn reload(&self, policies: Policies, inline: bool) {
+        if let Some(leases) = &self.leases {
+            leases.reload(&policies);
+        }
         let old = self
             .live
             .swap(Arc::new(Live::new(policies, inline, &self.metrics)));
@@ -97,6 +103,21 @@ impl Limiter {
         {
             self.metrics.forget_policy(&gone.name);
         }
+    }
+
+    /// Gives back every lease this server holds, before it stops: what they did not spend is
+    /// the bucket's again, not lost until the refill pays it back.
+    pub async fn close(&self) {
+        if let Some(leases) = &self.leases {
+            leases.close().await;
+        }
+    }
+
+    /// Checks answered from leases, and store calls that leased tokens (0 without leases).
+    pub fn lease_counts(&self) -> (u64, u64) {
+        self.leases.as_ref().map_or((0, 0), |l| {
+            (l.stats().local_decisions(), l.stats().renewals())
+        })
     }
 
     /// Decides `checks` on the store: one call, timed for the metrics, its fail-policy answers
@@ -249,8 +270,10 @@ impl LimiterBuilder {
             }
         };
         let signer = Signer::new(self.secret.as_deref()).map_err(|_| BuildError::Random)?;
+        let (store, leases) = leases::Leases::wrap(self.store, &self.policies);
         Ok(Limiter {
-            store: self.store,
+            store,
+            leases,
             ready_timeout: self.ready_timeout,
             signer,
             clock: self.clock,

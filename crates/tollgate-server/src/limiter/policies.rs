@@ -17,6 +17,8 @@ pub struct NamedPolicy {
     pub policy: Policy,
     /// Decided and charged, but never denies.
     pub shadow: bool,
+    /// Hot buckets are decided from leased tokens (`lease = true`; see `tollgate::store::lease`).
+    pub lease: bool,
     /// Where the file defines it: line and column of its name.
     pub defined_at: (usize, usize),
 }

@@ -62,12 +62,16 @@ async fn the_environment_names_the_file_and_only_flags_given_override_it() {
 fn config_check_prints_the_policies_it_read() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "{MINIMAL}\n[policies.login]\nalgorithm = \"sliding_counter\"\ncapacity = 5\nperiod = \"1m\"\nshadow = true\n"
+        "{MINIMAL}\n[policies.login]\nalgorithm = \"sliding_counter\"\ncapacity = 5\nperiod = \"1m\"\nshadow = true\n\n[policies.all]\ncapacity = 100000\nperiod = \"1s\"\nlease = true\n"
     );
     let file = write(dir.path(), "tollgate.toml", &text);
     let (ok, out, err) = config_check(&file);
     assert!(ok, "{err}");
-    assert!(out.contains("ok, 2 policies"), "{out}");
+    assert!(out.contains("ok, 3 policies"), "{out}");
+    assert!(
+        out.contains("all: token_bucket, capacity 100000, refill 100000 every 1s, leased"),
+        "{out}"
+    );
     assert!(
         out.contains("api: token_bucket, capacity 10, refill 10 every 1s"),
         "{out}"
@@ -118,6 +122,11 @@ fn every_class_of_bad_file_names_its_line_column_and_field() {
             "unknown algorithm",
             policy("capacity = 10\nperiod = \"1s\"\nalgorithm = \"leaky_bucket\""),
             ":7:13: policies.api.algorithm: unknown variant `leaky_bucket`, expected one of `token_bucket`, `fixed_window`, `sliding_log`, `sliding_counter`",
+        ),
+        (
+            "lease on a window",
+            policy("capacity = 10\nperiod = \"1s\"\nalgorithm = \"fixed_window\"\nlease = true"),
+            ":8:9: policies.api.lease: only a token bucket can be leased",
         ),
         (
             "bad duration",
@@ -511,6 +520,7 @@ fn the_example_file_is_good_and_shows_every_key() {
         "period =",
         "algorithm =",
         "shadow =",
+        "lease =",
     ] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(key)),

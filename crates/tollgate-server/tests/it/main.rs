@@ -27,6 +27,7 @@ mod hostile_input;
 mod http;
 mod image;
 mod layers;
+mod leases;
 mod postgres;
 mod readme_options;
 mod redis;
