@@ -43,6 +43,9 @@ pub enum Bench {
     /// The servers' tail at a fixed rate (HTTP, gRPC, RESP), each beside a bare server of its
     /// protocol, idle and under CPU contention: p99, p99.9 and p99 per slice of time.
     Tail(crate::TailBenchArgs),
+    /// Several server processes on one Redis, a Redis Cluster and PostgreSQL: a hot key with and
+    /// without leases, at its limit, and many users batched per node and per slot.
+    Scale(crate::ScaleBenchArgs),
     /// Every benchmark in one run, on throwaway servers it starts and stops itself, with an
     /// index (`index.md`) of the machine and of every goal, met or not.
     All(AllArgs),
@@ -123,6 +126,7 @@ pub(crate) async fn run_one(bench: Bench) -> Result<(Report, PathBuf), BenchErro
         Bench::Grpc(args) => (crate::run_grpc(&args).await?.report(), args.out),
         Bench::Soak(args) => (crate::run_soak(&args).await?.report(), args.out),
         Bench::Tail(args) => (crate::run_tail(&args).await?.report(), args.out),
+        Bench::Scale(args) => (crate::run_scale(&args).await?.report(), args.out),
         Bench::All(_) => return Err(BenchError::Args("`all` runs the others".into())),
     })
 }

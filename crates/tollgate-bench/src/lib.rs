@@ -47,6 +47,7 @@ pub mod postgres;
 pub mod redis;
 pub mod report;
 pub mod resp;
+pub mod scale;
 mod servers;
 pub mod soak;
 pub mod stats;
@@ -63,6 +64,7 @@ pub use crate::redis::{
     Approach, Cell, OverGrant, RedisBenchArgs, RedisReport, Scenario, run_redis,
 };
 pub use crate::resp::{RespBenchArgs, RespReport, run_resp};
+pub use crate::scale::{ScaleBenchArgs, ScaleReport, run_scale};
 pub use crate::soak::{SoakArgs, SoakReport, run_soak};
 pub use crate::tail::{TailBenchArgs, TailReport, run_tail};
 pub use error::BenchError;

@@ -7,6 +7,16 @@ use tollgate_bench::cli::{self, Cli};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // A server process of the scale benchmark: its spec is in the environment.
+    if let Ok(spec) = std::env::var(tollgate_bench::scale::worker::WORKER_ENV) {
+        return match tollgate_bench::scale::worker::run(&spec).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tollgate-bench scale worker: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse_from_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());

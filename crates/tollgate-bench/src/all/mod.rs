@@ -70,6 +70,8 @@ pub enum BenchName {
     Soak,
     /// `tollgate-bench tail`.
     Tail,
+    /// `tollgate-bench scale`.
+    Scale,
 }
 
 /// How one step ended.

@@ -129,6 +129,19 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
             (&[], 80),
             (&["--seconds", "0.5", "--rounds", "1"], 8),
         ),
+        (
+            BenchName::Scale,
+            vec![
+                "--redis",
+                redis,
+                "--postgres",
+                postgres,
+                "--cluster",
+                cluster,
+            ],
+            (&[], 60),
+            (&["--seconds", "0.3", "--workers", "8"], 30),
+        ),
     ]
 }
 

@@ -12,4 +12,5 @@ mod http;
 mod memory;
 mod postgres;
 mod redis;
+mod scale;
 mod tail;
