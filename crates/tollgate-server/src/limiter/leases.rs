@@ -6,11 +6,15 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use prometheus::IntCounter;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
 use tollgate::store::BoxFuture;
-use tollgate::store::lease::{LeaseStats, Leased};
+use tollgate::store::lease::Leased;
 use tollgate::store::settle::DynSettle;
 
 use super::Policies;
+use crate::metrics::Metrics;
 
 /// The leased store, and the names of the policies it leases.
 pub(crate) struct Leases {
@@ -19,13 +23,15 @@ pub(crate) struct Leases {
 }
 
 impl Leases {
-    /// `store` wrapped for `policies`' leases, and what controls them; a memory store as it is.
+    /// `store` wrapped for `policies`' leases, and what controls them, their counters added
+    /// to `metrics`; a memory store as it is.
     pub(crate) fn wrap(
         store: Arc<dyn DynSettle>,
         policies: &Policies,
-    ) -> (Arc<dyn DynSettle>, Option<Leases>) {
+        metrics: &Metrics,
+    ) -> Result<(Arc<dyn DynSettle>, Option<Leases>), prometheus::Error> {
         if store.name_dyn() == "memory" {
-            return (store, None);
+            return Ok((store, None));
         }
         let names = Arc::new(ArcSwap::from_pointee(leased(policies)));
         let filter = Arc::clone(&names);
@@ -34,8 +40,9 @@ impl Leases {
                 .only(move |check| check.name().is_some_and(|n| filter.load().contains(n)))
                 .build(),
         );
+        metrics.register(Box::new(LeaseMetrics::new(Arc::clone(&store))?))?;
         let shared: Arc<dyn DynSettle> = Arc::clone(&store) as Arc<dyn DynSettle>;
-        (shared, Some(Leases { store, names }))
+        Ok((shared, Some(Leases { store, names })))
     }
 
     /// Leases the policies of `policies` that ask for it, from the next decision on.
@@ -49,10 +56,6 @@ impl Leases {
     pub(crate) fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.store.close())
     }
-
-    pub(crate) fn stats(&self) -> &LeaseStats {
-        self.store.stats()
-    }
 }
 
 fn leased(policies: &Policies) -> HashSet<Arc<str>> {
@@ -61,4 +64,67 @@ fn leased(policies: &Policies) -> HashSet<Arc<str>> {
         .filter(|p| p.lease)
         .map(|p| Arc::clone(&p.name))
         .collect()
+}
+
+/// The leases' counters, read from the store at each scrape.
+struct LeaseMetrics {
+    store: Arc<Leased<Arc<dyn DynSettle>>>,
+    local: IntCounter,
+    renewals: IntCounter,
+    returned: IntCounter,
+    lost: IntCounter,
+}
+
+impl LeaseMetrics {
+    fn new(store: Arc<Leased<Arc<dyn DynSettle>>>) -> Result<LeaseMetrics, prometheus::Error> {
+        Ok(LeaseMetrics {
+            store,
+            local: IntCounter::new(
+                "tollgate_lease_decisions_total",
+                "Checks answered from a leased policy's lease, without a store call.",
+            )?,
+            renewals: IntCounter::new(
+                "tollgate_lease_renewals_total",
+                "Store calls that leased tokens (each also decided the check that made it).",
+            )?,
+            returned: IntCounter::new(
+                "tollgate_lease_tokens_returned_total",
+                "Leased tokens given back unspent.",
+            )?,
+            lost: IntCounter::new(
+                "tollgate_lease_tokens_lost_total",
+                "Leased tokens whose return failed: an under-grant the refill pays back.",
+            )?,
+        })
+    }
+
+    fn counters(&self) -> [(&IntCounter, u64); 4] {
+        let stats = self.store.stats();
+        [
+            (&self.local, stats.local_decisions()),
+            (&self.renewals, stats.renewals()),
+            (&self.returned, stats.tokens_returned()),
+            (&self.lost, stats.tokens_lost()),
+        ]
+    }
+}
+
+impl Collector for LeaseMetrics {
+    fn desc(&self) -> Vec<&Desc> {
+        self.counters()
+            .into_iter()
+            .flat_map(|(c, _)| c.desc())
+            .collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        self.counters()
+            .into_iter()
+            .flat_map(|(counter, now)| {
+                // The store's counts only grow: catch the counter up to them.
+                counter.inc_by(now.saturating_sub(counter.get()));
+                counter.collect()
+            })
+            .collect()
+    }
 }

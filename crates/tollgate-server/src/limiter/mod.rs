@@ -113,13 +113,6 @@ impl Limiter {
         }
     }
 
-    /// Checks answered from leases, and store calls that leased tokens (0 without leases).
-    pub fn lease_counts(&self) -> (u64, u64) {
-        self.leases.as_ref().map_or((0, 0), |l| {
-            (l.stats().local_decisions(), l.stats().renewals())
-        })
-    }
-
     /// Decides `checks` on the store: one call, timed for the metrics, its fail-policy answers
     /// counted, the store's recovery noted. Every decision goes through here.
     pub async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
@@ -270,7 +263,7 @@ impl LimiterBuilder {
             }
         };
         let signer = Signer::new(self.secret.as_deref()).map_err(|_| BuildError::Random)?;
-        let (store, leases) = leases::Leases::wrap(self.store, &self.policies);
+        let (store, leases) = leases::Leases::wrap(self.store, &self.policies, &metrics)?;
         Ok(Limiter {
             store,
             leases,

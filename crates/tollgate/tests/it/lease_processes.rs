@@ -70,6 +70,7 @@ async fn worker() {
             // A lifetime longer than the test: nothing is given back before the kill.
             let leased = Leased::builder(store)
                 .lifetime(Duration::from_secs(600))
+                .hot(std::num::NonZeroU64::new(2).unwrap())
                 .build();
             let check = Check::new(thousand(), b"held", 1).named("held");
             let mut allowed = 0;
