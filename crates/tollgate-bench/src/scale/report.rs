@@ -189,7 +189,7 @@ impl ScaleReport {
             goals: self.goals(),
             sections: vec![Section::table("Every cell", Vec::new(), table)],
             notes: vec![
-                "hot: one key limited at 1,000,000/s, far above the demand; limit: burst 10, \
+                "hot: one key of 100,000,000 tokens refilled at 1,000,000/s, far above the demand; limit: burst 10, \
                  10/s (the seed's exactness test); limit_large: burst 1,000, 1,000/s, large \
                  enough to lease; per_user: 100,000 users, each far below its limit."
                     .into(),
