@@ -70,5 +70,5 @@ pub use error::TestkitError;
 pub use postgres::TestPostgres;
 pub use proxy::StallProxy;
 pub use redis::TestRedis;
-pub use resp::{RedisTarget, Reply, redis_cmd};
+pub use resp::{RedisTarget, Reply, command_calls, redis_cmd};
 pub use tls::TestCa;

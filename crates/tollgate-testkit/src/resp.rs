@@ -124,6 +124,34 @@ pub fn redis_cmd<'a>(
     command(&Url::parse(&url)?, args, REPLY_TIMEOUT)
 }
 
+/// How many times the Redis at `target` has run `command` (as `INFO commandstats` names it,
+/// lower case: `evalsha`), by its own count: 0 before the first.
+///
+/// ```no_run
+/// use tollgate_testkit::{TestRedis, command_calls, redis_cmd};
+///
+/// let redis = TestRedis::start()?;
+/// redis_cmd(redis.port(), &[b"PING"])?;
+/// assert_eq!(command_calls(redis.port(), "ping")?, 1);
+/// # Ok::<(), tollgate_testkit::TestkitError>(())
+/// ```
+pub fn command_calls<'a>(
+    target: impl Into<RedisTarget<'a>>,
+    command: &str,
+) -> Result<u64, TestkitError> {
+    let reply = redis_cmd(target, &[b"INFO", b"commandstats"])?;
+    let Reply::Bulk(info) = &reply else {
+        return Err(TestkitError::Protocol(format!("INFO answered {reply:?}")));
+    };
+    let prefix = format!("cmdstat_{command}:calls=");
+    let calls = String::from_utf8_lossy(info)
+        .lines()
+        .find_map(|l| Some(l.strip_prefix(prefix.as_str())?.split(',').next()?.parse()))
+        .transpose()
+        .map_err(|_| TestkitError::Protocol(format!("INFO commandstats: a count of {command}")))?;
+    Ok(calls.unwrap_or(0))
+}
+
 pub(crate) fn command(url: &Url, args: &[&[u8]], timeout: Duration) -> Result<Reply, TestkitError> {
     if url.scheme != "redis" {
         return Err(TestkitError::InvalidUrl {

@@ -3,7 +3,7 @@
 //! off per policy. A memory store is not wrapped: its decisions are local already.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use prometheus::IntCounter;
@@ -69,6 +69,9 @@ fn leased(policies: &Policies) -> HashSet<Arc<str>> {
 /// The leases' counters, read from the store at each scrape.
 struct LeaseMetrics {
     store: Arc<Leased<Arc<dyn DynSettle>>>,
+    /// One scrape at a time catches the counters up: two at once would both add the same
+    /// difference.
+    scrape: Mutex<()>,
     local: IntCounter,
     renewals: IntCounter,
     returned: IntCounter,
@@ -79,6 +82,7 @@ impl LeaseMetrics {
     fn new(store: Arc<Leased<Arc<dyn DynSettle>>>) -> Result<LeaseMetrics, prometheus::Error> {
         Ok(LeaseMetrics {
             store,
+            scrape: Mutex::new(()),
             local: IntCounter::new(
                 "tollgate_lease_decisions_total",
                 "Checks answered from a leased policy's lease, without a store call.",
@@ -118,6 +122,7 @@ impl Collector for LeaseMetrics {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
+        let _one = self.scrape.lock();
         self.counters()
             .into_iter()
             .flat_map(|(counter, now)| {

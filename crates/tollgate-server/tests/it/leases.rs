@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tollgate::{Check, Policy, RedisStore, Store};
 use tollgate_server::ServeError;
-use tollgate_testkit::TestRedis;
+use tollgate_testkit::{TestRedis, command_calls};
 
 /// 100,000 tokens that do not refill while the test runs.
 fn config(redis: &TestRedis, lease: bool) -> String {
@@ -41,16 +41,9 @@ async fn serve(
     (addr, shutdown, running)
 }
 
-/// The `calls` count of EVALSHA in `INFO commandstats`.
+/// Script calls Redis ran so far.
 fn script_calls(redis: &TestRedis) -> u64 {
-    let info = redis.cmd(&[b"INFO", b"commandstats"]).unwrap();
-    let tollgate_testkit::Reply::Bulk(info) = info else {
-        panic!("INFO answered {info:?}");
-    };
-    String::from_utf8_lossy(&info)
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    command_calls(redis.port(), "evalsha").unwrap()
 }
 
 /// `n` checks of `all` on key `k`, all allowed; each answer's `remaining` is the one before

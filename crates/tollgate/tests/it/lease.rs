@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use tollgate::store::lease::Leased;
 use tollgate::store::settle::Settle;
-use tollgate::{Check, MemoryStore, Policy, PostgresStore, RedisStore, Store};
-use tollgate_testkit::{TestPostgres, TestRedis};
+use tollgate::{
+    Check, CheckError, MemoryStore, Policy, PostgresStore, RedisStore, Store, StoreError,
+};
+use tollgate_testkit::{TestPostgres, TestRedis, command_calls};
 
 /// A large bucket that never refills while a test runs (one token an hour): what the tests
 /// count is exact.
@@ -36,16 +38,9 @@ async fn postgres(pg: &TestPostgres, table: &str) -> PostgresStore {
         .unwrap()
 }
 
-/// The `calls` count of EVALSHA in `INFO commandstats`.
+/// Script calls Redis ran so far.
 fn script_calls(redis: &TestRedis) -> u64 {
-    let info = redis.cmd(&[b"INFO", b"commandstats"]).unwrap();
-    let tollgate_testkit::Reply::Bulk(info) = info else {
-        panic!("INFO answered {info:?}");
-    };
-    String::from_utf8_lossy(&info)
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    command_calls(redis.port(), "evalsha").unwrap()
 }
 
 /// Leases on `store` once a bucket is decided twice in a lifetime: hot on the slowest machine.
@@ -114,9 +109,7 @@ async fn two_servers_drain_a_bucket_exactly() {
     let server = TestRedis::start().unwrap();
     let plain = redis(&server).await;
     let policy = Policy::token_bucket(1_000, 1, Duration::from_secs(3600)).unwrap();
-    let servers: Vec<_> = (0..2)
-        .map(|_| Arc::new(Leased::new(plain.clone())))
-        .collect();
+    let servers: Vec<_> = (0..2).map(|_| Arc::new(eager(plain.clone()))).collect();
     let allowed = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..32)
         .map(|task| {
@@ -148,7 +141,8 @@ async fn two_servers_drain_a_bucket_exactly() {
 async fn the_last_tokens_are_never_leased() {
     let server = TestRedis::start().unwrap();
     let plain = redis(&server).await;
-    let leased = Leased::new(plain.clone());
+    // Hot from its second decision: only the sizing rule keeps it from being leased.
+    let leased = eager(plain.clone());
     let policy = Policy::token_bucket(1_000, 1, Duration::from_secs(3600)).unwrap();
     let check = Check::new(policy, b"last", 1).named("last");
     // Spend the bucket down to 15 tokens, then make it hot.
@@ -195,7 +189,11 @@ async fn a_denied_call_puts_the_leased_tokens_back() {
 async fn a_reset_forgets_the_lease() {
     let server = TestRedis::start().unwrap();
     let plain = redis(&server).await;
-    let leased = eager(plain.clone());
+    // No sweep gives the lease back while the test runs, however slow the machine.
+    let leased = Leased::builder(plain.clone())
+        .hot(NonZeroU64::new(2).unwrap())
+        .lifetime(Duration::from_secs(600))
+        .build();
     let check = Check::new(large(), b"reset", 1).named("reset");
     spend(&leased, check, 200).await;
     assert!(leased.stats().tokens_leased() > 0);
@@ -222,4 +220,30 @@ async fn remaining_counts_down_under_a_lease() {
         last = decision.remaining();
     }
     assert!(leased.stats().local_decisions() > 100);
+}
+
+/// A limit lowered under a name (a reload): the lease taken under the old numbers keeps at
+/// most a share of the new capacity, so it cannot pour out more than the new limit allows, and
+/// a cost above the new capacity is refused as the store refuses it.
+#[tokio::test]
+async fn a_lowered_limit_cuts_the_lease_taken_under_the_old_one() {
+    let memory = MemoryStore::new();
+    let leased = eager(memory.clone());
+    let old = Check::new(large(), b"k", 1).named("api");
+    assert_eq!(spend(&leased, old, 200).await, 200);
+    assert!(leased.stats().tokens_leased() > 100, "{:?}", leased.stats());
+    let lowered = Policy::token_bucket(80, 1, Duration::from_secs(3600)).unwrap();
+    let new = Check::new(lowered, b"k", 1).named("api");
+    let too_much = leased.decide(&[new.with_cost(81)]).await;
+    assert!(
+        matches!(
+            too_much,
+            Err(StoreError::Check(CheckError::CostExceedsCapacity { .. }))
+        ),
+        "{too_much:?}"
+    );
+    // The bucket spent 200 of a slow refill: the store allows nothing more under 80; only
+    // the lease's cut (80 / 8) is left to hand out.
+    let allowed = spend(&leased, new, 100).await;
+    assert!(allowed <= 10, "{allowed} allowed under a limit of 80");
 }

@@ -74,6 +74,8 @@ async fn worker_process() {
 fn three_processes_share_one_bound() {
     let redis = TestRedis::start().unwrap();
     let start = MonotonicClock::new().now() + Nanos::new(1_500_000_000);
+    // Spawned together, waited for after: `output()` in the loop would run them one after
+    // another, and the second and third would start after the window closed.
     let children: Vec<_> = (0..3)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
@@ -85,12 +87,15 @@ fn three_processes_share_one_bound() {
                 ])
                 .env("TOLLGATE_WORKER_REDIS", redis.url())
                 .env("TOLLGATE_WORKER_START", start.as_u64().to_string())
-                .output()
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
                 .unwrap()
         })
         .collect();
     let mut total = 0;
     for child in children {
+        let child = child.wait_with_output().unwrap();
         assert!(
             child.status.success(),
             "{}",
@@ -160,15 +165,7 @@ async fn state_of_the_previous_layout_is_ignored() {
 
 /// The `calls` count of one command in `INFO commandstats`.
 fn calls_of(redis: &TestRedis, command: &str) -> u64 {
-    let info = redis.cmd(&[b"INFO", b"commandstats"]).unwrap();
-    let tollgate_testkit::Reply::Bulk(info) = info else {
-        panic!("INFO answered {info:?}");
-    };
-    let prefix = format!("cmdstat_{command}:calls=");
-    String::from_utf8_lossy(&info)
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    tollgate_testkit::command_calls(redis.port(), command).unwrap()
 }
 
 /// A store without a deny cache: every decision reaches Redis, so the calls count the batching

@@ -10,8 +10,10 @@
 //! one lifetime later, and at [`close`](Leased::close).
 //!
 //! **Exact.** Tokens are paid in the store before they are handed out, so the exactness bound
-//! of every store holds unchanged: over any interval, what the fleet allows never exceeds what
-//! the bucket held plus its refill. What a lease costs is a bounded, temporary under-grant: the
+//! of every store holds with a lease's tokens counted where they are, in the bucket or in a
+//! lease: over any interval, what the fleet allows never exceeds what the bucket and the leases
+//! held at its start plus the refill (over an interval with no lease at its start, the bound of
+//! a store without leases). What a lease costs is a bounded, temporary under-grant: the
 //! tokens leased and not yet spent, and a lease held by a server that dies (a crash cannot give
 //! back; the refill pays it back, as it does any spent token). A return is a refund made once
 //! (a [`Once`] id), so retried or replayed it gives nothing twice; one that fails is lost, an
@@ -23,10 +25,16 @@
 //! the last tokens are decided one by one in the store, exactly, as without leases. A decision
 //! the lease cannot cover goes to the store, and tops the lease up in the same call.
 //!
+//! **Limits that change.** A reset forgets this server's lease on the bucket (and a renewal in
+//! flight keeps nothing), but not other servers' leases: until those are spent or given back,
+//! the fleet may allow what they hold beyond the fresh bucket (a reset hands out a full bucket
+//! anyway). A limit lowered under a name cuts the lease to a share of the new capacity (the
+//! rest is dropped), and a cost above the new capacity goes to the store, which refuses it.
+//!
 //! **What an answer says under a lease.** `allowed` is exact. `remaining` is this server's view:
 //! what the store said at its last call plus the tokens its lease still holds (other servers'
-//! decisions since then are not in it). `retry_after` is 0 for an allowed decision, and a denial
-//! always comes from the store: a lease only ever allows. `reset_after` is the store's, counted
+//! decisions since then are not in it); a denial comes from the store (a lease only ever
+//! allows) and says what the store holds. `retry_after` is 0 for an allowed decision. `reset_after` is the store's, counted
 //! down from its last answer.
 //!
 //! **Bounded.** Buckets are watched in a fixed table (`slots`, 4,096 by default): a bucket
@@ -284,8 +292,10 @@ fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
 }
 
-/// How long a return's id is remembered: far longer than any retry of it.
-const RETURN_ONCE_TTL: Duration = Duration::from_secs(60);
+/// How long a return's id is remembered. A lease never retries a return; the id guards against
+/// the same call sent twice by a client that reconnects (within the store's timeout), and
+/// every return leaves one such key in the store for this long.
+const RETURN_ONCE_TTL: Duration = Duration::from_secs(5);
 
 impl<S: Settle> Core<S> {
     fn may_lease(&self, check: &Check<'_>) -> bool {
@@ -317,13 +327,17 @@ impl<S: Settle> Core<S> {
     }
 
     /// Gives back what every lease holds beyond its next lifetime's need (everything, with
-    /// `all`), one call per bucket.
+    /// `all`, when the store closes: then the first return that fails ends it, since a store
+    /// that does not answer would make each of the others wait for its timeout too), one call
+    /// per bucket.
     async fn give_back_all(&self, now: Instant, all: bool) {
         for index in 0..self.table.len() {
             let owed = {
                 let mut slot = self.table.slot(index);
                 let Some(entry) = slot.as_mut() else { continue };
-                let excess = if all && !entry.renewing {
+                // A renewal in flight adds its own top-up later (and, closed, gives it back
+                // itself); the lease it started from is this one's to return.
+                let excess = if all {
                     std::mem::take(&mut entry.lease)
                 } else {
                     entry.excess(now, self.lifetime, self.hot, self.divisor)
@@ -333,12 +347,15 @@ impl<S: Settle> Core<S> {
             let Some((bucket, excess)) = owed else {
                 continue;
             };
+            let sent = Instant::now();
             if self.give_back(bucket.check(), excess).await {
                 // The bucket holds them again: this server's view says so.
                 let mut slot = self.table.slot(index);
                 if let Some(entry) = slot.as_mut().filter(|e| e.is(&bucket.check())) {
-                    entry.returned(excess);
+                    entry.returned(excess, sent);
                 }
+            } else if all {
+                return;
             }
         }
     }
@@ -383,6 +400,12 @@ impl<S: Settle> Settle for Leased<S> {
         for bucket in buckets {
             self.core.table.forget(bucket);
         }
-        self.core.inner.reset(buckets).await
+        let reset = self.core.inner.reset(buckets).await;
+        // Again: a renewal that began while the reset was on its way may have been paid
+        // before it, in the state it dropped.
+        for bucket in buckets {
+            self.core.table.forget(bucket);
+        }
+        reset
     }
 }

@@ -3,14 +3,18 @@
 //! call denies, fails or is dropped.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use super::table::View;
+use super::table::{OwnedBucket, View};
 use super::{Core, bump, size, sweep};
 use crate::store::Check;
 use crate::store::settle::Settle;
 use crate::{Decision, StoreError, Verdict};
+
+/// Tokens paid for leases that must go back to the store, by bucket.
+type Owed = Vec<(OwnedBucket, u64)>;
 
 #[derive(Debug, Clone, Copy)]
 enum Plan {
@@ -19,10 +23,11 @@ enum Plan {
     /// Watched in slot `.0`: the store decides it, and its answer is this server's new view.
     Watched(usize),
     /// Answered from the lease in slot `.0`, whose tokens were taken (and go back to it if
-    /// another check of the call denies).
-    Local(usize, Decision),
-    /// Decided by the store with `.1` more tokens for the lease in slot `.0`.
-    Renew(usize, u64),
+    /// another check of the call denies, unless the bucket was reset since: epoch `.2`).
+    Local(usize, Decision, u64),
+    /// Decided by the store with `.1` more tokens for the lease in slot `.0` (which takes them
+    /// unless the bucket was reset since: epoch `.2`).
+    Renew(usize, u64, u64),
 }
 
 pub(super) struct Pending<'a, 'k, S: Settle> {
@@ -53,10 +58,14 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
             self.settled = true;
             bump(&self.core.stats.local, self.plans.len() as u64);
             let decisions = self.plans.iter().filter_map(|p| match p {
-                Plan::Local(_, decision) => Some(*decision),
+                Plan::Local(_, decision, _) => Some(*decision),
                 _ => None,
             });
             return Ok(Verdict::new(decisions.collect()));
+        }
+        if self.plans.iter().all(|p| matches!(p, Plan::Store)) {
+            // Nothing leased or watched: the store's answer as it is.
+            return self.core.inner.decide(self.checks).await;
         }
         let mut verdict = self.ask(true).await?;
         if !verdict.allowed() && !verdict.by_fail_policy() && self.renews() {
@@ -66,29 +75,36 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
             self.stop_renewing();
             verdict = self.ask(false).await?;
         }
-        if !verdict.by_fail_policy() {
-            self.observe(&verdict);
-        }
-        if verdict.allowed() {
+        let allowed = verdict.allowed();
+        let (answer, owed) = self.conclude(verdict)?;
+        if allowed {
             self.settled = true;
             let local = self.plans.iter().filter(|p| matches!(p, Plan::Local(..)));
             bump(&self.core.stats.local, local.count() as u64);
-            if !verdict.by_fail_policy() {
-                self.fill().await;
-            }
         }
-        Ok(self.answer(verdict))
+        for (bucket, tokens) in owed {
+            self.core.give_back(bucket.check(), tokens).await;
+        }
+        Ok(answer)
     }
 
     /// The store's call for every check a lease did not answer, with the top-ups if asked.
     async fn ask(&self, top_ups: bool) -> Result<Verdict, StoreError> {
+        let as_given = |p: &Plan| match p {
+            Plan::Local(..) => false,
+            Plan::Renew(..) => !top_ups,
+            _ => true,
+        };
+        if self.plans.iter().all(as_given) {
+            return self.core.inner.decide(self.checks).await;
+        }
         let checks: Vec<Check<'_>> = self
             .plans
             .iter()
             .zip(self.checks)
             .filter_map(|(plan, check)| match *plan {
                 Plan::Local(..) => None,
-                Plan::Renew(_, top_up) if top_ups => Some(check.with_cost(check.cost + top_up)),
+                Plan::Renew(_, top_up, _) if top_ups => Some(check.with_cost(check.cost + top_up)),
                 _ => Some(*check),
             })
             .collect();
@@ -109,7 +125,7 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
     fn observe(&self, verdict: &Verdict) {
         let now = Instant::now();
         for (i, decision) in self.asked(verdict) {
-            let (Plan::Watched(index) | Plan::Renew(index, _)) = self.plans[i] else {
+            let (Plan::Watched(index) | Plan::Renew(index, ..)) = self.plans[i] else {
                 continue;
             };
             let mut slot = self.core.table.slot(index);
@@ -126,7 +142,7 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
     /// Ends every renewal without a lease.
     fn stop_renewing(&mut self) {
         for i in 0..self.plans.len() {
-            if let Plan::Renew(index, _) = self.plans[i] {
+            if let Plan::Renew(index, ..) = self.plans[i] {
                 self.end_renewal(i, index);
                 self.plans[i] = Plan::Watched(index);
             }
@@ -140,67 +156,85 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
         }
     }
 
-    /// Hands the paid top-ups to their leases (or back to the store, once closed).
-    async fn fill(&mut self) {
+    /// Takes the store's answer in, one lock per bucket: it is this server's new view of each
+    /// watched bucket (unless a fail policy gave it), an allowed call's top-ups go to their
+    /// leases (or are owed back to the store, once it is closed), renewals end, and each
+    /// decision says what remains with the lease added (this server's view of the bucket).
+    fn conclude(&mut self, verdict: Verdict) -> Result<(Verdict, Owed), StoreError> {
         let now = Instant::now();
-        let closed = self.core.closed.load(std::sync::atomic::Ordering::Relaxed);
+        let by_store = !verdict.by_fail_policy();
+        let allowed = verdict.allowed();
+        let fill = by_store && allowed;
         let mut owed = Vec::new();
+        let mut filled = false;
+        let mut answered = verdict.decisions().iter();
+        let mut decisions = Vec::with_capacity(self.plans.len());
         for i in 0..self.plans.len() {
-            let Plan::Renew(index, top_up) = self.plans[i] else {
-                continue;
+            let plan = self.plans[i];
+            let index = match plan {
+                Plan::Local(_, decision, _) => {
+                    decisions.push(decision);
+                    continue;
+                }
+                Plan::Store => None,
+                Plan::Watched(index) | Plan::Renew(index, ..) => Some(index),
             };
-            self.plans[i] = Plan::Watched(index);
-            bump(&self.core.stats.renewals, 1);
-            bump(&self.core.stats.leased, top_up);
-            let mut slot = self.core.table.slot(index);
-            // A renewing entry keeps its slot, so it is there.
-            let Some(entry) = slot.as_mut().filter(|e| e.is(&self.checks[i])) else {
-                continue;
+            let Some(mut decision) = answered.next().copied() else {
+                return Err(StoreError::incompatible(
+                    "the store answered fewer decisions than it was asked",
+                ));
             };
-            entry.renewing = false;
-            if closed {
-                owed.push((entry.owned(), top_up));
-            } else {
-                entry.lease += top_up;
-                entry.expires = now + self.core.lifetime;
+            if let Some(index) = index {
+                let mut slot = self.core.table.slot(index);
+                // A renewing entry keeps its slot; a watched one may have lost it meanwhile.
+                if let Some(entry) = slot.as_mut().filter(|e| e.is(&self.checks[i])) {
+                    if by_store {
+                        entry.view = Some(View {
+                            remaining: decision.remaining,
+                            reset_after: decision.reset_after,
+                            at: now,
+                        });
+                    }
+                    if let Plan::Renew(_, top_up, epoch) = plan {
+                        entry.renewing = false;
+                        if fill && entry.epoch == epoch {
+                            bump(&self.core.stats.renewals, 1);
+                            bump(&self.core.stats.leased, top_up);
+                            // Read under the lock: `close` sets it before it takes each
+                            // slot's lease, so a lease either sees it or is taken by it.
+                            if self.core.closed.load(Ordering::Relaxed) {
+                                owed.push((entry.owned(), top_up));
+                            } else {
+                                entry.lease += top_up;
+                                entry.expires = now + self.core.lifetime;
+                                filled = true;
+                            }
+                        }
+                    }
+                    // An allowed answer counts the lease in; a denial says what the store
+                    // holds (the lease, smaller than the cost, does not make it allowed).
+                    if allowed {
+                        decision.remaining = decision
+                            .remaining
+                            .saturating_add(entry.lease)
+                            .min(decision.limit);
+                    }
+                }
+                // The renewal ended: nothing for the drop to undo.
+                self.plans[i] = Plan::Watched(index);
             }
+            decisions.push(decision);
         }
-        sweep::start(self.core);
-        for (bucket, tokens) in owed {
-            self.core.give_back(bucket.check(), tokens).await;
-        }
-    }
-
-    /// One decision per check: a lease's own, or the store's with the lease added to what
-    /// remains (this server's view of the bucket).
-    fn answer(&self, verdict: Verdict) -> Verdict {
-        let mut decisions: Vec<Decision> = self
-            .plans
-            .iter()
-            .map(|p| match p {
-                Plan::Local(_, decision) => *decision,
-                _ => Decision::new(false, 0, 0, Default::default(), Default::default()),
-            })
-            .collect();
-        for (i, decision) in self.asked(&verdict) {
-            let mut decision = *decision;
-            if let Plan::Watched(index) | Plan::Renew(index, _) = self.plans[i]
-                && let Some(entry) = self.core.table.slot(index).as_ref()
-                && entry.is(&self.checks[i])
-            {
-                decision.remaining = decision
-                    .remaining
-                    .saturating_add(entry.lease)
-                    .min(decision.limit);
-            }
-            decisions[i] = decision;
+        if filled {
+            sweep::start(self.core);
         }
         let answer = Verdict::new(decisions);
-        if verdict.by_fail_policy() {
-            answer.from_fail_policy()
-        } else {
+        let answer = if by_store {
             answer
-        }
+        } else {
+            answer.from_fail_policy()
+        };
+        Ok((answer, owed))
     }
 }
 
@@ -210,10 +244,11 @@ impl<S: Settle> Drop for Pending<'_, '_, S> {
     fn drop(&mut self) {
         for i in 0..self.plans.len() {
             match self.plans[i] {
-                Plan::Renew(index, _) => self.end_renewal(i, index),
-                Plan::Local(index, _) if !self.settled => {
+                Plan::Renew(index, ..) => self.end_renewal(i, index),
+                Plan::Local(index, _, epoch) if !self.settled => {
                     let mut slot = self.core.table.slot(index);
-                    if let Some(entry) = slot.as_mut().filter(|e| e.is(&self.checks[i])) {
+                    let entry = slot.as_mut().filter(|e| e.is(&self.checks[i]));
+                    if let Some(entry) = entry.filter(|e| e.epoch == epoch) {
                         entry.lease += self.checks[i].cost;
                     }
                 }
@@ -226,22 +261,21 @@ impl<S: Settle> Drop for Pending<'_, '_, S> {
 /// Takes `check` from its lease if it can; else plans its store call, with a top-up when its
 /// bucket is hot, known, not near empty and not being renewed already.
 fn plan_one<S: Settle>(core: &Core<S>, check: &Check<'_>, now: Instant) -> Plan {
-    if !core.may_lease(check) {
+    // A cost above the capacity is the store's to refuse.
+    if !core.may_lease(check) || check.cost > check.policy.capacity() {
         return Plan::Store;
     }
     let Some((index, mut slot)) = core.table.watch(check, now, core.lifetime, core.hot) else {
         return Plan::Store;
     };
     let entry = slot.as_mut().expect("watch leaves the bucket's entry");
+    entry.take_policy(check.policy, core.divisor);
     entry.count(check.cost, now, core.lifetime);
     if entry.lease >= check.cost {
         entry.lease -= check.cost;
-        return Plan::Local(index, entry.local_decision(now));
+        return Plan::Local(index, entry.local_decision(now), entry.epoch);
     }
-    if entry.renewing
-        || !entry.is_hot(core.hot)
-        || core.closed.load(std::sync::atomic::Ordering::Relaxed)
-    {
+    if entry.renewing || !entry.is_hot(core.hot) || core.closed.load(Ordering::Relaxed) {
         return Plan::Watched(index);
     }
     let Some(seen) = entry.seen() else {
@@ -255,5 +289,5 @@ fn plan_one<S: Settle>(core: &Core<S>, check: &Check<'_>, now: Instant) -> Plan 
         return Plan::Watched(index);
     }
     entry.renewing = true;
-    Plan::Renew(index, top_up)
+    Plan::Renew(index, top_up, entry.epoch)
 }

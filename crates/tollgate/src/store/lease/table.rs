@@ -66,6 +66,9 @@ pub(super) struct Entry {
     pub(super) renewing: bool,
     /// The store's answer at this server's last call on the bucket.
     pub(super) view: Option<View>,
+    /// Counts the resets of the bucket: tokens taken or leased before one (a local take going
+    /// back, a renewal in flight) must not reach the lease after it.
+    pub(super) epoch: u64,
 }
 
 /// What the store said of a bucket at a call: `remaining` after it, `reset_after` from `at`.
@@ -90,6 +93,7 @@ impl Entry {
             expires: now,
             renewing: false,
             view: None,
+            epoch: 0,
         }
     }
 
@@ -159,10 +163,21 @@ impl Entry {
         excess
     }
 
-    /// Counts `tokens` given back into the bucket in this server's view.
-    pub(super) fn returned(&mut self, tokens: u64) {
-        if let Some(view) = self.view.as_mut() {
+    /// Counts `tokens` given back into the bucket by a refund sent at `sent`, in this server's
+    /// view: unless the view is newer than the refund, when it may hold them already.
+    pub(super) fn returned(&mut self, tokens: u64, sent: Instant) {
+        if let Some(view) = self.view.as_mut().filter(|v| v.at < sent) {
             view.remaining = view.remaining.saturating_add(tokens);
+        }
+    }
+
+    /// Takes the policy of the latest check: when its numbers changed (a reload), the lease
+    /// keeps no more than a share of the new capacity (the rest is dropped, an under-grant):
+    /// tokens leased under a larger limit must not pour out under a smaller one.
+    pub(super) fn take_policy(&mut self, policy: Policy, divisor: u64) {
+        if self.policy != policy {
+            self.lease = self.lease.min(policy.capacity() / divisor);
+            self.policy = policy;
         }
     }
 
@@ -265,18 +280,20 @@ impl Table {
         let index = self.index(check);
         let mut slot = self.slots[index].lock();
         match slot.as_mut() {
-            Some(entry) if entry.bucket.is(check) => entry.policy = check.policy,
+            Some(entry) if entry.bucket.is(check) => {}
             Some(entry) if !entry.is_evictable(now, lifetime, hot) => return None,
             _ => *slot = Some(Entry::new(check, now)),
         }
         Some((index, slot))
     }
 
-    /// Drops what `check`'s bucket holds of a lease, if it is watched.
+    /// Drops what `check`'s bucket holds of a lease, if it is watched, and what calls in
+    /// flight took or will lease before now.
     pub(super) fn forget(&self, check: &Check<'_>) {
         let mut slot = self.slots[self.index(check)].lock();
         if let Some(entry) = slot.as_mut().filter(|e| e.is(check)) {
             entry.lease = 0;
+            entry.epoch += 1;
         }
     }
 
