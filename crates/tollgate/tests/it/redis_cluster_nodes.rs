@@ -231,7 +231,7 @@ async fn a_slot_moved_mid_run_is_decided_once() {
         })
         .collect();
     reset_stats(&cluster);
-    let step = || std::thread::sleep(Duration::from_millis(200));
+    let step = || std::thread::sleep(Duration::from_millis(300));
     let migrate = {
         let (slot, moving) = (slot.clone(), moving.clone());
         tokio::task::spawn_blocking(move || {
@@ -280,8 +280,14 @@ async fn a_slot_moved_mid_run_is_decided_once() {
     for w in workers {
         w.await.unwrap();
     }
-    // The source node refused calls that named the moved bucket.
-    let refused = info_count(source, "errorstats", "errorstat_ERR", "count");
+    // The source node refused calls that named the moved bucket: with an error when it was
+    // one of the keys a call reached (and the call is decided again per slot), with a
+    // redirection when it was the key the call declared (which the client follows). Which one
+    // a call meets depends on how the workers' decisions fell into batches.
+    let refused: u64 = ["ERR", "ASK", "MOVED"]
+        .iter()
+        .map(|e| info_count(source, "errorstats", &format!("errorstat_{e}"), "count"))
+        .sum();
     assert!(refused > 0, "no call met the moving slot");
     assert_eq!(cluster.master_of(moving.as_bytes()), Some(target));
     for (user, count) in users.iter().zip(allowed.iter()) {
