@@ -121,7 +121,7 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
             vec!["--redis", redis],
             // The soak benchmark's own default is ten minutes; `all` takes two.
             (&["--seconds", "120", "--period", "30"], 125),
-            (&["--seconds", "10", "--period", "5", "--rate", "500"], 12),
+            (&["--seconds", "4", "--period", "2", "--rate", "500"], 6),
         ),
         (
             BenchName::Tail,
@@ -140,7 +140,10 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
                 cluster,
             ],
             (&[], 60),
-            (&["--seconds", "0.3", "--workers", "8"], 30),
+            (
+                &["--seconds", "0.2", "--workers", "4", "--processes", "2"],
+                20,
+            ),
         ),
     ]
 }

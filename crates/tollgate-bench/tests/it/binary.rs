@@ -255,7 +255,7 @@ fn all_quick_runs_every_benchmark_and_indexes_them() {
     let (index, stderr, out) = bench(&["all", "--quick"]);
     assert!(index.contains("**A quick run**"), "{index}");
     for name in [
-        "memory", "redis", "postgres", "http", "resp", "grpc", "soak", "tail",
+        "memory", "redis", "postgres", "http", "resp", "grpc", "soak", "tail", "scale",
     ] {
         assert!(
             index.contains(&format!("[{name}]({name}.md)")),

@@ -11,7 +11,7 @@ use tollgate_bench::{ScaleBenchArgs, run_scale};
 async fn a_short_run_counts_every_process_and_never_exceeds_a_bound() {
     let out = tempfile::tempdir().unwrap();
     let args = ScaleBenchArgs {
-        seconds: 0.5,
+        seconds: 0.3,
         processes: 2,
         workers: 8,
         out: out.path().join("report"),
