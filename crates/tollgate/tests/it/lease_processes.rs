@@ -1,6 +1,6 @@
-//! Leases across OS processes, on Redis and on PostgreSQL: three processes with leases on
-//! share one exact bound, and a process killed while it holds a lease under-grants by exactly
-//! that lease (it cannot give it back; the refill pays it back), never over-grants.
+//! Leases across OS processes, on Redis, a Redis Cluster and PostgreSQL: three processes with
+//! leases on share one exact bound, and a process killed while it holds a lease under-grants by
+//! exactly that lease (it cannot give it back; the refill pays it back), never over-grants.
 #![cfg(all(feature = "redis", feature = "postgres"))]
 
 use std::io::{BufRead, BufReader};
@@ -12,7 +12,7 @@ use std::time::Duration;
 use tollgate::store::lease::Leased;
 use tollgate::store::settle::DynSettle;
 use tollgate::{Check, Clock, MonotonicClock, Nanos, Policy, PostgresStore, RedisStore, Store};
-use tollgate_testkit::{TestPostgres, TestRedis};
+use tollgate_testkit::{TestPostgres, TestRedis, TestRedisCluster};
 
 /// 200 a second, a burst of 200: large enough to be leased while it is full.
 fn two_hundred_per_second() -> Policy {
@@ -24,10 +24,18 @@ fn thousand() -> Policy {
     Policy::token_bucket(1_000, 1, Duration::from_secs(3600)).unwrap()
 }
 
-/// The store `spec` names: `redis <url>` or `postgres <url> <table>`.
+/// The store `spec` names: `redis <url>`, `cluster <url>,<url>,...` or `postgres <url> <table>`.
 async fn open(spec: &str) -> Arc<dyn DynSettle> {
     let parts: Vec<&str> = spec.split(' ').collect();
     match parts[..] {
+        ["cluster", urls] => Arc::new(
+            RedisStore::builder("")
+                .cluster(urls.split(',').map(str::to_owned))
+                .timeout(Duration::from_secs(2))
+                .build()
+                .await
+                .unwrap(),
+        ),
         ["redis", url] => Arc::new(
             RedisStore::builder(url)
                 .timeout(Duration::from_secs(2))
@@ -185,6 +193,12 @@ fn three_processes_with_leases_share_one_bound_on_redis() {
 }
 
 #[test]
+fn three_processes_with_leases_share_one_bound_on_a_redis_cluster() {
+    let cluster = TestRedisCluster::start(3).unwrap();
+    three_processes_share_one_bound(&format!("cluster {}", cluster.urls().join(",")));
+}
+
+#[test]
 fn three_processes_with_leases_share_one_bound_on_postgres() {
     let pg = TestPostgres::start().unwrap();
     three_processes_share_one_bound(&format!("postgres {} lease_three", pg.url()));
@@ -230,6 +244,13 @@ async fn a_killed_process_loses_exactly_its_lease(spec: &str) {
 async fn a_killed_process_loses_exactly_its_lease_on_redis() {
     let redis = TestRedis::start().unwrap();
     a_killed_process_loses_exactly_its_lease(&format!("redis {}", redis.url())).await;
+}
+
+#[tokio::test]
+async fn a_killed_process_loses_exactly_its_lease_on_a_redis_cluster() {
+    let cluster = TestRedisCluster::start(3).unwrap();
+    let spec = format!("cluster {}", cluster.urls().join(","));
+    a_killed_process_loses_exactly_its_lease(&spec).await;
 }
 
 #[tokio::test]
