@@ -10,9 +10,11 @@
 //!
 //! Queues are *lanes*. Most stores have one lane for every key; Redis Cluster has one per node
 //! (one per user key where calls must stay in one hash slot). A lane runs at most `depth` calls
-//! at once: more than one, so the store has the next batch to work on while the last reply
-//! travels back, and few, so batches fill. A decision that finds its lane idle makes its call at once, itself: a quiet
-//! store adds no wait and no task.
+//! at once, and few, so batches fill: two where a lane is a whole store, so it has the next
+//! batch to work on while the last reply travels back; one where a lane is a cluster node,
+//! which has the other lanes' and the other servers' calls to work on meanwhile (the Redis
+//! store's `max_in_flight`). A decision that finds its lane idle makes its call at once,
+//! itself: a quiet store adds no wait and no task.
 //!
 //! A store whose transactions conflict when they overlap on a row (PostgreSQL at SERIALIZABLE)
 //! names each item's rows ([`Runner::rows`]): calls in flight at once then never share a row.

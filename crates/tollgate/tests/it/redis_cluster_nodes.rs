@@ -51,14 +51,23 @@ fn reset_stats(cluster: &TestRedisCluster) {
 }
 
 async fn store(cluster: &TestRedisCluster, per_node: bool) -> RedisStore {
-    RedisStore::builder("")
+    store_with(cluster, per_node, Some(1)).await
+}
+
+/// `max_in_flight` `None`: the builder's default.
+async fn store_with(
+    cluster: &TestRedisCluster,
+    per_node: bool,
+    max_in_flight: Option<usize>,
+) -> RedisStore {
+    let mut builder = RedisStore::builder("")
         .cluster(cluster.urls())
         .per_node(per_node)
-        .max_in_flight(1)
-        .timeout(Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap()
+        .timeout(Duration::from_secs(5));
+    if let Some(calls) = max_in_flight {
+        builder = builder.max_in_flight(calls);
+    }
+    builder.build().await.unwrap()
 }
 
 /// 300 users, each its own slot almost always, decided while every node is paused: each
@@ -107,6 +116,61 @@ async fn checks_of_many_slots_share_one_call_per_node() {
     let calls = three_hundred_users_while_paused(&cluster, &store).await;
     // Per node: the first decision alone, the (about 100) queued behind it in one call.
     assert!(calls <= 6, "{calls} calls for 300 users on 3 nodes");
+}
+
+/// 60 users arriving 5 ms apart while every node is paused: per node, the first call goes
+/// alone, and each further call in flight allowed takes the one user that has arrived when it
+/// starts; everything later waits for the next. Returns the script calls of all nodes.
+async fn sixty_users_one_by_one_while_paused(
+    cluster: &TestRedisCluster,
+    store: &RedisStore,
+    round: u32,
+) -> u64 {
+    let policy = no_refill(5);
+    for node in 0..30u32 {
+        let key = format!("warm-{node}");
+        store
+            .decide(&[Check::new(policy, key.as_bytes(), 1)])
+            .await
+            .unwrap();
+    }
+    reset_stats(cluster);
+    for port in ports(cluster) {
+        redis_cmd(port, &[b"CLIENT", b"PAUSE", b"1500"]).unwrap();
+    }
+    let mut tasks = Vec::new();
+    for user in 0..60u32 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("one-by-one-{round}-{user}");
+            store
+                .decide(&[Check::new(policy, key.as_bytes(), 1)])
+                .await
+                .unwrap()
+        }));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap().decisions()[0].remaining(), 4);
+    }
+    ports(cluster).into_iter().map(script_calls).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_keeps_one_call_in_flight_per_node_by_default() {
+    let cluster = TestRedisCluster::start(3).unwrap();
+    let store = store_with(&cluster, true, None).await;
+    assert!(store.batches_per_node());
+    let calls = sixty_users_one_by_one_while_paused(&cluster, &store, 1).await;
+    // Per node: the first user's call, then one call for the rest (about 20 per node).
+    assert!(
+        calls <= 6,
+        "{calls} calls: more than one in flight per node"
+    );
+    // Two in flight, as asked: the second user of each node goes alone as well.
+    let store = store_with(&cluster, true, Some(2)).await;
+    let calls = sixty_users_one_by_one_while_paused(&cluster, &store, 2).await;
+    assert!(calls >= 7, "{calls} calls: max_in_flight(2) not honoured");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

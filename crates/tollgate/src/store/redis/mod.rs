@@ -130,7 +130,8 @@ pub struct RedisStoreBuilder {
     deny_cache: bool,
     batch: bool,
     max_batch: usize,
-    max_in_flight: usize,
+    /// `None`: 2 calls per queue, or 1 per node on a cluster batched per node.
+    max_in_flight: Option<usize>,
     test_clock: Option<Arc<dyn Clock>>,
     per_node: bool,
 }
@@ -186,7 +187,7 @@ impl RedisStore {
             deny_cache: true,
             batch: true,
             max_batch: 256,
-            max_in_flight: 2,
+            max_in_flight: None,
             test_clock: None,
             per_node: true,
         }
@@ -236,10 +237,14 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How many calls of one queue may be in flight at once (default 2): the next batch reaches
-    /// Redis while the last reply travels back.
+    /// How many calls of one queue may be in flight at once. By default 2 on one Redis (and on
+    /// a cluster called per slot): the next batch reaches Redis while the last reply travels
+    /// back. On a cluster batched per node, 1 per node: a server already has a call in flight
+    /// to every node at once, and a node has the other servers' calls to work on while a reply
+    /// travels; one call at a time fills batches twice as large (half the calls, and less of a
+    /// node's time per decision, measured with three servers: docs/capacity.md).
     pub fn max_in_flight(mut self, calls: usize) -> Self {
-        self.max_in_flight = calls;
+        self.max_in_flight = Some(calls);
         self
     }
 
@@ -287,7 +292,7 @@ impl RedisStoreBuilder {
             "RedisStoreBuilder",
             self.timeout,
             self.max_batch,
-            self.max_in_flight,
+            self.max_in_flight.unwrap_or(1),
         )?;
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
             return Err(StoreError::Config(
@@ -343,13 +348,12 @@ impl RedisStoreBuilder {
             settle_ids: settle::SettleIds::new(),
             nodes,
         });
-        let batcher = self.batch.then(|| {
-            Arc::new(Batcher::new(
-                Arc::clone(&inner),
-                self.max_batch,
-                self.max_in_flight,
-            ))
-        });
+        let depth = self
+            .max_in_flight
+            .unwrap_or(if inner.nodes.is_some() { 1 } else { 2 });
+        let batcher = self
+            .batch
+            .then(|| Arc::new(Batcher::new(Arc::clone(&inner), self.max_batch, depth)));
         Ok(RedisStore { inner, batcher })
     }
 }
