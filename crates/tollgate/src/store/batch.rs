@@ -10,10 +10,10 @@
 //!
 //! Queues are *lanes*. Most stores have one lane for every key; Redis Cluster has one per node
 //! (one per user key where calls must stay in one hash slot). A lane runs at most `depth` calls
-//! at once, and few, so batches fill: two where a lane is a whole store, so it has the next
-//! batch to work on while the last reply travels back; one where a lane is a cluster node,
-//! which has the other lanes' and the other servers' calls to work on meanwhile (the Redis
-//! store's `max_in_flight`). A decision that finds its lane idle makes its call at once,
+//! at once, few so that batches fill. Where a lane is a whole store, two: the store has the
+//! next batch to work on while the last reply travels back. Where a lane is a cluster node,
+//! one: the node has the other lanes' and the other servers' calls to work on meanwhile (the
+//! Redis store's `max_in_flight`). A decision that finds its lane idle makes its call at once,
 //! itself: a quiet store adds no wait and no task.
 //!
 //! A store whose transactions conflict when they overlap on a row (PostgreSQL at SERIALIZABLE)

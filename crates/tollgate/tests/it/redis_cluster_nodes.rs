@@ -1,6 +1,7 @@
 //! Redis Cluster batched per node, against the test kit's 3-master cluster: one call decides
 //! the checks of many slots of one node, every check decided exactly once under concurrency
-//! and while a slot migrates, and the per-slot mode.
+//! and while a slot migrates, the per-slot mode, and how many calls a queue keeps in flight
+//! (one per node on a cluster, two on one Redis).
 #![cfg(feature = "redis")]
 
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tollgate::{Check, Policy, RedisStore, Store};
-use tollgate_testkit::{Reply, TestRedisCluster, redis_cmd};
+use tollgate_testkit::{Reply, TestRedis, TestRedisCluster, redis_cmd};
 
 /// So slow a refill that no token comes back during a test: one every 6 minutes.
 fn no_refill(capacity: u64) -> Policy {
@@ -118,25 +119,26 @@ async fn checks_of_many_slots_share_one_call_per_node() {
     assert!(calls <= 6, "{calls} calls for 300 users on 3 nodes");
 }
 
-/// 60 users arriving 5 ms apart while every node is paused: per node, the first call goes
-/// alone, and each further call in flight allowed takes the one user that has arrived when it
-/// starts; everything later waits for the next. Returns the script calls of all nodes.
-async fn sixty_users_one_by_one_while_paused(
-    cluster: &TestRedisCluster,
-    store: &RedisStore,
-    round: u32,
-) -> u64 {
+/// 60 users arriving 5 ms apart while the Redis servers at `ports` are paused: per server, the
+/// first call goes alone, and each further call allowed in flight takes the one user that has
+/// arrived when it starts; everything later waits for the next. Returns the script calls of
+/// all the servers.
+async fn sixty_users_one_by_one_while_paused(ports: &[u16], store: &RedisStore, round: u32) -> u64 {
     let policy = no_refill(5);
-    for node in 0..30u32 {
-        let key = format!("warm-{node}");
+    // Loads the scripts and connects to every node before counting.
+    for warm in 0..30u32 {
+        let key = format!("warm-{warm}");
         store
             .decide(&[Check::new(policy, key.as_bytes(), 1)])
             .await
             .unwrap();
     }
-    reset_stats(cluster);
-    for port in ports(cluster) {
-        redis_cmd(port, &[b"CLIENT", b"PAUSE", b"1500"]).unwrap();
+    for &port in ports {
+        redis_cmd(port, &[b"CONFIG", b"RESETSTAT"]).unwrap();
+    }
+    // Long enough for every user to arrive (300 ms of sleeps) on a slow machine.
+    for &port in ports {
+        redis_cmd(port, &[b"CLIENT", b"PAUSE", b"3000"]).unwrap();
     }
     let mut tasks = Vec::new();
     for user in 0..60u32 {
@@ -153,7 +155,7 @@ async fn sixty_users_one_by_one_while_paused(
     for task in tasks {
         assert_eq!(task.await.unwrap().decisions()[0].remaining(), 4);
     }
-    ports(cluster).into_iter().map(script_calls).sum()
+    ports.iter().map(|&port| script_calls(port)).sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,7 +163,7 @@ async fn a_server_keeps_one_call_in_flight_per_node_by_default() {
     let cluster = TestRedisCluster::start(3).unwrap();
     let store = store_with(&cluster, true, None).await;
     assert!(store.batches_per_node());
-    let calls = sixty_users_one_by_one_while_paused(&cluster, &store, 1).await;
+    let calls = sixty_users_one_by_one_while_paused(&ports(&cluster), &store, 1).await;
     // Per node: the first user's call, then one call for the rest (about 20 per node).
     assert!(
         calls <= 6,
@@ -169,8 +171,27 @@ async fn a_server_keeps_one_call_in_flight_per_node_by_default() {
     );
     // Two in flight, as asked: the second user of each node goes alone as well.
     let store = store_with(&cluster, true, Some(2)).await;
-    let calls = sixty_users_one_by_one_while_paused(&cluster, &store, 2).await;
+    let calls = sixty_users_one_by_one_while_paused(&ports(&cluster), &store, 2).await;
     assert!(calls >= 7, "{calls} calls: max_in_flight(2) not honoured");
+}
+
+/// One Redis keeps two calls in flight by default: its queue is the whole store, and the next
+/// batch reaches it while the last reply travels back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_redis_keeps_two_calls_in_flight_by_default() {
+    let redis = TestRedis::start().unwrap();
+    if !redis.is_owned() {
+        eprintln!("TOLLGATE_REDIS_URL names an external Redis, which this test cannot pause");
+        return;
+    }
+    let store = RedisStore::builder(redis.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let calls = sixty_users_one_by_one_while_paused(&[redis.port()], &store, 1).await;
+    // The first user's call, the second user's alone, then one call for the rest.
+    assert_eq!(calls, 3, "{calls} calls");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

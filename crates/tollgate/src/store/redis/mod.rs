@@ -241,8 +241,11 @@ impl RedisStoreBuilder {
     /// a cluster called per slot): the next batch reaches Redis while the last reply travels
     /// back. On a cluster batched per node, 1 per node: a server already has a call in flight
     /// to every node at once, and a node has the other servers' calls to work on while a reply
-    /// travels; one call at a time fills batches twice as large (half the calls, and less of a
-    /// node's time per decision, measured with three servers: docs/capacity.md).
+    /// travels; one call at a time fills batches about 1.6× as large (0.63–0.65× the calls, and
+    /// less of a node's time per decision, measured with three servers; one server alone sending
+    /// a hot key to one node loses some throughput: docs/performance.md, "One call in flight per
+    /// node"). While a slot moves, a node's call that meets it is decided again per slot, those
+    /// calls going out together.
     pub fn max_in_flight(mut self, calls: usize) -> Self {
         self.max_in_flight = Some(calls);
         self
@@ -292,6 +295,7 @@ impl RedisStoreBuilder {
             "RedisStoreBuilder",
             self.timeout,
             self.max_batch,
+            // Unset, a default applies below, which is never zero.
             self.max_in_flight.unwrap_or(1),
         )?;
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
@@ -423,7 +427,7 @@ impl Inner {
                             Some(replies) => Ok(replies),
                             None => {
                                 nodes.refresh(&mut c).await;
-                                self.per_slot(&mut c, now_us, decisions).await
+                                self.per_slot(&c, now_us, decisions).await
                             }
                         }
                     }
@@ -470,10 +474,12 @@ impl Inner {
 impl Inner {
     /// Decides `decisions`, whose call per node met a bucket its node does not serve, with one
     /// call per slot: the decisions of one slot in one call, in order (those of different
-    /// slots share no bucket, so their order between them does not matter).
+    /// slots share no bucket, so their order between them does not matter, and the calls go
+    /// out together: a node's queue, one call at a time, waits for one round trip, not one per
+    /// slot of its batch).
     async fn per_slot(
         &self,
-        conn: &mut ClusterConnection,
+        conn: &ClusterConnection,
         now_us: Option<u64>,
         decisions: &[Vec<Encoded>],
     ) -> Result<Vec<Reply>, StoreError> {
@@ -482,26 +488,46 @@ impl Inner {
             .iter()
             .map(|d| d.first().map_or(0, |c| nodes::slot(&c.bucket)))
             .collect();
-        let mut replies: Vec<Option<Reply>> = decisions.iter().map(|_| None).collect();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut done = vec![false; decisions.len()];
         for first in 0..decisions.len() {
             if done[first] {
                 continue;
             }
             let group: Vec<usize> = (first..decisions.len())
-                .filter(|&i| !done[i] && slots[i] == slots[first])
+                .filter(|&i| slots[i] == slots[first])
                 .collect();
-            let batch: Vec<&Vec<Encoded>> = group.iter().map(|&i| &decisions[i]).collect();
-            let answers = script::run(&self.scripts, conn, true, Keys::Declared, now_us, &batch)
+            for &i in &group {
+                done[i] = true;
+            }
+            groups.push(group);
+        }
+        let calls = groups.iter().map(|group| {
+            let mut conn = conn.clone();
+            async move {
+                let batch: Vec<&Vec<Encoded>> = group.iter().map(|&i| &decisions[i]).collect();
+                let answers = script::run(
+                    &self.scripts,
+                    &mut conn,
+                    true,
+                    Keys::Declared,
+                    now_us,
+                    &batch,
+                )
                 .await?
                 .ok_or_else(|| StoreError::incompatible("the script refused its keys"))?;
-            if answers.len() != group.len() {
-                return Err(StoreError::incompatible(
-                    "the tollgate script answered a different number of decisions",
-                ));
+                if answers.len() != group.len() {
+                    return Err(StoreError::incompatible(
+                        "the tollgate script answered a different number of decisions",
+                    ));
+                }
+                Ok(answers)
             }
-            for (i, answer) in group.into_iter().zip(answers) {
-                done[i] = true;
+        });
+        let answered = futures_util::future::try_join_all(calls).await?;
+        let mut replies: Vec<Option<Reply>> = decisions.iter().map(|_| None).collect();
+        for (group, answers) in groups.iter().zip(answered) {
+            for (&i, answer) in group.iter().zip(answers) {
                 replies[i] = Some(answer);
             }
         }
