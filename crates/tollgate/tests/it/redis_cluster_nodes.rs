@@ -71,19 +71,23 @@ async fn store_with(
     builder.build().await.unwrap()
 }
 
-/// 300 users, each its own slot almost always, decided while every node is paused: each
-/// node's first call goes alone, everything queued behind it goes in one call. Returns the
-/// script calls of each node.
-async fn three_hundred_users_while_paused(cluster: &TestRedisCluster, store: &RedisStore) -> u64 {
-    let policy = no_refill(5);
-    // Loads the scripts and connects to every node before counting.
-    for node in 0..30u32 {
-        let key = format!("warm-{node}");
+/// Loads the scripts and connects to every node before anything is counted.
+async fn warm_up(store: &RedisStore, policy: Policy) {
+    for warm in 0..30u32 {
+        let key = format!("warm-{warm}");
         store
             .decide(&[Check::new(policy, key.as_bytes(), 1)])
             .await
             .unwrap();
     }
+}
+
+/// 300 users, each its own slot almost always, decided while every node is paused: each
+/// node's first call goes alone, everything queued behind it goes in one call. Returns the
+/// script calls of each node.
+async fn three_hundred_users_while_paused(cluster: &TestRedisCluster, store: &RedisStore) -> u64 {
+    let policy = no_refill(5);
+    warm_up(store, policy).await;
     reset_stats(cluster);
     for port in ports(cluster) {
         // The nodes answer nothing for 500 ms: the calls queue meanwhile.
@@ -125,14 +129,7 @@ async fn checks_of_many_slots_share_one_call_per_node() {
 /// all the servers.
 async fn sixty_users_one_by_one_while_paused(ports: &[u16], store: &RedisStore, round: u32) -> u64 {
     let policy = no_refill(5);
-    // Loads the scripts and connects to every node before counting.
-    for warm in 0..30u32 {
-        let key = format!("warm-{warm}");
-        store
-            .decide(&[Check::new(policy, key.as_bytes(), 1)])
-            .await
-            .unwrap();
-    }
+    warm_up(store, policy).await;
     for &port in ports {
         redis_cmd(port, &[b"CONFIG", b"RESETSTAT"]).unwrap();
     }
