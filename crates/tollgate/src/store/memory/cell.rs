@@ -20,6 +20,15 @@ use crate::{Nanos, Policy};
 /// 2^63 until the year 2116, so it never sets this bit by itself.
 pub(crate) const LOCKED: u64 = 1 << 63;
 
+/// What the slot of a key whose cell moved to its shard's hot cells holds: `MOVED + i`, for
+/// the `i`-th hot cell (see [`hot`](super::hot)). Never a `tat`, locked or not, by the bound
+/// above.
+pub(crate) const MOVED: u64 = u64::MAX - 256;
+
+/// What a hot cell holds once its slot is gone: a cached check's compare-and-swap fails on
+/// it, and the check goes to the table. Never a `tat`, locked or not.
+pub(crate) const RETIRED: u64 = u64::MAX;
+
 impl Cell for AtomicU64 {
     fn fresh() -> AtomicU64 {
         AtomicU64::new(0)
@@ -27,6 +36,31 @@ impl Cell for AtomicU64 {
 
     fn is_idle(&self, now: Nanos) -> bool {
         Gcra::is_full(Nanos::new(self.load(Ordering::Acquire)), now)
+    }
+
+    #[inline]
+    fn moved(&self) -> Option<usize> {
+        let value = self.load(Ordering::Relaxed);
+        // A moved slot changes only under its shard's write lock, so a reader holding the
+        // read lock sees it moved or not, never in between.
+        (MOVED..RETIRED)
+            .contains(&value)
+            .then(|| (value - MOVED) as usize)
+    }
+
+    fn retire_if_idle(&self, now: Nanos) -> bool {
+        // A cached check may update the cell at any moment: the retirement is a compare-and-
+        // swap from the idle state it saw, so exactly one of the two lands.
+        let tat = self.load(Ordering::Acquire);
+        tat & LOCKED == 0
+            && Gcra::is_full(Nanos::new(tat), now)
+            && self
+                .compare_exchange(tat, RETIRED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    fn retire(&self) {
+        self.store(RETIRED, Ordering::Release);
     }
 
     fn heap_bytes(&self) -> usize {

@@ -5,7 +5,9 @@
 //! clients; a seeded hasher keeps them from aiming at one shard). A token-bucket check on a
 //! known key takes its shard's read lock (shared: checks never wait for each other), reads the
 //! key's cell and updates it with one compare-and-swap; a denial writes nothing. A new key
-//! takes its shard's write lock once, to insert.
+//! takes its shard's write lock once, to insert. A key that a thread checks again and again
+//! (a global limit, a busy tenant) moves to a cell of its own that the thread caches, and its
+//! checks then skip the hash, the probe and the lock (see `hot.rs`: a few such keys per shard).
 //!
 //! **Memory is bounded by the configuration.** Every policy shares the two tables, so nothing
 //! exists per policy: a client that invents a policy per request (inline numbers) only adds
@@ -23,7 +25,9 @@
 //! stored key's own length when the policy's name (or numbers) and the key exceed 29 bytes,
 //! plus 16 bytes per entry of a sliding log (at most [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT)
 //! per key). So `max_keys` short token-bucket keys take at most about `max_keys × 41 × 2 / (7/8)`
-//! bytes: about 94 bytes per key, 197 MB at the default cap.
+//! bytes: about 94 bytes per key, 197 MB at the default cap. A hot key's own cell adds 24
+//! bytes and its place in its shard's list 16, for at most four keys per shard; a thread that
+//! caches one keeps a 32-byte copy of its stored key (plus the key's own length, if long).
 //!
 //! ```
 //! use std::time::Duration;
@@ -40,6 +44,7 @@
 //! ```
 
 mod cell;
+mod hot;
 mod key;
 mod multi;
 mod name;
@@ -60,7 +65,7 @@ use crate::store::{Check, Store};
 use crate::{
     Algorithm, CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict,
 };
-use cell::{LOCKED, Window};
+use cell::{LOCKED, RETIRED, Window};
 use name::{BucketKey, Prefix};
 pub use once::DEFAULT_MAX_SETTLED;
 use table::{AtCap, KeyCount, Table};
@@ -324,11 +329,17 @@ impl<C: Clock> MemoryStore<C> {
         // never pass inserts no key and is not retried.
         gcra.check_cost(cost)?;
         let table = &self.inner.buckets;
-        let tat = self
-            .with_room(now, || {
-                table.with_cell(key, now, count, |cell| check_tat(&gcra, cell, now, cost))
-            })
-            .map_err(|AtCap| count.full())?;
+        let decide = |cell: &AtomicU64| check_tat(&gcra, cell, now, cost);
+        let tat = loop {
+            if let Some(tat) = table.with_cached(key, decide) {
+                break tat;
+            }
+            let decided = self.with_room(now, || table.with_bucket(key, now, count, decide));
+            // `None`: the cell was retired; then the key is new, which the table decides.
+            if let Some(tat) = decided.map_err(|AtCap| count.full())? {
+                break tat;
+            }
+        };
         // Evaluated again on the `tat` the loop decided on, the outcome is the loop's own
         // (a few integer operations), and its cost was taken iff it allows. This keeps
         // the loop's result one register wide instead of a whole outcome.
@@ -389,13 +400,16 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 /// One token-bucket check on its cell: a load, and a compare-and-swap when allowed. Returns the
-/// `tat` it decided on: the cost was taken iff the outcome on it allows. `cost` has passed
-/// [`Gcra::check_cost`].
+/// `tat` it decided on: the cost was taken iff the outcome on it allows; `None` if the cell is
+/// a retired hot cell, on which nothing was decided. `cost` has passed [`Gcra::check_cost`].
 #[inline]
-fn check_tat(gcra: &Gcra, cell: &AtomicU64, now: Nanos, cost: u64) -> Nanos {
+fn check_tat(gcra: &Gcra, cell: &AtomicU64, now: Nanos, cost: u64) -> Option<Nanos> {
     let mut current = cell.load(Ordering::Acquire);
     loop {
         if current & LOCKED != 0 {
+            if current == RETIRED {
+                return None;
+            }
             // A multi-bucket check holds this bucket for a few nanoseconds.
             std::hint::spin_loop();
             current = cell.load(Ordering::Acquire);
@@ -403,12 +417,12 @@ fn check_tat(gcra: &Gcra, cell: &AtomicU64, now: Nanos, cost: u64) -> Nanos {
         }
         let outcome = gcra.evaluate(Nanos::new(current), now, cost);
         if !outcome.allowed() || cost == 0 {
-            return Nanos::new(current);
+            return Some(Nanos::new(current));
         }
         let new = outcome.new_tat().as_u64();
         debug_assert_eq!(new & LOCKED, 0, "clock beyond 2^63 ns");
         match cell.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Nanos::new(current),
+            Ok(_) => return Some(Nanos::new(current)),
             Err(seen) => current = seen,
         }
     }

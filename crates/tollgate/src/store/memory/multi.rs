@@ -73,8 +73,8 @@ impl ShardRead<'_> {
     /// Locks the cell of `key`, or `None` if it was swept since it was inserted.
     fn lock(&self, hash: u64, key: BucketKey<'_>) -> Option<Held<'_>> {
         match self {
-            ShardRead::Buckets(g) => g.find(hash, key).map(|s| Held::lock_tat(&s.cell)),
-            ShardRead::Windows(g) => g.find(hash, key).map(|s| Held::lock_window(&s.cell)),
+            ShardRead::Buckets(g) => g.find(hash, key).map(|s| Held::lock_tat(g.cell(s))),
+            ShardRead::Windows(g) => g.find(hash, key).map(|s| Held::lock_window(g.cell(s))),
         }
     }
 }

@@ -9,8 +9,14 @@
 //! Idle keys (whose state equals a new key's: a full bucket) are swept one shard at a time,
 //! when that shard has doubled since its last sweep or the store is at its key cap. No sweep
 //! ever locks more than one shard.
+//!
+//! A shard also holds a few *hot cells*: the cells of keys that threads check again and again,
+//! moved out of their slots so that those threads can update them without the table (see
+//! [`hot`](super::hot)). Their slots stay, marked as moved, and every reader of a slot goes
+//! through [`Shard::cell`].
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use hashbrown::HashTable;
@@ -28,6 +34,22 @@ pub(crate) trait Cell: Send + Sync + 'static {
     fn is_idle(&self, now: Nanos) -> bool;
     /// The bytes the cell holds outside its slot.
     fn heap_bytes(&self) -> usize;
+
+    /// The index of the hot cell this slot's cell moved to, if it did (only token buckets
+    /// move, see [`hot`](super::hot); the others keep these defaults).
+    #[inline]
+    fn moved(&self) -> Option<usize> {
+        None
+    }
+
+    /// For a hot cell, which cached checks update without the shard's lock: marks it retired
+    /// if it is idle, atomically against those checks; whether it did.
+    fn retire_if_idle(&self, now: Nanos) -> bool {
+        self.is_idle(now)
+    }
+
+    /// Marks a hot cell retired whatever its state (its key is being reset).
+    fn retire(&self) {}
 }
 
 pub(crate) struct Slot<V> {
@@ -35,8 +57,18 @@ pub(crate) struct Slot<V> {
     pub(crate) cell: V,
 }
 
+/// A cell moved out of its slot, shared with the threads that cache it.
+pub(crate) struct Hot<V> {
+    /// The hash of its key, to find its slot again.
+    pub(crate) hash: u64,
+    pub(crate) cell: Arc<V>,
+}
+
 pub(crate) struct Shard<V> {
-    slots: HashTable<Slot<V>>,
+    pub(crate) slots: HashTable<Slot<V>>,
+    /// Hot cells, at most [`HOT_PER_SHARD`](super::hot::HOT_PER_SHARD); a moved slot names
+    /// its index here.
+    pub(crate) hot: Vec<Option<Hot<V>>>,
     /// Entries left by the last sweep: the next sweep waits until the shard doubles.
     after_sweep: usize,
     /// When the shard was last swept.
@@ -47,6 +79,24 @@ impl<V> Shard<V> {
     #[inline]
     pub(crate) fn find(&self, hash: u64, key: BucketKey<'_>) -> Option<&Slot<V>> {
         self.slots.find(hash, |s| s.key.is(key))
+    }
+}
+
+impl<V: Cell> Shard<V> {
+    /// The cell of `slot`: its own, or the hot cell it moved to.
+    #[inline]
+    pub(crate) fn cell<'a>(&'a self, slot: &'a Slot<V>) -> &'a V {
+        match slot.cell.moved() {
+            None => &slot.cell,
+            Some(index) => self.hot_cell(index).unwrap_or(&slot.cell),
+        }
+    }
+
+    /// The `index`-th hot cell. A moved slot's hot cell lives as long as the slot, so this is
+    /// `None` only for a `tat` that reads as moved, which the clock's range rules out.
+    #[cold]
+    fn hot_cell(&self, index: usize) -> Option<&V> {
+        self.hot.get(index)?.as_ref().map(|hot| &*hot.cell)
     }
 }
 
@@ -79,6 +129,8 @@ pub(crate) struct AtCap;
 
 /// Buckets in shards, each stored under its [`BucketKey`].
 pub(crate) struct Table<V> {
+    /// Unique in the process, never reused: what a thread's cached hot cell belongs to.
+    pub(crate) id: u64,
     hasher: foldhash::quality::FixedState,
     shards: Box<[Padded<RwLock<Shard<V>>>]>,
     /// When every shard was last swept (nanoseconds of the store's clock).
@@ -100,16 +152,19 @@ fn sweep_gap_at_cap(keys: usize) -> Nanos {
 
 impl<V: Cell> Table<V> {
     pub(crate) fn new(hasher: foldhash::quality::FixedState, shards: usize) -> Self {
+        static TABLES: AtomicU64 = AtomicU64::new(0);
         let shards = (0..shards.next_power_of_two())
             .map(|_| {
                 Padded(RwLock::new(Shard {
                     slots: HashTable::new(),
+                    hot: Vec::new(),
                     after_sweep: 0,
                     swept_at: Nanos::ZERO,
                 }))
             })
             .collect();
         Table {
+            id: TABLES.fetch_add(1, Ordering::Relaxed),
             hasher,
             shards,
             swept_all_at: AtomicU64::new(0),
@@ -136,6 +191,12 @@ impl<V: Cell> Table<V> {
         self.shards[shard].0.read()
     }
 
+    /// The lock of the shard of `hash`.
+    #[inline]
+    pub(crate) fn shard_of(&self, hash: u64) -> &RwLock<Shard<V>> {
+        &self.shards[self.shard_index(hash)].0
+    }
+
     /// Runs `f` on the cell of `key`, inserting a fresh cell first if the key is new.
     #[inline]
     pub(crate) fn with_cell<R>(
@@ -146,11 +207,11 @@ impl<V: Cell> Table<V> {
         f: impl FnOnce(&V) -> R,
     ) -> Result<R, AtCap> {
         let hash = self.hash(key);
-        let shard = &self.shards[self.shard_index(hash)].0;
+        let shard = self.shard_of(hash);
         {
             let guard = shard.read();
             if let Some(slot) = guard.find(hash, key) {
-                return Ok(f(&slot.cell));
+                return Ok(f(guard.cell(slot)));
             }
         }
         self.with_new_cell(shard, hash, key, now, count, f)
@@ -160,7 +221,7 @@ impl<V: Cell> Table<V> {
     /// the read path of a known key, inlined into every caller, stays small.
     #[cold]
     #[inline(never)]
-    fn with_new_cell<R>(
+    pub(crate) fn with_new_cell<R>(
         &self,
         shard: &RwLock<Shard<V>>,
         hash: u64,
@@ -176,14 +237,21 @@ impl<V: Cell> Table<V> {
         let slot = guard
             .find(hash, key)
             .expect("inserted under this write lock");
-        Ok(f(&slot.cell))
+        Ok(f(guard.cell(slot)))
     }
 
     /// Drops `key`'s cell, if it has one: its bucket is as new again.
     pub(crate) fn remove(&self, key: BucketKey<'_>, count: &KeyCount) {
         let hash = self.hash(key);
-        let mut shard = self.shards[self.shard_index(hash)].0.write();
-        if let Ok(slot) = shard.slots.find_entry(hash, |s| s.key.is(key)) {
+        let mut shard = self.shard_of(hash).write();
+        let Shard { slots, hot, .. } = &mut *shard;
+        if let Ok(slot) = slots.find_entry(hash, |s| s.key.is(key)) {
+            if let Some(moved) = (slot.get().cell.moved())
+                .and_then(|index| hot.get_mut(index))
+                .and_then(Option::take)
+            {
+                moved.cell.retire();
+            }
             slot.remove();
             count.keys.fetch_sub(1, Ordering::Relaxed);
         }
@@ -234,7 +302,11 @@ impl<V: Cell> Table<V> {
 
     fn sweep(&self, shard: &mut Shard<V>, now: Nanos, count: &KeyCount) {
         let before = shard.slots.len();
-        shard.slots.retain(|s| !s.cell.is_idle(now));
+        let Shard { slots, hot, .. } = shard;
+        slots.retain(|s| match s.cell.moved() {
+            None => !s.cell.is_idle(now),
+            Some(index) => !retire_if_idle(hot, index, now),
+        });
         shard.slots.shrink_to(0, |s| self.hash(s.key.name()));
         shard.after_sweep = shard.slots.len();
         shard.swept_at = now;
@@ -257,9 +329,14 @@ impl<V: Cell> Table<V> {
                 let heap: usize = shard
                     .slots
                     .iter()
-                    .map(|s| s.key.heap_bytes() + s.cell.heap_bytes())
+                    .map(|s| s.key.heap_bytes() + shard.cell(s).heap_bytes())
                     .sum();
-                slots + heap
+                // Each hot cell: its place in the shard's list, and its `Arc` (two counts and
+                // the cell).
+                let hot = shard.hot.capacity() * std::mem::size_of::<Option<Hot<V>>>()
+                    + shard.hot.iter().flatten().count()
+                        * (2 * std::mem::size_of::<usize>() + std::mem::size_of::<V>());
+                slots + heap + hot
             })
             .sum();
         fixed + shards
@@ -288,13 +365,28 @@ impl<V: Cell> Table<V> {
     }
 }
 
+/// Retires the `index`-th hot cell if it is idle, freeing its place; whether it did (its slot
+/// then goes too).
+fn retire_if_idle<V: Cell>(hot: &mut [Option<Hot<V>>], index: usize, now: Nanos) -> bool {
+    let Some(place) = hot.get_mut(index) else {
+        return false;
+    };
+    let retired = place
+        .as_ref()
+        .is_some_and(|moved| moved.cell.retire_if_idle(now));
+    if retired {
+        *place = None;
+    }
+    retired
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicU64;
 
     use parking_lot::Mutex;
 
-    use super::Slot;
+    use super::{Hot, Slot};
     use crate::store::memory::cell::Window;
 
     /// The sizes the store's documentation gives in bytes.
@@ -302,5 +394,7 @@ mod tests {
     fn slots_are_the_documented_size() {
         assert_eq!(std::mem::size_of::<Slot<AtomicU64>>(), 40);
         assert_eq!(std::mem::size_of::<Slot<Mutex<Window>>>(), 120);
+        // A hot cell's place in its shard's list (its `Arc` is 8 + 8 + 8 more).
+        assert_eq!(std::mem::size_of::<Option<Hot<AtomicU64>>>(), 16);
     }
 }
