@@ -5,7 +5,8 @@
 //! all threads check (a global limit, a busy tenant) the lock's word moves from core to core
 //! along with the bucket's own. That is most of a check on a known key.
 //!
-//! So a token bucket that one thread checks [`STREAK`] times in a row is *promoted*: under its
+//! So a token bucket that one thread finds in the table [`STREAK`] times in a row (checks of a key
+//! it caches do not count, nor break the row) is *promoted*: under its
 //! shard's write lock, its cell moves out of its slot to a hot cell of its own (an
 //! `Arc<AtomicU64>` in the shard's short list of them, at most [`HOT_PER_SHARD`]), its slot
 //! keeps only [`MOVED`](super::cell::MOVED) and the cell's index, and the thread keeps the key
@@ -14,8 +15,8 @@
 //! threads reach the cell through the table until they too have checked it `STREAK` times in a
 //! row. Each thread caches one key (the last it promoted or found promoted).
 //!
-//! A cached cell can outlive its slot, so a slot that goes (swept idle, or reset by a refund)
-//! first *retires* its hot cell, writing [`RETIRED`](super::cell::RETIRED): a sweep by
+//! A cached cell can outlive its slot, so a slot that goes (swept idle, or reset by
+//! [`Settle::reset`](crate::store::settle::Settle::reset)) first *retires* its hot cell, writing [`RETIRED`](super::cell::RETIRED): a sweep by
 //! compare-and-swap from the idle state it saw, a reset unconditionally. A cached check's
 //! compare-and-swap then fails, it sees `RETIRED`, drops its cache and goes to the table, where
 //! the key is as new (an idle bucket is one). Of a check and a retirement racing on one cell
@@ -88,6 +89,9 @@ impl Table<AtomicU64> {
                 if decided.is_none() {
                     local.cached = None;
                 }
+                // Checks of another key around this one are not in a row: a thread that
+                // checks a global key and then a user's, by turns, keeps the global one.
+                local.streak = 0;
                 decided
             })
             .ok()
@@ -132,6 +136,18 @@ impl Table<AtomicU64> {
         now: Nanos,
         count: &KeyCount,
     ) {
+        // A key another thread moved already is shared under the read lock.
+        let moved = {
+            let guard = shard.read();
+            guard
+                .find(hash, key)
+                .and_then(|slot| guard.hot.get(slot.cell.moved()?)?.as_ref())
+                .map(|moved| Arc::clone(&moved.cell))
+        };
+        if let Some(cell) = moved {
+            cache(self.id, key, cell);
+            return;
+        }
         let mut guard = shard.write();
         let Shard { slots, hot, .. } = &mut *guard;
         let moved = match slots.find(hash, |s| s.key.is(key)) {
@@ -236,11 +252,25 @@ mod tests {
     use std::time::Duration;
 
     use super::{HOT_PER_SHARD, STREAK};
+    use crate::store::memory::table::Cell;
     use crate::{ManualClock, MemoryStore, Nanos, Policy};
 
-    /// Hot cells in the store's (only) token-bucket shard.
+    /// Hot cells in the store's (only) token-bucket shard, after checking that each is named
+    /// by exactly one slot, of the key it was moved for.
     fn hot_cells(store: &MemoryStore<ManualClock>) -> usize {
-        store.inner.buckets.read(0).hot.iter().flatten().count()
+        let table = &store.inner.buckets;
+        let shard = table.read(0);
+        let mut named = 0;
+        for slot in shard.slots.iter() {
+            if let Some(index) = slot.cell.moved() {
+                let moved = shard.hot[index].as_ref().expect("a moved slot's hot cell");
+                assert_eq!(moved.hash, table.hash(slot.key.name()));
+                named += 1;
+            }
+        }
+        let cells = shard.hot.iter().flatten().count();
+        assert_eq!(named, cells, "slots moved against hot cells");
+        cells
     }
 
     fn store(max_keys: usize) -> (ManualClock, MemoryStore<ManualClock>) {
@@ -286,6 +316,23 @@ mod tests {
         assert_eq!(hot_cells(&store), 0);
     }
 
+    /// A thread that checks a cached hot key and other keys by turns (a global limit, then a
+    /// user's) keeps the hot key: the others' checks are not in a row.
+    #[test]
+    fn keys_checked_between_a_cached_key_stay_in_their_slots() {
+        let (_, store) = store(100);
+        let policy = Policy::per_second(1000).unwrap();
+        for _ in 0..=STREAK {
+            assert!(store.check(&policy, b"global", 1).unwrap().allowed());
+        }
+        assert_eq!(hot_cells(&store), 1);
+        for _ in 0..4 * STREAK {
+            assert!(store.check(&policy, b"global", 1).unwrap().allowed());
+            assert!(store.check(&policy, b"user", 1).unwrap().allowed());
+        }
+        assert_eq!(hot_cells(&store), 1);
+    }
+
     #[test]
     fn a_shard_moves_at_most_its_share_of_hot_keys_and_frees_idle_ones() {
         let (clock, store) = store(100);
@@ -301,14 +348,69 @@ mod tests {
         // The last one found no room: every hot key is still charged.
         assert_eq!(hot_cells(&store), HOT_PER_SHARD);
         assert_eq!(store.len(), keys.len());
-        // Once the others are idle (full again), a new hot key takes an idle one's place, and
-        // the idle key goes as a sweep would take it.
+        // Once the first is idle (full again) and the others charged again, a new hot key
+        // takes the idle one's place, and the idle key goes as a sweep would take it.
         clock.advance(Duration::from_secs(200));
+        for key in &keys[1..] {
+            assert_eq!(store.check(&policy, key, 1).unwrap().remaining(), 99);
+        }
         for _ in 0..=STREAK {
             assert!(store.check(&policy, b"new", 1).unwrap().allowed());
         }
         assert_eq!(hot_cells(&store), HOT_PER_SHARD);
         assert_eq!(store.len(), keys.len());
+        // The charged keys kept their buckets; the first is new again (it was full anyway).
+        for key in &keys[1..HOT_PER_SHARD] {
+            assert_eq!(store.check(&policy, key, 1).unwrap().remaining(), 98);
+        }
+        assert_eq!(store.check(&policy, &keys[0], 1).unwrap().remaining(), 99);
+        assert_eq!(store.len(), keys.len() + 1);
+    }
+
+    /// Checks of several buckets, and a reset, reach a moved key's cell through its slot
+    /// while another thread caches it; the cache sees both.
+    #[test]
+    fn multi_bucket_checks_and_resets_reach_a_cached_hot_cell() {
+        let (_, store) = store(100);
+        let policy = Policy::token_bucket(100, 1, Duration::from_secs(3600)).unwrap();
+        let (to_cache, cached) = std::sync::mpsc::channel::<u64>();
+        let (to_main, main) = std::sync::mpsc::channel::<u64>();
+        thread::scope(|s| {
+            let store = &store;
+            s.spawn(move || {
+                // Moves and caches the key, then checks it whenever asked, reporting what is left.
+                for _ in 0..=STREAK {
+                    store.check(&policy, b"hot", 1).unwrap();
+                }
+                to_main.send(0).unwrap();
+                while cached.recv().is_ok() {
+                    let left = store.check(&policy, b"hot", 1).unwrap().remaining();
+                    to_main.send(left).unwrap();
+                }
+            });
+            main.recv().unwrap();
+            assert_eq!(hot_cells(&store), 1);
+            let both = [
+                crate::Check::new(policy, b"hot", 5),
+                crate::Check::new(policy, b"other", 1),
+            ];
+            assert!(store.decide_sync(&both).unwrap().allowed());
+            to_cache.send(0).unwrap();
+            // 9 taken by the other thread, 5 by the pair, 1 now.
+            assert_eq!(main.recv().unwrap(), 85);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let reset = [crate::Check::new(policy, b"hot", 1)];
+            runtime
+                .block_on(crate::store::settle::Settle::reset(store, &reset))
+                .unwrap();
+            assert_eq!(hot_cells(&store), 0);
+            to_cache.send(0).unwrap();
+            // The cached cell was retired: the check went to the table, to a full bucket.
+            assert_eq!(main.recv().unwrap(), 99);
+            drop(to_cache);
+        });
     }
 
     /// A key whose hot cell a sweep retires, while this thread still caches it, is new again:
