@@ -5,6 +5,7 @@
 mod activity;
 pub mod auth;
 pub mod body;
+mod own_wake;
 mod parse_error;
 pub mod problem;
 mod serve;

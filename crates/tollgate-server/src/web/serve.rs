@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::activity::{Activity, Tracked};
+use super::own_wake::OwnWakes;
 use super::problem::Problem;
 use crate::auth::Strikes;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
@@ -157,11 +158,11 @@ async fn connection(
         stall: limits.request_timeout,
         strikes: Strikes::default(),
     };
-    let connection = builder.serve_connection_with_upgrades(
+    // A request's body wakes the connection's task while it runs (see `own_wake`).
+    let mut connection = OwnWakes::new(builder.serve_connection_with_upgrades(
         TokioIo::new(Calm::new(ProblemOnParseError::new(stream))),
         TowerToHyperService::new(service),
-    );
-    tokio::pin!(connection);
+    ));
     let old_at = after(started, limits.max_age);
     // Once asked to go away: when it is dropped if it has not closed by then.
     let mut closing: Option<Instant> = None;
@@ -187,7 +188,7 @@ async fn connection(
             }
         };
         tokio::select! {
-            ended = connection.as_mut() => {
+            ended = &mut connection => {
                 if let Err(e) = ended {
                     tracing::trace!(error = %e, "a connection ended with an error");
                 }
@@ -199,7 +200,7 @@ async fn connection(
                 // waited for longer.
                 stopping = true;
                 if closing.is_none() {
-                    connection.as_mut().graceful_shutdown();
+                    connection.inner().graceful_shutdown();
                 }
                 let drain = after(Instant::now(), limits.request_timeout);
                 closing = Some(closing.map_or(drain, |at| at.min(drain)));
@@ -213,11 +214,11 @@ async fn connection(
                     continue;
                 }
                 if old_at <= now {
-                    connection.as_mut().graceful_shutdown();
+                    connection.inner().graceful_shutdown();
                     closing = Some(after(now, limits.max_age_grace));
                 } else if activity.deadline(&limits).is_some_and(|at| at <= now) {
                     timed_out.inc();
-                    connection.as_mut().graceful_shutdown();
+                    connection.inner().graceful_shutdown();
                     closing = Some(now + CLOSE_GRACE);
                 }
             }
