@@ -389,7 +389,7 @@ mod tests {
                 }
             });
             main.recv().unwrap();
-            assert_eq!(hot_cells(&store), 1);
+            assert_eq!(hot_cells(store), 1);
             let both = [
                 crate::Check::new(policy, b"hot", 5),
                 crate::Check::new(policy, b"other", 1),
@@ -405,7 +405,7 @@ mod tests {
             runtime
                 .block_on(crate::store::settle::Settle::reset(store, &reset))
                 .unwrap();
-            assert_eq!(hot_cells(&store), 0);
+            assert_eq!(hot_cells(store), 0);
             to_cache.send(0).unwrap();
             // The cached cell was retired: the check went to the table, to a full bucket.
             assert_eq!(main.recv().unwrap(), 99);
