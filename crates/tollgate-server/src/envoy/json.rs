@@ -10,7 +10,6 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
@@ -42,10 +41,7 @@ pub fn routes(envoy: Arc<Envoy>) -> Router {
 /// there is one): the whole config, an administrator's.
 pub fn admin_routes(envoy: Arc<Envoy>) -> Router {
     Router::new()
-        .route(
-            "/rlconfig",
-            get(rlconfig).layer(from_fn_with_state(Scope::Admin, require)),
-        )
+        .route("/rlconfig", get(rlconfig).layer(require(Scope::Admin)))
         .with_state(envoy)
 }
 

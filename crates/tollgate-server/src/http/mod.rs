@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{Method, Uri};
-use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
 use axum::routing::{delete, get, post};
 
@@ -36,10 +35,10 @@ pub fn router(limiter: Arc<Limiter>) -> Router {
 /// What a client needs to be limited: `/v1/check`, `/v1/reserve`, `/v1/commit`, and the
 /// health probes.
 pub fn data_router(limiter: Arc<Limiter>) -> Router {
-    let check = from_fn_with_state(Scope::Check, require);
+    let check = require(Scope::Check);
     Router::new()
-        .route("/v1/check", post(check::check).layer(check.clone()))
-        .route("/v1/reserve", post(settle::reserve).layer(check.clone()))
+        .route("/v1/check", post(check::check).layer(check))
+        .route("/v1/reserve", post(settle::reserve).layer(check))
         .route("/v1/commit", post(settle::commit).layer(check))
         .merge(probes())
         .fallback(not_found)
@@ -50,14 +49,14 @@ pub fn data_router(limiter: Arc<Limiter>) -> Router {
 /// What operators use, which reads or changes any client's bucket: `/v1/buckets`,
 /// `/v1/policies`, `/metrics`.
 fn admin_routes(limiter: Arc<Limiter>) -> Router {
-    let read = from_fn_with_state(Scope::Read, require);
-    let admin = from_fn_with_state(Scope::Admin, require);
+    let read = require(Scope::Read);
+    let admin = require(Scope::Admin);
     Router::new()
         .route(
             "/v1/buckets/{policy}/{key}",
             get(settle::get_bucket)
-                .layer(read.clone())
-                .merge(delete(settle::delete_bucket).layer(admin.clone())),
+                .layer(read)
+                .merge(delete(settle::delete_bucket).layer(admin)),
         )
         .route("/v1/policies", get(policies::list).layer(read))
         .route("/metrics", get(health::metrics).layer(admin))
