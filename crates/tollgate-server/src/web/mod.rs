@@ -8,6 +8,7 @@ pub mod body;
 mod own_wake;
 mod parse_error;
 pub mod problem;
+mod problems;
 mod serve;
 
 pub use activity::BodyStalled;

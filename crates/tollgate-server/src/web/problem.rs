@@ -212,14 +212,10 @@ const MAX_DETAIL_BYTES: usize = 4096;
 /// the detail. An answer in JSON (a problem, or a 429's decision) or gRPC stays as it is.
 /// Layered on every router, so that no error leaves as bare text.
 pub async fn ensure_problem(response: Response) -> Response {
-    let status = response.status();
-    let plain = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_none_or(|t| t.as_bytes().starts_with(b"text/plain"));
-    if !(status.is_client_error() || status.is_server_error()) || !plain {
+    if !needs_problem(&response) {
         return response;
     }
+    let status = response.status();
     let (mut parts, body) = response.into_parts();
     let text = axum::body::to_bytes(body, MAX_DETAIL_BYTES)
         .await
@@ -235,6 +231,17 @@ pub async fn ensure_problem(response: Response) -> Response {
     parts.headers.remove(header::CONTENT_TYPE);
     problem.headers_mut().extend(parts.headers);
     problem
+}
+
+/// Whether [`ensure_problem`] would rewrite `response`: an error answer of plain text or of no
+/// body.
+pub fn needs_problem(response: &Response) -> bool {
+    let status = response.status();
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_none_or(|t| t.as_bytes().starts_with(b"text/plain"));
+    (status.is_client_error() || status.is_server_error()) && plain
 }
 
 impl From<DecideError> for Problem {

@@ -62,7 +62,7 @@ impl Listener {
     }
 }
 use super::parse_error::ProblemOnParseError;
-use super::problem::ensure_problem;
+use super::problems::Problems;
 
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops accepting and
 /// returns once the requests in flight are answered.
@@ -79,7 +79,7 @@ pub async fn serve(
     let builder = Arc::new(builder(&limits));
     // Every error answer a problem: the endpoints' own, the extractors' rejections, and
     // (rewritten on the way out) the answers hyper gives requests it cannot parse.
-    let router = router.layer(axum::middleware::map_response(ensure_problem));
+    let router = router.layer(Problems);
     let tasks = TaskTracker::new();
     loop {
         let accepted = tokio::select! {
