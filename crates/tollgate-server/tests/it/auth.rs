@@ -132,16 +132,24 @@ async fn http_endpoints_need_a_token_with_their_scope() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "its own token commits it: {text}");
-    // Probes need no token.
+    // Probes need no token, and a wrong one there is neither refused nor counted.
     for path in ["/healthz", "/readyz"] {
-        let (status, _, _) = send(&client, &server, Method::GET, path, None, None).await;
-        assert_eq!(status, StatusCode::OK, "{path}");
+        for token in [None, Some(WRONG)] {
+            let (status, _, _) = send(&client, &server, Method::GET, path, token, None).await;
+            assert_eq!(status, StatusCode::OK, "{path} {token:?}");
+        }
+    }
+    // A path that does not exist, or a method a path does not take, is refused before it is
+    // told so: without a token nothing about the routes shows.
+    for (method, path) in [(Method::GET, "/nope"), (Method::PUT, "/v1/check")] {
+        let (status, _, text) = send(&client, &server, method.clone(), path, None, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}: {text}");
     }
     // Every refusal for want of a valid token was counted.
     let (_, _, metrics) = send(&client, &server, Method::GET, "/metrics", Some(OPS), None).await;
     assert_eq!(
         metric(&metrics, "tollgate_auth_failures_total{frontend=\"http\"}"),
-        16.0
+        18.0
     );
     assert_eq!(
         metric(&metrics, "tollgate_auth_failures_total{frontend=\"grpc\"}"),
