@@ -46,7 +46,10 @@ pub(crate) fn write_rate_limit_policy(
     policy: &Policy,
 ) -> std::fmt::Result {
     push_sf_string(out, name)?;
-    write!(out, ";q={};w={}", policy.capacity(), window_secs(policy))
+    out.write_str(";q=")?;
+    push_u64(out, policy.capacity())?;
+    out.write_str(";w=")?;
+    push_u64(out, window_secs(policy))
 }
 
 /// Appends [`rate_limit`] to `out`. Fails only as `out` does.
@@ -56,12 +59,16 @@ pub(crate) fn write_rate_limit(
     decision: &Decision,
 ) -> std::fmt::Result {
     push_sf_string(out, name)?;
-    write!(
-        out,
-        ";r={};t={}",
-        decision.remaining,
-        decision.reset_after_secs()
-    )
+    out.write_str(";r=")?;
+    push_u64(out, decision.remaining)?;
+    out.write_str(";t=")?;
+    push_u64(out, decision.reset_after_secs())
+}
+
+/// `n` in decimal: `itoa` rather than `write!`, whose formatting machinery was most of the cost
+/// of a header (the server's `/v1/check` formats six numbers an answer).
+fn push_u64(out: &mut (impl Write + ?Sized), n: u64) -> std::fmt::Result {
+    out.write_str(itoa::Buffer::new().format(n))
 }
 
 /// The time for an empty bucket to fill: `capacity` emission intervals, in whole seconds rounded
@@ -77,6 +84,14 @@ pub fn window_secs(policy: &Policy) -> u64 {
 /// printable ASCII, so anything else is replaced by `?` rather than producing an invalid header.
 fn push_sf_string(out: &mut (impl Write + ?Sized), name: &str) -> std::fmt::Result {
     out.write_char('"')?;
+    // The usual name (letters, digits, `_`, `-`, `.`) needs no escape: written whole.
+    if name
+        .bytes()
+        .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+    {
+        out.write_str(name)?;
+        return out.write_char('"');
+    }
     for c in name.chars() {
         match c {
             '"' | '\\' => {

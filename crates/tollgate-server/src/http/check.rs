@@ -6,7 +6,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use std::fmt::Write as _;
 
 use tollgate::{Decision, headers};
 
@@ -91,24 +90,33 @@ pub(super) fn answer(entry: &Entry, decision: &Decision) -> Response {
 }
 
 /// A decision's fields, written by hand: every value is a number or a boolean, and they are
-/// the hot path's whole body.
+/// the hot path's whole body. Numbers by `itoa`: `write!`'s formatting machinery was a tenth
+/// of a `/v1/check`'s instructions.
 fn fields(body: &mut String, allowed: bool, decision: &Decision) {
-    // Writing to a String cannot fail.
-    let _ = write!(
-        body,
-        "\"allowed\":{allowed},\"limit\":{},\"remaining\":{},\"reset_after_ms\":{},\"retry_after_ms\":{}",
-        decision.limit(),
-        decision.remaining(),
-        decision.reset_after_ms(),
-        decision.retry_after_ms(),
-    );
+    body.push_str(if allowed {
+        "\"allowed\":true"
+    } else {
+        "\"allowed\":false"
+    });
+    let mut digits = itoa::Buffer::new();
+    for (name, n) in [
+        (",\"limit\":", decision.limit()),
+        (",\"remaining\":", decision.remaining()),
+        (",\"reset_after_ms\":", decision.reset_after_ms()),
+        (",\"retry_after_ms\":", decision.retry_after_ms()),
+    ] {
+        body.push_str(name);
+        body.push_str(digits.format(n));
+    }
 }
 
 /// `,"name":"value"`. Every string the server writes here is a policy's name (letters, digits,
 /// `_`, `-`, `.`), `inline`, or a base64url reservation: nothing JSON must escape.
 fn string(body: &mut String, name: &str, value: &str) {
     debug_assert!(!value.contains(['"', '\\']) && !value.chars().any(char::is_control));
-    let _ = write!(body, ",\"{name}\":\"{value}\"");
+    for part in [",\"", name, "\":\"", value, "\""] {
+        body.push_str(part);
+    }
 }
 
 /// `200` or `429` with `body`, the RateLimit headers of `decision` under `entry`'s policy (none
