@@ -27,36 +27,55 @@ const OPEN: [&str; 2] = ["/healthz", "/readyz"];
 /// `router`, each request authenticated by `limiter`'s tokens first; the [`Grant`] it gets is
 /// in the request's extensions for [`require`] (and handlers) to read.
 pub fn authenticate(router: Router, limiter: Arc<Limiter>) -> Router {
-    router.layer(Authenticate(limiter))
+    router.layer(Gate(Authenticate(limiter)))
 }
 
-/// The layer of [`authenticate`]. Both layers here are services of their own, not
-/// `axum::middleware::from_fn`: that boxes a future and clones the inner service for every
-/// request, which on `POST /v1/check` was about a sixth of the allocations.
-#[derive(Clone)]
-struct Authenticate(Arc<Limiter>);
+/// Refuses a request unless its [`Grant`] allows `scope`; `.layer(require(Scope::Admin))` on
+/// a route. A request that [`authenticate`] did not see (a router embedded elsewhere) has no
+/// grant and is let through: authenticating it is the embedding application's business.
+pub fn require(scope: Scope) -> Gate<Require> {
+    Gate(Require(scope))
+}
 
-impl<S> Layer<S> for Authenticate {
-    type Service = Authenticated<S>;
+/// What a [`Gate`] asks of each request before its service sees it.
+pub trait Guard: Clone {
+    /// `None` to let `request` through (perhaps with something added to it), or the answer
+    /// that refuses it.
+    fn refuse(&self, request: &mut Request) -> Option<Refused>;
+}
 
-    fn layer(&self, inner: S) -> Authenticated<S> {
-        Authenticated {
+/// A refusal's answer (boxed: refusals are rare, and one of them waits).
+pub type Refused = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// The layer of [`authenticate`] and [`require`]: a service of its own, not
+/// `axum::middleware::from_fn`, which boxes a future and clones the inner service for every
+/// request (on `POST /v1/check`, about a sixth of the allocations).
+#[derive(Clone, Copy)]
+pub struct Gate<G>(G);
+
+impl<S, G: Guard> Layer<S> for Gate<G> {
+    type Service = Gated<S, G>;
+
+    fn layer(&self, inner: S) -> Gated<S, G> {
+        Gated {
             inner,
-            limiter: Arc::clone(&self.0),
+            guard: self.0.clone(),
         }
     }
 }
 
+/// A service behind a [`Gate`].
 #[derive(Clone)]
-struct Authenticated<S> {
+pub struct Gated<S, G> {
     inner: S,
-    limiter: Arc<Limiter>,
+    guard: G,
 }
 
-impl<S> Service<Request> for Authenticated<S>
+impl<S, G> Service<Request> for Gated<S, G>
 where
     S: Service<Request, Response = Response, Error = Infallible>,
     S::Future: Unpin,
+    G: Guard,
 {
     type Response = Response;
     type Error = Infallible;
@@ -67,11 +86,24 @@ where
     }
 
     fn call(&mut self, mut request: Request) -> Answer<S::Future> {
+        match self.guard.refuse(&mut request) {
+            None => Answer::Inner(self.inner.call(request)),
+            Some(refused) => Answer::Refused(refused),
+        }
+    }
+}
+
+/// The bearer token, around the whole router.
+#[derive(Clone)]
+pub struct Authenticate(Arc<Limiter>);
+
+impl Guard for Authenticate {
+    fn refuse(&self, request: &mut Request) -> Option<Refused> {
         // Without tokens nothing is asked, and no grant is added: [`require`] lets a request
         // without one through, so a server without `[auth]` answers as it always has.
-        let auth = self.limiter.auth();
+        let auth = self.0.auth();
         if OPEN.contains(&request.uri().path()) || !auth.required() {
-            return Answer::Inner(self.inner.call(request));
+            return None;
         }
         let header = request
             .headers()
@@ -80,7 +112,7 @@ where
         match auth.bearer(header) {
             Ok(grant) => {
                 request.extensions_mut().insert(grant);
-                Answer::Inner(self.inner.call(request))
+                None
             }
             Err(refusal) => {
                 auth.failed(Frontend::Http);
@@ -88,7 +120,7 @@ where
                     Some(strikes) if refusal == Refusal::Wrong => Some(strikes.strike()),
                     _ => None,
                 };
-                Answer::Refused(Box::pin(async move {
+                Some(Box::pin(async move {
                     if let Some(delay) = delay {
                         tokio::time::sleep(delay).await;
                     }
@@ -99,66 +131,25 @@ where
     }
 }
 
-/// Refuses a request unless its [`Grant`] allows `scope`; `.layer(require(Scope::Admin))` on
-/// a route. A request that [`authenticate`] did not see (a router embedded elsewhere) has no
-/// grant and is let through: authenticating it is the embedding application's business.
-pub fn require(scope: Scope) -> Require {
-    Require(scope)
-}
-
-/// The layer of [`require`].
+/// A scope, on a route.
 #[derive(Clone, Copy)]
 pub struct Require(Scope);
 
-impl<S> Layer<S> for Require {
-    type Service = Required<S>;
-
-    fn layer(&self, inner: S) -> Required<S> {
-        Required {
-            inner,
-            scope: self.0,
-        }
+impl Guard for Require {
+    fn refuse(&self, request: &mut Request) -> Option<Refused> {
+        let refusal = request.extensions().get::<Grant>()?.allows(self.0).err()?;
+        Some(Box::pin(std::future::ready(
+            Problem::from(refusal).into_response(),
+        )))
     }
 }
 
-/// A service behind [`require`].
-#[derive(Clone)]
-pub struct Required<S> {
-    inner: S,
-    scope: Scope,
-}
-
-impl<S> Service<Request> for Required<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Unpin,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Answer<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Answer<S::Future> {
-        if let Some(grant) = request.extensions().get::<Grant>()
-            && let Err(refusal) = grant.allows(self.scope)
-        {
-            return Answer::Refused(Box::pin(std::future::ready(
-                Problem::from(refusal).into_response(),
-            )));
-        }
-        Answer::Inner(self.inner.call(request))
-    }
-}
-
-/// The inner service's answer, or a refusal (boxed: refusals are rare, and one of them waits).
+/// The inner service's answer, or a refusal.
 pub enum Answer<F> {
     /// Let through: the inner service answers.
     Inner(F),
     /// Refused: a problem, after the connection's strikes' delay.
-    Refused(Pin<Box<dyn Future<Output = Response> + Send>>),
+    Refused(Refused),
 }
 
 impl<F: Future<Output = Result<Response, Infallible>> + Unpin> Future for Answer<F> {

@@ -87,7 +87,9 @@ fn served_within<T>(within: Duration, mut ask: impl FnMut() -> Option<T>) -> (T,
 
 #[test]
 fn ten_thousand_silent_http_connections_do_not_lock_out_an_honest_client() {
-    let (_dir, server) = started("[http]\nrequest_timeout = \"1s\"\n", &[]);
+    let (_dir, server) = started("[http]\nrequest_timeout = \"3s\"\n", &[]);
+    // 3 s: opening 10,000 connections took over a second on a loaded CI machine, which closed
+    // the first ones (silent past the timeout) before the one over the cap.
     let mut held = silent(server.addr, 10_000);
     let opened = Stopwatch::start();
     // The next one is over max_connections: told so at once, not left in the backlog.
@@ -97,19 +99,19 @@ fn ten_thousand_silent_http_connections_do_not_lock_out_an_honest_client() {
     assert!(answer.contains("application/problem+json"), "{answer}");
     assert!(answer.contains("max_connections"), "{answer}");
     // The silent ones are closed after the request timeout, and an honest client gets in.
-    let (answer, _) = served_within(Duration::from_secs(5), || {
+    let (answer, _) = served_within(Duration::from_secs(8), || {
         let mut honest = TcpStream::connect(server.addr).ok()?;
         let answer = exchange(&mut honest, post_check().as_bytes(), Duration::from_secs(1));
         answer.starts_with("HTTP/1.1 200").then_some(answer)
     });
     assert!(answer.contains("\"allowed\":true"), "{answer}");
     assert!(
-        opened.elapsed() < Duration::from_secs(4),
+        opened.elapsed() < Duration::from_secs(6),
         "{:?}",
         opened.elapsed()
     );
-    assert!(closed_within(&mut held[0], Duration::from_secs(2)));
-    assert!(closed_within(&mut held[9_999], Duration::from_secs(3)));
+    assert!(closed_within(&mut held[0], Duration::from_secs(4)));
+    assert!(closed_within(&mut held[9_999], Duration::from_secs(5)));
     // Every silent one is closed by the server, counted as timed out.
     let (metrics, _) = served_within(Duration::from_secs(5), || {
         let metrics = blocking_get(server.addr, "/metrics");
