@@ -136,10 +136,22 @@ mod tests {
         }
     }
 
-    /// Wakes itself during its first `n` polls, then is ready.
+    /// Wakes itself during its first `left` polls, then is ready with its count of polls; with
+    /// `elsewhere`, from another thread (as a handler's task on another worker would).
     struct SelfWaking {
         left: usize,
         polls: usize,
+        elsewhere: bool,
+    }
+
+    impl SelfWaking {
+        fn new(left: usize) -> SelfWaking {
+            SelfWaking {
+                left,
+                polls: 0,
+                elsewhere: false,
+            }
+        }
     }
 
     impl Future for SelfWaking {
@@ -151,7 +163,12 @@ mod tests {
                 return Poll::Ready(self.polls);
             }
             self.left -= 1;
-            cx.waker().wake_by_ref();
+            if self.elsewhere {
+                let waker = cx.waker().clone();
+                std::thread::spawn(move || waker.wake()).join().unwrap();
+            } else {
+                cx.waker().wake_by_ref();
+            }
             Poll::Pending
         }
     }
@@ -164,7 +181,7 @@ mod tests {
     fn a_wake_up_during_a_poll_is_a_poll_again_not_a_reschedule() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        let mut future = OwnWakes::new(SelfWaking { left: 1, polls: 0 });
+        let mut future = OwnWakes::new(SelfWaking::new(1));
         assert_eq!(poll(&mut future, &waker), Poll::Ready(2));
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
     }
@@ -173,10 +190,7 @@ mod tests {
     fn a_future_that_keeps_waking_itself_still_yields_to_the_runtime() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        let mut future = OwnWakes::new(SelfWaking {
-            left: usize::MAX,
-            polls: 0,
-        });
+        let mut future = OwnWakes::new(SelfWaking::new(usize::MAX));
         assert!(poll(&mut future, &waker).is_pending());
         // It was polled AGAIN times, then handed the wake-up to the runtime.
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
@@ -185,31 +199,14 @@ mod tests {
         assert_eq!(future.inner.polls, 2 * AGAIN);
     }
 
-    /// Wakes its waker from another thread during each poll (as a handler's task on another
-    /// worker would), and is ready on its second poll.
-    struct WokenFromElsewhere {
-        polls: usize,
-    }
-
-    impl Future for WokenFromElsewhere {
-        type Output = usize;
-
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<usize> {
-            self.polls += 1;
-            if self.polls == 2 {
-                return Poll::Ready(2);
-            }
-            let waker = cx.waker().clone();
-            std::thread::spawn(move || waker.wake()).join().unwrap();
-            Poll::Pending
-        }
-    }
-
     #[test]
     fn a_wake_up_from_another_thread_during_a_poll_is_a_poll_again() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        let mut future = OwnWakes::new(WokenFromElsewhere { polls: 0 });
+        let mut future = OwnWakes::new(SelfWaking {
+            elsewhere: true,
+            ..SelfWaking::new(1)
+        });
         assert_eq!(poll(&mut future, &waker), Poll::Ready(2));
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
     }

@@ -108,20 +108,11 @@ impl Table<AtomicU64> {
         count: &KeyCount,
         f: impl FnOnce(&AtomicU64) -> R,
     ) -> Result<R, AtCap> {
-        let hash = self.hash(key);
-        let shard = self.shard_of(hash);
-        {
-            let guard = shard.read();
-            if let Some(slot) = guard.find(hash, key) {
-                let decided = f(guard.cell(slot));
-                drop(guard);
-                if in_a_row(hash) {
-                    self.share(shard, hash, key, now, count);
-                }
-                return Ok(decided);
+        self.with_cell_then(key, now, count, f, |shard, hash| {
+            if in_a_row(hash) {
+                self.share(shard, hash, key, now, count);
             }
-        }
-        self.with_new_cell(shard, hash, key, now, count, f)
+        })
     }
 
     /// Caches `key`'s hot cell in this thread, moving the key's cell out of its slot first if
