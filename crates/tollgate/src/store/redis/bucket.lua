@@ -21,6 +21,13 @@
 --          index (into KEYS), policy index, cost. A decision is all or nothing; cost 0 peeks.
 --          The common decision, one check of cost 1 under policy 1, is one number instead:
 --          minus its key index.
+-- ARGV[..] last, S, and before it S numbers: what the only check of each of KEYS[1..S] takes
+--          (cost × t). Those buckets are *taken first*: written with `SET ... NX GET` at once,
+--          as if absent, which reads and writes a new bucket (a user not seen for a while, the
+--          common case) in one command instead of two; a bucket that exists is only read by it
+--          and decided as the others. A bucket so created whose decision does not take (another
+--          bucket of it denied) is deleted again, and so is every one when a later read fails
+--          (a key the node does not serve): the call then wrote nothing.
 -- (Every number is a string Redis hands to Lua, and tonumber is a strtod: the encoding sends
 -- and converts each as few times as it can. In a batch of single checks, each is a quarter
 -- of the script's time when sent as four numbers.)
@@ -43,13 +50,51 @@ else
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 
-local tonumber, max, ceil = tonumber, math.max, math.ceil
+local tonumber, max, ceil, format = tonumber, math.max, math.ceil, string.format
 local out = { now }
 local tat, dirty, garbage = {}, {}, {}
--- `read_all` comes before this text (script.rs): one MGET for every bucket, as each
+
+local n = #ARGV
+local first = tonumber(ARGV[n])
+n = n - first - 1
+-- The buckets taken first: the value each was created with, by key index.
+local written = {}
+local function take_back(err)
+  for k in pairs(written) do
+    redis.call('DEL', KEYS[k])
+  end
+  return err
+end
+local values = {}
+local last, new, new_s, ttl_s
+for k = 1, first do
+  local take = ARGV[n + k]
+  -- Checks alike (most of a batch) take alike: their arguments are formatted once.
+  if take ~= last then
+    last = take
+    local t = tonumber(take)
+    new = now + t
+    new_s, ttl_s = format('%d', new), format('%d', ceil(t / 1000) + slack)
+  end
+  local was = redis.pcall('SET', KEYS[k], new_s, 'NX', 'GET', 'PX', ttl_s)
+  if was == false then
+    values[k], written[k] = false, new
+  elseif type(was) == 'string' then
+    values[k] = was
+  elseif string.sub(was.err, 1, 9) == 'WRONGTYPE' then
+    -- Of another type: read as missing, as MGET reads it, and overwritten if charged.
+    values[k] = false
+  else
+    return take_back(was)
+  end
+end
+-- `read_rest` comes before this text (script.rs): one MGET for every other bucket, as each
 -- redis.call costs Redis more than the read itself; batched per cluster node, an MGET per
--- bucket (one command may not span slots). Every bucket is read before anything is written.
-local values = read_all(KEYS)
+-- bucket (one command may not span slots). Every bucket is read before it is decided.
+local failed = read_rest(KEYS, first + 1, values)
+if failed then
+  return take_back(failed)
+end
 local furthest = now + 4503599627370496 -- 2^52 µs
 for k = 1, #KEYS do
   local raw = values[k]
@@ -76,7 +121,6 @@ for p = 1, tonumber(ARGV[2]) do
   a = a + 2
 end
 
-local n = #ARGV
 local o = #out
 local t1, tau1 = t[1], tau[1]
 while a <= n do
@@ -138,11 +182,16 @@ while a <= n do
   end
 end
 
-local format = string.format
 for k = 1, #KEYS do
   if dirty[k] then
-    local ttl = ceil((tat[k] - now) / 1000) + slack
-    redis.call('SET', KEYS[k], format('%d', tat[k]), 'PX', format('%d', ttl))
+    -- A bucket taken first was written with what its only check took.
+    if tat[k] ~= written[k] then
+      local ttl = ceil((tat[k] - now) / 1000) + slack
+      redis.call('SET', KEYS[k], format('%d', tat[k]), 'PX', format('%d', ttl))
+    end
+  elseif written[k] then
+    -- Created for a decision that did not take: absent again, as it was.
+    redis.call('DEL', KEYS[k])
   elseif garbage[k] and garbage[k] > 0 then
     -- Left as it is for whoever wants to look, but never for longer than a bucket lives.
     local left = redis.call('PTTL', KEYS[k])

@@ -77,6 +77,7 @@ pub mod bench;
 mod error;
 mod keys;
 mod nodes;
+mod plan;
 mod script;
 mod settle;
 
@@ -90,6 +91,7 @@ use super::batch::{Batcher, Runner};
 use super::deny_cache::DenyCache;
 use super::{Check, Store};
 use crate::{CheckError, Clock, MonotonicClock, Nanos, StoreError, Verdict};
+use plan::TakeFirst;
 use script::{Encoded, Keys, Reply, Scripts};
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
@@ -166,6 +168,8 @@ pub struct RedisStore {
 struct Inner {
     connection: Connection,
     scripts: Scripts,
+    /// Whether calls with every key declared take their lone buckets first.
+    take_first: TakeFirst,
     timeout: Duration,
     /// The local clock: deadlines of the deny cache, and the script's time in tests.
     clock: Arc<dyn Clock>,
@@ -343,6 +347,7 @@ impl RedisStoreBuilder {
         let inner = Arc::new(Inner {
             connection,
             scripts,
+            take_first: TakeFirst::new(),
             timeout: self.timeout,
             clock: self
                 .test_clock
@@ -411,18 +416,31 @@ impl Inner {
     ) -> Result<Vec<Reply>, StoreError> {
         let sent = self.local_now();
         let now_us = self.inject_time.then(|| sent.as_u64() / 1000);
-        let scripts = &self.scripts;
+        let (scripts, guess) = (&self.scripts, &self.take_first);
         let run = async {
             match self.connection.clone() {
-                Connection::Single(mut c) => {
-                    script::run(scripts, &mut c, false, Keys::Declared, now_us, decisions)
-                        .await?
-                        .ok_or_else(|| StoreError::incompatible("the script refused its keys"))
-                }
+                Connection::Single(mut c) => script::run(
+                    scripts,
+                    &mut c,
+                    false,
+                    Keys::Declared,
+                    guess,
+                    now_us,
+                    decisions,
+                )
+                .await?
+                .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
                 Connection::Cluster(mut c) => match &self.nodes {
                     Some(nodes) => {
-                        let per_node =
-                            script::run(scripts, &mut c, true, Keys::PerNode, now_us, decisions);
+                        let per_node = script::run(
+                            scripts,
+                            &mut c,
+                            true,
+                            Keys::PerNode,
+                            guess,
+                            now_us,
+                            decisions,
+                        );
                         match per_node.await? {
                             Some(replies) => Ok(replies),
                             None => {
@@ -431,9 +449,17 @@ impl Inner {
                             }
                         }
                     }
-                    None => script::run(scripts, &mut c, true, Keys::Declared, now_us, decisions)
-                        .await?
-                        .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
+                    None => script::run(
+                        scripts,
+                        &mut c,
+                        true,
+                        Keys::Declared,
+                        guess,
+                        now_us,
+                        decisions,
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
                 },
             }
         };
@@ -511,6 +537,7 @@ impl Inner {
                     &mut conn,
                     true,
                     Keys::Declared,
+                    &self.take_first,
                     now_us,
                     &batch,
                 )

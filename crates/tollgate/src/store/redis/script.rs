@@ -6,6 +6,7 @@ use redis::{Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
 use super::error::store_error;
 use super::keys::bucket_key;
+use super::plan::{Plan, TakeFirst};
 use crate::algorithm::gcra::Gcra;
 use crate::store::deny_cache::Refill;
 use crate::{
@@ -19,9 +20,17 @@ const MAX_EXACT: u128 = 1 << 52;
 /// One microsecond, the script's unit of time.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
-/// Reads every bucket of `bucket.lua` at once: its declared keys share one slot.
-const READ_DECLARED: &str =
-    "local function read_all(keys) return redis.call('MGET', unpack(keys)) end\n";
+/// Reads the buckets of `bucket.lua` it did not take first (from `from` on) at once: its
+/// declared keys share one slot.
+const READ_DECLARED: &str = "local function read_rest(keys, from, values)
+  if from <= #keys then
+    local got = redis.call('MGET', unpack(keys, from))
+    for i = from, #keys do
+      values[i] = got[i - from + 1]
+    end
+  end
+end
+";
 
 /// Batched per cluster node: the call declares one key (the keys a call declares must share one
 /// slot, flag or not), and passes every bucket at the end of ARGV, then their number; this puts
@@ -42,13 +51,16 @@ end
 ";
 
 /// One MGET per bucket: one command may not span slots, even with the flag. (MGET rather than
-/// GET: a key of another type reads as missing, as in one MGET.)
-const READ_PER_NODE: &str = "local function read_all(keys)
-  local values = {}
-  for i = 1, #keys do
-    values[i] = redis.call('MGET', keys[i])[1]
+/// GET: a key of another type reads as missing, as in one MGET.) A bucket the node does not
+/// serve is an error, answered after what the script took first is taken back.
+const READ_PER_NODE: &str = "local function read_rest(keys, from, values)
+  for i = from, #keys do
+    local got = redis.pcall('MGET', keys[i])
+    if got.err then
+      return got
+    end
+    values[i] = got[1]
   end
-  return values
 end
 ";
 
@@ -112,17 +124,9 @@ impl Scripts {
 /// instruction-count benchmark's way in (see `bench.rs`).
 pub(crate) fn pack(scripts: &Scripts, decisions: &[Vec<Encoded>], out: &mut Vec<u8>) {
     let (script, buckets_only) = scripts.pick(decisions, Keys::Declared);
-    let (keys, slots) = plan(decisions);
-    command(
-        script,
-        None,
-        decisions,
-        &keys,
-        &slots,
-        buckets_only,
-        Keys::Declared,
-    )
-    .write_packed_command(out);
+    let mut plan = Plan::new(decisions, buckets_only);
+    plan.take_first(decisions);
+    command(script, None, decisions, &plan, buckets_only, Keys::Declared).write_packed_command(out);
 }
 
 /// A policy in the script's terms: its algorithm code and two numbers (see `decide.lua`), in
@@ -225,6 +229,14 @@ impl Encoded {
     }
 }
 
+impl Encoded {
+    /// What this check takes from a token bucket that is full, in the script's terms (cost ×
+    /// t, µs): `None` for a peek or another algorithm.
+    pub(crate) fn take(&self) -> Option<u64> {
+        (self.gcra.is_some() && self.cost > 0).then(|| self.cost * self.a)
+    }
+}
+
 /// The script's answer to one decision.
 pub(crate) struct Reply {
     pub(crate) verdict: Verdict,
@@ -270,33 +282,42 @@ impl Reply {
 /// cluster's (see [`query`] for what is asked again).
 ///
 /// `None` when the call was sent per node ([`Keys::PerNode`]) and the node does not serve one
-/// of its buckets: the script stopped at its reads, so it decided and wrote nothing.
+/// of its buckets: the script stopped at its reads and took back what it had written, so it
+/// decided and wrote nothing.
+///
+/// Per node, lone buckets are always taken first (see [`Plan`]); with every key declared,
+/// while `guess` says it is worth it, and what the call read teaches `guess`.
 pub(crate) async fn run<D: AsRef<[Encoded]>>(
     scripts: &Scripts,
     conn: &mut impl redis::aio::ConnectionLike,
     cluster: bool,
     keys_as: Keys,
+    guess: &TakeFirst,
     now_us: Option<u64>,
     decisions: &[D],
 ) -> Result<Option<Vec<Reply>>, StoreError> {
     let (script, buckets_only) = scripts.pick(decisions, keys_as);
-    let (keys, slots) = plan(decisions);
-    let cmd = command(
-        script,
-        now_us,
-        decisions,
-        &keys,
-        &slots,
-        buckets_only,
-        keys_as,
-    );
+    let mut plan = Plan::new(decisions, buckets_only);
+    if keys_as == Keys::PerNode || guess.worth() {
+        plan.take_first(decisions);
+    }
+    let cmd = command(script, now_us, decisions, &plan, buckets_only, keys_as);
     let reply = match query(script, &cmd, conn, cluster).await {
         Err(e) if keys_as == Keys::PerNode && is_not_local(&e) => return Ok(None),
         reply => reply.map_err(store_error)?,
     };
     let numbers = numbers(reply)?;
     if buckets_only {
-        replay(&numbers, decisions, keys.len(), &slots)
+        if keys_as == Keys::Declared {
+            // A state of 0: the bucket was absent.
+            let absent = plan
+                .lone
+                .iter()
+                .filter(|&&k| numbers.get(k + 1) == Some(&0))
+                .count();
+            guess.learn(absent, plan.lone.len() - absent);
+        }
+        replay(&numbers, decisions, plan.keys.len(), &plan.slots)
     } else {
         parse(&numbers, decisions)
     }
@@ -304,7 +325,7 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
 }
 
 /// Every check of `decisions`, in order.
-fn checks<D: AsRef<[Encoded]>>(decisions: &[D]) -> impl Iterator<Item = &Encoded> {
+pub(crate) fn checks<D: AsRef<[Encoded]>>(decisions: &[D]) -> impl Iterator<Item = &Encoded> {
     decisions.iter().flat_map(AsRef::as_ref)
 }
 
@@ -316,10 +337,6 @@ fn is_not_local(e: &redis::RedisError) -> bool {
     text.contains("Script attempted to access a non local key")
         || text.contains("Script attempted to access keys that do not hash to the same slot")
 }
-
-/// Calls with at most this many checks find repeated buckets by comparing them with the
-/// buckets before: cheaper than hashing until the comparisons add up.
-const PLAN_WITHOUT_HASHING: usize = 8;
 
 /// How often a call that the cluster client could not follow through its redirections is made
 /// again, and the wait before the first (then twice that, three times...).
@@ -366,48 +383,20 @@ fn is_redirection(e: &redis::RedisError) -> bool {
     )
 }
 
-/// The buckets to send, each once in the order first met, and the index among them of every
-/// check (decisions flattened).
-fn plan<D: AsRef<[Encoded]>>(decisions: &[D]) -> (Vec<&[u8]>, Vec<usize>) {
-    let count = decisions.iter().map(|d| d.as_ref().len()).sum::<usize>();
-    let mut keys: Vec<&[u8]> = Vec::with_capacity(count);
-    let slots = if count <= PLAN_WITHOUT_HASHING {
-        checks(decisions)
-            .map(|check| {
-                let bucket = check.bucket.as_slice();
-                keys.iter().position(|&k| k == bucket).unwrap_or_else(|| {
-                    keys.push(bucket);
-                    keys.len() - 1
-                })
-            })
-            .collect()
-    } else {
-        let mut index: foldhash::HashMap<&[u8], usize> = foldhash::HashMap::default();
-        checks(decisions)
-            .map(|check| {
-                *index.entry(&check.bucket).or_insert_with(|| {
-                    keys.push(&check.bucket);
-                    keys.len() - 1
-                })
-            })
-            .collect()
-    };
-    (keys, slots)
-}
-
 /// `EVALSHA sha numkeys keys... time ...`; then, for `decide.lua`, the number of decisions and
 /// 5 numbers per check; for `bucket.lua`, the distinct policies and 3 numbers per check (see
-/// the scripts. Indices count from 1, as Lua does. Per node, the first key alone is declared,
-/// and every key follows the rest, then their number (see `PER_NODE`).
+/// the scripts), then what the buckets taken first take and their number. Indices count from
+/// 1, as Lua does. Per node, the first key alone is declared, and every key follows the rest,
+/// then their number (see `PER_NODE`).
 fn command<D: AsRef<[Encoded]>>(
     script: &Script,
     now_us: Option<u64>,
     decisions: &[D],
-    keys: &[&[u8]],
-    slots: &[usize],
+    plan: &Plan<'_>,
     buckets_only: bool,
     keys_as: Keys,
 ) -> Cmd {
+    let keys = &plan.keys;
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash());
     match keys_as {
@@ -446,7 +435,7 @@ fn command<D: AsRef<[Encoded]>>(
     } else {
         cmd.arg(decisions.len());
     }
-    let mut slots = slots.iter().enumerate();
+    let mut slots = plan.slots.iter().enumerate();
     for checks in decisions.iter().map(AsRef::as_ref) {
         if let ([check], true) = (checks, buckets_only) {
             let (i, &slot) = slots.next().expect("a slot per check");
@@ -471,6 +460,12 @@ fn command<D: AsRef<[Encoded]>>(
                     .arg(check.cost);
             }
         }
+    }
+    if buckets_only {
+        for take in &plan.takes {
+            cmd.arg(take);
+        }
+        cmd.arg(plan.takes.len());
     }
     if keys_as == Keys::PerNode {
         for key in keys {
@@ -637,34 +632,5 @@ mod tests {
         // The server's reproduction: a period of 4.55e12 ms is beyond the range by itself.
         let long = Policy::token_bucket(1, 1, Duration::from_millis(4_550_000_000_000)).unwrap();
         assert_eq!(params(&long).unwrap_err().field(), "period");
-    }
-
-    /// Few checks are planned by comparing, many by hashing: both send each bucket once, in
-    /// the order first met, and point every check at its own.
-    #[test]
-    fn calls_of_few_and_of_many_checks_are_planned_alike() {
-        let policy = Policy::token_bucket(10, 1, Duration::from_secs(1)).unwrap();
-        let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
-        for n in [1, 5, PLAN_WITHOUT_HASHING, PLAN_WITHOUT_HASHING + 1, 40] {
-            // Single checks on a, b, c, a, b, c, ..., and one decision of two checks.
-            let mut decisions: Vec<Vec<Encoded>> = (0..n)
-                .map(|i| vec![Encoded::new(&Check::new(policy, keys[i % 3], 1)).unwrap()])
-                .collect();
-            decisions.push(vec![
-                Encoded::new(&Check::new(policy, b"d", 1)).unwrap(),
-                Encoded::new(&Check::new(policy, b"a", 1)).unwrap(),
-            ]);
-            let (sent, slots) = plan(&decisions);
-            let distinct = n.min(3);
-            let mut expected: Vec<Vec<u8>> = keys[..distinct]
-                .iter()
-                .map(|k| Encoded::new(&Check::new(policy, k, 1)).unwrap().bucket)
-                .collect();
-            expected.push(decisions[n][0].bucket.clone());
-            assert_eq!(sent, expected, "{n} checks");
-            let mut want: Vec<usize> = (0..n).map(|i| i % 3).collect();
-            want.extend([distinct, 0]);
-            assert_eq!(slots, want, "{n} checks");
-        }
     }
 }
