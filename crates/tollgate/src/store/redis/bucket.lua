@@ -32,8 +32,9 @@
 -- and converts each as few times as it can. In a batch of single checks, each is a quarter
 -- of the script's time when sent as four numbers.)
 --
--- Returns { now, the state read of each key (0 when absent, -1 when garbage), then per decision
--- 1 when it was allowed and taken, 2 when it names a garbage key, else 0 }.
+-- Returns { now (negated when this Redis cannot take first), the state read of each key (0 when
+-- absent, -1 when garbage), then per decision 1 when it was allowed and taken, 2 when it names a
+-- garbage key, else 0 }.
 --
 -- Integers only: Lua numbers are doubles, exact below 2^53; the caller refuses tau >= 2^52, and
 -- now ≈ 1.8e15 µs, so tat + cost × t <= now + 2 tau stays exact this century.
@@ -84,6 +85,11 @@ for k = 1, first do
   elseif string.sub(was.err, 1, 9) == 'WRONGTYPE' then
     -- Of another type: read as missing, as MGET reads it, and overwritten if charged.
     values[k] = false
+  elseif k == 1 and string.find(was.err, 'syntax error', 1, true) then
+    -- Redis before 7.0 refuses NX with GET: every bucket is read below, and a negative time
+    -- tells the client not to take first again.
+    first, out[1] = 0, -now
+    break
   else
     return take_back(was)
   end

@@ -119,6 +119,9 @@ pub(crate) struct TakeFirst(AtomicI32);
 /// The bounds of the score: how long a change of the traffic takes to turn it.
 const SCORE: i32 = 64;
 
+/// The score of a Redis that cannot take first (before 7.0: no `NX` with `GET`), for good.
+const REFUSED: i32 = i32::MIN;
+
 impl TakeFirst {
     pub(crate) fn new() -> TakeFirst {
         TakeFirst(AtomicI32::new(SCORE / 8))
@@ -138,9 +141,14 @@ impl TakeFirst {
             let _ = self
                 .0
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
-                    Some((s + change).clamp(-SCORE, SCORE))
+                    (s != REFUSED).then(|| (s + change).clamp(-SCORE, SCORE))
                 });
         }
+    }
+
+    /// The script could not take first: this Redis is older than 7.0.
+    pub(crate) fn refused(&self) {
+        self.0.store(REFUSED, Ordering::Relaxed);
     }
 }
 
@@ -234,6 +242,12 @@ mod tests {
         // Bounded: a long run of absent buckets turns within a few calls.
         guess.learn(10_000, 0);
         guess.learn(0, 33);
+        assert!(!guess.worth());
+        // A Redis that refuses is never asked again.
+        guess.learn(64, 0);
+        assert!(guess.worth());
+        guess.refused();
+        guess.learn(10_000, 0);
         assert!(!guess.worth());
     }
 }

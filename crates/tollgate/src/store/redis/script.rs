@@ -306,8 +306,13 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
         Err(e) if keys_as == Keys::PerNode && is_not_local(&e) => return Ok(None),
         reply => reply.map_err(store_error)?,
     };
-    let numbers = numbers(reply)?;
+    let mut numbers = numbers(reply)?;
     if buckets_only {
+        if let Some(now) = numbers.first_mut().filter(|now| **now < 0) {
+            // The script could not take first (see `bucket.lua`): it read as before.
+            *now = -*now;
+            guess.refused();
+        }
         if keys_as == Keys::Declared {
             // A state of 0: the bucket was absent.
             let absent = plan
