@@ -97,7 +97,8 @@ end
 -- `read_rest` comes before this text (script.rs): one MGET for every other bucket, as each
 -- redis.call costs Redis more than the read itself; batched per cluster node, an MGET per
 -- bucket (one command may not span slots). Every bucket is read before it is decided.
-local failed = read_rest(KEYS, first + 1, values)
+local failed
+values, failed = read_rest(KEYS, first + 1, values)
 if failed then
   return take_back(failed)
 end

@@ -21,14 +21,18 @@ const MAX_EXACT: u128 = 1 << 52;
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
 /// Reads the buckets of `bucket.lua` it did not take first (from `from` on) at once: its
-/// declared keys share one slot.
+/// declared keys share one slot. Answers `values` filled in (MGET's own array when nothing was
+/// taken first).
 const READ_DECLARED: &str = "local function read_rest(keys, from, values)
-  if from <= #keys then
+  if from == 1 then
+    return redis.call('MGET', unpack(keys))
+  elseif from <= #keys then
     local got = redis.call('MGET', unpack(keys, from))
     for i = from, #keys do
       values[i] = got[i - from + 1]
     end
   end
+  return values
 end
 ";
 
@@ -52,15 +56,16 @@ end
 
 /// One MGET per bucket: one command may not span slots, even with the flag. (MGET rather than
 /// GET: a key of another type reads as missing, as in one MGET.) A bucket the node does not
-/// serve is an error, answered after what the script took first is taken back.
+/// serve is an error, answered second, after what the script took first is taken back.
 const READ_PER_NODE: &str = "local function read_rest(keys, from, values)
   for i = from, #keys do
     local got = redis.pcall('MGET', keys[i])
     if got.err then
-      return got
+      return nil, got
     end
     values[i] = got[1]
   end
+  return values
 end
 ";
 
