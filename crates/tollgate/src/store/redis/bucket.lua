@@ -22,7 +22,8 @@
 --          The common decision, one check of cost 1 under policy 1, is one number instead:
 --          minus its key index.
 -- ARGV[..] last, S, and before it S numbers: what the only check of each of KEYS[1..S] takes
---          (cost × t). Those buckets are *taken first*: written with `SET ... NX GET` at once,
+--          (cost × t); or -S and one number, when they all take the same (a batch of checks
+--          alike, the common case). Those buckets are *taken first*: written with `SET ... NX GET` at once,
 --          as if absent, which reads and writes a new bucket (a user not seen for a while, the
 --          common case) in one command instead of two; a bucket that exists is only read by it
 --          and decided as the others. A bucket so created whose decision does not take (another
@@ -57,7 +58,12 @@ local tat, dirty, garbage = {}, {}, {}
 
 local n = #ARGV
 local first = tonumber(ARGV[n])
-n = n - first - 1
+local alike = first < 0
+if alike then
+  first, n = -first, n - 2
+else
+  n = n - first - 1
+end
 -- The buckets taken first: the value each was created with, by key index.
 local written = {}
 local function take_back(err)
@@ -69,7 +75,7 @@ end
 local values = {}
 local last, new, new_s, ttl_s
 for k = 1, first do
-  local take = ARGV[n + k]
+  local take = ARGV[alike and n + 1 or n + k]
   -- Checks alike (most of a batch) take alike: their arguments are formatted once.
   if take ~= last then
     last = take

@@ -407,8 +407,13 @@ fn command<D: AsRef<[Encoded]>>(
     keys_as: Keys,
 ) -> Cmd {
     let keys = &plan.keys;
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash());
+    // Sized up front (roughly: a number has at most 20 digits, most have a few), as grown
+    // argument by argument the command was reallocated a dozen times. Per node the first key
+    // goes twice.
+    let numbers = 8 + 5 * plan.slots.len() + plan.takes.len();
+    let key_bytes: usize = keys.iter().chain(keys.first()).map(|k| k.len()).sum();
+    let mut cmd = Cmd::with_capacity(keys.len() + numbers + 4, 64 + key_bytes + numbers * 8);
+    cmd.arg("EVALSHA").arg(script.get_hash());
     match keys_as {
         Keys::Declared => {
             cmd.arg(keys.len());
@@ -472,10 +477,18 @@ fn command<D: AsRef<[Encoded]>>(
         }
     }
     if buckets_only {
-        for take in &plan.takes {
-            cmd.arg(take);
+        match plan.takes.split_first() {
+            Some((take, rest)) if rest.iter().all(|t| t == take) => {
+                cmd.arg(take)
+                    .arg(-i64::try_from(plan.takes.len()).expect("fewer keys than i64::MAX"));
+            }
+            _ => {
+                for take in &plan.takes {
+                    cmd.arg(take);
+                }
+                cmd.arg(plan.takes.len());
+            }
         }
-        cmd.arg(plan.takes.len());
     }
     if keys_as == Keys::PerNode {
         for key in keys {
