@@ -244,7 +244,7 @@ impl<C: Clock> MemoryStore<C> {
     /// arguments come in [`Check::new`]'s order: policy, key, cost.
     #[inline]
     pub fn check(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
-        let prefix = Prefix::numbers(policy);
+        let prefix = Prefix::shared_numbers(policy);
         self.check_in(policy, BucketKey::new(&prefix, key), cost)
     }
 
