@@ -23,12 +23,12 @@
 --          minus its key index.
 -- ARGV[..] last, S, and before it S numbers: what the only check of each of KEYS[1..S] takes
 --          (cost × t); or -S and one number, when they all take the same (a batch of checks
---          alike, the common case). Those buckets are *taken first*: written with `SET ... NX GET` at once,
---          as if absent, which reads and writes a new bucket (a user not seen for a while, the
---          common case) in one command instead of two; a bucket that exists is only read by it
---          and decided as the others. A bucket so created whose decision does not take (another
---          bucket of it denied) is deleted again, and so is every one when a later read fails
---          (a key the node does not serve): the call then wrote nothing.
+--          alike, the common case). Those buckets are *taken first*: written at once with
+--          `SET ... NX GET`, as if absent, which reads and writes a new bucket (a user not seen
+--          for a while, the common case) in one command instead of two; a bucket that exists
+--          is only read by it and decided as the others. A bucket so created whose decision
+--          does not take (another bucket of it denied) is deleted again, and so is every one
+--          when a later read fails (a key the node does not serve): the call then wrote nothing.
 -- (Every number is a string Redis hands to Lua, and tonumber is a strtod: the encoding sends
 -- and converts each as few times as it can. In a batch of single checks, each is a quarter
 -- of the script's time when sent as four numbers.)

@@ -2,7 +2,8 @@
 //!
 //! Read from `CLUSTER SLOTS` at start and again whenever a call finds a bucket its node does not
 //! serve (a slot moved). The map only groups checks: a stale one costs a retry, never a wrong
-//! decision, since a node refuses a bucket it does not serve before its script writes anything.
+//! decision, since a script that meets a bucket its node does not serve takes back whatever it
+//! wrote and fails before it decides anything.
 
 use std::sync::Arc;
 
