@@ -106,38 +106,62 @@ async fn a_key_of_another_type_is_overwritten_as_before() {
 
 /// On one Redis, a bucket that exists costs a command of its own when taken first (it would
 /// have shared the call's one `MGET`): a store whose lone buckets keep existing stops taking
-/// them first, and takes them first again once they are mostly new.
+/// them first, and takes them first again once they are mostly new. (Decisions of two buckets
+/// each: in a call of one bucket, taking first is the read, and always done.)
 #[tokio::test]
 async fn one_redis_takes_first_only_while_lone_buckets_are_mostly_new() {
     let redis = TestRedis::start().unwrap();
     let store = RedisStore::connect(redis.url()).await.unwrap();
     let policy = no_refill(1_000);
-    let frank = Check::new(policy, b"frank", 1);
     reset(redis.port());
     for _ in 0..40 {
-        assert!(store.decide(&[frank]).await.unwrap().allowed());
-    }
-    let (sets, reads) = sets_and_reads(redis.port());
-    // Each decision writes once; a few read with SET before the store learns.
-    assert!(reads >= 33, "{reads} MGETs, {sets} SETs");
-    assert!(sets <= 40 + 7, "{reads} MGETs, {sets} SETs");
-    assert_eq!(remaining(&store, frank).await, 960);
-    // New users: read by MGET while the store still expects them to exist, then taken first.
-    for user in 0..100u32 {
-        let key = format!("new-{user}");
-        let check = Check::new(policy, key.as_bytes(), 1);
-        assert!(store.decide(&[check]).await.unwrap().allowed());
-    }
-    reset(redis.port());
-    for user in 100..120u32 {
-        let key = format!("new-{user}");
-        let check = Check::new(policy, key.as_bytes(), 1);
-        assert_eq!(
-            store.decide(&[check]).await.unwrap().decisions()[0].remaining(),
-            999
+        assert!(
+            store
+                .decide(&two(policy, b"frank"))
+                .await
+                .unwrap()
+                .allowed()
         );
     }
-    assert_eq!(sets_and_reads(redis.port()), (20, 0));
+    let (sets, reads) = sets_and_reads(redis.port());
+    // Each decision writes twice; the first few read with SET before the store learns.
+    assert!(reads >= 35, "{reads} MGETs, {sets} SETs");
+    assert!(sets <= 80 + 10, "{reads} MGETs, {sets} SETs");
+    assert_eq!(remaining(&store, two(policy, b"frank")[1]).await, 960);
+    // New users: read by MGET while the store still expects them to exist, then taken first.
+    let users: Vec<String> = (0..120u32).map(|u| format!("new-{u}")).collect();
+    for user in &users[..100] {
+        let verdict = store.decide(&two(policy, user.as_bytes())).await;
+        assert!(verdict.unwrap().allowed());
+    }
+    reset(redis.port());
+    for user in &users[100..] {
+        let verdict = store.decide(&two(policy, user.as_bytes())).await.unwrap();
+        assert_eq!(verdict.decisions()[0].remaining(), 999);
+    }
+    assert_eq!(sets_and_reads(redis.port()), (40, 0));
+}
+
+/// Two buckets of `user`, under `policy` named `a` and `b`: one decision, one call.
+fn two(policy: Policy, user: &[u8]) -> [Check<'_>; 2] {
+    [
+        Check::new(policy, user, 1).named("a"),
+        Check::new(policy, user, 1).named("b"),
+    ]
+}
+
+/// A call of one bucket takes it first whatever the store learnt: its one command is the read.
+#[tokio::test]
+async fn a_call_of_one_bucket_always_takes_it_first() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::connect(redis.url()).await.unwrap();
+    let frank = Check::new(no_refill(1_000), b"frank", 1);
+    reset(redis.port());
+    for _ in 0..20 {
+        assert!(store.decide(&[frank]).await.unwrap().allowed());
+    }
+    // The first creates; each other reads with SET ... NX GET and writes.
+    assert_eq!(sets_and_reads(redis.port()), (39, 0));
 }
 
 /// Per node, a call takes a new user's bucket first, then meets a bucket its node no longer
@@ -243,4 +267,46 @@ fn three_users_of_one_node(cluster: &TestRedisCluster) -> (u16, [String; 3]) {
     }
     let names: Vec<String> = users.into_iter().map(|(u, _)| u).collect();
     (node, names.try_into().unwrap())
+}
+
+/// Over `maxmemory`, Redis refuses a script's first write: a denial and a peek are still
+/// answered (the script stops taking first and reads), a charge fails, and the failed call
+/// took nothing.
+#[tokio::test]
+async fn over_maxmemory_denials_are_answered_and_charges_fail_without_taking() {
+    let redis = TestRedis::start().unwrap();
+    if !redis.is_owned() {
+        eprintln!("TOLLGATE_REDIS_URL names an external Redis, whose maxmemory this test leaves");
+        return;
+    }
+    let store = RedisStore::builder(redis.url())
+        .deny_cache(false)
+        .build()
+        .await
+        .unwrap();
+    let tiny = Check::new(no_refill(1), b"gina", 1).named("tiny");
+    assert!(store.decide(&[tiny]).await.unwrap().allowed());
+    let limit = |bytes: &[u8]| {
+        redis_cmd(redis.port(), &[b"CONFIG", b"SET", b"maxmemory", bytes]).unwrap();
+    };
+    limit(b"1");
+    let verdict = store.decide(&[tiny]).await;
+    limit(b"0");
+    assert!(!verdict.unwrap().allowed(), "a denial needs no write");
+    limit(b"1");
+    let henry = Check::new(no_refill(5), b"henry", 1);
+    let charged = store.decide(&[henry]).await;
+    let peek = store.decide(&[henry.with_cost(0)]).await;
+    limit(b"0");
+    assert!(charged.is_err(), "{charged:?}");
+    assert_eq!(peek.unwrap().decisions()[0].remaining(), 5);
+    assert_eq!(
+        remaining(&store, henry).await,
+        5,
+        "the failed call took nothing"
+    );
+    assert_eq!(
+        store.decide(&[henry]).await.unwrap().decisions()[0].remaining(),
+        4
+    );
 }

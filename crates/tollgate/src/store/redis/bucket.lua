@@ -73,27 +73,34 @@ local function take_back(err)
   return err
 end
 local values = {}
-local last, new, new_s, ttl_s
+local last, created, created_s, ttl_s
 for k = 1, first do
   local take = ARGV[alike and n + 1 or n + k]
   -- Checks alike (most of a batch) take alike: their arguments are formatted once.
   if take ~= last then
     last = take
-    local t = tonumber(take)
-    new = now + t
-    new_s, ttl_s = format('%d', new), format('%d', ceil(t / 1000) + slack)
+    local took = tonumber(take)
+    created = now + took
+    created_s, ttl_s = format('%d', created), format('%d', ceil(took / 1000) + slack)
   end
-  local was = redis.pcall('SET', KEYS[k], new_s, 'NX', 'GET', 'PX', ttl_s)
+  local was = redis.pcall('SET', KEYS[k], created_s, 'NX', 'GET', 'PX', ttl_s)
+  local err = type(was) == 'table' and was.err
   if was == false then
-    values[k], written[k] = false, new
+    values[k], written[k] = false, created
   elseif type(was) == 'string' then
     values[k] = was
-  elseif string.sub(was.err, 1, 9) == 'WRONGTYPE' then
+  elseif err and string.sub(err, 1, 9) == 'WRONGTYPE' then
     -- Of another type: read as missing, as MGET reads it, and overwritten if charged.
     values[k] = false
-  elseif k == 1 and string.find(was.err, 'syntax error', 1, true) then
+  elseif err and string.sub(err, 1, 3) == 'OOM' then
+    -- Over maxmemory, Redis refuses a script's writes until its first (so nothing was created
+    -- before this one): the rest is read, and only what is charged fails, at its write.
+    first = k - 1
+    break
+  elseif k == 1 and err and string.find(err, 'syntax error', 1, true) then
     -- Redis before 7.0 refuses NX with GET: every bucket is read below, and a negative time
-    -- tells the client not to take first again.
+    -- tells the client not to take first again. (A time injected at 0 would hide it: tests
+    -- inject later times.)
     first, out[1] = 0, -now
     break
   else

@@ -67,9 +67,9 @@
 //! a bucket whose slot moved (or is migrating, and its key is not there) makes the script fail
 //! with "Script attempted to access a non local key" at its reads, before it decides anything
 //! (what it had already created, taking a lone bucket first, it deletes again before it
-//! answers), so the call decided and wrote nothing; the store then reads the slot map again and
-//! decides that batch per slot (one call for each slot's decisions, following `MOVED` and `ASK`
-//! as every per-slot call does). Each decision is thus decided exactly once. Where the scripts cannot be
+//! answers), so the call decided and wrote nothing; the store then reads the slot map again
+//! and decides that batch per slot (one call for each slot's decisions, following `MOVED` and
+//! `ASK` as every per-slot call does). Each decision is thus decided exactly once. Where the scripts cannot be
 //! loaded with the flag (Redis before 7.0), or with
 //! [`per_node(false)`](RedisStoreBuilder::per_node), each key has its own queue and calls are per
 //! slot; the store logs (with `tracing`, at info) which it uses when it starts.

@@ -17,9 +17,10 @@ pub(crate) struct Plan<'a> {
     pub(crate) slots: Vec<usize>,
     /// What the only check of each of the first `takes.len()` keys takes (cost × t, µs).
     pub(crate) takes: Vec<u64>,
-    /// The buckets a single check charges (whether taken first or not), by index in `keys`:
-    /// whether the call found them absent tells [`TakeFirst`] what taking first is worth.
-    pub(crate) lone: Vec<usize>,
+    /// The buckets a single check charges (whether taken first or not), by index in `keys`,
+    /// with what that check takes: whether the call found them absent tells [`TakeFirst`] what
+    /// taking first is worth.
+    pub(crate) lone: Vec<(usize, u64)>,
 }
 
 impl<'a> Plan<'a> {
@@ -59,8 +60,10 @@ impl<'a> Plan<'a> {
                     Some(_) => Some(None),
                 };
             }
-            lone = (0..keys.len())
-                .filter(|&k| matches!(take[k], Some(Some(_))))
+            lone = take
+                .iter()
+                .enumerate()
+                .filter_map(|(k, take)| Some((k, (*take)??)))
                 .collect();
         }
         Plan {
@@ -73,17 +76,13 @@ impl<'a> Plan<'a> {
 
     /// Puts the lone buckets first, in the order first met, with what their checks take:
     /// `bucket.lua` takes them first.
-    pub(crate) fn take_first<D: AsRef<[Encoded]>>(&mut self, decisions: &[D]) {
+    pub(crate) fn take_first(&mut self) {
         if self.lone.is_empty() {
             return;
         }
-        let mut takes = vec![0; self.keys.len()];
-        for (check, &k) in checks(decisions).zip(&self.slots) {
-            takes[k] = check.take().unwrap_or(0);
-        }
         // Where each bucket goes: the lone ones first, the others after, each in order.
         let mut moved = vec![usize::MAX; self.keys.len()];
-        for (to, &from) in self.lone.iter().enumerate() {
+        for (to, &(from, _)) in self.lone.iter().enumerate() {
             moved[from] = to;
         }
         let mut next = self.lone.len();
@@ -97,23 +96,25 @@ impl<'a> Plan<'a> {
         for (from, key) in self.keys.iter().enumerate() {
             keys[moved[from]] = key;
         }
-        self.takes = self.lone.iter().map(|&k| takes[k]).collect();
+        self.takes = self.lone.iter().map(|&(_, take)| take).collect();
         self.keys = keys;
         for slot in &mut self.slots {
             *slot = moved[*slot];
         }
         for (to, lone) in self.lone.iter_mut().enumerate() {
-            *lone = to;
+            lone.0 = to;
         }
     }
 }
 
 /// Whether the calls of one Redis (or of one slot: every bucket declared) take their lone
 /// buckets first. Per node a bucket is read with a command of its own anyway, so taking first
-/// never costs a command more there; with every bucket declared, the others are read by one
-/// `MGET`, and a lone bucket that exists costs its own command where it shared the `MGET`.
-/// Taken first while at least about two in three lone buckets are absent (the common case:
-/// users who come back after their bucket filled and expired), learnt from what calls read.
+/// never costs a command more there, nor in a call of one bucket; with several buckets
+/// declared, the others are read by one `MGET`, and a lone bucket that exists costs its own
+/// command where it shared the `MGET`. Taken first while at least about two in three lone
+/// buckets are absent (the common case: users who come back after their bucket filled and
+/// expired), learnt from what calls read. A Redis that refuses (older than 7.0) is not asked
+/// again until the store is built again (a restart after an upgrade).
 pub(crate) struct TakeFirst(AtomicI32);
 
 /// The bounds of the score: how long a change of the traffic takes to turn it.
@@ -134,8 +135,10 @@ impl TakeFirst {
     /// A call found `absent` lone buckets absent and `present` not: +1 each absent, -2 each
     /// present, within the bounds.
     pub(crate) fn learn(&self, absent: usize, present: usize) {
-        let score = |n: usize| i32::try_from(n).unwrap_or(SCORE).min(SCORE);
-        let change = score(absent) - 2 * score(present);
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX / 4);
+        let most = 2 * i64::from(SCORE);
+        let change = (count(absent) - 2 * count(present)).clamp(-most, most);
+        let change = i32::try_from(change).expect("within ±128");
         if change != 0 {
             // A lost race changes nothing that matters: the score is a guess.
             let _ = self
@@ -208,9 +211,9 @@ mod tests {
         let mut plan = Plan::new(&decisions, true);
         let bucket = |d: usize, c: usize| decisions[d][c].bucket.as_slice();
         // First met: hot, alice, peek, bob, carol; lone: alice, bob, carol.
-        assert_eq!(plan.lone, [1, 3, 4]);
+        assert_eq!(plan.lone, [(1, 200_000), (3, 100_000), (4, 750_000)]);
         let before: Vec<&[u8]> = plan.slots.iter().map(|&k| plan.keys[k]).collect();
-        plan.take_first(&decisions);
+        plan.take_first();
         assert_eq!(
             plan.keys,
             [
@@ -222,7 +225,7 @@ mod tests {
             ]
         );
         assert_eq!(plan.takes, [200_000, 100_000, 750_000]);
-        assert_eq!(plan.lone, [0, 1, 2]);
+        assert_eq!(plan.lone, [(0, 200_000), (1, 100_000), (2, 750_000)]);
         let after: Vec<&[u8]> = plan.slots.iter().map(|&k| plan.keys[k]).collect();
         assert_eq!(before, after);
         assert_eq!(plan.slots, [3, 0, 3, 4, 1, 2]);
@@ -241,8 +244,13 @@ mod tests {
         assert!(guess.worth());
         // Bounded: a long run of absent buckets turns within a few calls.
         guess.learn(10_000, 0);
-        guess.learn(0, 33);
+        guess.learn(0, 40);
+        guess.learn(0, 40);
         assert!(!guess.worth());
+        // A large batch counts by its share: four in five absent stays worth it.
+        guess.learn(64, 0);
+        guess.learn(200, 50);
+        assert!(guess.worth());
         // A Redis that refuses is never asked again.
         guess.learn(64, 0);
         assert!(guess.worth());

@@ -130,7 +130,7 @@ impl Scripts {
 pub(crate) fn pack(scripts: &Scripts, decisions: &[Vec<Encoded>], out: &mut Vec<u8>) {
     let (script, buckets_only) = scripts.pick(decisions, Keys::Declared);
     let mut plan = Plan::new(decisions, buckets_only);
-    plan.take_first(decisions);
+    plan.take_first();
     command(script, None, decisions, &plan, buckets_only, Keys::Declared).write_packed_command(out);
 }
 
@@ -232,9 +232,7 @@ impl Encoded {
             gcra,
         })
     }
-}
 
-impl Encoded {
     /// What this check takes from a token bucket that is full, in the script's terms (cost ×
     /// t, µs): `None` for a peek or another algorithm.
     pub(crate) fn take(&self) -> Option<u64> {
@@ -290,8 +288,9 @@ impl Reply {
 /// of its buckets: the script stopped at its reads and took back what it had written, so it
 /// decided and wrote nothing.
 ///
-/// Per node, lone buckets are always taken first (see [`Plan`]); with every key declared,
-/// while `guess` says it is worth it, and what the call read teaches `guess`.
+/// Per node, and in a call of one bucket, lone buckets are always taken first (see [`Plan`]);
+/// with several keys declared, while `guess` says it is worth it, and what the call read
+/// teaches `guess`.
 pub(crate) async fn run<D: AsRef<[Encoded]>>(
     scripts: &Scripts,
     conn: &mut impl redis::aio::ConnectionLike,
@@ -303,8 +302,8 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
 ) -> Result<Option<Vec<Reply>>, StoreError> {
     let (script, buckets_only) = scripts.pick(decisions, keys_as);
     let mut plan = Plan::new(decisions, buckets_only);
-    if keys_as == Keys::PerNode || guess.worth() {
-        plan.take_first(decisions);
+    if keys_as == Keys::PerNode || plan.keys.len() == 1 || guess.worth() {
+        plan.take_first();
     }
     let cmd = command(script, now_us, decisions, &plan, buckets_only, keys_as);
     let reply = match query(script, &cmd, conn, cluster).await {
@@ -323,7 +322,7 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
             let absent = plan
                 .lone
                 .iter()
-                .filter(|&&k| numbers.get(k + 1) == Some(&0))
+                .filter(|&&(k, _)| numbers.get(k + 1) == Some(&0))
                 .count();
             guess.learn(absent, plan.lone.len() - absent);
         }
@@ -408,8 +407,8 @@ fn command<D: AsRef<[Encoded]>>(
 ) -> Cmd {
     let keys = &plan.keys;
     // Sized up front (roughly: a number has at most 20 digits, most have a few), as grown
-    // argument by argument the command was reallocated a dozen times. Per node the first key
-    // goes twice.
+    // argument by argument the command was reallocated a dozen times. Per node the keys go in
+    // ARGV, and the first in KEYS as well.
     let numbers = 8 + 5 * plan.slots.len() + plan.takes.len();
     let key_bytes: usize = keys.iter().chain(keys.first()).map(|k| k.len()).sum();
     let mut cmd = Cmd::with_capacity(keys.len() + numbers + 4, 64 + key_bytes + numbers * 8);
@@ -499,7 +498,8 @@ fn command<D: AsRef<[Encoded]>>(
     cmd
 }
 
-/// The script's reply: a flat array of non-negative integers.
+/// The script's reply: a flat array of integers (all non-negative but `bucket.lua`'s time, which
+/// it negates to say it could not take first).
 fn numbers(reply: Value) -> Result<Vec<i64>, StoreError> {
     let Value::Array(items) = reply else {
         return Err(malformed("not an array"));
