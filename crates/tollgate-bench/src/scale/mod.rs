@@ -176,6 +176,9 @@ pub struct ScaleCell {
     pub processes: Vec<ProcessCounts>,
     /// The cell's length.
     pub seconds: f64,
+    /// Seconds from the shared start to the last answer of any process: a check asked just
+    /// before the end is answered after it, and the bucket refills until then.
+    pub span: f64,
     /// Calls the store received (script calls, or statements).
     pub store_calls: u64,
     /// Microseconds the store spent executing them (Redis `INFO commandstats`; 0 on PostgreSQL).
@@ -199,6 +202,12 @@ pub struct ProcessCounts {
 }
 
 impl ScaleCell {
+    /// The most the cell may allow: [`Scenario::bound`] over the span from the start to the
+    /// last answer (the cell's length and the answer of the checks asked before its end).
+    pub fn bound(&self) -> Option<u64> {
+        self.scenario.bound(self.span)
+    }
+
     /// Checks answered by the fleet.
     pub fn decisions(&self) -> u64 {
         self.processes.iter().map(|p| p.decisions).sum()
@@ -396,6 +405,10 @@ async fn cell(spec: Spec, processes: usize, exe: &Path) -> Result<ScaleCell, Ben
             })
             .collect(),
         seconds: spec.seconds,
+        span: counts
+            .iter()
+            .map(|c| c.span_ns as f64 / 1e9)
+            .fold(spec.seconds, f64::max),
         store_calls: if spec.backend == Backend::Postgres {
             statements
         } else {

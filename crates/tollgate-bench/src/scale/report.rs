@@ -67,7 +67,7 @@ impl ScaleReport {
         });
         for backend in [Backend::Redis, Backend::Postgres] {
             if let Some(c) = self.find(backend, Scenario::Limit, true) {
-                let bound = Scenario::Limit.bound(c.seconds).unwrap_or(0);
+                let bound = c.bound().unwrap_or(0);
                 goals.push(Goal::over_grant(
                     format!(
                         "Hot key at the limit on {}, leases on (burst 10, 10/s, {} s, {} workers \
@@ -83,7 +83,7 @@ impl ScaleReport {
             }
         }
         if let Some(c) = self.find(Backend::Redis, Scenario::LimitLarge, true) {
-            let bound = Scenario::LimitLarge.bound(c.seconds).unwrap_or(1);
+            let bound = c.bound().unwrap_or(1);
             let share = c.allowed() as f64 / bound as f64;
             goals.push(Goal {
                 goal: "At the limit with demand above it, leases on: allowed at least 97% of the \
@@ -132,7 +132,7 @@ impl ScaleReport {
     /// The report.
     pub fn report(&self) -> Report {
         let rows = self.cells.iter().map(|c| {
-            let bound = c.scenario.bound(c.seconds);
+            let bound = c.bound();
             vec![
                 c.backend.name().to_owned(),
                 c.scenario.name().to_owned(),

@@ -93,13 +93,15 @@ pub(super) struct Counts {
     pub(super) statements: u64,
     /// Checks answered from a lease.
     pub(super) local: u64,
+    /// Nanoseconds from the start to this process's last answer.
+    pub(super) span_ns: u64,
 }
 
 impl Counts {
     pub(super) fn line(&self) -> String {
         format!(
-            "scale-result decisions={} allowed={} errors={} statements={} local={}",
-            self.decisions, self.allowed, self.errors, self.statements, self.local
+            "scale-result decisions={} allowed={} errors={} statements={} local={} span_ns={}",
+            self.decisions, self.allowed, self.errors, self.statements, self.local, self.span_ns
         )
     }
 
@@ -117,6 +119,7 @@ impl Counts {
             errors: field("errors")?,
             statements: field("statements")?,
             local: field("local")?,
+            span_ns: field("span_ns")?,
         })
     }
 }
@@ -173,10 +176,13 @@ async fn work(spec: &Spec) -> Result<Counts, BenchError> {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let totals = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+    // When the last answer came, by the same clock as the start.
+    let last = Arc::new(AtomicU64::new(spec.start.as_u64()));
     let policy = spec.scenario.policy()?;
     let tasks: Vec<_> = (0..spec.workers)
         .map(|worker| {
-            let (decider, totals) = (Arc::clone(&decider), Arc::clone(&totals));
+            let (decider, totals, last) =
+                (Arc::clone(&decider), Arc::clone(&totals), Arc::clone(&last));
             let scenario = spec.scenario;
             let prefix = format!("bench:scale:{}", spec.run);
             let mut seed = (spec.process as u64) << 32 | worker as u64 | 1;
@@ -205,6 +211,7 @@ async fn work(spec: &Spec) -> Result<Counts, BenchError> {
                 for (total, n) in totals.iter().zip([decisions, allowed, errors]) {
                     total.fetch_add(n, Ordering::Relaxed);
                 }
+                last.fetch_max(clock.now().as_u64(), Ordering::Relaxed);
             })
         })
         .collect();
@@ -227,5 +234,6 @@ async fn work(spec: &Spec) -> Result<Counts, BenchError> {
         errors: totals[2].load(Ordering::Relaxed),
         statements,
         local,
+        span_ns: last.load(Ordering::Relaxed) - spec.start.as_u64(),
     })
 }

@@ -24,7 +24,7 @@ async fn a_short_run_counts_every_process_and_never_exceeds_a_bound() {
         assert_eq!(cell.processes.len(), 2, "{cell:?}");
         assert!(cell.processes.iter().all(|p| p.decisions > 0), "{cell:?}");
         assert_eq!(cell.errors(), 0, "{cell:?}");
-        if let Some(bound) = cell.scenario.bound(cell.seconds) {
+        if let Some(bound) = cell.bound() {
             assert!(cell.allowed() <= bound, "{cell:?}");
         }
         // Without leases every decision is a call or shares one; with them, hot keys take

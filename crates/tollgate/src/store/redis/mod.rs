@@ -408,6 +408,28 @@ impl Inner {
         }
     }
 
+    /// One call of the decision script on `conn` (see [`script::run`]).
+    async fn script<D: AsRef<[Encoded]>>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+        cluster: bool,
+        keys_as: Keys,
+        now_us: Option<u64>,
+        decisions: &[D],
+    ) -> Result<Option<Vec<Reply>>, StoreError> {
+        let guess = &self.take_first;
+        script::run(
+            &self.scripts,
+            conn,
+            cluster,
+            keys_as,
+            guess,
+            now_us,
+            decisions,
+        )
+        .await
+    }
+
     /// One script call deciding `decisions` in order, bounded by the timeout unless its caller
     /// bounds it (`bounded` false); what it denies goes to the deny cache.
     async fn call(
@@ -417,31 +439,15 @@ impl Inner {
     ) -> Result<Vec<Reply>, StoreError> {
         let sent = self.local_now();
         let now_us = self.inject_time.then(|| sent.as_u64() / 1000);
-        let (scripts, guess) = (&self.scripts, &self.take_first);
         let run = async {
             match self.connection.clone() {
-                Connection::Single(mut c) => script::run(
-                    scripts,
-                    &mut c,
-                    false,
-                    Keys::Declared,
-                    guess,
-                    now_us,
-                    decisions,
-                )
-                .await?
-                .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
+                Connection::Single(mut c) => self
+                    .script(&mut c, false, Keys::Declared, now_us, decisions)
+                    .await?
+                    .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
                 Connection::Cluster(mut c) => match &self.nodes {
                     Some(nodes) => {
-                        let per_node = script::run(
-                            scripts,
-                            &mut c,
-                            true,
-                            Keys::PerNode,
-                            guess,
-                            now_us,
-                            decisions,
-                        );
+                        let per_node = self.script(&mut c, true, Keys::PerNode, now_us, decisions);
                         match per_node.await? {
                             Some(replies) => Ok(replies),
                             None => {
@@ -450,17 +456,10 @@ impl Inner {
                             }
                         }
                     }
-                    None => script::run(
-                        scripts,
-                        &mut c,
-                        true,
-                        Keys::Declared,
-                        guess,
-                        now_us,
-                        decisions,
-                    )
-                    .await?
-                    .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
+                    None => self
+                        .script(&mut c, true, Keys::Declared, now_us, decisions)
+                        .await?
+                        .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
                 },
             }
         };
@@ -533,17 +532,10 @@ impl Inner {
             let mut conn = conn.clone();
             async move {
                 let batch: Vec<&Vec<Encoded>> = group.iter().map(|&i| &decisions[i]).collect();
-                let answers = script::run(
-                    &self.scripts,
-                    &mut conn,
-                    true,
-                    Keys::Declared,
-                    &self.take_first,
-                    now_us,
-                    &batch,
-                )
-                .await?
-                .ok_or_else(|| StoreError::incompatible("the script refused its keys"))?;
+                let answers = self
+                    .script(&mut conn, true, Keys::Declared, now_us, &batch)
+                    .await?
+                    .ok_or_else(|| StoreError::incompatible("the script refused its keys"))?;
                 if answers.len() != group.len() {
                     return Err(StoreError::incompatible(
                         "the tollgate script answered a different number of decisions",
