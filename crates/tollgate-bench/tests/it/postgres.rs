@@ -77,8 +77,15 @@ async fn a_short_run_measures_every_cell_and_shows_the_flaws() {
         assert_eq!(tollgate.calls, 32 * 200, "{tollgate:?}");
         assert_eq!(tollgate.duplicate_key, 0, "{tollgate:?}");
         if isolation == Isolation::ReadCommitted {
-            assert_eq!(tollgate.errors, 0, "{tollgate:?}");
-            assert_eq!(tollgate.allowed, tollgate.calls, "{tollgate:?}");
+            // As above, a call that runs out of its 100 ms on a busy machine is the machine's
+            // (a CI run once saw all 32 workers time out together: one stall of the server);
+            // no statement fails, and every call answered is allowed.
+            assert_eq!(tollgate.errors, tollgate.timeouts, "{tollgate:?}");
+            assert_eq!(
+                tollgate.allowed + tollgate.timeouts,
+                tollgate.calls,
+                "{tollgate:?}"
+            );
         }
         let function = report.race_of(isolation, Approach::Function).unwrap();
         assert_eq!(function.calls, 32 * 200, "{function:?}");
