@@ -15,12 +15,12 @@ pub(crate) struct Plan<'a> {
     pub(crate) keys: Vec<&'a [u8]>,
     /// The index in `keys` of every check (decisions flattened).
     pub(crate) slots: Vec<usize>,
-    /// What the only check of each of the first `takes.len()` keys takes (cost × t, µs).
-    pub(crate) takes: Vec<u64>,
-    /// The buckets a single check charges (whether taken first or not), by index in `keys`,
-    /// with what that check takes: whether the call found them absent tells [`TakeFirst`] what
-    /// taking first is worth.
+    /// The buckets a single check charges, by index in `keys`, with what that check takes
+    /// (cost × t, µs): taken first or not, whether the call found them absent tells
+    /// [`TakeFirst`] what taking first is worth.
     pub(crate) lone: Vec<(usize, u64)>,
+    /// Whether the lone buckets are taken first: then they are the first keys, in order.
+    pub(crate) taken_first: bool,
 }
 
 impl<'a> Plan<'a> {
@@ -69,15 +69,15 @@ impl<'a> Plan<'a> {
         Plan {
             keys,
             slots,
-            takes: Vec::new(),
             lone,
+            taken_first: false,
         }
     }
 
     /// Puts the lone buckets first, in the order first met, with what their checks take:
     /// `bucket.lua` takes them first.
     pub(crate) fn take_first(&mut self) {
-        if self.lone.is_empty() {
+        if self.lone.is_empty() || self.taken_first {
             return;
         }
         // Where each bucket goes: the lone ones first, the others after, each in order.
@@ -96,7 +96,6 @@ impl<'a> Plan<'a> {
         for (from, key) in self.keys.iter().enumerate() {
             keys[moved[from]] = key;
         }
-        self.takes = self.lone.iter().map(|&(_, take)| take).collect();
         self.keys = keys;
         for slot in &mut self.slots {
             *slot = moved[*slot];
@@ -104,6 +103,12 @@ impl<'a> Plan<'a> {
         for (to, lone) in self.lone.iter_mut().enumerate() {
             lone.0 = to;
         }
+        self.taken_first = true;
+    }
+
+    /// What the buckets taken first take, in the order of `keys` (none when not taken first).
+    pub(crate) fn takes(&self) -> &[(usize, u64)] {
+        if self.taken_first { &self.lone } else { &[] }
     }
 }
 
@@ -212,6 +217,7 @@ mod tests {
         let bucket = |d: usize, c: usize| decisions[d][c].bucket.as_slice();
         // First met: hot, alice, peek, bob, carol; lone: alice, bob, carol.
         assert_eq!(plan.lone, [(1, 200_000), (3, 100_000), (4, 750_000)]);
+        assert!(plan.takes().is_empty(), "none taken first until asked");
         let before: Vec<&[u8]> = plan.slots.iter().map(|&k| plan.keys[k]).collect();
         plan.take_first();
         assert_eq!(
@@ -224,8 +230,7 @@ mod tests {
                 bucket(3, 0)
             ]
         );
-        assert_eq!(plan.takes, [200_000, 100_000, 750_000]);
-        assert_eq!(plan.lone, [(0, 200_000), (1, 100_000), (2, 750_000)]);
+        assert_eq!(plan.takes(), [(0, 200_000), (1, 100_000), (2, 750_000)]);
         let after: Vec<&[u8]> = plan.slots.iter().map(|&k| plan.keys[k]).collect();
         assert_eq!(before, after);
         assert_eq!(plan.slots, [3, 0, 3, 4, 1, 2]);

@@ -409,7 +409,7 @@ fn command<D: AsRef<[Encoded]>>(
     // Sized up front (roughly: a number has at most 20 digits, most have a few), as grown
     // argument by argument the command was reallocated a dozen times. Per node the keys go in
     // ARGV, and the first in KEYS as well.
-    let numbers = 8 + 5 * plan.slots.len() + plan.takes.len();
+    let numbers = 8 + 5 * plan.slots.len() + plan.takes().len();
     let key_bytes: usize = keys.iter().chain(keys.first()).map(|k| k.len()).sum();
     let mut cmd = Cmd::with_capacity(keys.len() + numbers + 4, 64 + key_bytes + numbers * 8);
     cmd.arg("EVALSHA").arg(script.get_hash());
@@ -476,16 +476,17 @@ fn command<D: AsRef<[Encoded]>>(
         }
     }
     if buckets_only {
-        match plan.takes.split_first() {
-            Some((take, rest)) if rest.iter().all(|t| t == take) => {
+        let takes = plan.takes();
+        match takes.split_first() {
+            Some(((_, take), rest)) if rest.iter().all(|(_, t)| t == take) => {
                 cmd.arg(take)
-                    .arg(-i64::try_from(plan.takes.len()).expect("fewer keys than i64::MAX"));
+                    .arg(-i64::try_from(takes.len()).expect("fewer keys than i64::MAX"));
             }
             _ => {
-                for take in &plan.takes {
+                for (_, take) in takes {
                     cmd.arg(take);
                 }
-                cmd.arg(plan.takes.len());
+                cmd.arg(takes.len());
             }
         }
     }
