@@ -20,29 +20,29 @@ const MAX_EXACT: u128 = 1 << 52;
 /// One microsecond, the script's unit of time.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
-/// Reads the buckets of `bucket.lua` it did not take first (from `from` on) at once: its
-/// declared keys share one slot. Answers `values` filled in (MGET's own array when nothing was
-/// taken first).
-const READ_DECLARED: &str = "local function read_rest(keys, from, values)
-  if from == 1 then
-    return redis.call('MGET', unpack(keys))
-  elseif from <= #keys then
+/// `bucket.lua`'s prelude on one Redis: its buckets are `KEYS`; `read_rest` reads those it did
+/// not take first (from `from` on) with one `MGET`, as they share one slot.
+const BUCKET_DECLARED: &str = "local keys, b, nkeys, last = KEYS, 0, #KEYS, #ARGV
+local function read_rest(from, read)
+  if from <= nkeys then
     local got = redis.call('MGET', unpack(keys, from))
-    for i = from, #keys do
-      values[i] = got[i - from + 1]
+    for i = from, nkeys do
+      read(i, got[i - from + 1])
     end
   end
-  return values
 end
 ";
 
-/// Batched per cluster node: the call declares one key (the keys a call declares must share one
-/// slot, flag or not), and passes every bucket at the end of ARGV, then their number; this puts
-/// them back in KEYS, as the scripts expect. The flag lets a script touch keys of other slots
-/// of its node; a key the node does not serve (a slot moved or migrating) raises "Script
-/// attempted to access a non local key", which the scripts meet before they write anything.
+/// Batched per cluster node, a call declares one key (the keys a call declares must share one
+/// slot, flag or not) and passes every bucket at the end of ARGV, then their number. The flag
+/// lets a script touch keys of other slots of its node; a key the node does not serve (a slot
+/// moved or migrating) raises "Script attempted to access a non local key", which the scripts
+/// meet before they write anything.
 const PER_NODE: &str = "#!lua flags=allow-cross-slot-keys
-do
+";
+
+/// `decide.lua` per node: the buckets put back in KEYS, as it expects.
+const COPY_KEYS: &str = "do
   local last = #ARGV
   local first = last - tonumber(ARGV[last])
   for i = first, last - 1 do
@@ -54,18 +54,21 @@ do
 end
 ";
 
-/// One MGET per bucket: one command may not span slots, even with the flag. (MGET rather than
-/// GET: a key of another type reads as missing, as in one MGET.) A bucket the node does not
-/// serve is an error, answered second, after what the script took first is taken back.
-const READ_PER_NODE: &str = "local function read_rest(keys, from, values)
-  for i = from, #keys do
-    local got = redis.pcall('MGET', keys[i])
+/// `bucket.lua`'s prelude per node: its buckets read where they are in ARGV, each with an `MGET`
+/// of its own, as one command may not span slots even with the flag (`MGET` rather than `GET`:
+/// a key of another type reads as missing, as in one `MGET`). A bucket the node does not serve
+/// is an error, answered second, after what the script took first is taken back.
+const BUCKET_PER_NODE: &str = "local nkeys = tonumber(ARGV[#ARGV])
+local last = #ARGV - 1 - nkeys
+local keys, b = ARGV, last
+local function read_rest(from, read)
+  for i = from, nkeys do
+    local got = redis.pcall('MGET', keys[b + i])
     if got.err then
-      return nil, got
+      return got
     end
-    values[i] = got[1]
+    read(i, got[1])
   end
-  return values
 end
 ";
 
@@ -96,9 +99,9 @@ impl Scripts {
         let bucket = include_str!("bucket.lua");
         Scripts {
             general: Script::new(decide),
-            bucket: Script::new(&format!("{READ_DECLARED}{bucket}")),
-            general_node: Script::new(&format!("{PER_NODE}{decide}")),
-            bucket_node: Script::new(&format!("{PER_NODE}{READ_PER_NODE}{bucket}")),
+            bucket: Script::new(&format!("{BUCKET_DECLARED}{bucket}")),
+            general_node: Script::new(&format!("{PER_NODE}{COPY_KEYS}{decide}")),
+            bucket_node: Script::new(&format!("{PER_NODE}{BUCKET_PER_NODE}{bucket}")),
             settle: Script::new(include_str!("settle.lua")),
         }
     }
@@ -450,17 +453,19 @@ fn command<D: AsRef<[Encoded]>>(
         cmd.arg(decisions.len());
     }
     let mut slots = plan.slots.iter().enumerate();
+    let mut run = Run::default();
     for checks in decisions.iter().map(AsRef::as_ref) {
         if let ([check], true) = (checks, buckets_only) {
             let (i, &slot) = slots.next().expect("a slot per check");
             if check.cost == 1 && policy_of[i] == 1 {
-                // bucket.lua's short form: minus the key index.
-                cmd.arg(-i64::try_from(slot + 1).expect("fewer keys than i64::MAX"));
+                run.push(&mut cmd, slot + 1);
             } else {
+                run.end(&mut cmd);
                 cmd.arg(1).arg(slot + 1).arg(policy_of[i]).arg(check.cost);
             }
             continue;
         }
+        run.end(&mut cmd);
         cmd.arg(checks.len());
         for (check, (i, &slot)) in checks.iter().zip(&mut slots) {
             let k = slot + 1;
@@ -475,6 +480,7 @@ fn command<D: AsRef<[Encoded]>>(
             }
         }
     }
+    run.end(&mut cmd);
     if buckets_only {
         let takes = plan.takes();
         match takes.split_first() {
@@ -497,6 +503,49 @@ fn command<D: AsRef<[Encoded]>>(
         cmd.arg(keys.len());
     }
     cmd
+}
+
+/// `bucket.lua`'s short form, decisions of one check of cost 1 under the first policy, sent as
+/// runs: on buckets `k` to `k + r` in order, `-(k + r × RUN_STRIDE)`, one number that Lua
+/// converts once instead of one for each (a batch of users' checks is one run, as the plan
+/// numbers buckets in the order first met).
+#[derive(Default)]
+struct Run {
+    /// The first bucket (counting from 1) and how many follow it; `k == 0` when none is open.
+    k: u64,
+    more: u64,
+}
+
+/// A run that starts below bucket 2^24 (far more than a batch holds) and has fewer than 2^28
+/// decisions is a number below 2^52: exact in Lua's doubles, and read back without ambiguity.
+const RUN_STRIDE: u64 = 1 << 24;
+
+impl Run {
+    /// Adds a decision on bucket `k` (from 1), sending the open run first unless `k` extends it.
+    fn push(&mut self, cmd: &mut Cmd, k: usize) {
+        let k = k as u64;
+        if self.k > 0 && k == self.k + self.more + 1 && self.more + 1 < 1 << 28 {
+            self.more += 1;
+            return;
+        }
+        self.end(cmd);
+        if k < RUN_STRIDE {
+            self.k = k;
+        } else {
+            // Beyond the stride (a call of 16 million buckets), where -k would read as a run:
+            // the long form, one check on bucket k under policy 1 of cost 1.
+            cmd.arg(1).arg(k).arg(1).arg(1);
+        }
+    }
+
+    /// Sends the open run, if any.
+    fn end(&mut self, cmd: &mut Cmd) {
+        if self.k > 0 {
+            let number = self.k + self.more * RUN_STRIDE;
+            cmd.arg(-i64::try_from(number).expect("below 2^52"));
+            *self = Run::default();
+        }
+    }
 }
 
 /// The script's reply: a flat array of integers (all non-negative but `bucket.lua`'s time, which
@@ -656,5 +705,49 @@ mod tests {
         // The server's reproduction: a period of 4.55e12 ms is beyond the range by itself.
         let long = Policy::token_bucket(1, 1, Duration::from_millis(4_550_000_000_000)).unwrap();
         assert_eq!(params(&long).unwrap_err().field(), "period");
+    }
+
+    /// The numbers `cmd` carries, as text.
+    fn sent(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => unreachable!("the script's arguments are all simple"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn consecutive_short_decisions_are_sent_as_one_run() {
+        let mut cmd = Cmd::new();
+        let mut run = Run::default();
+        for k in [1, 2, 3, 5, 4, 7] {
+            run.push(&mut cmd, k);
+        }
+        run.end(&mut cmd);
+        let stride = RUN_STRIDE as i64;
+        // 5 then 4 is not a run: a run's buckets go up.
+        let expected = [-(1 + 2 * stride), -5, -4, -7];
+        assert_eq!(sent(&cmd), expected.map(|n| n.to_string()));
+    }
+
+    #[test]
+    fn a_run_starts_below_the_stride_and_a_bucket_beyond_it_goes_alone_in_the_long_form() {
+        let mut cmd = Cmd::new();
+        let mut run = Run::default();
+        let stride = RUN_STRIDE as usize;
+        // A run may go past the stride, as only its first bucket is sent apart from the count.
+        run.push(&mut cmd, stride - 1);
+        run.push(&mut cmd, stride);
+        run.push(&mut cmd, stride + 2);
+        run.end(&mut cmd);
+        let expected = [
+            format!("-{}", stride - 1 + stride),
+            "1".into(),
+            (stride + 2).to_string(),
+            "1".into(),
+            "1".into(),
+        ];
+        assert_eq!(sent(&cmd), expected);
     }
 }

@@ -1,0 +1,79 @@
+//! A batch of users' checks (one check of cost 1 each, under one policy, on buckets numbered
+//! in order) goes to `bucket.lua` as one run of its short form, decoded in the script: each
+//! decision is still answered as if alone, whatever the state of its bucket.
+#![cfg(feature = "redis")]
+
+use std::time::Duration;
+
+use tollgate::{Check, ErrorKind, Policy, RedisStore, Store};
+use tollgate_testkit::{TestRedis, command_calls, redis_cmd};
+
+#[tokio::test]
+async fn a_run_of_users_is_decided_as_each_alone() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::builder(redis.url())
+        .coalesce(true)
+        .deny_cache(false)
+        .build()
+        .await
+        .unwrap();
+    // Two tokens, no refill during the test.
+    let policy = Policy::token_bucket(2, 2, Duration::from_secs(3600)).unwrap();
+    let user = |i: usize| format!("user-{i}");
+    // Among new users: one exhausted, one used once, one whose key holds garbage.
+    for _ in 0..2 {
+        let exhausted = user(3);
+        assert!(
+            store
+                .decide(&[Check::new(policy, exhausted.as_bytes(), 1).named("api")])
+                .await
+                .unwrap()
+                .allowed()
+        );
+    }
+    let used = user(8);
+    assert!(
+        store
+            .decide(&[Check::new(policy, used.as_bytes(), 1).named("api")])
+            .await
+            .unwrap()
+            .allowed()
+    );
+    let garbage = "tollgate:v2:{user-6}:tb:=api";
+    redis_cmd(redis.port(), &[b"SET", garbage.as_bytes(), b"garbage"]).unwrap();
+
+    redis_cmd(redis.port(), &[b"CONFIG", b"RESETSTAT"]).unwrap();
+    let tasks: Vec<_> = (0..12)
+        .map(|i| {
+            let store = store.clone();
+            let key = user(i);
+            tokio::spawn(async move {
+                store
+                    .decide(&[Check::new(policy, key.as_bytes(), 1).named("api")])
+                    .await
+            })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let result = task.await.unwrap();
+        match i {
+            3 => {
+                let decision = result.unwrap().decisions()[0];
+                assert!(!decision.allowed(), "user 3 had no token left");
+                assert_eq!(decision.remaining(), 0);
+            }
+            6 => {
+                let error = result.unwrap_err();
+                assert_eq!(error.kind(), ErrorKind::Incompatible, "{error}");
+            }
+            _ => {
+                let decision = result.unwrap().decisions()[0];
+                assert!(decision.allowed(), "user {i}");
+                assert_eq!(decision.remaining(), if i == 8 { 0 } else { 1 }, "user {i}");
+            }
+        }
+    }
+    // The first decision found the store idle and went alone; the eleven that queued behind it
+    // went together, as one run.
+    assert_eq!(command_calls(redis.port(), "evalsha").unwrap(), 2);
+}
