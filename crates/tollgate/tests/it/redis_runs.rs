@@ -13,6 +13,7 @@ async fn a_run_of_users_is_decided_as_each_alone() {
     let redis = TestRedis::start().unwrap();
     let store = RedisStore::builder(redis.url())
         .coalesce(true)
+        .max_in_flight(1)
         .deny_cache(false)
         .build()
         .await
@@ -73,7 +74,61 @@ async fn a_run_of_users_is_decided_as_each_alone() {
             }
         }
     }
-    // The first decision found the store idle and went alone; the eleven that queued behind it
-    // went together, as one run.
-    assert_eq!(command_calls(redis.port(), "evalsha").unwrap(), 2);
+    // The first decision found the store idle and went alone; those that queued behind it went
+    // together: twelve decisions in at most three calls, one of them a run of four or more.
+    assert!(command_calls(redis.port(), "evalsha").unwrap() <= 3);
+}
+
+/// A hot key's batch is one run on one bucket: its tokens run out in the middle of it, and on a
+/// bucket holding garbage every decision of the run is refused.
+#[tokio::test]
+async fn a_run_on_one_bucket_runs_out_in_order() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::builder(redis.url())
+        .coalesce(true)
+        .max_in_flight(1)
+        .deny_cache(false)
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::token_bucket(5, 5, Duration::from_secs(3600)).unwrap();
+    let concurrently = |key: &'static [u8]| {
+        let tasks: Vec<_> = (0..12)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .decide(&[Check::new(policy, key, 1).named("api")])
+                        .await
+                })
+            })
+            .collect();
+        async move {
+            let mut results = Vec::new();
+            for task in tasks {
+                results.push(task.await.unwrap());
+            }
+            results
+        }
+    };
+    redis_cmd(redis.port(), &[b"CONFIG", b"RESETSTAT"]).unwrap();
+    let remaining: Vec<Option<u64>> = concurrently(b"hot")
+        .await
+        .into_iter()
+        .map(|result| {
+            let decision = result.unwrap().decisions()[0];
+            decision.allowed().then(|| decision.remaining())
+        })
+        .collect();
+    // In arrival order: five grants, each seeing the one before, then denials.
+    let mut expected = vec![Some(4), Some(3), Some(2), Some(1), Some(0)];
+    expected.resize(12, None);
+    assert_eq!(remaining, expected);
+    assert!(command_calls(redis.port(), "evalsha").unwrap() <= 3);
+
+    let garbage = "tollgate:v2:{spoilt}:tb:=api";
+    redis_cmd(redis.port(), &[b"SET", garbage.as_bytes(), b"garbage"]).unwrap();
+    for result in concurrently(b"spoilt").await {
+        assert_eq!(result.unwrap_err().kind(), ErrorKind::Incompatible);
+    }
 }

@@ -25,7 +25,8 @@
 --          index (from 1), policy index, cost. A decision is all or nothing; cost 0 peeks.
 --          The common decision, one check of cost 1 under policy 1, is one number instead:
 --          -k, on bucket k; and r more such decisions that follow it, on buckets k + 1 to
---          k + r in order (a batch of users' checks), are -(k + r × 2^24) with it.
+--          k + r in order (a batch of users' checks), are -(k + r × 2^24) with it, or
+--          -(k + r × 2^24 + 2^50) when all are on bucket k (a hot key's batch).
 -- ARGV[last] S, and before it S numbers: what the only check of each of buckets 1 to S takes
 --          (cost × t); or -S and one number, when they all take the same (a batch of checks
 --          alike, the common case). Those buckets are *taken first*: written at once with
@@ -157,23 +158,44 @@ local t1, tau1 = t[1], tau[1]
 while a <= n do
   local m = tonumber(ARGV[a])
   if m < 0 then
-    -- The short form: checks of cost 1 under policy 1, one a decision, on keys k to k + r,
-    -- sent as -(k + r × 2^24).
+    -- The short form: r + 1 decisions of one check of cost 1 under policy 1, sent as
+    -- -(k + r × 2^24) when on buckets k to k + r in order, plus 2^50 when all on bucket k.
     m = -m
+    local step = 1
+    if m >= 1125899906842624 then
+      m, step = m - 1125899906842624, 0
+    end
     local r = floor(m / 16777216)
     local k = m - r * 16777216
     a = a + 1
-    for k = k, k + r do
-      local new = max(tat[k], now) + t1
-      o = o + 1
-      if garbage[k] then
-        expire(k, tau1)
-        out[o] = 2
-      elseif new - now <= tau1 then
-        tat[k] = new
-        out[o] = 1
-      else
-        out[o] = 0
+    if step == 0 and not garbage[k] then
+      -- A hot bucket's decisions, its state kept in a local between them.
+      local v = tat[k]
+      for _ = 0, r do
+        local new = max(v, now) + t1
+        o = o + 1
+        if new - now <= tau1 then
+          v = new
+          out[o] = 1
+        else
+          out[o] = 0
+        end
+      end
+      tat[k] = v
+    else
+      for i = 0, r do
+        local k = k + i * step
+        local new = max(tat[k], now) + t1
+        o = o + 1
+        if garbage[k] then
+          expire(k, tau1)
+          out[o] = 2
+        elseif new - now <= tau1 then
+          tat[k] = new
+          out[o] = 1
+        else
+          out[o] = 0
+        end
       end
     end
   elseif m == 1 then

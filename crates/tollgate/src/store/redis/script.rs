@@ -506,27 +506,38 @@ fn command<D: AsRef<[Encoded]>>(
 }
 
 /// `bucket.lua`'s short form, decisions of one check of cost 1 under the first policy, sent as
-/// runs: on buckets `k` to `k + r` in order, `-(k + r × RUN_STRIDE)`, one number that Lua
-/// converts once instead of one for each (a batch of users' checks is one run, as the plan
-/// numbers buckets in the order first met).
+/// runs: on buckets `k` to `k + r` in order, `-(k + r × RUN_STRIDE)`, and all on bucket `k`,
+/// the same plus `SAME_BUCKET`: one number that Lua converts once instead of one a decision (a
+/// batch of users' checks is one run, as the plan numbers buckets in the order first met, and so
+/// is a batch of a hot key's).
 #[derive(Default)]
 struct Run {
-    /// The first bucket (counting from 1) and how many follow it; `k == 0` when none is open.
+    /// The first bucket (counting from 1), `0` when no run is open.
     k: u64,
+    /// How many decisions follow the first.
     more: u64,
+    /// Whether they are all on bucket `k` (rather than on the buckets after it).
+    same: bool,
 }
 
-/// A run that starts below bucket 2^24 (far more than a batch holds) and has fewer than 2^28
-/// decisions is a number below 2^52: exact in Lua's doubles, and read back without ambiguity.
+/// A run that starts below bucket 2^24 (far more than a batch holds) and has fewer than 2^26
+/// decisions is below 2^50, and with `SAME_BUCKET` below 2^51: exact in Lua's doubles, and read
+/// back without ambiguity.
 const RUN_STRIDE: u64 = 1 << 24;
+const SAME_BUCKET: u64 = 1 << 50;
+const RUN_MAX: u64 = 1 << 26;
 
 impl Run {
     /// Adds a decision on bucket `k` (from 1), sending the open run first unless `k` extends it.
     fn push(&mut self, cmd: &mut Cmd, k: usize) {
         let k = k as u64;
-        if self.k > 0 && k == self.k + self.more + 1 && self.more + 1 < 1 << 28 {
-            self.more += 1;
-            return;
+        if self.k > 0 && self.more + 1 < RUN_MAX {
+            let same = k == self.k && (self.same || self.more == 0);
+            if same || (!self.same && k == self.k + self.more + 1) {
+                self.same = same;
+                self.more += 1;
+                return;
+            }
         }
         self.end(cmd);
         if k < RUN_STRIDE {
@@ -541,8 +552,9 @@ impl Run {
     /// Sends the open run, if any.
     fn end(&mut self, cmd: &mut Cmd) {
         if self.k > 0 {
-            let number = self.k + self.more * RUN_STRIDE;
-            cmd.arg(-i64::try_from(number).expect("below 2^52"));
+            let same = if self.same { SAME_BUCKET } else { 0 };
+            let number = self.k + self.more * RUN_STRIDE + same;
+            cmd.arg(-i64::try_from(number).expect("below 2^51"));
             *self = Run::default();
         }
     }
@@ -721,13 +733,20 @@ mod tests {
     fn consecutive_short_decisions_are_sent_as_one_run() {
         let mut cmd = Cmd::new();
         let mut run = Run::default();
-        for k in [1, 2, 3, 5, 4, 7] {
+        for k in [1, 2, 3, 5, 4, 7, 7, 7, 8, 9, 9] {
             run.push(&mut cmd, k);
         }
         run.end(&mut cmd);
-        let stride = RUN_STRIDE as i64;
-        // 5 then 4 is not a run: a run's buckets go up.
-        let expected = [-(1 + 2 * stride), -5, -4, -7];
+        let (stride, same) = (RUN_STRIDE as i64, SAME_BUCKET as i64);
+        // 5 then 4 is not a run: a run's buckets go up by one, or stay.
+        let expected = [
+            -(1 + 2 * stride),
+            -5,
+            -4,
+            -(7 + 2 * stride + same),
+            -(8 + stride),
+            -9,
+        ];
         assert_eq!(sent(&cmd), expected.map(|n| n.to_string()));
     }
 
