@@ -132,3 +132,41 @@ async fn a_run_on_one_bucket_runs_out_in_order() {
         assert_eq!(result.unwrap_err().kind(), ErrorKind::Incompatible);
     }
 }
+
+/// Lua's `unpack` gives at most about 8,000 values: a batch of more buckets than that read by one
+/// `MGET` (peeks are never taken first), or a sliding log given more entries in one call, would
+/// fail whole without the scripts' slices.
+#[tokio::test]
+async fn batches_beyond_luas_unpack_limit_are_decided() {
+    const MANY: usize = 9_000;
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::builder(redis.url())
+        .coalesce(true)
+        .max_in_flight(1)
+        .max_batch(MANY)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::token_bucket(3, 3, Duration::from_secs(3600)).unwrap();
+    let log = Policy::sliding_window_log(MANY as u64, Duration::from_secs(3600)).unwrap();
+    for (policy, cost, key) in [(policy, 0, None), (log, 1, Some("log"))] {
+        redis_cmd(redis.port(), &[b"CONFIG", b"RESETSTAT"]).unwrap();
+        let tasks: Vec<_> = (0..MANY)
+            .map(|i| {
+                let store = store.clone();
+                let key = key.map_or_else(|| format!("peek-{i}"), String::from);
+                tokio::spawn(async move {
+                    store
+                        .decide(&[Check::new(policy, key.as_bytes(), cost)])
+                        .await
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert!(task.await.unwrap().unwrap().allowed());
+        }
+        // The first call alone, then the rest together.
+        assert!(command_calls(redis.port(), "evalsha").unwrap() <= 3);
+    }
+}

@@ -411,8 +411,9 @@ local sliding_log = {
       local ts, cost = s.entries[i][1], s.entries[i][2]
       new[#new + 1] = cost == 1 and string.format('%d', ts) or string.format('%d:%d', ts, cost)
     end
-    if #new > 0 then
-      redis.call('RPUSH', key, unpack(new))
+    -- In slices of 4096: Lua's unpack gives at most about 8,000 values (LUAI_MAXCSTACK).
+    for i = 1, #new, 4096 do
+      redis.call('RPUSH', key, unpack(new, i, math.min(i + 4095, #new)))
     end
     redis.call('PEXPIRE', key, ceil_ms(s.entries[#s.entries][1] + s.width - now))
   end,

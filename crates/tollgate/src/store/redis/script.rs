@@ -21,13 +21,17 @@ const MAX_EXACT: u128 = 1 << 52;
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
 /// `bucket.lua`'s prelude on one Redis: its buckets are `KEYS`; `read_rest` reads those it did
-/// not take first (from `from` on) with one `MGET`, as they share one slot.
+/// not take first (from `from` on) with one `MGET`, as they share one slot; one for every 4096
+/// of them, as Lua's `unpack` gives at most about 8,000 values (`LUAI_MAXCSTACK`: beyond, "too
+/// many results to unpack", which a batch of that many buckets would meet: `max_batch` is the
+/// user's to set).
 const BUCKET_DECLARED: &str = "local keys, b, nkeys, last = KEYS, 0, #KEYS, #ARGV
 local function read_rest(from, read)
-  if from <= nkeys then
-    local got = redis.call('MGET', unpack(keys, from))
-    for i = from, nkeys do
-      read(i, got[i - from + 1])
+  for i = from, nkeys, 4096 do
+    local j = math.min(i + 4095, nkeys)
+    local got = redis.call('MGET', unpack(keys, i, j))
+    for k = i, j do
+      read(k, got[k - i + 1])
     end
   end
 end
