@@ -169,6 +169,18 @@ async fn a_call_of_one_bucket_always_takes_it_first() {
 /// and fails, and is decided again per slot. Each bucket is charged once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_per_node_that_meets_a_moving_slot_takes_back_what_it_took() {
+    meets_a_moving_slot(1).await;
+}
+
+/// The same, the moving bucket peeked: a peek is never taken first, so the call meets the slot
+/// at its later read of the bucket (`read_rest`), not at a `SET`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_per_node_that_meets_a_moving_slot_at_a_read_takes_back_what_it_took() {
+    meets_a_moving_slot(0).await;
+}
+
+/// Three users of one node, the third in a migrating slot and checked at `moving_cost`.
+async fn meets_a_moving_slot(moving_cost: u64) {
     let cluster = TestRedisCluster::start(3).unwrap();
     let store = RedisStore::builder("")
         .cluster(cluster.urls())
@@ -219,19 +231,20 @@ async fn a_call_per_node_that_meets_a_moving_slot_takes_back_what_it_took() {
     reset(node);
     redis_cmd(node, &[b"CLIENT", b"PAUSE", b"300"]).unwrap();
     let mut tasks = Vec::new();
-    for user in [&first, &anna, &moving] {
+    let costs = [1, 1, moving_cost];
+    for (user, cost) in [&first, &anna, &moving].into_iter().zip(costs) {
         let (store, user) = (store.clone(), user.clone());
         tasks.push(tokio::spawn(async move {
             let verdict = store
-                .decide(&[Check::new(policy, user.as_bytes(), 1)])
+                .decide(&[Check::new(policy, user.as_bytes(), cost)])
                 .await
                 .unwrap();
             verdict.decisions()[0].remaining()
         }));
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
-    for task in tasks {
-        assert_eq!(task.await.unwrap(), 9);
+    for (task, cost) in tasks.into_iter().zip(costs) {
+        assert_eq!(task.await.unwrap(), 10 - cost);
     }
     let Reply::Bulk(errors) = redis_cmd(node, &[b"INFO", b"errorstats"]).unwrap() else {
         panic!("INFO answers text");
@@ -240,9 +253,13 @@ async fn a_call_per_node_that_meets_a_moving_slot_takes_back_what_it_took() {
         String::from_utf8_lossy(&errors).contains("errorstat_ERR"),
         "the call per node met the moving slot"
     );
-    for user in [&first, &anna, &moving] {
+    for (user, cost) in [&first, &anna, &moving].into_iter().zip(costs) {
         let check = Check::new(policy, user.as_bytes(), 1);
-        assert_eq!(remaining(&store, check).await, 9, "{user}: charged once");
+        assert_eq!(
+            remaining(&store, check).await,
+            10 - cost,
+            "{user}: charged once"
+        );
     }
 }
 

@@ -6,8 +6,8 @@
 -- time on nothing the client could do, and there is one implementation of the answers.
 --
 -- Its prelude (script.rs) names the buckets `keys[b + 1]` to `keys[b + nkeys]`, and `last` the
--- index of the last ARGV below: in KEYS on one Redis (b = 0); per cluster node, at the end of
--- ARGV, where they are read without being copied.
+-- index of ARGV[last] (S, below): the buckets are KEYS on one Redis (b = 0); per cluster node,
+-- they are at the end of ARGV, where they are read without being copied.
 --
 -- keys     token buckets, `tollgate:v2:{<escaped user key>}:tb:...` (see keys.rs); the value is
 --          the theoretical arrival time in microseconds of Redis's clock; TTL: until the
@@ -26,7 +26,8 @@
 --          The common decision, one check of cost 1 under policy 1, is one number instead:
 --          -k, on bucket k; and r more such decisions that follow it, on buckets k + 1 to
 --          k + r in order (a batch of users' checks), are -(k + r × 2^24) with it, or
---          -(k + r × 2^24 + 2^50) when all are on bucket k (a hot key's batch).
+--          -(k + r × 2^24 + 2^50) when all are on bucket k (a hot key's batch); k < 2^24 and
+--          r < 2^26 (a bucket from 2^24 on goes in the long form, M = 1).
 -- ARGV[last] S, and before it S numbers: what the only check of each of buckets 1 to S takes
 --          (cost × t); or -S and one number, when they all take the same (a batch of checks
 --          alike, the common case). Those buckets are *taken first*: written at once with
@@ -38,8 +39,8 @@
 -- (Every number is a string Redis hands to Lua, and tonumber is a strtod: the encoding sends
 -- and converts each as few times as it can. In a batch of single checks, each is a quarter
 -- of the script's time when sent as four numbers. The Lua around a new user's `SET`, timed in
--- Lua 5.1 alone, was 1.6 µs before the script kept to one pass over the buckets and three
--- tables grown to their number, and 1.0 µs after.)
+-- Lua 5.1 alone, was 1.6 µs before the script kept to one pass over the buckets and, in a batch
+-- of new users, three tables grown to their number (of six), and 1.0 µs after.)
 --
 -- Returns { now (negated when this Redis cannot take first), the state read of each key (0 when
 -- absent, -1 when garbage), then per decision 1 when it was allowed and taken, 2 when it names a

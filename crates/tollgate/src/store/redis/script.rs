@@ -41,7 +41,7 @@ end
 /// slot, flag or not) and passes every bucket at the end of ARGV, then their number. The flag
 /// lets a script touch keys of other slots of its node; a key the node does not serve (a slot
 /// moved or migrating) raises "Script attempted to access a non local key", which the scripts
-/// meet before they write anything.
+/// meet before they write anything they keep (`bucket.lua` takes back what it took first).
 const PER_NODE: &str = "#!lua flags=allow-cross-slot-keys
 ";
 
@@ -61,7 +61,8 @@ end
 /// `bucket.lua`'s prelude per node: its buckets read where they are in ARGV, each with an `MGET`
 /// of its own, as one command may not span slots even with the flag (`MGET` rather than `GET`:
 /// a key of another type reads as missing, as in one `MGET`). A bucket the node does not serve
-/// is an error, answered second, after what the script took first is taken back.
+/// is an error, which `read_rest` returns and `bucket.lua` answers after taking back what it
+/// took first.
 const BUCKET_PER_NODE: &str = "local nkeys = tonumber(ARGV[#ARGV])
 local last = #ARGV - 1 - nkeys
 local keys, b = ARGV, last
@@ -400,10 +401,11 @@ fn is_redirection(e: &redis::RedisError) -> bool {
 }
 
 /// `EVALSHA sha numkeys keys... time ...`; then, for `decide.lua`, the number of decisions and
-/// 5 numbers per check; for `bucket.lua`, the distinct policies and 3 numbers per check (see
-/// the scripts), then what the buckets taken first take and their number. Indices count from
-/// 1, as Lua does. Per node, the first key alone is declared, and every key follows the rest,
-/// then their number (see `PER_NODE`).
+/// 5 numbers per check; for `bucket.lua`, the distinct policies, then per decision its number
+/// of checks and 3 numbers per check, or one number for each run of single checks of cost 1
+/// under the first policy (see [`Run`]), then what the buckets taken first take and their
+/// number. Indices count from 1, as Lua does. Per node, the first key alone is declared, and
+/// every key follows the rest, then their number (see `PER_NODE`).
 fn command<D: AsRef<[Encoded]>>(
     script: &Script,
     now_us: Option<u64>,
@@ -524,9 +526,9 @@ struct Run {
     same: bool,
 }
 
-/// A run that starts below bucket 2^24 (far more than a batch holds) and has fewer than 2^26
-/// decisions is below 2^50, and with `SAME_BUCKET` below 2^51: exact in Lua's doubles, and read
-/// back without ambiguity.
+/// A run that starts below bucket 2^24 (far more than a batch holds) and has at most 2^26
+/// decisions (r < 2^26) is below 2^50, and with `SAME_BUCKET` below 2^51: exact in Lua's
+/// doubles, and read back without ambiguity.
 const RUN_STRIDE: u64 = 1 << 24;
 const SAME_BUCKET: u64 = 1 << 50;
 const RUN_MAX: u64 = 1 << 26;
@@ -772,5 +774,90 @@ mod tests {
             "1".into(),
         ];
         assert_eq!(sent(&cmd), expected);
+    }
+
+    /// A batch of users' single checks of cost 1, broken by a check of cost 2 and a decision of
+    /// two checks: each run is closed before them, and before the tail of what is taken first
+    /// and (per node) the keys.
+    #[test]
+    fn runs_are_closed_before_every_other_form_and_the_tails() {
+        let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+        let check = |user: &'static str, cost| {
+            Encoded::new(&Check::new(policy, user.as_bytes(), cost)).unwrap()
+        };
+        let decisions = vec![
+            vec![check("alice", 1)],
+            vec![check("bob", 1)],
+            vec![check("carol", 2)],
+            vec![check("dave", 1)],
+            vec![check("erin", 1), check("frank", 1)],
+            vec![check("gina", 1)],
+        ];
+        let scripts = Scripts::new();
+        let stride = RUN_STRIDE as i64;
+        let decided = [
+            vec![(-(1 + stride)).to_string()],
+            ["1", "3", "1", "2"].map(String::from).to_vec(),
+            vec!["-4".into()],
+            ["2", "5", "1", "1", "6", "1", "1"]
+                .map(String::from)
+                .to_vec(),
+            vec!["-7".into()],
+        ]
+        .concat();
+        // One Redis, nothing taken first: EVALSHA, its hash, 7 keys declared, the time, one
+        // policy (t = 100 ms, tau = 1 s in µs), the decisions, no takes.
+        let plan = Plan::new(&decisions, true);
+        let cmd = command(
+            &scripts.bucket,
+            None,
+            &decisions,
+            &plan,
+            true,
+            Keys::Declared,
+        );
+        let args = sent(&cmd);
+        let head = ["", "1", "100000", "1000000"].map(String::from);
+        assert_eq!(args[2], "7");
+        assert_eq!(args[10..14], head);
+        assert_eq!(args[14..], [decided.clone(), vec!["0".into()]].concat());
+        // Per node, every bucket lone and taken first: their takes (not all alike), their
+        // number, then the keys and their number.
+        let mut plan = Plan::new(&decisions, true);
+        plan.take_first();
+        let cmd = command(
+            &scripts.bucket_node,
+            None,
+            &decisions,
+            &plan,
+            true,
+            Keys::PerNode,
+        );
+        let args = sent(&cmd);
+        assert_eq!(args[2], "1");
+        let takes = [
+            "100000", "100000", "200000", "100000", "100000", "100000", "100000", "7",
+        ];
+        let tail = [decided, takes.map(String::from).to_vec()].concat();
+        assert_eq!(args[4..8], head);
+        assert_eq!(args[8..8 + tail.len()], tail);
+        assert_eq!(args.len(), 8 + tail.len() + 8);
+        assert_eq!(args[3], args[8 + tail.len()], "the first key, declared");
+        assert_eq!(args.last().map(String::as_str), Some("7"));
+    }
+
+    #[test]
+    fn a_full_run_is_sent_and_the_next_decision_starts_another() {
+        let mut cmd = Cmd::new();
+        let mut run = Run {
+            k: 5,
+            more: RUN_MAX - 1,
+            same: true,
+        };
+        run.push(&mut cmd, 5);
+        run.end(&mut cmd);
+        let full = 5 + (RUN_MAX - 1) * RUN_STRIDE + SAME_BUCKET;
+        assert!(full < 1 << 51);
+        assert_eq!(sent(&cmd), [format!("-{full}"), "-5".into()]);
     }
 }
