@@ -8,16 +8,21 @@ use std::time::Duration;
 use tollgate::{Check, ErrorKind, Policy, RedisStore, Store};
 use tollgate_testkit::{TestRedis, command_calls, redis_cmd};
 
-#[tokio::test]
-async fn a_run_of_users_is_decided_as_each_alone() {
-    let redis = TestRedis::start().unwrap();
-    let store = RedisStore::builder(redis.url())
+/// A store whose decisions queue behind one call at a time, and are then decided together.
+async fn batching(redis: &TestRedis) -> RedisStore {
+    RedisStore::builder(redis.url())
         .coalesce(true)
         .max_in_flight(1)
         .deny_cache(false)
         .build()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_run_of_users_is_decided_as_each_alone() {
+    let redis = TestRedis::start().unwrap();
+    let store = batching(&redis).await;
     // Two tokens, no refill during the test.
     let policy = Policy::token_bucket(2, 2, Duration::from_secs(3600)).unwrap();
     let user = |i: usize| format!("user-{i}");
@@ -84,13 +89,7 @@ async fn a_run_of_users_is_decided_as_each_alone() {
 #[tokio::test]
 async fn a_run_on_one_bucket_runs_out_in_order() {
     let redis = TestRedis::start().unwrap();
-    let store = RedisStore::builder(redis.url())
-        .coalesce(true)
-        .max_in_flight(1)
-        .deny_cache(false)
-        .build()
-        .await
-        .unwrap();
+    let store = batching(&redis).await;
     let policy = Policy::token_bucket(5, 5, Duration::from_secs(3600)).unwrap();
     let concurrently = |key: &'static [u8]| {
         let tasks: Vec<_> = (0..12)

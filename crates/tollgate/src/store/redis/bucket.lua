@@ -158,24 +158,32 @@ local o = #out
 local t1, tau1 = t[1], tau[1]
 while a <= n do
   local m = tonumber(ARGV[a])
-  if m < 0 then
-    -- The short form: r + 1 decisions of one check of cost 1 under policy 1, sent as
-    -- -(k + r × 2^24) when on buckets k to k + r in order, plus 2^50 when all on bucket k.
-    m = -m
-    local step = 1
-    if m >= 1125899906842624 then
-      m, step = m - 1125899906842624, 0
+  if m < 0 or m == 1 then
+    -- Decisions of one check. The short form: r + 1 of cost 1 under policy 1, sent as
+    -- -(k + r × 2^24) when on buckets k to k + r in order, plus 2^50 when all on bucket k; the
+    -- long form, one of any cost and policy (M = 1).
+    local k, r, step, cost, tp, taup = 0, 0, 1, 1, t1, tau1
+    if m < 0 then
+      m = -m
+      if m >= 1125899906842624 then
+        m, step = m - 1125899906842624, 0
+      end
+      r = floor(m / 16777216)
+      k = m - r * 16777216
+      a = a + 1
+    else
+      local p
+      k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      tp, taup = t[p], tau[p]
+      a = a + 4
     end
-    local r = floor(m / 16777216)
-    local k = m - r * 16777216
-    a = a + 1
     if step == 0 and not garbage[k] then
-      -- A hot bucket's decisions, its state kept in a local between them.
+      -- A hot bucket's decisions (cost 1), its state kept in a local between them.
       local v = tat[k]
       for _ = 0, r do
-        local new = max(v, now) + t1
+        local new = max(v, now) + tp
         o = o + 1
-        if new - now <= tau1 then
+        if new - now <= taup then
           v = new
           out[o] = 1
         else
@@ -186,36 +194,20 @@ while a <= n do
     else
       for i = 0, r do
         local k = k + i * step
-        local new = max(tat[k], now) + t1
+        local new = max(tat[k], now) + cost * tp
         o = o + 1
         if garbage[k] then
-          expire(k, tau1)
+          expire(k, taup)
           out[o] = 2
-        elseif new - now <= tau1 then
+        elseif cost == 0 then
+          out[o] = 1
+        elseif new - now <= taup then
           tat[k] = new
           out[o] = 1
         else
           out[o] = 0
         end
       end
-    end
-  elseif m == 1 then
-    -- One check: decide and take at once.
-    local k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local tp, taup = t[p], tau[p]
-    a = a + 4
-    local new = max(tat[k], now) + cost * tp
-    o = o + 1
-    if garbage[k] then
-      expire(k, taup)
-      out[o] = 2
-    elseif cost == 0 then
-      out[o] = 1
-    elseif new - now <= taup then
-      tat[k] = new
-      out[o] = 1
-    else
-      out[o] = 0
     end
   else
     -- Several: take only if every one passes. A decision never names one bucket twice, so
