@@ -23,6 +23,10 @@
 //! rounds of wall time ÷ the checks of every thread (so with 2 threads, `1e9 ÷ ns` is the
 //! checks/s of both together).
 //!
+//! **The floor over many keys** (`chase.rs`): after the rounds, the time of a memory load that
+//! depends on the one before, over 64 MB; the report gives the large scenario's checks in such
+//! loads, for tollgate and governor alike.
+//!
 //! **Memory per key**: the growth of the process's resident memory while each limiter takes
 //! the large scenario's keys (Linux; "not measured" elsewhere), and tollgate's
 //! `MemoryStore::allocated_bytes`. A library cannot install a counting global allocator into
@@ -31,6 +35,7 @@
 //! The run is synchronous and uses OS threads: from async code, call it where blocking is
 //! allowed (`spawn_blocking`).
 
+mod chase;
 mod contenders;
 mod measure;
 mod report;
@@ -171,8 +176,10 @@ pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
         denied: 0,
         precharges: precharge.checks,
         precharges_denied: precharge.denied,
+        load_ns: None,
     };
     measure(&scenarios, warmup, run_time, &mut report);
+    report.load_ns = Some(chase::dependent_load_ns(3));
     report.report().write(&args.out)?;
     Ok(report)
 }

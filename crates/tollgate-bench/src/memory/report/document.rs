@@ -41,6 +41,7 @@ impl MemoryReport {
                 self.cores
             )]
             .into_iter()
+            .chain(self.loads_per_check())
             .chain(self.others_cpu_share().map(|share| {
                 format!(
                     "While the runs were timed, other processes used {:.0}% of a core on \
@@ -54,6 +55,23 @@ impl MemoryReport {
             notes: self.notes(),
             charts: vec![self.chart()],
         }
+    }
+
+    /// The large scenario's checks at one thread in dependent loads, when measured.
+    fn loads_per_check(&self) -> Option<String> {
+        let load = self.load_ns.filter(|&ns| ns > 0.0)?;
+        let keys = *self.scenarios.last()?;
+        let loads = |contender| Some(self.ns_per_check(keys, 1, contender)? / load);
+        Some(format!(
+            "A memory load that depends on the one before, over 64 MB, took {load:.1} ns here: at \
+             {}, one thread, a check was {:.1} such loads through `MemoryLimiter::check` (TSC) \
+             and {:.1} through governor (TSC), reading the caller's key (its `String`, then its \
+             bytes) two of them for both. Over many keys a ratio is bounded by how many loads \
+             each chains.",
+            scenario_name(keys),
+            loads(Contender::TollgateLimiterTsc)?,
+            loads(Contender::GovernorTsc)?,
+        ))
     }
 
     fn times(&self) -> Section {

@@ -42,6 +42,9 @@ pub struct MemoryReport {
     pub precharges: u64,
     /// Precharges denied.
     pub precharges_denied: u64,
+    /// ns per memory load that depends on the one before, over 64 MB: the floor under a check
+    /// over many keys (`None`: not measured).
+    pub load_ns: Option<f64>,
 }
 
 /// One cell (scenario, threads, contender) timed for one round.
@@ -307,6 +310,7 @@ mod tests {
             denied: 0,
             precharges: 4,
             precharges_denied: 0,
+            load_ns: None,
         }
     }
 
@@ -377,6 +381,31 @@ mod tests {
             ..report
         };
         assert_eq!(report.goals().last().and_then(|g| g.met), Some(false));
+    }
+
+    #[test]
+    fn a_check_over_many_keys_is_put_in_dependent_loads() {
+        let runs = vec![
+            run(100_000, 1, Contender::TollgateLimiterTsc, 1, 400),
+            run(100_000, 1, Contender::GovernorTsc, 1, 500),
+        ];
+        let measured = MemoryReport {
+            load_ns: Some(100.0),
+            ..report(runs)
+        };
+        let intro = measured.report().intro.join(" ");
+        assert!(
+            intro.contains(
+                "took 100.0 ns here: at 100k keys, one thread, a check was 4.0 such loads \
+                 through `MemoryLimiter::check` (TSC) and 5.0 through governor (TSC)"
+            ),
+            "{intro}"
+        );
+        let unmeasured = MemoryReport {
+            load_ns: None,
+            ..measured
+        };
+        assert!(!unmeasured.report().intro.join(" ").contains("one before"));
     }
 
     #[test]
