@@ -69,8 +69,8 @@
 //! (what it had already created, taking a lone bucket first, it deletes again before it
 //! answers), so the call decided and wrote nothing; the store then reads the slot map again
 //! and decides that batch per slot (one call for each slot's decisions, following `MOVED` and
-//! `ASK` as every per-slot call does). Each decision is thus decided exactly once. Where the scripts cannot be
-//! loaded with the flag (Redis before 7.0), or with
+//! `ASK` as every per-slot call does). Each decision is thus decided exactly once. Where the
+//! scripts cannot be loaded with the flag (Redis before 7.0), or with
 //! [`per_node(false)`](RedisStoreBuilder::per_node), each key has its own queue and calls are per
 //! slot; the store logs (with `tracing`, at info) which it uses when it starts.
 
@@ -417,13 +417,12 @@ impl Inner {
         now_us: Option<u64>,
         decisions: &[D],
     ) -> Result<Option<Vec<Reply>>, StoreError> {
-        let guess = &self.take_first;
         script::run(
             &self.scripts,
             conn,
             cluster,
             keys_as,
-            guess,
+            &self.take_first,
             now_us,
             decisions,
         )
