@@ -2,7 +2,12 @@
 //!
 //! The decision functions never read time themselves; a store asks its [`Clock`]. Production uses
 //! [`MonotonicClock`]; tests use [`ManualClock`] and move time by hand, so no test sleeps to wait
-//! for a refill. This is the one module allowed to read the ambient clocks.
+//! for a refill. [`CoarseClock`] and `QuantaClock` (feature `quanta`) are cheaper reads for the
+//! memory store. This is the one module allowed to read the ambient clocks.
+
+mod coarse;
+
+pub use coarse::CoarseClock;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

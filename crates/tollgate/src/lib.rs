@@ -134,7 +134,7 @@ pub mod store;
 
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use decision::{Decision, Verdict};
 pub use error::{CheckError, ErrorKind, StoreError};
 pub use nanos::Nanos;

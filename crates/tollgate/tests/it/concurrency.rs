@@ -135,6 +135,12 @@ fn tasks_and_threads_on_one_key_over_real_time_on_the_quanta_clock() {
     tasks_and_threads_on_one_key_at(tollgate::QuantaClock::new());
 }
 
+/// The same on the clock a thread writes once a millisecond.
+#[test]
+fn tasks_and_threads_on_one_key_over_real_time_on_the_coarse_clock() {
+    tasks_and_threads_on_one_key_at(tollgate::CoarseClock::new());
+}
+
 fn tasks_and_threads_on_one_key_at<C: Clock + Clone>(clock: C) {
     let store = MemoryStore::builder().clock(clock.clone()).build();
     let policy = ten_per_second();
