@@ -1,6 +1,8 @@
 //! What is timed: tollgate's store through its two entry points, governor's keyed limiter, and
 //! the loop alone; each built holding the scenario's keys, every bucket deep in debt. Each
-//! limiter runs on two clocks: `std::time::Instant`, and the time-stamp counter (`quanta`).
+//! limiter runs on three clocks: `std::time::Instant`, the time-stamp counter (`quanta`), and
+//! tollgate's `CoarseClock` (a time a thread writes once a millisecond), which governor reads
+//! through [`GovernorCoarse`].
 
 use std::fmt;
 use std::hint::black_box;
@@ -14,7 +16,9 @@ use governor::clock::{
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
-use tollgate::{Clock, MemoryLimiter, MemoryStore, MonotonicClock, Policy, QuantaClock};
+use tollgate::{
+    Clock, CoarseClock, MemoryLimiter, MemoryStore, MonotonicClock, Policy, QuantaClock,
+};
 
 use super::timing::timed_checks;
 use crate::BenchError;
@@ -41,28 +45,39 @@ pub enum Contender {
     TollgateStoreTsc,
     /// governor's keyed limiter (`DashMap`) `check_key`, on its `QuantaClock`.
     GovernorTsc,
+    /// [`MemoryLimiter::check`] on [`CoarseClock`].
+    TollgateLimiterCoarse,
+    /// [`MemoryStore::check`] on [`CoarseClock`].
+    TollgateStoreCoarse,
+    /// governor's keyed limiter (`DashMap`) `check_key`, on the same [`CoarseClock`].
+    GovernorCoarse,
     /// The loop alone (pick a key, read a byte of it): the floor under every other figure.
     KeyWalk,
 }
 
 impl Contender {
     /// Every contender, in report order.
-    pub const ALL: [Contender; 7] = [
+    pub const ALL: [Contender; 10] = [
         Contender::TollgateLimiter,
         Contender::TollgateStore,
         Contender::Governor,
         Contender::TollgateLimiterTsc,
         Contender::TollgateStoreTsc,
         Contender::GovernorTsc,
+        Contender::TollgateLimiterCoarse,
+        Contender::TollgateStoreCoarse,
+        Contender::GovernorCoarse,
         Contender::KeyWalk,
     ];
 
     /// tollgate's contenders, each held to the goals against its [`rival`](Contender::rival).
-    pub const TOLLGATE: [Contender; 4] = [
+    pub const TOLLGATE: [Contender; 6] = [
         Contender::TollgateLimiter,
         Contender::TollgateStore,
         Contender::TollgateLimiterTsc,
         Contender::TollgateStoreTsc,
+        Contender::TollgateLimiterCoarse,
+        Contender::TollgateStoreCoarse,
     ];
 
     /// Its name in the report and on stderr.
@@ -74,6 +89,9 @@ impl Contender {
             Contender::TollgateLimiterTsc => "tollgate_limiter_tsc",
             Contender::TollgateStoreTsc => "tollgate_store_tsc",
             Contender::GovernorTsc => "governor_tsc",
+            Contender::TollgateLimiterCoarse => "tollgate_limiter_coarse",
+            Contender::TollgateStoreCoarse => "tollgate_store_coarse",
+            Contender::GovernorCoarse => "governor_coarse",
             Contender::KeyWalk => "key_walk",
         }
     }
@@ -87,13 +105,17 @@ impl Contender {
             Contender::TollgateLimiterTsc => "`MemoryLimiter::check` (TSC)",
             Contender::TollgateStoreTsc => "`MemoryStore::check` (TSC)",
             Contender::GovernorTsc => "governor `check_key` (TSC)",
+            Contender::TollgateLimiterCoarse => "`MemoryLimiter::check` (coarse)",
+            Contender::TollgateStoreCoarse => "`MemoryStore::check` (coarse)",
+            Contender::GovernorCoarse => "governor `check_key` (coarse)",
             Contender::KeyWalk => "the key walk alone",
         }
     }
 
     /// The clock it reads: `Instant` (`std::time::Instant`: tollgate's `MonotonicClock`,
-    /// governor's `MonotonicClock`) or `TSC` (the time-stamp counter through `quanta`:
-    /// tollgate's `QuantaClock`, governor's `QuantaClock`); `none` for the key walk.
+    /// governor's `MonotonicClock`), `TSC` (the time-stamp counter through `quanta`:
+    /// tollgate's `QuantaClock`, governor's `QuantaClock`) or `coarse` (one tollgate
+    /// `CoarseClock` read by both); `none` for the key walk.
     pub fn clock(self) -> &'static str {
         match self {
             Contender::TollgateLimiter | Contender::TollgateStore | Contender::Governor => {
@@ -102,6 +124,9 @@ impl Contender {
             Contender::TollgateLimiterTsc
             | Contender::TollgateStoreTsc
             | Contender::GovernorTsc => "TSC",
+            Contender::TollgateLimiterCoarse
+            | Contender::TollgateStoreCoarse
+            | Contender::GovernorCoarse => "coarse",
             Contender::KeyWalk => "none",
         }
     }
@@ -114,7 +139,13 @@ impl Contender {
             Contender::TollgateLimiterTsc | Contender::TollgateStoreTsc => {
                 Some(Contender::GovernorTsc)
             }
-            Contender::Governor | Contender::GovernorTsc | Contender::KeyWalk => None,
+            Contender::TollgateLimiterCoarse | Contender::TollgateStoreCoarse => {
+                Some(Contender::GovernorCoarse)
+            }
+            Contender::Governor
+            | Contender::GovernorTsc
+            | Contender::GovernorCoarse
+            | Contender::KeyWalk => None,
         }
     }
 }
@@ -227,6 +258,7 @@ pub(super) struct Contenders {
     pub(super) policy: Policy,
     pub(super) instant: OnClock<MonotonicClock, GovernorInstant>,
     pub(super) tsc: OnClock<QuantaClock, GovernorTsc>,
+    pub(super) coarse: OnClock<CoarseClock, GovernorCoarse>,
 }
 
 /// The clocks of [`Contenders::instant`].
@@ -237,6 +269,28 @@ pub(super) fn instant_clocks() -> (MonotonicClock, GovernorInstant) {
 /// The clocks of [`Contenders::tsc`].
 pub(super) fn tsc_clocks() -> (QuantaClock, GovernorTsc) {
     (QuantaClock::new(), GovernorTsc::default())
+}
+
+/// The clocks of [`Contenders::coarse`]: one [`CoarseClock`] (at its default millisecond),
+/// read by both.
+pub(super) fn coarse_clocks() -> (CoarseClock, GovernorCoarse) {
+    let clock = CoarseClock::new();
+    (clock.clone(), GovernorCoarse(clock))
+}
+
+/// tollgate's [`CoarseClock`] as a governor clock, so that governor reads the very time
+/// tollgate's coarse contenders do (governor's own clock of this kind, `QuantaUpkeepClock`,
+/// allows one per process).
+#[derive(Debug, Clone)]
+pub(super) struct GovernorCoarse(CoarseClock);
+
+impl GovernorClock for GovernorCoarse {
+    type Instant = governor::nanos::Nanos;
+
+    #[inline]
+    fn now(&self) -> governor::nanos::Nanos {
+        governor::nanos::Nanos::from(self.0.now().as_u64())
+    }
 }
 
 impl Contenders {
@@ -250,6 +304,7 @@ impl Contenders {
             policy: *policy,
             instant: OnClock::holding(keys, policy, instant_clocks(), tally)?,
             tsc: OnClock::holding(keys, policy, tsc_clocks(), tally)?,
+            coarse: OnClock::holding(keys, policy, coarse_clocks(), tally)?,
         })
     }
 
@@ -280,6 +335,9 @@ impl Contenders {
             Contender::TollgateLimiterTsc => timed!(Contender::TollgateLimiterTsc),
             Contender::TollgateStoreTsc => timed!(Contender::TollgateStoreTsc),
             Contender::GovernorTsc => timed!(Contender::GovernorTsc),
+            Contender::TollgateLimiterCoarse => timed!(Contender::TollgateLimiterCoarse),
+            Contender::TollgateStoreCoarse => timed!(Contender::TollgateStoreCoarse),
+            Contender::GovernorCoarse => timed!(Contender::GovernorCoarse),
             Contender::KeyWalk => timed!(Contender::KeyWalk),
         }
     }
@@ -288,7 +346,7 @@ impl Contenders {
     /// counts as a denial).
     #[inline(always)]
     fn check(&self, contender: Contender, key: &String) -> bool {
-        let (instant, tsc) = (&self.instant, &self.tsc);
+        let (instant, tsc, coarse) = (&self.instant, &self.tsc, &self.coarse);
         match contender {
             Contender::TollgateLimiter => instant
                 .limiter
@@ -308,6 +366,15 @@ impl Contenders {
                 .check(&self.policy, key.as_bytes(), 1)
                 .is_ok_and(|d| d.allowed()),
             Contender::GovernorTsc => tsc.governor.check_key(key).is_ok(),
+            Contender::TollgateLimiterCoarse => coarse
+                .limiter
+                .check(key.as_bytes(), 1)
+                .is_ok_and(|d| d.allowed()),
+            Contender::TollgateStoreCoarse => coarse
+                .store
+                .check(&self.policy, key.as_bytes(), 1)
+                .is_ok_and(|d| d.allowed()),
+            Contender::GovernorCoarse => coarse.governor.check_key(key).is_ok(),
             // Reads the key's last byte, as hashing it would, and decides nothing.
             Contender::KeyWalk => black_box(key.as_bytes().last().copied()).is_some(),
         }

@@ -4,11 +4,12 @@
 //! make it: the key is a `String` such as `user:42`, built before anything is timed.
 //! Contenders ([`Contender`]): `MemoryLimiter::check` (bound to its policy once),
 //! `MemoryStore::check` (which also encodes the policy at every check), governor's keyed
-//! limiter's `check_key` (a `DashMap` with std's `RandomState`), each on two clocks: the
-//! `std::time::Instant` clock (tollgate's `MonotonicClock`, governor's `MonotonicClock`) and
-//! the time-stamp counter through `quanta` (tollgate's `QuantaClock`, governor's
-//! `QuantaClock`); and the key walk alone (the floor under every other figure). Each tollgate
-//! contender is compared with governor on the same clock.
+//! limiter's `check_key` (a `DashMap` with std's `RandomState`), each on three clocks: the
+//! `std::time::Instant` clock (tollgate's `MonotonicClock`, governor's `MonotonicClock`), the
+//! time-stamp counter through `quanta` (tollgate's `QuantaClock`, governor's `QuantaClock`),
+//! and one tollgate `CoarseClock` (a time a thread writes once a millisecond) read by both; and
+//! the key walk alone (the floor under every other figure). Each tollgate contender is
+//! compared with governor on the same clock.
 //!
 //! Scenarios: one hot key, 100k keys (or a tenth of `--keys` if fewer) and `--keys` keys (1M),
 //! each with 1 and 2 threads. Over many keys a xorshift walk, the same for every contender,
@@ -147,6 +148,7 @@ pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
             governor,
         },
         tsc: OnClock::holding(&keys, &policy, contenders::tsc_clocks(), &mut precharge)?,
+        coarse: OnClock::holding(&keys, &policy, contenders::coarse_clocks(), &mut precharge)?,
     };
     let scenarios = [
         Scenario {

@@ -21,7 +21,7 @@ fn a_short_run_times_every_cell_and_judges_every_goal() {
 
     assert_eq!(report.scenarios, [1, 2_000, 20_000]);
     assert_eq!(report.threads, [1, 2]);
-    assert_eq!(report.runs.len(), 2 * 3 * 2 * 7);
+    assert_eq!(report.runs.len(), 2 * 3 * 2 * 10);
     for run in &report.runs {
         assert!(run.checks > 0, "{run:?}");
         assert!(run.ns_per_check() > 0.0, "{run:?}");
@@ -48,15 +48,15 @@ fn a_short_run_times_every_cell_and_judges_every_goal() {
         }
     }
 
-    // Every row's four ratios (two entry points on two clocks), the four hot-key times, and
+    // Every row's six ratios (two entry points on three clocks), the six hot-key times, and
     // the denials: all judged.
     let goals = report.goals();
-    assert_eq!(goals.len(), rows.len() * 4 + 5, "{goals:#?}");
+    assert_eq!(goals.len(), rows.len() * 6 + 7, "{goals:#?}");
     assert!(goals.iter().all(|g| g.met.is_some()), "{goals:#?}");
     assert_eq!(report.denied, 0);
     assert_eq!(report.precharges_denied, 0);
-    // One per key per limiter (two limiters on two clocks), in every scenario.
-    assert_eq!(report.precharges, 4 * (1 + 2_000 + 20_000));
+    // One per key per limiter (two limiters on three clocks), in every scenario.
+    assert_eq!(report.precharges, 6 * (1 + 2_000 + 20_000));
     assert!(report.checks > report.runs.iter().map(|r| r.checks).sum::<u64>());
     assert_eq!(goals.last().and_then(|g| g.met), Some(true), "{goals:#?}");
 
@@ -80,6 +80,7 @@ fn a_short_run_times_every_cell_and_judges_every_goal() {
          ratio limiter | ratio store | key walk ns |",
         "| 20k keys | 2 | Instant |",
         "| 20k keys | 2 | TSC |",
+        "| 20k keys | 2 | coarse |",
         "| tollgate `MemoryStore` | its tables (`allocated_bytes()`) |",
         "memory.svg",
     ] {

@@ -8,7 +8,7 @@ use crate::report::{Chart, Group, Report, Section, Table, thousands};
 
 /// The contenders of a line of the time table: tollgate's limiter and store, and governor, on
 /// one clock. The chart shows them all, clock by clock (the key walk alone would dwarf them).
-const BY_CLOCK: [[Contender; 3]; 2] = [
+const BY_CLOCK: [[Contender; 3]; 3] = [
     [
         Contender::TollgateLimiter,
         Contender::TollgateStore,
@@ -18,6 +18,11 @@ const BY_CLOCK: [[Contender; 3]; 2] = [
         Contender::TollgateLimiterTsc,
         Contender::TollgateStoreTsc,
         Contender::GovernorTsc,
+    ],
+    [
+        Contender::TollgateLimiterCoarse,
+        Contender::TollgateStoreCoarse,
+        Contender::GovernorCoarse,
     ],
 ];
 
@@ -97,7 +102,7 @@ impl MemoryReport {
                     ns(row.ns(governor)),
                     ratio(&row, limiter),
                     ratio(&row, store),
-                    ns(row.key_walk),
+                    ns(row.ns(Contender::KeyWalk)),
                 ]
             })
         });
@@ -107,7 +112,9 @@ impl MemoryReport {
                 "Nanoseconds per check at aggregate throughput (wall time ÷ the checks of every \
                  thread, so that 1e9 ÷ ns is the checks/s of all threads together), median of \
                  {} rounds. Each line is one clock, read by every limiter on it: `Instant` \
-                 (`std::time::Instant`) or `TSC` (the time-stamp counter through `quanta`). \
+                 (`std::time::Instant`), `TSC` (the time-stamp counter through `quanta`) or \
+                 `coarse` (one tollgate `CoarseClock`, a time a thread writes once a \
+                 millisecond). \
                  ratio = tollgate checks/s ÷ governor checks/s on the same clock: above 1, \
                  tollgate is faster.",
                 self.rounds
@@ -230,7 +237,10 @@ impl MemoryReport {
             "Clocks: on `Instant` lines, tollgate's `MonotonicClock` and governor's \
              `clock::MonotonicClock`, both `std::time::Instant`; on `TSC` lines, tollgate's \
              `QuantaClock` (feature `quanta`) and governor's `clock::QuantaClock`, both the \
-             time-stamp counter read through `quanta` and scaled to nanoseconds. Each governor \
+             time-stamp counter read through `quanta` and scaled to nanoseconds; on `coarse` \
+             lines, one tollgate `CoarseClock` (its default resolution, 1 ms), which governor \
+             reads through a `clock::Clock` of the benchmark's (`GovernorCoarse`): the same \
+             load of the same time for both. Each governor \
              limiter is built with `RateLimiter::dashmap_with_clock` and its clock named, as \
              governor's `quanta` feature (on here) changes its `DefaultClock`. Memory per key \
              is measured on the `Instant` limiters."
@@ -298,6 +308,16 @@ fn describe(contender: Contender) -> &'static str {
              `.clock(QuantaClock::new())`"
         }
         Contender::GovernorTsc => "governor's keyed limiter as above, on `clock::QuantaClock`",
+        Contender::TollgateLimiterCoarse => {
+            "`MemoryLimiter::check(key, 1)` on a store built with `.clock(CoarseClock::new())`"
+        }
+        Contender::TollgateStoreCoarse => {
+            "`MemoryStore::check(key, &policy, 1)` on a store built with \
+             `.clock(CoarseClock::new())`"
+        }
+        Contender::GovernorCoarse => {
+            "governor's keyed limiter as above, on the same `CoarseClock` (`GovernorCoarse`)"
+        }
         Contender::KeyWalk => {
             "the loop alone (pick the next key, read its last byte): the floor under every \
              other figure"
