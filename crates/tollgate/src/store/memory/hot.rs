@@ -29,7 +29,7 @@
 //! holds one stored key and one `Arc`, freed when it caches another or exits; a cache outliving
 //! its store holds only that (a table's id is never reused, so it matches nothing again).
 
-use std::cell::RefCell;
+use std::cell::{Cell as LocalCell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -48,28 +48,34 @@ pub(crate) const STREAK: u32 = 8;
 /// key, and otherwise leaves the key in its slot.
 pub(crate) const HOT_PER_SHARD: usize = 4;
 
-/// A thread's cached hot cell.
+/// A thread's cached hot cell (its table's id is in [`CACHED_TABLE`]).
 struct Cached {
-    table: u64,
     key: Key,
     cell: Arc<AtomicU64>,
 }
 
-/// What a thread keeps: its cached cell, and the key (by hash) it checked last in the table
-/// with how many times in a row.
-struct Local {
-    cached: Option<Cached>,
-    last: u64,
-    streak: u32,
-}
-
+// What a thread keeps. The words every check reads or writes are plain `Cell`s (a check over
+// many keys reads one and writes two, no `RefCell` borrow), written with `with(|c| c.set(..))`:
+// `LocalKey::set` goes through an initializer that is not inlined, a call per check.
 thread_local! {
-    static LOCAL: RefCell<Local> = const {
-        RefCell::new(Local { cached: None, last: 0, streak: 0 })
-    };
+    /// This thread's cached hot cell.
+    static CACHED: RefCell<Option<Cached>> = const { RefCell::new(None) };
+    /// The id + 1 of the table of the cell [`CACHED`] holds; 0 when it holds none.
+    static CACHED_TABLE: LocalCell<u64> = const { LocalCell::new(0) };
+    /// The hash of the key this thread checked last in a table.
+    static LAST: LocalCell<u64> = const { LocalCell::new(0) };
+    /// How many times in a row, after the first.
+    static IN_A_ROW: LocalCell<u32> = const { LocalCell::new(0) };
 }
 
 impl Table<AtomicU64> {
+    /// Whether this thread caches a hot cell of this table: one word read, so that a check
+    /// over many keys (which caches none) goes straight to the table.
+    #[inline]
+    pub(crate) fn cached_here(&self) -> bool {
+        CACHED_TABLE.get() == self.id + 1
+    }
+
     /// Runs `f` on `key`'s cell if this thread caches it. `None` when it does not, or when
     /// `f` returns `None` (the cell is retired): then the table decides.
     #[inline]
@@ -78,20 +84,24 @@ impl Table<AtomicU64> {
         key: BucketKey<'_>,
         f: impl FnOnce(&AtomicU64) -> Option<R>,
     ) -> Option<R> {
-        LOCAL
-            .try_with(|local| {
-                let mut local = local.borrow_mut();
-                let cached = local.cached.as_ref()?;
-                if cached.table != self.id || !cached.key.is(key) {
+        if !self.cached_here() {
+            return None;
+        }
+        CACHED
+            .try_with(|cached| {
+                let mut cached = cached.borrow_mut();
+                let hot = cached.as_ref()?;
+                if !hot.key.is(key) {
                     return None;
                 }
-                let decided = f(&cached.cell);
+                let decided = f(&hot.cell);
                 if decided.is_none() {
-                    local.cached = None;
+                    *cached = None;
+                    CACHED_TABLE.with(|cell| cell.set(0));
                 }
                 // Checks of another key around this one are not in a row: a thread that
                 // checks a global key and then a user's, by turns, keeps the global one.
-                local.streak = 0;
+                IN_A_ROW.with(|cell| cell.set(0));
                 decided
             })
             .ok()
@@ -203,34 +213,29 @@ fn free_place(
 /// Notes a check of the key of `hash` in the table; true on the [`STREAK`]-th in a row.
 #[inline]
 fn in_a_row(hash: u64) -> bool {
-    LOCAL
-        .try_with(|local| {
-            let mut local = local.borrow_mut();
-            if local.last == hash {
-                local.streak = local.streak.saturating_add(1);
-                local.streak == STREAK - 1
-            } else {
-                local.last = hash;
-                local.streak = 0;
-                false
-            }
-        })
-        .unwrap_or(false)
+    if LAST.get() == hash {
+        let row = IN_A_ROW.get().saturating_add(1);
+        IN_A_ROW.with(|cell| cell.set(row));
+        row == STREAK - 1
+    } else {
+        LAST.with(|cell| cell.set(hash));
+        IN_A_ROW.with(|cell| cell.set(0));
+        false
+    }
 }
 
 /// Makes `cell` this thread's cached cell, for `key` of table `table`.
 fn cache(table: u64, key: BucketKey<'_>, cell: Arc<AtomicU64>) {
     let cached = Cached {
-        table,
         key: Key::new(key),
         cell,
     };
     // A thread being torn down keeps nothing.
-    let _ = LOCAL.try_with(|local| {
-        let mut local = local.borrow_mut();
-        local.cached = Some(cached);
+    let _ = CACHED.try_with(|slot| {
+        *slot.borrow_mut() = Some(cached);
+        CACHED_TABLE.with(|cell| cell.set(table + 1));
         // Should the cell be retired, the key's next streak in the table counts from zero.
-        local.streak = 0;
+        IN_A_ROW.with(|cell| cell.set(0));
     });
 }
 
