@@ -409,9 +409,10 @@ impl<C: Clock> MemoryStore<C> {
 
 /// [`Table::with_cached`] for a token bucket: the `tat` decided on this thread's cached hot
 /// cell, if it is `key`'s. Out of line, and `key` by reference: inlined into every check, the
-/// cached path made a check over 1M keys about a quarter slower on an AMD EPYC (802–881 ns
-/// against 557–625 with it out of line, same probe alternated), by taking the CPU's reordering
-/// window from the next check's first loads (docs/performance.md); passed by value, the key's
+/// cached path made a check over 1M keys slower on an AMD EPYC (784–881 ns against 546–610 on
+/// the coarse clock with it out of line, a probe alternating the builds; less in a noisier
+/// sitting), by taking the CPU's reordering window from the next check's first loads
+/// (docs/performance.md); passed by value, the key's
 /// four words were stored one by one and reloaded two at a time, which stalls (store
 /// forwarding fails) and cost the hot key 16 → 27 ns.
 #[inline(never)]
