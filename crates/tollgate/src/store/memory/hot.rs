@@ -55,7 +55,7 @@ struct Cached {
 }
 
 // What a thread keeps. The words every check reads or writes are plain `Cell`s (a check over
-// many keys reads one and writes two, no `RefCell` borrow), written with `with(|c| c.set(..))`:
+// many keys reads two and writes two, no `RefCell` borrow), written with `with(|c| c.set(..))`:
 // `LocalKey::set` goes through an initializer that is not inlined, a call per check.
 thread_local! {
     /// This thread's cached hot cell.
