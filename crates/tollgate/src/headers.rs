@@ -60,7 +60,7 @@ pub(crate) fn write_rate_limit(
 ) -> std::fmt::Result {
     push_sf_string(out, name)?;
     out.write_str(";r=")?;
-    push_u64(out, decision.remaining)?;
+    push_u64(out, decision.remaining())?;
     out.write_str(";t=")?;
     push_u64(out, decision.reset_after_secs())
 }
@@ -132,13 +132,13 @@ mod tests {
 
     #[test]
     fn a_denial_reports_the_time_until_full() {
-        let d = Decision {
-            allowed: false,
-            limit: 10,
-            remaining: 0,
-            retry_after: Duration::from_millis(100),
-            reset_after: Duration::from_millis(1_000_001),
-        };
+        let d = Decision::new(
+            false,
+            10,
+            0,
+            Duration::from_millis(100),
+            Duration::from_millis(1_000_001),
+        );
         assert_eq!(rate_limit("x", &d), r#""x";r=0;t=1001"#);
     }
 }

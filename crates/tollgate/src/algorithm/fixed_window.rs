@@ -9,8 +9,6 @@
 //! width holds `now`; once it has ended, counting starts afresh. Either way no count is
 //! forgotten before the window it was taken in ends.
 
-use std::time::Duration;
-
 use crate::{CheckError, Decision, Nanos, Policy};
 
 /// The state of one fixed-window counter. `Default` is a key never seen. Opaque: its layout
@@ -142,22 +140,24 @@ impl FixedWindowOutcome {
         } else {
             self.state.count
         };
-        let wait = Duration::from(self.until_end);
+        let wait = self.until_end;
         // A peek (cost 0) is allowed, and says when a cost of 1 would be: at the window's end
         // when it is full.
         let blocked = self.state.count.saturating_add(self.cost.max(1)) > self.limit;
-        Decision {
-            allowed: self.allowed,
-            limit: self.limit,
-            remaining: self.limit.saturating_sub(count),
-            retry_after: if blocked { wait } else { Duration::ZERO },
-            reset_after: if count > 0 { wait } else { Duration::ZERO },
-        }
+        Decision::exact(
+            self.allowed,
+            self.limit,
+            self.limit.saturating_sub(count),
+            if blocked { wait } else { Nanos::ZERO },
+            if count > 0 { wait } else { Nanos::ZERO },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const MS: u64 = 1_000_000;
@@ -179,7 +179,7 @@ mod tests {
             let o = decide(&p, state, Nanos::new(at * MS), cost).unwrap();
             let d = o.decision(true);
             assert_eq!(
-                (d.allowed, d.remaining, d.retry_after, d.reset_after),
+                (d.allowed(), d.remaining(), d.retry_after(), d.reset_after()),
                 (
                     allowed,
                     remaining,
@@ -204,7 +204,7 @@ mod tests {
         };
         let o = decide(&p, state, Nanos::new(19_500 * MS), 1).unwrap();
         assert!(!o.allowed());
-        assert_eq!(o.decision(false).retry_after, Duration::from_millis(1500));
+        assert_eq!(o.decision(false).retry_after(), Duration::from_millis(1500));
     }
 
     #[test]
@@ -223,7 +223,7 @@ mod tests {
         // At 90 s under 10 per second: the count carries into [90 s, 91 s).
         let o = decide(&second, spent, Nanos::new(90_000 * MS), 1).unwrap();
         assert!(!o.allowed());
-        assert_eq!(o.decision(false).retry_after, Duration::from_secs(1));
+        assert_eq!(o.decision(false).retry_after(), Duration::from_secs(1));
         // The count stands until the minute it was counted in ends.
         assert!(
             !decide(&second, spent, Nanos::new(119_999 * MS), 1)
@@ -248,7 +248,7 @@ mod tests {
         .new_state();
         let o = decide(&five, half, Nanos::new(62_000 * MS), 1).unwrap();
         assert!(!o.allowed());
-        assert_eq!(o.decision(false).remaining, 0);
+        assert_eq!(o.decision(false).remaining(), 0);
     }
 
     #[test]

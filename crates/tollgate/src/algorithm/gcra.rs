@@ -10,8 +10,6 @@
 //! `t` is rounded up to a whole nanosecond, so rounding can only under-grant, by less than one
 //! nanosecond per token. Every store (memory, Redis Lua, PostgreSQL SQL) is a port of this file.
 
-use std::time::Duration;
-
 use crate::{CheckError, Decision, Nanos, Policy};
 
 /// The furthest past `now` a charge may push a bucket's `tat` whatever its policy: 2^51 µs,
@@ -192,19 +190,21 @@ impl GcraOutcome {
             self.tat
         };
         let backlog = tat - self.now;
-        let remaining = (tau - backlog).as_u64() / t.as_u64();
-        Decision {
-            allowed: self.allowed,
-            limit: capacity,
-            remaining: remaining.min(capacity),
-            retry_after: Duration::from(self.wait),
-            reset_after: Duration::from(backlog),
-        }
+        Decision::of_tokens(
+            self.allowed,
+            capacity,
+            (tau - backlog).as_u64(),
+            t.as_u64(),
+            self.wait,
+            backlog,
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const MS: u64 = 1_000_000;
@@ -225,10 +225,10 @@ mod tests {
                 tat = outcome.new_tat();
             }
             let got = (
-                d.allowed,
-                d.remaining,
-                d.retry_after.as_nanos() as u64,
-                d.reset_after.as_nanos() as u64,
+                d.allowed(),
+                d.remaining(),
+                d.retry_after().as_nanos() as u64,
+                d.reset_after().as_nanos() as u64,
             );
             assert_eq!(
                 got,
@@ -280,7 +280,7 @@ mod tests {
         assert!(!denied.allowed());
         assert_eq!(denied.decision(true), denied.decision(false));
         assert_eq!(
-            denied.decision(false).retry_after,
+            denied.decision(false).retry_after(),
             Duration::from_millis(500)
         );
     }
@@ -293,7 +293,7 @@ mod tests {
         for _ in 0..20 {
             let denied = g.decide(tat, now, 2).unwrap();
             assert!(!denied.allowed());
-            let wait = Nanos::from(denied.decision(false).retry_after);
+            let wait = Nanos::from(denied.decision(false).retry_after());
             // One nanosecond sooner is still denied; exactly then, allowed.
             assert!(
                 !g.decide(tat, now + wait - Nanos::new(1), 2)
@@ -329,7 +329,7 @@ mod tests {
         // The clock steps back by 5 s: the bucket is not refilled, it looks emptier.
         let back = g.decide(tat, Nanos::new(5_000 * MS), 1).unwrap();
         assert!(!back.allowed());
-        assert_eq!(back.decision(false).remaining, 0);
+        assert_eq!(back.decision(false).remaining(), 0);
         assert!(g.decide(tat, Nanos::new(5_000 * MS), 0).unwrap().allowed());
         // And forward again, tokens arrive on the original schedule.
         assert!(
@@ -351,7 +351,10 @@ mod tests {
         let spent = g.decide(Nanos::ZERO, now, 3).unwrap().new_tat();
         // Two of three back: one token short of full.
         let back = g.refund(spent, now, 2);
-        assert_eq!(g.decide(back, now, 0).unwrap().decision(false).remaining, 3);
+        assert_eq!(
+            g.decide(back, now, 0).unwrap().decision(false).remaining(),
+            3
+        );
         // More than was taken: full, never fuller.
         let full = g.refund(spent, now, 100);
         assert_eq!(full, now);

@@ -13,8 +13,6 @@
 //! and slides out from there. No count is forgotten sooner than the estimate would forget it,
 //! beyond the cap: an estimate above the new limit already denies the whole window.
 
-use std::time::Duration;
-
 use crate::{CheckError, Decision, Nanos, Policy};
 
 /// The counts of one key. `Default` is a key never seen. Opaque: its layout is the stores'
@@ -221,19 +219,21 @@ impl SlidingCounterOutcome {
         } else {
             0
         };
-        Decision {
-            allowed: self.allowed,
-            limit: self.limit,
-            remaining: narrow(room / wide(self.width)),
+        Decision::exact(
+            self.allowed,
+            self.limit,
+            narrow(room / wide(self.width)),
             // A peek (cost 0) is allowed, and says when a cost of 1 would be.
-            retry_after: Duration::from_nanos(self.wait()),
-            reset_after: Duration::from_nanos(reset_after),
-        }
+            Nanos::new(self.wait()),
+            Nanos::new(reset_after),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const MS: u64 = 1_000_000;
@@ -256,7 +256,7 @@ mod tests {
             let o = decide(&p, state, Nanos::new(at * MS), cost).unwrap();
             let d = o.decision(true);
             assert_eq!(
-                (d.allowed, d.remaining, d.retry_after, d.reset_after),
+                (d.allowed(), d.remaining(), d.retry_after(), d.reset_after()),
                 (
                     allowed,
                     remaining,
@@ -273,7 +273,7 @@ mod tests {
         // 3 × (1 s - e) <= 2 × 1 s once e >= 333_333_334 ns.
         let o = decide(&p, state, Nanos::new(6_300 * MS), 8).unwrap();
         assert_eq!(
-            o.decision(false).retry_after,
+            o.decision(false).retry_after(),
             Duration::from_nanos(700 * MS + 333_333_334)
         );
     }
@@ -294,7 +294,7 @@ mod tests {
         // minute [0, 60 s).
         let o = decide(&minute, spent, Nanos::new(6_500 * MS), 7).unwrap();
         assert!(!o.allowed());
-        assert_eq!(o.decision(false).remaining, 6);
+        assert_eq!(o.decision(false).remaining(), 6);
         let peek = decide(&minute, spent, Nanos::new(6_500 * MS), 0).unwrap();
         assert_eq!(peek.new_state().current, 4);
         // Capped at the new limit.
@@ -311,7 +311,7 @@ mod tests {
         for cost in [3, 5, 7, 1, 2, 6, 4, 7, 7, 1] {
             let o = decide(&p, state, now, cost).unwrap();
             if !o.allowed() {
-                let wait = Nanos::from(o.decision(false).retry_after);
+                let wait = Nanos::from(o.decision(false).retry_after());
                 let before = decide(&p, state, now + wait - Nanos::new(1), cost).unwrap();
                 assert!(!before.allowed(), "allowed 1 ns before retry_after");
                 now = now + wait;

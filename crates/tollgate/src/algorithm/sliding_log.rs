@@ -5,7 +5,6 @@
 //! [`MAX_LOG_LIMIT`](crate::policy::MAX_LOG_LIMIT).
 
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use crate::{CheckError, Decision, Nanos, Policy};
 
@@ -162,18 +161,20 @@ impl SlidingLogOutcome {
         } else {
             self.last_expiry
         };
-        Decision {
-            allowed: self.allowed,
-            limit: self.limit,
-            remaining: self.limit.saturating_sub(used),
-            retry_after: Duration::from(self.retry_after),
-            reset_after: Duration::from(reset_at - self.now),
-        }
+        Decision::exact(
+            self.allowed,
+            self.limit,
+            self.limit.saturating_sub(used),
+            self.retry_after,
+            reset_at - self.now,
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const MS: u64 = 1_000_000;
@@ -198,7 +199,7 @@ mod tests {
             let o = decide(&p, &state, Nanos::new(at * MS), cost).unwrap();
             let d = o.decision(true);
             assert_eq!(
-                (d.allowed, d.remaining, d.retry_after, d.reset_after),
+                (d.allowed(), d.remaining(), d.retry_after(), d.reset_after()),
                 (
                     allowed,
                     remaining,

@@ -284,9 +284,13 @@ pub(crate) fn add_headers(
         append_items(headers, &RATELIMIT_POLICY, p);
         append_items(headers, &RATELIMIT, s);
     }
-    let strictest = decisions
-        .iter()
-        .min_by_key(|d| (d.allowed, d.remaining, std::cmp::Reverse(d.retry_after)));
+    let strictest = decisions.iter().min_by_key(|d| {
+        (
+            d.allowed(),
+            d.remaining(),
+            std::cmp::Reverse(d.retry_after()),
+        )
+    });
     if let (true, Some(d)) = (legacy, strictest) {
         // The legacy fields hold one number each: of two stacked layers, the one with fewer
         // tokens left speaks for both (an inner layer's values stay when they are stricter).
@@ -294,9 +298,9 @@ pub(crate) fn add_headers(
             .get(&X_REMAINING)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if inner_remaining.is_none_or(|inner| d.remaining < inner) {
-            headers.insert(X_LIMIT.clone(), HeaderValue::from(d.limit));
-            headers.insert(X_REMAINING.clone(), HeaderValue::from(d.remaining));
+        if inner_remaining.is_none_or(|inner| d.remaining() < inner) {
+            headers.insert(X_LIMIT.clone(), HeaderValue::from(d.limit()));
+            headers.insert(X_REMAINING.clone(), HeaderValue::from(d.remaining()));
             headers.insert(X_RESET.clone(), HeaderValue::from(d.reset_after_secs()));
         }
     }

@@ -115,13 +115,13 @@ impl DenyCache {
             return None;
         }
         let elapsed = Duration::from(now - denial.at);
-        let reset_after = denial.decision.reset_after.saturating_sub(elapsed);
+        let reset_after = denial.decision.reset_after().saturating_sub(elapsed);
         let (remaining, retry_after) = match denial.refill {
             // Tokens held now, from the bucket's backlog: (tau - backlog) / t, as the store
             // counts; `cost` tokens are there once the backlog is down to tau - cost × t.
             Refill::Every(interval) => {
                 let t = interval.as_u64().max(1);
-                let tau = t.saturating_mul(denial.decision.limit);
+                let tau = t.saturating_mul(denial.decision.limit());
                 let backlog = Nanos::from(reset_after).as_u64();
                 let retry = backlog.saturating_add(t.saturating_mul(cost));
                 (
@@ -130,16 +130,17 @@ impl DenyCache {
                 )
             }
             Refill::AtWindowEnd | Refill::Sliding => (
-                denial.decision.remaining,
+                denial.decision.remaining(),
                 Duration::from(denial.retry_at - now),
             ),
         };
-        Some(Decision {
+        Some(Decision::new(
+            denial.decision.allowed(),
+            denial.decision.limit(),
+            remaining,
             retry_after,
             reset_after,
-            remaining,
-            ..denial.decision
-        })
+        ))
     }
 
     /// Forgets what is cached for `key` (its bucket was refunded, charged or reset).
@@ -165,7 +166,7 @@ impl DenyCache {
         hold: Duration,
         decision: &Decision,
     ) {
-        let forget = decision.allowed || hold.is_zero();
+        let forget = decision.allowed() || hold.is_zero();
         if forget && self.entries.load(Ordering::Relaxed) == 0 {
             return;
         }
@@ -188,8 +189,8 @@ impl DenyCache {
         let replaced = shard.insert(
             key.to_vec(),
             Denial {
-                until: sent + Nanos::from(hold.min(decision.retry_after)),
-                retry_at: sent + Nanos::from(decision.retry_after),
+                until: sent + Nanos::from(hold.min(decision.retry_after())),
+                retry_at: sent + Nanos::from(decision.retry_after()),
                 cost,
                 decision: *decision,
                 at: sent,
@@ -212,13 +213,13 @@ mod tests {
     }
 
     fn denied(retry_ms: u64) -> Decision {
-        Decision {
-            allowed: false,
-            limit: 10,
-            remaining: 1,
-            retry_after: Duration::from_millis(retry_ms),
-            reset_after: Duration::from_millis(900),
-        }
+        Decision::new(
+            false,
+            10,
+            1,
+            Duration::from_millis(retry_ms),
+            Duration::from_millis(900),
+        )
     }
 
     #[test]
@@ -238,9 +239,9 @@ mod tests {
         );
         let at = t0 + Nanos::new(40_000_000);
         let hit = cache.get(b"k", &terms(), 2, at).unwrap();
-        assert_eq!(hit.retry_after, Duration::from_millis(60));
-        assert_eq!(hit.reset_after, Duration::from_millis(860));
-        assert_eq!(hit.remaining, 1, "(1000 - 860) / 100 ms per token");
+        assert_eq!(hit.retry_after(), Duration::from_millis(60));
+        assert_eq!(hit.reset_after(), Duration::from_millis(860));
+        assert_eq!(hit.remaining(), 1, "(1000 - 860) / 100 ms per token");
         let other = Policy::token_bucket(20, 10, Duration::from_secs(1)).unwrap();
         assert!(
             cache.get(b"k", &other, 2, at).is_none(),
@@ -248,7 +249,7 @@ mod tests {
         );
         let larger = cache.get(b"k", &terms(), 5, at).unwrap();
         assert_eq!(
-            larger.retry_after,
+            larger.retry_after(),
             Duration::from_millis(360),
             "860 + 500 - 1000"
         );
@@ -281,10 +282,7 @@ mod tests {
             t,
             t0,
             hold,
-            &Decision {
-                allowed: true,
-                ..denied(0)
-            },
+            &Decision::new(true, 10, 1, Duration::ZERO, Duration::from_millis(900)),
         );
         assert!(cache.get(b"k", &terms(), 1, t0).is_none());
         for i in 0..1000u32 {
@@ -310,9 +308,9 @@ mod tests {
             &denied(100),
         );
         let hit = cache.get(b"k", &terms(), 2, t0 + ms(20)).unwrap();
-        assert_eq!(hit.remaining, 1);
-        assert_eq!(hit.retry_after, Duration::from_millis(80));
-        assert_eq!(hit.reset_after, Duration::from_millis(880));
+        assert_eq!(hit.remaining(), 1);
+        assert_eq!(hit.retry_after(), Duration::from_millis(80));
+        assert_eq!(hit.reset_after(), Duration::from_millis(880));
         assert!(
             cache.get(b"k", &terms(), 3, t0 + ms(20)).is_none(),
             "a larger cost waits longer"

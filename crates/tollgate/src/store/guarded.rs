@@ -410,12 +410,14 @@ fn allow_all(checks: &[Check<'_>]) -> Verdict {
     let mut verdict = Verdict::new(
         checks
             .iter()
-            .map(|c| Decision {
-                allowed: true,
-                limit: c.policy.capacity(),
-                remaining: c.policy.capacity().saturating_sub(c.cost),
-                retry_after: Duration::ZERO,
-                reset_after: Duration::ZERO,
+            .map(|c| {
+                Decision::exact(
+                    true,
+                    c.policy.capacity(),
+                    c.policy.capacity().saturating_sub(c.cost),
+                    Nanos::ZERO,
+                    Nanos::ZERO,
+                )
             })
             .collect(),
     );

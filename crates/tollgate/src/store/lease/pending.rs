@@ -131,8 +131,8 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
             let mut slot = self.core.table.slot(index);
             if let Some(entry) = slot.as_mut().filter(|e| e.is(&self.checks[i])) {
                 entry.view = Some(View {
-                    remaining: decision.remaining,
-                    reset_after: decision.reset_after,
+                    remaining: decision.remaining(),
+                    reset_after: decision.reset_after(),
                     at: now,
                 });
             }
@@ -190,8 +190,8 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
                 if let Some(entry) = slot.as_mut().filter(|e| e.is(&self.checks[i])) {
                     if by_store {
                         entry.view = Some(View {
-                            remaining: decision.remaining,
-                            reset_after: decision.reset_after,
+                            remaining: decision.remaining(),
+                            reset_after: decision.reset_after(),
                             at: now,
                         });
                     }
@@ -214,10 +214,12 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
                     // An allowed answer counts the lease in; a denial says what the store
                     // holds (the lease, smaller than the cost, does not make it allowed).
                     if allowed {
-                        decision.remaining = decision
-                            .remaining
-                            .saturating_add(entry.lease)
-                            .min(decision.limit);
+                        decision = decision.with_remaining(
+                            decision
+                                .remaining()
+                                .saturating_add(entry.lease)
+                                .min(decision.limit()),
+                        );
                     }
                 }
                 // The renewal ended: nothing for the drop to undo.

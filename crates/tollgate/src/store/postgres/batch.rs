@@ -177,7 +177,7 @@ impl Inner {
                         q.cost,
                         Refill::Every(q.units.policy.emission_nanos()),
                         sent,
-                        decision.retry_after,
+                        decision.retry_after(),
                         decision,
                     );
                 }

@@ -264,7 +264,10 @@ mod tests {
         let verdicts = call.replay(&[now, 0, now + 2_000_000]).unwrap();
         let allowed: Vec<bool> = verdicts.iter().map(Verdict::allowed).collect();
         assert_eq!(allowed, [true, true, false]);
-        assert_eq!(verdicts[2].decisions[0].retry_after, Duration::from_secs(1));
+        assert_eq!(
+            verdicts[2].decisions[0].retry_after(),
+            Duration::from_secs(1)
+        );
         // A function that wrote anything else is caught.
         assert!(call.replay(&[now, 0, now + 1_000_000]).is_err());
     }

@@ -207,12 +207,14 @@ impl Inner {
                     Verdict::new(
                         policies
                             .iter()
-                            .map(|(policy, _)| Decision {
-                                allowed: false,
-                                limit: policy.capacity(),
-                                remaining: 0,
-                                retry_after: self.retry.max_backoff,
-                                reset_after: Duration::from(policy.tolerance_nanos()),
+                            .map(|(policy, _)| {
+                                Decision::new(
+                                    false,
+                                    policy.capacity(),
+                                    0,
+                                    self.retry.max_backoff,
+                                    policy.tolerance_nanos().as_duration(),
+                                )
                             })
                             .collect(),
                     )

@@ -2,7 +2,6 @@
 //! it answers, and replays them into decisions.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
@@ -319,12 +318,14 @@ fn stale_denial(
     seen: Option<i64>,
 ) -> Result<Decision, StoreError> {
     let outcome = Gcra::new(&units.policy).decide(micros(seen.unwrap_or(0)), micros(now), cost)?;
-    Ok(Decision {
-        allowed: false,
-        remaining: 0,
-        retry_after: Duration::from(units.policy.emission_nanos()),
-        ..outcome.decision(false)
-    })
+    let decided = outcome.decision(false);
+    Ok(Decision::exact(
+        false,
+        decided.limit(),
+        0,
+        units.policy.emission_nanos(),
+        Nanos::from(decided.reset_after()),
+    ))
 }
 
 fn micros(us: i64) -> Nanos {

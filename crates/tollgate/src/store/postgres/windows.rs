@@ -10,7 +10,7 @@ use crate::algorithm::fixed_window::FixedWindowState;
 use crate::algorithm::sliding_counter::SlidingCounterState;
 use crate::algorithm::sliding_log::SlidingLogState;
 use crate::algorithm::{BucketState, decide_all};
-use crate::{Nanos, Policy, StoreError, Verdict};
+use crate::{Decision, Nanos, Policy, StoreError, Verdict};
 
 use super::call::{self, Units};
 
@@ -103,8 +103,13 @@ impl AnyCall {
         // The database's clock reads whole microseconds: a wait that ends between two ticks
         // (a sliding counter's can) is over at the next one.
         for d in &mut verdict.decisions {
-            d.retry_after = whole_micros(d.retry_after);
-            d.reset_after = whole_micros(d.reset_after);
+            *d = Decision::new(
+                d.allowed(),
+                d.limit(),
+                d.remaining(),
+                whole_micros(d.retry_after()),
+                whole_micros(d.reset_after()),
+            );
         }
         Ok(verdict)
     }

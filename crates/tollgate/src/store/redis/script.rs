@@ -602,13 +602,13 @@ fn parse<D: AsRef<[Encoded]>>(numbers: &[i64], decisions: &[D]) -> Result<Vec<Re
             if allowed >= 2 && garbage.is_none() {
                 garbage = Some(Reply::garbage(&check.bucket, allowed == 3));
             }
-            decided.push(Decision {
-                allowed: allowed == 1,
-                limit: check.limit,
-                remaining: next()?,
-                retry_after: Duration::from_micros(next()?),
-                reset_after: Duration::from_micros(next()?),
-            });
+            decided.push(Decision::new(
+                allowed == 1,
+                check.limit,
+                next()?,
+                Duration::from_micros(next()?),
+                Duration::from_micros(next()?),
+            ));
             holds.push(Duration::from_micros(next()?));
         }
         replies.push(garbage.unwrap_or_else(|| Reply::decided(decided, holds)));
@@ -681,7 +681,7 @@ fn replay<D: AsRef<[Encoded]>>(
             holds.push(if outcome.allowed() {
                 Duration::ZERO
             } else {
-                decision.retry_after
+                decision.retry_after()
             });
             decided.push(decision);
         }
