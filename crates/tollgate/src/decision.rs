@@ -93,15 +93,6 @@ impl Decision {
         }
     }
 
-    /// The same decision with `remaining` whole tokens left.
-    pub(crate) fn with_remaining(self, remaining: u64) -> Decision {
-        Decision {
-            left: remaining,
-            per_token: 1,
-            ..self
-        }
-    }
-
     /// Whether the cost was (or, for a policy checked beside others, could be) taken.
     #[inline]
     pub fn allowed(&self) -> bool {
@@ -313,7 +304,10 @@ mod tests {
         // Equal to the same answer built from whole tokens, unequal to any other.
         let whole = Decision::new(true, 10, 2, Duration::ZERO, Duration::from_millis(1));
         assert_eq!(counted, whole);
-        assert_ne!(counted, whole.with_remaining(3));
+        assert_ne!(
+            counted,
+            Decision::new(true, 10, 3, Duration::ZERO, Duration::from_millis(1))
+        );
         assert_ne!(
             counted,
             Decision::new(true, 10, 2, Duration::ZERO, Duration::from_millis(2))

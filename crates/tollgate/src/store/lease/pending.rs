@@ -214,11 +214,15 @@ impl<'a, 'k, S: Settle> Pending<'a, 'k, S> {
                     // An allowed answer counts the lease in; a denial says what the store
                     // holds (the lease, smaller than the cost, does not make it allowed).
                     if allowed {
-                        decision = decision.with_remaining(
+                        decision = Decision::new(
+                            decision.allowed(),
+                            decision.limit(),
                             decision
                                 .remaining()
                                 .saturating_add(entry.lease)
                                 .min(decision.limit()),
+                            decision.retry_after(),
+                            decision.reset_after(),
                         );
                     }
                 }
