@@ -125,6 +125,30 @@ impl Table<AtomicU64> {
         })
     }
 
+    /// Runs `f` on `key`'s cell if the table holds the key, counting the thread's checks of
+    /// it in a row as [`Table::with_bucket`] does; `None`, having changed nothing, if the key
+    /// is new (then [`Table::with_bucket`] inserts it).
+    #[inline]
+    pub(crate) fn known_bucket<R>(
+        &self,
+        key: BucketKey<'_>,
+        now: Nanos,
+        count: &KeyCount,
+        f: impl FnOnce(&AtomicU64) -> R,
+    ) -> Option<R> {
+        let hash = self.hash(key);
+        let shard = self.shard_of(hash);
+        let decided = {
+            let guard = shard.read();
+            let slot = guard.find(hash, key)?;
+            f(guard.cell(slot))
+        };
+        if in_a_row(hash) {
+            self.share(shard, hash, key, now, count);
+        }
+        Some(decided)
+    }
+
     /// Caches `key`'s hot cell in this thread, moving the key's cell out of its slot first if
     /// it has not moved yet and its shard has room.
     #[cold]

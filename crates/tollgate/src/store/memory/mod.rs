@@ -335,23 +335,40 @@ impl<C: Clock> MemoryStore<C> {
         };
         let tat = match cached {
             Some(tat) => tat,
-            None => {
-                let count = &self.inner.count;
-                let decide = |cell: &AtomicU64| check_tat(&gcra, cell, now, cost);
-                loop {
-                    let decided =
-                        self.with_room(now, || table.with_bucket(key, now, count, decide));
-                    // `None`: the cell was retired; then the key is new, which the table decides.
-                    if let Some(tat) = decided.map_err(|AtCap| count.full())? {
-                        break tat;
-                    }
-                }
-            }
+            None => match table.known_bucket(key, now, &self.inner.count, |cell| {
+                check_tat(&gcra, cell, now, cost)
+            }) {
+                Some(Some(tat)) => tat,
+                // A new key, or a retired cell (whose key is then new).
+                _ => self.check_new(&gcra, key, now, cost)?,
+            },
         };
         // Evaluated again on the `tat` the loop decided on, the outcome is the loop's own
         // (a few integer operations), and its cost was taken iff it allows. This keeps
         // the loop's result one register wide instead of a whole outcome.
         Ok(gcra.evaluate(tat, now, cost).decision(true))
+    }
+
+    /// A token-bucket check of a key the table did not hold a moment ago: inserts it (sweeping
+    /// first at the cap) and decides. Out of line, so that a known key's path stays short.
+    #[inline(never)]
+    fn check_new(
+        &self,
+        gcra: &Gcra,
+        key: BucketKey<'_>,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Nanos, StoreError> {
+        let table = &self.inner.buckets;
+        let count = &self.inner.count;
+        let decide = |cell: &AtomicU64| check_tat(gcra, cell, now, cost);
+        loop {
+            let decided = self.with_room(now, || table.with_bucket(key, now, count, decide));
+            // `None`: the cell was retired; then the key is new, which the table decides.
+            if let Some(tat) = decided.map_err(|AtCap| count.full())? {
+                return Ok(tat);
+            }
+        }
     }
 
     /// One check of a window algorithm, under its cell's mutex. Out of line: the token-bucket
