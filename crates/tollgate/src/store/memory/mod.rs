@@ -349,8 +349,9 @@ impl<C: Clock> MemoryStore<C> {
         Ok(gcra.evaluate(tat, now, cost).decision(true))
     }
 
-    /// A token-bucket check of a key the table did not hold a moment ago: inserts it (sweeping
-    /// first at the cap) and decides. Out of line, so that a known key's path stays short.
+    /// A token-bucket check of a key the table did not hold a moment ago, or whose hot cell was
+    /// retired (its key is then as new): inserts it (sweeping first at the cap) and decides. Out
+    /// of line, so that a known key's path stays short.
     #[inline(never)]
     fn check_new(
         &self,
