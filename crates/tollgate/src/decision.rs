@@ -29,8 +29,8 @@ use crate::Nanos;
 pub struct Decision {
     allowed: bool,
     limit: u64,
-    /// Whole tokens left are `left / per_token` (at most `limit`), divided when asked: a check
-    /// answers with the numbers it has and does no arithmetic a caller may never read.
+    /// Whole tokens left are `left / per_token`, divided when asked: a check answers with the
+    /// numbers it has and does no arithmetic a caller may never read.
     left: u64,
     per_token: u64,
     retry_after: Nanos,
