@@ -38,7 +38,7 @@ use parking_lot::RwLock;
 use super::cell::MOVED;
 use super::key::Key;
 use super::name::BucketKey;
-use super::table::{AtCap, Cell, Hot, KeyCount, Shard, Table};
+use super::table::{Cell, Hot, KeyCount, Shard, Table};
 use crate::Nanos;
 
 /// Checks of one key in a row by one thread that promote it.
@@ -108,26 +108,10 @@ impl Table<AtomicU64> {
             .flatten()
     }
 
-    /// [`Table::with_cell`] for token buckets: counts the thread's checks of the key in a
-    /// row, and on the [`STREAK`]-th caches its cell, promoting it first if need be.
-    #[inline]
-    pub(crate) fn with_bucket<R>(
-        &self,
-        key: BucketKey<'_>,
-        now: Nanos,
-        count: &KeyCount,
-        f: impl FnOnce(&AtomicU64) -> R,
-    ) -> Result<R, AtCap> {
-        self.with_cell_then(key, now, count, f, |shard, hash| {
-            if in_a_row(hash) {
-                self.share(shard, hash, key, now, count);
-            }
-        })
-    }
-
-    /// Runs `f` on `key`'s cell if the table holds the key, counting the thread's checks of
-    /// it in a row as [`Table::with_bucket`] does; `None`, having changed nothing, if the key
-    /// is new (then [`Table::with_bucket`] inserts it).
+    /// Runs `f` on `key`'s cell if the table holds the key, and counts the thread's checks of
+    /// it in a row: on the [`STREAK`]-th caches its cell, promoting it first if need be.
+    /// `None`, having changed nothing, if the key is new (then [`Table::with_cell`] inserts it;
+    /// that first check is not in a row).
     #[inline]
     pub(crate) fn known_bucket<R>(
         &self,

@@ -364,7 +364,7 @@ impl<C: Clock> MemoryStore<C> {
         let count = &self.inner.count;
         let decide = |cell: &AtomicU64| check_tat(gcra, cell, now, cost);
         loop {
-            let decided = self.with_room(now, || table.with_bucket(key, now, count, decide));
+            let decided = self.with_room(now, || table.with_cell(key, now, count, decide));
             // `None`: the cell was retired; then the key is new, which the table decides.
             if let Some(tat) = decided.map_err(|AtCap| count.full())? {
                 return Ok(tat);

@@ -206,29 +206,12 @@ impl<V: Cell> Table<V> {
         count: &KeyCount,
         f: impl FnOnce(&V) -> R,
     ) -> Result<R, AtCap> {
-        self.with_cell_then(key, now, count, f, |_, _| ())
-    }
-
-    /// [`Table::with_cell`], then, when the key was known, `known(shard, hash)` with the
-    /// shard's lock released (the token buckets count a thread's checks in a row there).
-    #[inline]
-    pub(crate) fn with_cell_then<R>(
-        &self,
-        key: BucketKey<'_>,
-        now: Nanos,
-        count: &KeyCount,
-        f: impl FnOnce(&V) -> R,
-        known: impl FnOnce(&RwLock<Shard<V>>, u64),
-    ) -> Result<R, AtCap> {
         let hash = self.hash(key);
         let shard = self.shard_of(hash);
         {
             let guard = shard.read();
             if let Some(slot) = guard.find(hash, key) {
-                let decided = f(guard.cell(slot));
-                drop(guard);
-                known(shard, hash);
-                return Ok(decided);
+                return Ok(f(guard.cell(slot)));
             }
         }
         self.with_new_cell(shard, hash, key, now, count, f)
