@@ -48,6 +48,43 @@ pub enum CheckError {
     /// The store cannot decide this check as asked (see the message).
     #[error("{0}")]
     Unsupported(&'static str),
+    /// A settlement's [`Once`](crate::store::settle::Once) id or time to live is out of range
+    /// (the message says which): refused alike by every store, before any is asked.
+    #[error("{0}")]
+    InvalidOnce(&'static str),
+    /// [`Reservation::commit`](crate::store::settle::Reservation::commit) with one `used` on a
+    /// reservation whose checks reserved different costs (requests and tokens, say): one number
+    /// cannot say what each used. Nothing was settled; commit with
+    /// [`commit_each`](crate::store::settle::Reservation::commit_each).
+    #[error(
+        "the reservation's checks reserved different costs: commit what each used with \
+         commit_each"
+    )]
+    CommitNeedsEach,
+    /// [`Reservation::commit_each`](crate::store::settle::Reservation::commit_each) given
+    /// another number of amounts than the reservation has checks. Nothing was settled.
+    #[error("{given} used amounts for a reservation of {reserved} checks: give one per check")]
+    UsedCount {
+        /// The checks reserved.
+        reserved: usize,
+        /// The amounts given.
+        given: usize,
+    },
+    /// A commit's `used` exceeds what was reserved plus the bucket's capacity: a commit puts
+    /// a bucket at most one capacity into debt. Nothing was settled, so the reservation can
+    /// still be committed with a sound number.
+    #[error(
+        "check {index}: used {used} exceeds its reservation plus its capacity ({most}): a \
+         commit puts a bucket at most one capacity into debt"
+    )]
+    UsedOverDebtCap {
+        /// The position of the check.
+        index: usize,
+        /// The amount used.
+        used: u64,
+        /// The most it may be: reserved plus capacity.
+        most: u64,
+    },
 }
 
 /// Why a store could not decide. [`StoreError::kind`] tells a caller what to do about it: a

@@ -116,7 +116,7 @@ impl Adjustment {
 /// let store = MemoryStore::new();
 /// let policy = Policy::token_bucket(10, 10, Duration::from_secs(60))?;
 /// let refund = [(Check::new(policy, b"alice", 0), Adjustment::Refund(3))];
-/// let once = || Some(Once { id: b"reservation-42", ttl: Duration::from_secs(300) });
+/// let once = || Some(Once::new(b"reservation-42", Duration::from_secs(300)));
 /// store.settle(once(), &refund).await?;
 /// // The same id again (a retry, a replay): refused, nothing given back twice.
 /// let again = store.settle(once(), &refund).await;
@@ -124,16 +124,35 @@ impl Adjustment {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// Every store takes the same ids and times to live: an id of 1 to [`MAX_ONCE_ID`] bytes, a
+/// `ttl` from [`MIN_ONCE_TTL`] to [`MAX_ONCE_TTL`]; anything else is refused with
+/// [`CheckError::InvalidOnce`] before a store is asked, and settles nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Once<'a> {
-    /// The settlement's identifier, unique per reservation (at most 64 bytes).
+    /// The settlement's identifier, unique per reservation (1 to [`MAX_ONCE_ID`] bytes).
     pub id: &'a [u8],
-    /// How long the store remembers it.
+    /// How long the store remembers it ([`MIN_ONCE_TTL`] to [`MAX_ONCE_TTL`]).
     pub ttl: Duration,
+}
+
+impl<'a> Once<'a> {
+    /// A settlement under `id`, remembered for `ttl` (both checked when settled).
+    pub const fn new(id: &'a [u8], ttl: Duration) -> Once<'a> {
+        Once { id, ttl }
+    }
 }
 
 /// The longest [`Once::id`].
 pub const MAX_ONCE_ID: usize = 64;
+
+/// The shortest [`Once::ttl`]: Redis remembers an id for whole milliseconds.
+pub const MIN_ONCE_TTL: Duration = Duration::from_millis(1);
+
+/// The longest [`Once::ttl`], a year: far beyond any reservation's life, and well within what
+/// every store can hold (Redis's `PX`, PostgreSQL's `timestamptz`, the memory store's clock).
+pub const MAX_ONCE_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A store that can give tokens back, take them without asking, and empty buckets.
 ///
@@ -174,9 +193,20 @@ pub trait Settle: Store {
     ) -> impl Future<Output = Result<Verdict, StoreError>> + Send;
 
     /// Makes each bucket full again: its state is deleted.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before its call reached the store, nothing was reset; after, the buckets may
+    /// have been reset. Resetting again is harmless.
     fn reset(&self, buckets: &[Check<'_>]) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Gives each check's `cost` back to its bucket.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`settle`](Self::settle) without a once-id: dropped after its call reached the
+    /// store, the refund may have been given, whole; refunding again may give it twice
+    /// (never above the capacity).
     fn refund(
         &self,
         checks: &[Check<'_>],
@@ -195,10 +225,17 @@ pub(crate) fn validate(
     once: Option<Once<'_>>,
     adjustments: &[(Check<'_>, Adjustment)],
 ) -> Result<(), CheckError> {
-    if once.is_some_and(|o| o.id.is_empty() || o.id.len() > MAX_ONCE_ID) {
-        return Err(CheckError::Unsupported(
-            "a settlement id must be 1 to 64 bytes",
-        ));
+    if let Some(once) = once {
+        if once.id.is_empty() || once.id.len() > MAX_ONCE_ID {
+            return Err(CheckError::InvalidOnce(
+                "a settlement's id must be 1 to 64 bytes",
+            ));
+        }
+        if !(MIN_ONCE_TTL..=MAX_ONCE_TTL).contains(&once.ttl) {
+            return Err(CheckError::InvalidOnce(
+                "a settlement's ttl must be from 1 ms to 365 days",
+            ));
+        }
     }
     let checks: Vec<Check<'_>> = adjustments.iter().map(|(c, _)| *c).collect();
     Check::validate_all(&checks)?;
@@ -215,6 +252,12 @@ pub(crate) fn validate(
 }
 
 /// Reserves `checks`' costs: the decision, and when allowed, the [`Reservation`] to commit.
+///
+/// # Cancel safety
+///
+/// As [`Store::decide`]: dropped after the store took the tokens, the reservation is lost
+/// and **keeps its charge** (nothing can commit or cancel it): the tokens come back by the
+/// refill alone, as those of a reservation dropped uncommitted.
 pub async fn reserve<S: Settle>(
     store: &S,
     checks: &[Check<'_>],
@@ -284,23 +327,112 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    /// Commits `used` tokens on every bucket reserved: the difference to each reservation is
-    /// given back, or taken without a denial. Answers the buckets' state afterwards.
+    /// Commits `used` tokens on every check reserved, when each reserved the same cost (one
+    /// policy, or several charged alike): the difference to the reservation is given back, or
+    /// taken without a denial. Answers the buckets' state afterwards.
+    ///
+    /// A reservation whose checks reserved different costs (requests per minute at 1 and
+    /// tokens per minute at 2,000) is refused with [`CheckError::CommitNeedsEach`] and settles
+    /// nothing: say what each used with [`commit_each`](Self::commit_each). A `used` above a
+    /// check's reservation plus its capacity is refused with [`CheckError::UsedOverDebtCap`].
+    ///
+    /// # Cancel safety
+    ///
+    /// The reservation is consumed when the call starts. Dropped before the store was asked,
+    /// nothing was settled and the reservation keeps its whole charge (as a reservation
+    /// dropped uncommitted does); dropped after, the settlement may have been applied, whole.
+    /// Keep a [`clone`](Clone::clone) to retry: it is settled under no once-id, so a retry of
+    /// one that did apply settles again (the server's reservations settle under a
+    /// [`Once`] id, and a retry of those is safe).
     pub async fn commit<S: Settle>(self, store: &S, used: u64) -> Result<Verdict, StoreError> {
-        let adjustments = self.adjustments(used);
+        if self
+            .buckets
+            .windows(2)
+            .any(|w| w[0].reserved != w[1].reserved)
+        {
+            return Err(CheckError::CommitNeedsEach.into());
+        }
+        let used = vec![used; self.buckets.len()];
+        self.commit_each(store, &used).await
+    }
+
+    /// Commits what each check used, in the order the checks were reserved: requests per
+    /// minute and tokens per minute reserved as `[1, 2_000]` commit as `[1, 1_200]`. Each
+    /// difference is given back, or taken without a denial. Refused, settling nothing, when
+    /// `used` has another length than the checks ([`CheckError::UsedCount`]) or an amount
+    /// exceeds its reservation plus its capacity ([`CheckError::UsedOverDebtCap`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::store::settle::reserve;
+    /// use tollgate::{Check, MemoryStore, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = MemoryStore::new();
+    /// let rpm = Policy::per_minute(60)?;
+    /// let tpm = Policy::token_bucket(10_000, 10_000, Duration::from_secs(60))?;
+    /// let estimate = [
+    ///     Check::new(rpm, b"alice", 1).named("requests"),
+    ///     Check::new(tpm, b"alice", 2_000).named("tokens"),
+    /// ];
+    /// let (verdict, reservation) = reserve(&store, &estimate).await?;
+    /// assert!(verdict.allowed());
+    /// // One request, 1,200 tokens.
+    /// let after = reservation.expect("allowed").commit_each(&store, &[1, 1_200]).await?;
+    /// assert_eq!(after.decisions()[0].remaining(), 59);
+    /// assert_eq!(after.decisions()[1].remaining(), 8_800);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`commit`](Self::commit).
+    pub async fn commit_each<S: Settle>(
+        self,
+        store: &S,
+        used: &[u64],
+    ) -> Result<Verdict, StoreError> {
+        let adjustments = self.adjustments(used)?;
         store.settle(None, &adjustments).await
     }
 
     /// Gives everything back.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`commit`](Self::commit).
     pub async fn cancel<S: Settle>(self, store: &S) -> Result<Verdict, StoreError> {
-        self.commit(store, 0).await
+        let nothing = vec![0; self.buckets.len()];
+        self.commit_each(store, &nothing).await
     }
 
-    /// The adjustments committing `used` makes.
-    fn adjustments(&self, used: u64) -> Vec<(Check<'_>, Adjustment)> {
+    /// The costs each check reserved, in order.
+    pub fn reserved(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.buckets.iter().map(|b| b.reserved)
+    }
+
+    /// The adjustments committing `used` (one amount per check) makes, or why it may not.
+    fn adjustments(&self, used: &[u64]) -> Result<Vec<(Check<'_>, Adjustment)>, CheckError> {
+        if used.len() != self.buckets.len() {
+            return Err(CheckError::UsedCount {
+                reserved: self.buckets.len(),
+                given: used.len(),
+            });
+        }
         self.buckets
             .iter()
-            .map(|b| (b.check(), Adjustment::commit(b.reserved, used, self.paid)))
+            .zip(used)
+            .enumerate()
+            .map(|(index, (bucket, &used))| {
+                let most = bucket.reserved.saturating_add(bucket.policy.capacity());
+                if used > most {
+                    return Err(CheckError::UsedOverDebtCap { index, used, most });
+                }
+                let adjustment = Adjustment::commit(bucket.reserved, used, self.paid);
+                Ok((bucket.check(), adjustment))
+            })
             .collect()
     }
 }

@@ -172,10 +172,7 @@ fn settled_ids_have_their_own_cap_and_a_forgotten_one_never_refunds() {
         .build();
     let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
     let bucket = Check::new(policy, b"m", 0).named("r");
-    let once = |id: &'static [u8], secs| Once {
-        id,
-        ttl: Duration::from_secs(secs),
-    };
+    let once = |id: &'static [u8], secs| Once::new(id, Duration::from_secs(secs));
     let settle =
         |id, secs, adjustment| store.settle_sync(Some(once(id, secs)), &[(bucket, adjustment)]);
     assert!(

@@ -61,10 +61,7 @@ async fn a_garbage_token_bucket_row_is_incompatible_and_cleaned_up() {
             .get(0);
         assert_eq!(row, tat, "never decided on");
         // A refund settles nothing, and its id is not spent.
-        let once = Once {
-            id: b"r-1",
-            ttl: Duration::from_secs(60),
-        };
+        let once = Once::new(b"r-1", Duration::from_secs(60));
         let refund = [(alice(0), Adjustment::Refund(1))];
         incompatible(store.settle(Some(once), &refund).await, key);
         // The cleanup deletes it as an idle row; then the key is a new bucket.

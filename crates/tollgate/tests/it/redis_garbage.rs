@@ -60,10 +60,7 @@ async fn a_garbage_token_bucket_is_incompatible_and_expires_like_a_bucket() {
             let bob = [Check::new(policy, bob.as_bytes(), 1).named("api")];
             assert!(store.decide(&bob).await.unwrap().allowed());
             // A refund settles nothing, and its id is not spent.
-            let once = Once {
-                id: b"r-1",
-                ttl: Duration::from_secs(60),
-            };
+            let once = Once::new(b"r-1", Duration::from_secs(60));
             let refund = [(alice[0], Adjustment::Refund(1))];
             incompatible(store.settle(Some(once), &refund).await, key);
             redis_cmd(redis.port(), &[b"DEL", key.as_bytes()]).unwrap();

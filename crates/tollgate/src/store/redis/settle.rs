@@ -133,11 +133,11 @@ impl Settle for RedisStore {
             false => cmd.arg(""),
         };
         match once {
-            Some(once) => cmd.arg(
-                u64::try_from(once.ttl.as_millis())
-                    .unwrap_or(u64::MAX)
-                    .max(1),
-            ),
+            // Rounded up: an id is never forgotten before its time (validated to a year at
+            // most, so it fits).
+            Some(once) => {
+                cmd.arg(u64::try_from(once.ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX))
+            }
             None => cmd.arg(""),
         };
         let micros: Vec<Policy> = checks

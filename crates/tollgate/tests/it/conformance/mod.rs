@@ -550,10 +550,7 @@ where
     let key = b"conf:once";
     assert!(d.named("o", p, key, 8).await.allowed());
     let refund = [(Check::new(p, key, 0).named("o"), Adjustment::Refund(5))];
-    let once = Once {
-        id: b"reservation-1",
-        ttl: Duration::from_secs(600),
-    };
+    let once = Once::new(b"reservation-1", Duration::from_secs(600));
     d.model.settle(&refund, h.now(), h.resolution());
     let first = h.store().settle(Some(once), &refund).await.unwrap();
     assert_eq!(first.decisions()[0].remaining(), 7);
@@ -574,6 +571,134 @@ where
         h.store().settle(None, &refused).await,
         Err(StoreError::Check(CheckError::Unsupported(_)))
     ));
+}
+
+/// Requests per minute and tokens per minute reserved together commit what each used: one
+/// request and 1,200 tokens, never 1,200 of each (issue 43, point 1: the requests bucket was
+/// charged 1,200). One `used` for both, a wrong count, a debt past the cap: refused, nothing
+/// settled.
+pub async fn a_commit_charges_each_bucket_its_own_use<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    let mut d = Driver::new(h);
+    let rpm = Policy::token_bucket(60, 60, Duration::from_secs(60)).unwrap();
+    let tpm = Policy::token_bucket(10_000, 10_000, Duration::from_secs(60)).unwrap();
+    let key = b"conf:rpm-tpm";
+    let estimate = [
+        Check::new(rpm, key, 1).named("requests"),
+        Check::new(tpm, key, 2_000).named("tokens"),
+    ];
+    d.model.decide(&estimate, h.now(), h.resolution()).unwrap();
+    let (verdict, reservation) = reserve(h.store(), &estimate).await.unwrap();
+    assert!(verdict.allowed());
+    let reservation = reservation.unwrap();
+    assert_eq!(reservation.reserved().collect::<Vec<_>>(), [1, 2_000]);
+    let refused = reservation.clone().commit(h.store(), 1_200).await;
+    assert!(
+        matches!(refused, Err(StoreError::Check(CheckError::CommitNeedsEach))),
+        "{refused:?}"
+    );
+    let refused = reservation.clone().commit_each(h.store(), &[1]).await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::Check(CheckError::UsedCount {
+                reserved: 2,
+                given: 1
+            }))
+        ),
+        "{refused:?}"
+    );
+    let refused = reservation.clone().commit_each(h.store(), &[62, 0]).await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::Check(CheckError::UsedOverDebtCap {
+                index: 0,
+                used: 62,
+                most: 61
+            }))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(d.named("requests", rpm, key, 0).await.remaining(), 59);
+    assert_eq!(d.named("tokens", tpm, key, 0).await.remaining(), 8_000);
+    d.model.settle(
+        &[(estimate[1], Adjustment::Refund(800))],
+        h.now(),
+        h.resolution(),
+    );
+    let after = reservation
+        .commit_each(h.store(), &[1, 1_200])
+        .await
+        .unwrap();
+    assert_eq!(after.decisions()[0].remaining(), 59, "one request");
+    assert_eq!(after.decisions()[1].remaining(), 8_800, "1,200 tokens");
+    assert_eq!(d.named("requests", rpm, key, 0).await.remaining(), 59);
+    assert_eq!(d.named("tokens", tpm, key, 0).await.remaining(), 8_800);
+    // The largest `used` allowed, one capacity into debt, is taken.
+    let estimate = [Check::new(rpm, key, 1).named("requests")];
+    d.model.decide(&estimate, h.now(), h.resolution()).unwrap();
+    let (_, reservation) = reserve(h.store(), &estimate).await.unwrap();
+    d.model.settle(
+        &[(estimate[0], Adjustment::Charge(60))],
+        h.now(),
+        h.resolution(),
+    );
+    let after = reservation.unwrap().commit(h.store(), 61).await.unwrap();
+    assert_eq!(after.decisions()[0].remaining(), 0);
+    assert!(!d.named("requests", rpm, key, 1).await.allowed(), "in debt");
+}
+
+/// A settlement's id and time to live have one range on every store (issue 43, point 6: a ttl
+/// Redis could not hold was `Incompatible` there and accepted in memory): each edge value gets
+/// the same answer everywhere, and a refused one settles nothing.
+pub async fn once_bounds_are_the_same_on_every_store<H: Harness>(h: &H)
+where
+    H::S: Settle,
+{
+    use tollgate::store::settle::{MAX_ONCE_ID, MAX_ONCE_TTL, MIN_ONCE_TTL};
+    let mut d = Driver::new(h);
+    let p = per_second(10, 1);
+    let key = b"conf:once-bounds";
+    assert!(d.named("ob", p, key, 5).await.allowed());
+    let refund = [(Check::new(p, key, 0).named("ob"), Adjustment::Refund(1))];
+    let nanosecond = Duration::from_nanos(1);
+    let long_id = [b'i'; MAX_ONCE_ID + 1];
+    let cases: [(&[u8], Duration, bool); 9] = [
+        (b"ttl-zero", Duration::ZERO, false),
+        (b"ttl-one-ns", nanosecond, false),
+        (b"ttl-under-min", MIN_ONCE_TTL - nanosecond, false),
+        (b"ttl-min", MIN_ONCE_TTL, true),
+        (b"ttl-max", MAX_ONCE_TTL, true),
+        (b"ttl-past-max", MAX_ONCE_TTL + nanosecond, false),
+        (b"", Duration::from_secs(1), false),
+        (&long_id[..MAX_ONCE_ID], Duration::from_secs(1), true),
+        (&long_id, Duration::from_secs(1), false),
+    ];
+    let mut remaining = 5;
+    for (id, ttl, accepted) in cases {
+        let answer = h.store().settle(Some(Once::new(id, ttl)), &refund).await;
+        if accepted {
+            d.model.settle(&refund, h.now(), h.resolution());
+            remaining += 1;
+            let verdict = answer.unwrap_or_else(|e| panic!("ttl {ttl:?}, id {id:?}: {e}"));
+            assert_eq!(verdict.decisions()[0].remaining(), remaining);
+            // Remembered: the same id again is refused.
+            let again = h.store().settle(Some(Once::new(id, ttl)), &refund).await;
+            assert!(matches!(
+                again,
+                Err(StoreError::Check(CheckError::AlreadySettled))
+            ));
+        } else {
+            assert!(
+                matches!(answer, Err(StoreError::Check(CheckError::InvalidOnce(_)))),
+                "ttl {ttl:?}, id {id:?}: {answer:?}"
+            );
+        }
+        assert_eq!(d.named("ob", p, key, 0).await.remaining(), remaining);
+    }
 }
 
 /// A peek (cost 0) is always allowed, and its `retry_after` says when a cost of 1 would be:
@@ -714,7 +839,8 @@ macro_rules! conformance_tests {
             numbers_change_under_a_named_bucket, names_separate_buckets,
             reservations_refunds_and_resets, a_settlement_happens_at_most_once,
             a_peek_says_when_the_next_token_comes,
-            a_charge_puts_a_bucket_at_most_one_capacity_into_debt);
+            a_charge_puts_a_bucket_at_most_one_capacity_into_debt,
+            a_commit_charges_each_bucket_its_own_use, once_bounds_are_the_same_on_every_store);
     };
     (@cases $harness:expr; $($case:ident),*) => {
         $(
@@ -751,4 +877,6 @@ where
     a_settlement_happens_at_most_once(h).await;
     a_peek_says_when_the_next_token_comes(h).await;
     a_charge_puts_a_bucket_at_most_one_capacity_into_debt(h).await;
+    a_commit_charges_each_bucket_its_own_use(h).await;
+    once_bounds_are_the_same_on_every_store(h).await;
 }
