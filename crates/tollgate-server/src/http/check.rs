@@ -27,7 +27,7 @@ pub(super) async fn check(State(limiter): State<Arc<Limiter>>, body: Body) -> Re
         Err(e) => return Problem::from(e).into_response(),
     };
     match limiter
-        .decide_entries(entries, request.key.as_bytes(), request.cost)
+        .decide_entries_by(entries, request.key.as_bytes(), |i| request.cost.of(i))
         .await
     {
         Ok(decided) => {

@@ -2,7 +2,8 @@
 //! refusal names its field: a configured policy by name, `{"policy": "api", "key": "alice",
 //! "cost": 1}`, several all-or-nothing, `{"policies": ["per_second", "per_hour"], "key": ...}`,
 //! or an inline token bucket, `{"key": "alice", "capacity": 10, "refill": 10, "period_ms":
-//! 1000}`.
+//! 1000}`. Configured policies may each cost their own: `"cost": {"requests": 1, "tokens":
+//! 2000}` names every policy of the request.
 //!
 //! The body is read as a JSON object first and each field checked by hand (rather than derived)
 //! because serde's messages name a field for some mistakes and only a line and column for others.
@@ -34,7 +35,27 @@ pub struct CheckRequest {
     /// The policies.
     pub target: Target,
     /// Tokens to take; 0 peeks.
-    pub cost: u64,
+    pub cost: Cost,
+}
+
+/// What a request costs its policies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cost {
+    /// The same for every policy (`"cost": 3`, or 1 when absent).
+    All(u64),
+    /// One per named policy, in the order of [`Target::Named`]'s names (`"cost": {"requests":
+    /// 1, "tokens": 2000}`).
+    Each(Vec<u64>),
+}
+
+impl Cost {
+    /// What the request costs its `i`-th policy.
+    pub fn of(&self, i: usize) -> u64 {
+        match self {
+            Cost::All(cost) => *cost,
+            Cost::Each(costs) => costs.get(i).copied().unwrap_or(0),
+        }
+    }
 }
 
 /// The common shape, `{"policy": "api", "key": "alice", "cost": 1}`, read without building a
@@ -69,7 +90,7 @@ impl CheckRequest {
                     names: vec![named.policy.into_owned()],
                     listed: false,
                 },
-                cost: named.cost,
+                cost: Cost::All(named.cost),
             });
         }
         // serde_json's message already says where: "... at line 1 column 39".
@@ -89,10 +110,16 @@ impl CheckRequest {
         }
 
         let key = key(&fields)?;
-        let cost = integer(&fields, "cost")?.unwrap_or(1);
         if let Some(target) = named(&fields)? {
+            let cost = match (&target, fields.get("cost")) {
+                (Target::Named { names, .. }, Some(Value::Object(each))) => {
+                    Cost::Each(each_cost(names, each)?)
+                }
+                _ => Cost::All(integer(&fields, "cost")?.unwrap_or(1)),
+            };
             return Ok(CheckRequest { key, target, cost });
         }
+        let cost = integer(&fields, "cost")?.unwrap_or(1);
         let capacity = integer(&fields, "capacity")?.ok_or_else(|| missing("capacity"))?;
         let refill = integer(&fields, "refill")?.ok_or_else(|| missing("refill"))?;
         let period_ms = integer(&fields, "period_ms")?.ok_or_else(|| missing("period_ms"))?;
@@ -114,9 +141,41 @@ impl CheckRequest {
         Ok(CheckRequest {
             key,
             target: Target::Inline(policy),
-            cost,
+            cost: Cost::All(cost),
         })
     }
+}
+
+/// The costs of `"cost": {"name": n, ...}`, one per name of `names`, in their order: every
+/// policy named, no other.
+fn each_cost(names: &[String], each: &Map<String, Value>) -> Result<Vec<u64>, Problem> {
+    if let Some(other) = each.keys().find(|k| !names.contains(k)) {
+        return Err(Problem::invalid_field(
+            format!("cost.{other}"),
+            format!("cost names {other:?}, which is not one of the request's policies"),
+        ));
+    }
+    names
+        .iter()
+        .map(|name| {
+            let field = format!("cost.{name}");
+            match each.get(name) {
+                None => Err(Problem::invalid_field(
+                    field,
+                    format!("cost.{name} is required: a cost per policy names every policy"),
+                )),
+                Some(value) => value.as_u64().ok_or_else(|| {
+                    Problem::invalid_field(
+                        field,
+                        format!(
+                            "cost.{name} must be an integer from 0 to {}, not {value}",
+                            u64::MAX
+                        ),
+                    )
+                }),
+            }
+        })
+        .collect()
 }
 
 /// The configured policies the request names, if it names any.

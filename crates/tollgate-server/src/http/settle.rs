@@ -5,6 +5,7 @@
 //! string (`?capacity=10&refill=10&period_ms=1000`, where inline policies are allowed), naming
 //! the same bucket as a `/v1/check` with those numbers.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,19 +15,21 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use tollgate::store::settle::{Adjustment, Once};
+use tollgate::store::settle::Once;
 use tollgate::{Algorithm, CheckError, Nanos, Policy, StoreError};
 
 use super::check::{answer, answer_decided};
 use super::request::CheckRequest;
 use crate::auth::Grant;
-use crate::limiter::reservation::{Refused, Reserved};
-use crate::limiter::{DecideError, Entry, Limiter, MAX_KEY_BYTES, Target};
+use crate::limiter::reservation::{Refused, Reserved, ReservedBucket, UsedRefused};
+use crate::limiter::{DecideError, Decided, Entry, Limiter, MAX_KEY_BYTES, Part, Target};
 use crate::web::body;
 use crate::web::problem::Problem;
 
 /// `POST /v1/reserve`: the check's answer, and when allowed, the reservation to commit. It
-/// takes one token-bucket policy (a window cannot give tokens back).
+/// takes token-bucket policies (a window cannot give tokens back): one, or several each with
+/// its own cost (`"policies": ["requests", "tokens"], "cost": {"requests": 1, "tokens":
+/// 2000}`), all or nothing as a check.
 pub(super) async fn reserve(
     State(limiter): State<Arc<Limiter>>,
     grant: Option<Extension<Grant>>,
@@ -36,12 +39,6 @@ pub(super) async fn reserve(
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
-    if let Target::Named { names, .. } = &request.target
-        && names.len() > 1
-    {
-        return Problem::invalid_field("policies", "a reservation takes one policy")
-            .into_response();
-    }
     let entries = match limiter.live().resolve(&request.target) {
         Ok(entries) => entries,
         Err(e) => return Problem::from(e).into_response(),
@@ -60,41 +57,50 @@ pub(super) async fn reserve(
         )
         .into_response();
     }
+    let listed = matches!(request.target, Target::Named { listed: true, .. });
     let decided = match limiter
-        .decide_entries(entries, request.key.as_bytes(), request.cost)
+        .decide_entries_by(entries, request.key.as_bytes(), |i| request.cost.of(i))
         .await
     {
         Ok(decided) => decided,
         Err(e) => return Problem::from(e).into_response(),
     };
     if !decided.allowed() {
-        return answer_decided(&decided, false, None);
+        return answer_decided(&decided, listed, None);
     }
     let Ok(id) = limiter.signer().id() else {
         // The tokens stay taken: a reservation that cannot be handed out is one dropped.
         return Problem::store_unavailable("no random id could be made for the reservation")
             .into_response();
     };
-    let entry = &decided.parts[0].entry;
+    let buckets = decided
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| ReservedBucket {
+            policy: part.entry.policy,
+            name: part.entry.named.then(|| part.entry.name.to_string()),
+            cost: request.cost.of(i),
+        })
+        .collect();
     let reserved = Reserved {
         id,
         expires: limiter.now() + Nanos::from(limiter.reservation_ttl()),
-        policy: entry.policy,
-        name: entry.named.then(|| entry.name.to_string()),
+        buckets,
         // A fail policy's answer or a shadow's denial took nothing: nothing to give back.
         paid: decided.paid && !decided.shadow_denied(),
         key: request.key,
-        cost: request.cost,
         owner: grant.and_then(|Extension(grant)| grant.token_name().map(str::to_owned)),
     };
     let token = limiter.signer().sign(&reserved);
-    answer_decided(&decided, false, Some(("reservation", &token)))
+    answer_decided(&decided, listed, Some(("reservation", &token)))
 }
 
-/// `POST /v1/commit` with `{"reservation": "...", "used": N}`: gives back `reserved - used`
-/// (or takes `used - reserved` without a denial, `reserved + capacity` at most), once; answers
-/// the bucket's state. A configured policy is settled under its numbers of now (a reload may
-/// have changed them).
+/// `POST /v1/commit` with `{"reservation": "...", "used": N}`, or for a reservation of
+/// several policies, `"used": {"requests": 1, "tokens": 1200}` naming each: gives each bucket
+/// back `reserved - used` (or takes `used - reserved` without a denial, `reserved + capacity`
+/// at most), once; answers the buckets' state. A configured policy is settled under its
+/// numbers of now (a reload may have changed them).
 pub(super) async fn commit(
     State(limiter): State<Arc<Limiter>>,
     grant: Option<Extension<Grant>>,
@@ -123,52 +129,123 @@ pub(super) async fn commit(
         ))
         .into_response();
     }
-    let entry = match &reserved.name {
-        None => limiter.live().inline_entry(reserved.policy),
-        Some(name) => match limiter.live().entry(name) {
-            Some(entry) if entry.policy.algorithm() == Algorithm::TokenBucket => entry,
-            _ => {
-                return Problem::reservation_conflict(format!(
-                    "the policy {name:?} is no longer a configured token bucket"
-                ))
-                .into_response();
+    let live = limiter.live();
+    let mut entries = Vec::with_capacity(reserved.buckets.len());
+    for bucket in &reserved.buckets {
+        entries.push(match &bucket.name {
+            None => live.inline_entry(bucket.policy),
+            Some(name) => match live.entry(name) {
+                Some(entry) if entry.policy.algorithm() == Algorithm::TokenBucket => entry,
+                _ => {
+                    return Problem::reservation_conflict(format!(
+                        "the policy {name:?} is no longer a configured token bucket"
+                    ))
+                    .into_response();
+                }
+            },
+        });
+    }
+    let names: Vec<&str> = entries.iter().map(|e| &*e.name).collect();
+    let (used, by_name) = match used {
+        Used::One(n) => match reserved.used_alike(n, &names) {
+            Ok(used) => (used, false),
+            Err(refused) => {
+                return Problem::invalid_field("used", refused.to_string()).into_response();
             }
         },
+        Used::Each(each) => match used_each(&reserved, &names, &each) {
+            Ok(used) => (used, true),
+            Err(problem) => return problem.into_response(),
+        },
     };
+    let capacities: Vec<u64> = entries.iter().map(|e| e.policy.capacity()).collect();
     // A commit puts a bucket at most one capacity into debt: a larger `used` is refused, and
     // nothing is settled, so the reservation can still be committed with a sound number.
-    let capacity = entry.policy.capacity();
-    let most = reserved.cost.saturating_add(capacity);
-    if used > most {
-        return Problem::invalid_field(
-            "used",
-            format!(
-                "used {used} exceeds the {} reserved plus the capacity {capacity} of {:?}: a \
-                 commit puts a bucket at most one capacity into debt, so used must be at most \
-                 {most}; nothing was settled",
-                reserved.cost, &*entry.name
-            ),
-        )
-        .into_response();
-    }
-    let adjustment = Adjustment::commit(reserved.cost, used, reserved.paid);
-    let bucket = entry.check(reserved.key.as_bytes(), 0);
-    // The id is remembered a minute past the expiry, so a replay can never outlive it.
-    let once = Once {
-        id: &reserved.id,
-        ttl: Duration::from(reserved.expires - now) + Duration::from_secs(60),
+    let adjustments = match reserved.adjustments(&used, &capacities, &names) {
+        Ok(adjustments) => adjustments,
+        Err(refused @ UsedRefused::OverDebtCap { index, .. }) => {
+            let field: Cow<'static, str> = match by_name {
+                true => format!("used.{}", names[index]).into(),
+                false => "used".into(),
+            };
+            return Problem::invalid_field(field, refused.to_string()).into_response();
+        }
+        Err(refused) => {
+            return Problem::invalid_field("used", refused.to_string()).into_response();
+        }
     };
-    match limiter.settle(Some(once), &[(bucket, adjustment)]).await {
-        Ok(verdict) => match verdict.decisions().first() {
-            Some(decision) => answer(&entry, decision),
-            None => Problem::store_unavailable("the store answered no bucket").into_response(),
-        },
+    let settlement: Vec<_> = entries
+        .iter()
+        .map(|entry| entry.check(reserved.key.as_bytes(), 0))
+        .zip(adjustments)
+        .collect();
+    // The id is remembered a minute past the expiry, so a replay can never outlive it.
+    let once = Once::new(
+        &reserved.id,
+        Duration::from(reserved.expires - now) + Duration::from_secs(60),
+    );
+    match limiter.settle(Some(once), &settlement).await {
+        Ok(verdict) if verdict.decisions().len() == entries.len() => {
+            if let ([entry], [decision]) = (&entries[..], verdict.decisions()) {
+                return answer(entry, decision);
+            }
+            let parts = entries
+                .into_iter()
+                .zip(verdict.decisions())
+                .map(|(entry, &decision)| Part {
+                    entry,
+                    decision,
+                    shadow_denied: false,
+                })
+                .collect();
+            answer_decided(&Decided { parts, paid: true }, true, None)
+        }
+        Ok(_) => Problem::store_unavailable("the store answered no bucket").into_response(),
         Err(StoreError::Check(CheckError::AlreadySettled)) => Problem::reservation_conflict(
             "the reservation was committed already (here or on another server)",
         )
         .into_response(),
         Err(e) => Problem::from(DecideError::from(e)).into_response(),
     }
+}
+
+/// The amounts of `"used": {"name": n, ...}`, one per reserved bucket in order: every
+/// configured policy of the reservation named, no other.
+fn used_each(
+    reserved: &Reserved,
+    names: &[&str],
+    each: &Map<String, Value>,
+) -> Result<Vec<u64>, Problem> {
+    if reserved.buckets.iter().any(|b| b.name.is_none()) {
+        return Err(Problem::invalid_field(
+            "used",
+            "an inline policy's reservation takes used as a number",
+        ));
+    }
+    if let Some(other) = each.keys().find(|k| !names.contains(&k.as_str())) {
+        return Err(Problem::invalid_field(
+            format!("used.{other}"),
+            format!("used names {other:?}, which the reservation does not hold"),
+        ));
+    }
+    names
+        .iter()
+        .map(|name| match each.get(*name) {
+            None => Err(Problem::invalid_field(
+                format!("used.{name}"),
+                format!("used.{name} is required: give what each reserved policy used"),
+            )),
+            Some(value) => value.as_u64().ok_or_else(|| {
+                Problem::invalid_field(
+                    format!("used.{name}"),
+                    format!(
+                        "used.{name} must be an integer from 0 to {}, not {value}",
+                        u64::MAX
+                    ),
+                )
+            }),
+        })
+        .collect()
 }
 
 /// `GET /v1/buckets/{policy}/{key}`: the bucket's state, as a check of cost 0 answers it.
@@ -204,8 +281,14 @@ pub(super) async fn delete_bucket(
     }
 }
 
+/// What a commit says was used: one amount, or one per policy.
+enum Used {
+    One(u64),
+    Each(Map<String, Value>),
+}
+
 /// The body of a commit: the reservation and the tokens used.
-fn parse_commit(body: &[u8]) -> Result<(String, u64), Problem> {
+fn parse_commit(body: &[u8]) -> Result<(String, Used), Problem> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| Problem::malformed_body(format!("malformed JSON: {e}")))?;
     let Value::Object(fields) = value else {
@@ -241,10 +324,11 @@ fn parse_commit(body: &[u8]) -> Result<(String, u64), Problem> {
     Ok((token, used))
 }
 
-fn used(fields: &Map<String, Value>) -> Result<u64, Problem> {
+fn used(fields: &Map<String, Value>) -> Result<Used, Problem> {
     match fields.get("used") {
         None => Err(Problem::invalid_field("used", "used is required")),
-        Some(value) => value.as_u64().ok_or_else(|| {
+        Some(Value::Object(each)) => Ok(Used::Each(each.clone())),
+        Some(value) => value.as_u64().map(Used::One).ok_or_else(|| {
             Problem::invalid_field(
                 "used",
                 format!(

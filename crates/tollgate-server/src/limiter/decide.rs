@@ -105,6 +105,17 @@ impl Limiter {
         key: &[u8],
         cost: u64,
     ) -> Result<Decided, DecideError> {
+        self.decide_entries_by(entries, key, |_| cost).await
+    }
+
+    /// Decides `key` under `entries`, the `i`-th costing `cost_of(i)` tokens (requests per
+    /// minute 1, tokens per minute 2,000).
+    pub async fn decide_entries_by(
+        &self,
+        entries: Vec<Arc<Entry>>,
+        key: &[u8],
+        cost_of: impl Fn(usize) -> u64,
+    ) -> Result<Decided, DecideError> {
         // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
         // fault when inline. A configured one was checked against the store when the config
         // was read.
@@ -116,7 +127,11 @@ impl Limiter {
                 });
             }
         }
-        let checks: Vec<Check<'_>> = entries.iter().map(|e| e.check(key, cost)).collect();
+        let checks: Vec<Check<'_>> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| e.check(key, cost_of(i)))
+            .collect();
         let mut rounds = Rounds::new(vec![false; entries.len()]);
         if entries.iter().any(|e| e.shadow) {
             rounds = rounds.retried_without(entries.iter().map(|e| e.shadow).collect());

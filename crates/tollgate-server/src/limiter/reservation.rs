@@ -1,7 +1,7 @@
 //! The reservations `POST /v1/reserve` hands out: signed tokens, committed at most once.
 //!
-//! A reservation travels to the client and back as an opaque string: what was reserved (the
-//! policy's name or numbers, the key, the cost, whether the store took it or the fail policy
+//! A reservation travels to the client and back as an opaque string: what was reserved (each
+//! policy's name or numbers and its cost, the key, whether the store took it or the fail policy
 //! allowed it), an id and an expiry, signed with HMAC-SHA256 under the
 //! server's secret, and base64url-encoded. So the server keeps nothing per reservation, and a
 //! client cannot mint one (a forged or altered token fails the signature) nor stretch one (the
@@ -22,13 +22,15 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
+use tollgate::store::settle::Adjustment;
 use tollgate::{Algorithm, Nanos, Policy};
 
 /// How long a reservation may wait for its commit, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
-/// The format's version, first byte of every token (3: the owner was added).
-const VERSION: u8 = 3;
+/// The format's version, first byte of every token (3: the owner was added; 4: several
+/// policies, each with its cost).
+const VERSION: u8 = 4;
 /// Bytes of a reservation's id.
 pub const ID_BYTES: usize = 16;
 /// The signature's length (HMAC-SHA256).
@@ -41,20 +43,106 @@ pub struct Reserved {
     pub id: [u8; ID_BYTES],
     /// When the reservation lapses, in nanoseconds since the UNIX epoch.
     pub expires: Nanos,
+    /// The buckets reserved, one per policy (at most 255), in the request's order.
+    pub buckets: Vec<ReservedBucket>,
+    /// Whether the store took the tokens (not the fail policy's answer while it was down): a
+    /// commit gives tokens back only then.
+    pub paid: bool,
+    /// The buckets' key.
+    pub key: String,
+    /// The name of the `[auth]` token that reserved it, which alone may commit it; `None`
+    /// when the server had no tokens.
+    pub owner: Option<String>,
+}
+
+/// One policy's part of a reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservedBucket {
     /// The policy reserved under: an inline one's numbers, or a named one's at the time.
     pub policy: Policy,
     /// The configured policy's name; `None` for an inline policy.
     pub name: Option<String>,
-    /// Whether the store took the tokens (not the fail policy's answer while it was down): a
-    /// commit gives tokens back only then.
-    pub paid: bool,
-    /// The bucket's key.
-    pub key: String,
     /// The tokens reserved.
     pub cost: u64,
-    /// The name of the `[auth]` token that reserved it, which alone may commit it; `None`
-    /// when the server had no tokens.
-    pub owner: Option<String>,
+}
+
+/// Why a commit's `used` amounts were refused (nothing is settled).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UsedRefused {
+    /// One amount for policies that reserved different costs: it cannot say what each used.
+    #[error(
+        "the reservation's policies reserved different costs ({0}): give used as an object \
+         with each policy's amount"
+    )]
+    NeedsEach(String),
+    /// An amount above its reservation plus the policy's capacity (of the bucket at `index`).
+    #[error(
+        "used {used} exceeds the {reserved} reserved plus the capacity {capacity} of {name:?}: \
+         a commit puts a bucket at most one capacity into debt, so used must be at most \
+         {most}; nothing was settled"
+    )]
+    OverDebtCap {
+        /// The bucket's position.
+        index: usize,
+        /// Its policy's name.
+        name: String,
+        /// The amount used.
+        used: u64,
+        /// What it reserved.
+        reserved: u64,
+        /// Its policy's capacity now.
+        capacity: u64,
+        /// The most `used` may be.
+        most: u64,
+    },
+}
+
+impl Reserved {
+    /// What committing `used` (one amount per bucket, in order) does to each bucket, under
+    /// the capacities the buckets' policies have now (`capacities`, in order; a reload may
+    /// have changed them): the difference given back, or taken without a denial, at most one
+    /// capacity into debt.
+    pub fn adjustments(
+        &self,
+        used: &[u64],
+        capacities: &[u64],
+        names: &[&str],
+    ) -> Result<Vec<Adjustment>, UsedRefused> {
+        self.buckets
+            .iter()
+            .zip(used.iter().zip(capacities.iter().zip(names)))
+            .enumerate()
+            .map(|(index, (bucket, (&used, (&capacity, name))))| {
+                let most = bucket.cost.saturating_add(capacity);
+                if used > most {
+                    return Err(UsedRefused::OverDebtCap {
+                        index,
+                        name: (*name).to_owned(),
+                        used,
+                        reserved: bucket.cost,
+                        capacity,
+                        most,
+                    });
+                }
+                Ok(Adjustment::commit(bucket.cost, used, self.paid))
+            })
+            .collect()
+    }
+
+    /// One `used` for every bucket, refused when they reserved different costs.
+    pub fn used_alike(&self, used: u64, names: &[&str]) -> Result<Vec<u64>, UsedRefused> {
+        let first = self.buckets.first().map(|b| b.cost);
+        if self.buckets.iter().any(|b| Some(b.cost) != first) {
+            let costs: Vec<String> = self
+                .buckets
+                .iter()
+                .zip(names)
+                .map(|(b, name)| format!("{name} {}", b.cost))
+                .collect();
+            return Err(UsedRefused::NeedsEach(costs.join(", ")));
+        }
+        Ok(vec![used; self.buckets.len()])
+    }
 }
 
 /// Why a token was refused.
@@ -95,28 +183,28 @@ impl Signer {
 
     /// The token of `reserved`.
     pub fn sign(&self, reserved: &Reserved) -> String {
-        let name = reserved.name.as_deref().unwrap_or("");
-        let mut bytes = Vec::with_capacity(64 + name.len() + reserved.key.len());
+        let mut bytes = Vec::with_capacity(64 + 64 * reserved.buckets.len() + reserved.key.len());
         bytes.push(VERSION);
         bytes.extend_from_slice(&reserved.id);
         bytes.extend_from_slice(&reserved.expires.as_u64().to_be_bytes());
-        bytes.push(algorithm_code(reserved.policy.algorithm()));
-        for n in [
-            reserved.policy.capacity(),
-            reserved.policy.refill(),
-            Nanos::from(reserved.policy.period()).as_u64(),
-            reserved.cost,
-        ] {
-            bytes.extend_from_slice(&n.to_be_bytes());
-        }
         bytes.push(u8::from(reserved.paid));
-        // Names are at most 64 bytes (the config refuses longer ones).
-        bytes.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
-        bytes.extend_from_slice(&name.as_bytes()[..name.len().min(255)]);
-        // Token names are at most 64 bytes too.
-        let owner = reserved.owner.as_deref().unwrap_or("");
-        bytes.push(u8::try_from(owner.len()).unwrap_or(u8::MAX));
-        bytes.extend_from_slice(&owner.as_bytes()[..owner.len().min(255)]);
+        // Token names are at most 64 bytes (the config refuses longer ones).
+        short_text(&mut bytes, reserved.owner.as_deref().unwrap_or(""));
+        // A request names at most 16 policies.
+        bytes.push(u8::try_from(reserved.buckets.len()).unwrap_or(u8::MAX));
+        for bucket in reserved.buckets.iter().take(usize::from(u8::MAX)) {
+            bytes.push(algorithm_code(bucket.policy.algorithm()));
+            for n in [
+                bucket.policy.capacity(),
+                bucket.policy.refill(),
+                Nanos::from(bucket.policy.period()).as_u64(),
+                bucket.cost,
+            ] {
+                bytes.extend_from_slice(&n.to_be_bytes());
+            }
+            // Policy names are at most 64 bytes too.
+            short_text(&mut bytes, bucket.name.as_deref().unwrap_or(""));
+        }
         bytes.extend_from_slice(reserved.key.as_bytes());
         let mac = hmac::sign(&self.key, &bytes);
         bytes.extend_from_slice(mac.as_ref());
@@ -139,6 +227,24 @@ impl Signer {
     }
 }
 
+/// A length byte and up to 255 bytes of `text`.
+fn short_text(bytes: &mut Vec<u8>, text: &str) {
+    let text = &text.as_bytes()[..text.len().min(usize::from(u8::MAX))];
+    bytes.push(u8::try_from(text.len()).unwrap_or(u8::MAX));
+    bytes.extend_from_slice(text);
+}
+
+/// Text written by [`short_text`]: `None` when empty.
+fn read_short_text(bytes: &[u8]) -> Option<(Option<String>, &[u8])> {
+    let (&len, rest) = bytes.split_first()?;
+    let (text, rest) = rest.split_at_checked(usize::from(len))?;
+    let text = match text {
+        [] => None,
+        text => Some(String::from_utf8(text.to_vec()).ok()?),
+    };
+    Some((text, rest))
+}
+
 /// Reads a signed payload (its signature checked already).
 fn parse(bytes: &[u8]) -> Option<Reserved> {
     let (&version, rest) = bytes.split_first()?;
@@ -147,41 +253,35 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
     }
     let (id, rest) = rest.split_first_chunk::<ID_BYTES>()?;
     let (expires, rest) = rest.split_first_chunk::<8>()?;
-    let (&algorithm, rest) = rest.split_first()?;
-    let mut numbers = [0u64; 4];
-    let mut rest = rest;
-    for n in &mut numbers {
-        let (chunk, tail) = rest.split_first_chunk::<8>()?;
-        *n = u64::from_be_bytes(*chunk);
-        rest = tail;
-    }
-    let [capacity, refill, period, cost] = numbers;
     let (&paid, rest) = rest.split_first()?;
-    let (&name_len, rest) = rest.split_first()?;
-    let (name, rest) = rest.split_at_checked(usize::from(name_len))?;
-    let name = match name {
-        [] => None,
-        name => Some(String::from_utf8(name.to_vec()).ok()?),
-    };
-    let (&owner_len, rest) = rest.split_first()?;
-    let (owner, rest) = rest.split_at_checked(usize::from(owner_len))?;
-    let owner = match owner {
-        [] => None,
-        owner => Some(String::from_utf8(owner.to_vec()).ok()?),
-    };
-    let period = Duration::from_nanos(period);
-    let policy = match algorithm {
-        0 => Policy::token_bucket(capacity, refill, period).ok()?,
-        _ => return None,
-    };
+    let (owner, rest) = read_short_text(rest)?;
+    let (&count, mut rest) = rest.split_first()?;
+    let mut buckets = Vec::with_capacity(usize::from(count));
+    for _ in 0..count {
+        let (&algorithm, tail) = rest.split_first()?;
+        rest = tail;
+        let mut numbers = [0u64; 4];
+        for n in &mut numbers {
+            let (chunk, tail) = rest.split_first_chunk::<8>()?;
+            *n = u64::from_be_bytes(*chunk);
+            rest = tail;
+        }
+        let [capacity, refill, period, cost] = numbers;
+        let (name, tail) = read_short_text(rest)?;
+        rest = tail;
+        let period = Duration::from_nanos(period);
+        let policy = match algorithm {
+            0 => Policy::token_bucket(capacity, refill, period).ok()?,
+            _ => return None,
+        };
+        buckets.push(ReservedBucket { policy, name, cost });
+    }
     Some(Reserved {
         id: *id,
         expires: Nanos::new(u64::from_be_bytes(*expires)),
-        policy,
-        name,
+        buckets,
         paid: paid == 1,
         key: String::from_utf8(rest.to_vec()).ok()?,
-        cost,
         owner,
     })
 }
@@ -206,11 +306,20 @@ mod tests {
         Reserved {
             id: [7; ID_BYTES],
             expires: Nanos::new(2_000),
-            policy: Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap(),
-            name: Some("api".into()),
+            buckets: vec![
+                ReservedBucket {
+                    policy: Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap(),
+                    name: Some("api".into()),
+                    cost: 4,
+                },
+                ReservedBucket {
+                    policy: Policy::token_bucket(5_000, 5_000, Duration::from_secs(60)).unwrap(),
+                    name: Some("tokens".into()),
+                    cost: 2_000,
+                },
+            ],
             paid: true,
             key: "alice".into(),
-            cost: 4,
             owner: Some("billing".into()),
         }
     }
@@ -224,6 +333,30 @@ mod tests {
             signer.open(&token, Nanos::new(2_000)),
             Err(Refused::Expired)
         );
+    }
+
+    #[test]
+    fn a_commit_settles_each_bucket_its_own_amount_or_nothing() {
+        let r = reserved();
+        let names = ["api", "tokens"];
+        assert_eq!(
+            r.adjustments(&[1, 1_200], &[10, 5_000], &names),
+            Ok(vec![Adjustment::Refund(3), Adjustment::Refund(800)])
+        );
+        assert!(matches!(
+            r.used_alike(1_200, &names),
+            Err(UsedRefused::NeedsEach(costs)) if costs == "api 4, tokens 2000"
+        ));
+        // At most one capacity into debt, under the capacity of now.
+        assert!(r.adjustments(&[14, 0], &[10, 5_000], &names).is_ok());
+        assert!(matches!(
+            r.adjustments(&[15, 0], &[10, 5_000], &names),
+            Err(UsedRefused::OverDebtCap {
+                index: 0,
+                most: 14,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -605,6 +605,102 @@ async fn a_named_reservation_commits_under_its_policy() {
     assert_eq!(status, StatusCode::CONFLICT);
 }
 
+/// Issue 43: requests per minute and tokens per minute reserved together, each with its own
+/// cost, commit what each used: one request and 1,200 tokens, never 1,200 of each. One `used`
+/// for different costs, a policy left out or one not reserved: a 400 naming the field, and
+/// nothing settled.
+#[tokio::test]
+async fn a_reservation_of_several_policies_commits_each_its_own_amount() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[store]\nurl = \"memory\"\n[http]\nlisten = \"127.0.0.1:8080\"\n\
+                [policies.requests]\ncapacity = 60\nrefill = 60\nperiod = \"1h\"\n\
+                [policies.tokens]\ncapacity = 10000\nrefill = 10000\nperiod = \"1h\"\n";
+    let file = write(dir.path(), "tollgate.toml", text);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    let post = |path: &'static str, body: Value| {
+        let client = client.clone();
+        let addr = server.addr;
+        async move {
+            let response = client
+                .post(format!("http://{addr}{path}"))
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+            (status, body)
+        }
+    };
+    // A cost per policy must name each of them.
+    let (status, refused) = post(
+        "/v1/reserve",
+        json!({"policies": ["requests", "tokens"], "key": "k", "cost": {"requests": 1}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(refused["field"], "cost.tokens", "{refused}");
+    let (status, reserved) = post(
+        "/v1/reserve",
+        json!({"policies": ["requests", "tokens"], "key": "k",
+               "cost": {"requests": 1, "tokens": 2000}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{reserved}");
+    assert_eq!(reserved["policies"][0]["remaining"], 59);
+    assert_eq!(reserved["policies"][1]["remaining"], 8000);
+    let token = reserved["reservation"].clone();
+    let refusals = [
+        (json!(1200), "used"),
+        (json!({"tokens": 1200}), "used.requests"),
+        (
+            json!({"requests": 1, "tokens": 1200, "other": 1}),
+            "used.other",
+        ),
+        (json!({"requests": 1, "tokens": 12001}), "used.tokens"),
+    ];
+    for (used, field) in refusals {
+        let (status, refused) =
+            post("/v1/commit", json!({"reservation": token, "used": used})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+        assert_eq!(refused["field"], field, "{refused}");
+    }
+    let bucket = get(&client, &server, "/v1/buckets/requests/k").await;
+    assert!(
+        bucket.contains("\"remaining\":59"),
+        "nothing settled: {bucket}"
+    );
+    let (status, committed) = post(
+        "/v1/commit",
+        json!({"reservation": token, "used": {"requests": 1, "tokens": 1200}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{committed}");
+    assert_eq!(committed["policies"][0]["policy"], "requests");
+    assert_eq!(committed["policies"][0]["remaining"], 59, "{committed}");
+    assert_eq!(committed["policies"][1]["remaining"], 8800, "{committed}");
+    let bucket = get(&client, &server, "/v1/buckets/tokens/k").await;
+    assert!(bucket.contains("\"remaining\":8800"), "{bucket}");
+    let (status, _) = post(
+        "/v1/commit",
+        json!({"reservation": token, "used": {"requests": 1, "tokens": 1200}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "once");
+    // A check may give each policy its cost too.
+    let (status, checked) = check(
+        &client,
+        &server,
+        json!({"policies": ["requests", "tokens"], "key": "k",
+               "cost": {"requests": 1, "tokens": 800}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{checked}");
+    assert_eq!(checked["policies"][0]["remaining"], 58);
+    assert_eq!(checked["policies"][1]["remaining"], 8000);
+}
+
 /// Issue 27: the bounds on what is read hold at start and in `config check` as on reload, each
 /// refusal naming the path and what is wrong, before the file is read (a FIFO would block the
 /// reader for good) or parsed whole.

@@ -129,24 +129,43 @@ async fn llm_gateway_charges_the_tokens_each_call_used() {
             .body(prompt)
             .send()
     };
-    // A 400-byte prompt uses 150 tokens: 4,000 reserved, 3,850 given back.
+    // A 400-byte prompt uses 150 tokens: 4,000 reserved, 3,850 given back; the call is one
+    // request, not 150 (issue 43: each reserved bucket was charged the tokens used).
     let prompt = "x".repeat(400).leak();
     let first = complete("alice", 4_000, prompt).await.unwrap();
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(first.headers()["x-llm-tokens"], "150");
-    // The RateLimit header describes the bucket after the commit, not the reservation: 150
-    // taken, which the refill (10,000 a minute) would pay back within a second.
-    assert_eq!(first.headers()["ratelimit"], r#""llm-tokens";r=9850;t=1"#);
+    // The RateLimit header describes the buckets after the commit, not the reservation: one
+    // request and 150 tokens taken, which the refill would pay back within a second.
+    assert_eq!(
+        first.headers()["ratelimit"],
+        r#""requests";r=59;t=1, "llm-tokens";r=9850;t=1"#
+    );
     // 10,000 - 150 are left: a reservation of 9,850 fits...
     let second = complete("alice", 9_850, prompt).await.unwrap();
     assert_eq!(second.status(), StatusCode::OK);
-    // ...and after it, 9,700: 9,900 does not.
+    assert_eq!(
+        second.headers()["ratelimit"],
+        r#""requests";r=58;t=2, "llm-tokens";r=9700;t=2"#
+    );
+    // ...and after it, 9,700: 9,900 does not, and the denial takes no request either.
     let third = complete("alice", 9_900, prompt).await.unwrap();
     assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
-    // Another key has its own budget.
+    // More tokens than the budget ever holds: a 400 naming the cost and the limit, not a 429
+    // a client would retry (issue 44, point 6).
+    let never = complete("alice", 10_001, prompt).await.unwrap();
+    assert_eq!(never.status(), StatusCode::BAD_REQUEST);
+    let detail = never.text().await.unwrap();
+    assert!(
+        detail.contains("cost 10001 exceeds the capacity 10000 of the policy \"llm-tokens\""),
+        "{detail}"
+    );
+    // Another key has its own budgets.
+    let bob = complete("bob", 10_000, prompt).await.unwrap();
+    assert_eq!(bob.status(), StatusCode::OK);
     assert_eq!(
-        complete("bob", 10_000, prompt).await.unwrap().status(),
-        StatusCode::OK
+        bob.headers()["ratelimit"],
+        r#""requests";r=59;t=1, "llm-tokens";r=9850;t=1"#
     );
 }
 

@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use http::HeaderName;
@@ -146,6 +147,8 @@ pub enum ForwardedHeader {
 #[derive(Clone)]
 pub struct ClientIp {
     trusted: Vec<IpNet>,
+    /// The number of proxies in front, when they are counted rather than known by address.
+    hops: Option<NonZeroUsize>,
     header: ForwardedHeader,
     ipv6_prefix: u8,
     /// Where the peer address is, when the server keeps it in a type of its own.
@@ -158,6 +161,7 @@ impl Default for ClientIp {
     fn default() -> ClientIp {
         ClientIp {
             trusted: Vec::new(),
+            hops: None,
             header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: 64,
             peer: None,
@@ -169,6 +173,7 @@ impl fmt::Debug for ClientIp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientIp")
             .field("trusted", &self.trusted)
+            .field("hops", &self.hops)
             .field("header", &self.header)
             .field("ipv6_prefix", &self.ipv6_prefix)
             .field("peer_addr", &self.peer.as_ref().map(|_| "custom"))
@@ -188,6 +193,37 @@ impl ClientIp {
     pub fn trust(mut self, nets: impl IntoIterator<Item = IpNet>) -> ClientIp {
         self.trusted
             .extend(nets.into_iter().map(net::canonical_net));
+        self
+    }
+
+    /// Trusts the `hops` proxies in front of the server, known by their number rather than
+    /// their addresses (a cloud load balancer whose addresses change): the peer is the
+    /// nearest, each proxy appends the address it was connected from, so the client is the
+    /// `hops`-th entry from the right of the forwarding header (the farthest one when it
+    /// holds fewer). The address trust of [`trust`](Self::trust) is then not consulted.
+    ///
+    /// Only sound when nothing reaches the server but through those proxies: a client that
+    /// connects directly writes the header itself.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::middleware::ClientIp;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A CDN in front of a load balancer: two proxies.
+    /// let client_ip = ClientIp::new().trust_hops(NonZeroUsize::new(2).unwrap());
+    /// let mut request = http::Request::get("/")
+    ///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.9, 198.51.100.1");
+    /// request.extensions_mut().unwrap().insert("10.0.0.5:40000".parse::<SocketAddr>()?);
+    /// let (parts, ()) = request.body(())?.into_parts();
+    /// // 198.51.100.1 is the CDN's edge, written by the load balancer; the CDN wrote the client.
+    /// assert_eq!(client_ip.client(&parts), Some("203.0.113.9".parse()?));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn trust_hops(mut self, hops: NonZeroUsize) -> ClientIp {
+        self.hops = Some(hops);
         self
     }
 
@@ -254,7 +290,7 @@ impl ClientIp {
     /// trusted hop recorded something that is not an address.
     pub fn client(&self, parts: &Parts) -> Option<IpAddr> {
         let peer = net::canonical(self.peer(parts)?.ip());
-        if !self.is_trusted(peer) {
+        if self.hops.is_none() && !self.is_trusted(peer) {
             return Some(peer);
         }
         let values = |name| {
@@ -268,6 +304,16 @@ impl ClientIp {
             ForwardedHeader::XForwardedFor => net::x_forwarded_for(values("x-forwarded-for")),
             ForwardedHeader::Forwarded => net::forwarded(values("forwarded")),
         };
+        if let Some(count) = self.hops {
+            // The peer is the first proxy; the other `count - 1` wrote the entries to the
+            // right of the client's.
+            return match hops.len().checked_sub(count.get()) {
+                Some(at) => net::parse_hop(&hops[at]),
+                None => hops
+                    .first()
+                    .map_or(Some(peer), |farthest| net::parse_hop(farthest)),
+            };
+        }
         let mut client = peer;
         for hop in hops.iter().rev() {
             client = net::parse_hop(hop)?;

@@ -12,6 +12,7 @@ use http::request::Parts;
 use tower_layer::Layer;
 
 use super::body::{BoxError, HookBody, hook_body};
+use super::cost::Costs;
 use super::key::{ClientIp, KeyExtractor};
 use super::response::Rejection;
 use super::service::Tollgate;
@@ -45,8 +46,8 @@ pub enum MissingKey {
     Allow,
 }
 
-type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
-type CostAfterFn = dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync;
+pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+pub(crate) type CostAfterFn = dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync;
 /// Turns the layer's guarded store into the settling store `cost_after` commits on (set only
 /// where the store can settle).
 type MakeSettle<S> = dyn FnOnce(Arc<Guarded<S>>) -> Arc<dyn DynSettle>;
@@ -68,9 +69,13 @@ pub(crate) struct Shared {
     /// The `RateLimit-Policy` header of `policies`, built once.
     pub(crate) policy_header: Option<http::HeaderValue>,
     pub(crate) tiers: Option<Box<dyn Tiers>>,
-    pub(crate) cost: Box<CostFn>,
-    /// The actual cost read from the response, and the store to commit it on.
-    pub(crate) cost_after: Option<(Box<CostAfterFn>, Arc<dyn DynSettle>)>,
+    /// What a request costs each policy.
+    pub(crate) costs: Costs,
+    /// The store `cost_after` commits on, when any policy reads its actual cost.
+    pub(crate) settle: Option<Arc<dyn DynSettle>>,
+    /// The policies chosen per key (tiers) that were checked against the store already, so
+    /// that one the store cannot decide is logged once (bounded: see `checked_tier`).
+    pub(crate) tiers_checked: parking_lot::Mutex<std::collections::HashSet<NamedPolicy>>,
     pub(crate) on_missing_key: MissingKey,
     pub(crate) legacy_headers: bool,
     pub(crate) max_wait: Duration,
@@ -132,12 +137,13 @@ pub struct TollgateLayerBuilder<S> {
     client_ip: Option<ClientIp>,
     policies: Vec<NamedPolicy>,
     tiers: Option<Box<dyn Tiers>>,
-    cost: Box<CostFn>,
+    costs: Costs,
     on_missing_key: MissingKey,
     legacy_headers: bool,
     max_wait: Duration,
     reject: Option<Box<RejectFn>>,
-    cost_after: Option<(Box<CostAfterFn>, Box<MakeSettle<S>>)>,
+    /// Set by the first `cost_after`: how the layer's store becomes one that settles.
+    make_settle: Option<Box<MakeSettle<S>>>,
 }
 
 /// Why a layer could not be built.
@@ -170,6 +176,23 @@ pub enum LayerError {
     /// tell which window they were taken in).
     #[error("cost_after needs token-bucket policies; {0:?} is a window")]
     CostAfterNeedsTokenBucket(String),
+    /// [`cost_for`](TollgateLayerBuilder::cost_for) or
+    /// [`cost_after_for`](TollgateLayerBuilder::cost_after_for) names no policy of the layer
+    /// (nor, with [`tiers`](TollgateLayerBuilder::tiers), possibly one of theirs).
+    #[error("a cost is given for {0:?}, which is not one of the layer's policies")]
+    UnknownPolicy(String),
+    /// The store cannot decide this policy (a window longer than its keys can live, a rate
+    /// beyond its clock): every request would be refused.
+    #[error("the store cannot decide the policy {policy:?}: {reason}")]
+    Unsupported {
+        /// The policy's name.
+        policy: String,
+        /// Why, as the store says it.
+        reason: crate::PolicyError,
+    },
+    /// A zero [`timeout`](TollgateLayerBuilder::timeout): no store could ever answer in time.
+    #[error("the store timeout must be above zero")]
+    ZeroTimeout,
 }
 
 impl TollgateLayer {
@@ -183,12 +206,12 @@ impl TollgateLayer {
             client_ip: Some(ClientIp::new()),
             policies: Vec::new(),
             tiers: None,
-            cost: Box::new(|_: &Parts| 1),
+            costs: Costs::default(),
             on_missing_key: MissingKey::Reject,
             legacy_headers: false,
             max_wait: Duration::ZERO,
             reject: None,
-            cost_after: None,
+            make_settle: None,
         }
     }
 }
@@ -214,9 +237,40 @@ impl<S: Store> TollgateLayerBuilder<S> {
         self
     }
 
-    /// The cost of a request (default 1; 0 lets it through without charging, as a peek).
+    /// The cost of a request to each policy that has no [`cost_for`](Self::cost_for) of its
+    /// own (default 1; 0 lets it through without charging, as a peek).
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
-        self.cost = Box::new(cost);
+        self.costs.default = Box::new(cost);
+        self
+    }
+
+    /// The cost of a request to the policy named `policy` (a layer policy's, or a tier's of
+    /// that name), in place of [`cost`](Self::cost): requests per minute cost 1 while tokens
+    /// per minute cost the tokens a call may use. The request passes only if every policy has
+    /// room for its own cost.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::middleware::TollgateLayer;
+    /// use tollgate::{MemoryStore, Policy};
+    ///
+    /// let layer = TollgateLayer::builder(MemoryStore::new())
+    ///     .policy("requests", Policy::per_minute(60)?) // costs 1, the default
+    ///     .policy("bytes", Policy::token_bucket(1 << 20, 1 << 20, Duration::from_secs(60))?)
+    ///     .cost_for("bytes", |parts| {
+    ///         parts.headers.get("content-length")
+    ///             .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///             .unwrap_or(0)
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost_for(
+        mut self,
+        policy: &str,
+        cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.costs.of(policy).before = Some(Box::new(cost));
         self
     }
 
@@ -227,7 +281,8 @@ impl<S: Store> TollgateLayerBuilder<S> {
         self
     }
 
-    /// The bound on one decision (default 50 ms), on top of the store's own.
+    /// The bound on one decision (default 50 ms), on top of the store's own; zero is refused
+    /// by [`build`](Self::build).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -272,7 +327,7 @@ impl<S: Store> TollgateLayerBuilder<S> {
     ///             .is_some_and(|lang| lang.as_bytes().starts_with(b"fr"));
     ///         let text = if french { "Trop de requêtes" } else { "Too many requests" };
     ///         let mut response = Response::new(text.to_owned());
-    ///         *response.status_mut() = match rejection.retry_after_secs() {
+    ///         *response.status_mut() = match rejection.retry_after() {
     ///             Some(_) => StatusCode::TOO_MANY_REQUESTS, // or 503: Retry-After is added
     ///             None => StatusCode::BAD_REQUEST,
     ///         };
@@ -297,37 +352,87 @@ impl<S: Store> TollgateLayerBuilder<S> {
         self
     }
 
-    /// The layer.
+    /// As [`rejection`](Self::rejection), for a hook that answers anything axum turns into a
+    /// response: a status and a string, `Json`, a tuple with headers (feature `axum`).
+    ///
+    /// ```
+    /// use axum::Json;
+    /// use axum::http::StatusCode;
+    /// use tollgate::middleware::TollgateLayer;
+    /// use tollgate::{MemoryStore, Policy};
+    ///
+    /// let layer = TollgateLayer::builder(MemoryStore::new())
+    ///     .policy("api", Policy::per_second(10)?)
+    ///     .rejection_with(|rejection, _parts| {
+    ///         let body = serde_json::json!({ "error": "slow down", "policy": rejection.policy() });
+    ///         (StatusCode::TOO_MANY_REQUESTS, Json(body))
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "axum")]
+    pub fn rejection_with<F, R>(self, reject: F) -> Self
+    where
+        F: Fn(&Rejection, &Parts) -> R + Send + Sync + 'static,
+        R: axum::response::IntoResponse,
+    {
+        self.rejection(move |rejection, parts| reject(rejection, parts).into_response())
+    }
+
+    /// The layer. Refused when a policy is unnamed or named twice, a cost names no policy,
+    /// the timeout is zero, or the store cannot decide a policy (a sliding window longer than
+    /// Redis keeps keys, say): a layer that would refuse every request is never built.
+    /// Policies chosen per key by [`tiers`](Self::tiers) are known only per request: each is
+    /// checked the first time it is seen, and one the store cannot decide is logged once at
+    /// error level, naming it, and answered as the store unavailable (`503`).
     pub fn build(self) -> Result<TollgateLayer, LayerError> {
         if self.policies.is_empty() {
             return Err(LayerError::NoPolicy);
+        }
+        if self.timeout.is_zero() {
+            return Err(LayerError::ZeroTimeout);
         }
         for (i, p) in self.policies.iter().enumerate() {
             if p.name.is_empty() || p.name.len() > crate::store::MAX_NAME_LEN {
                 return Err(LayerError::InvalidName(p.name.to_string()));
             }
-            if self.cost_after.is_some() && p.policy.algorithm() != crate::Algorithm::TokenBucket {
+            if self.costs.reads_after(&p.name)
+                && p.policy.algorithm() != crate::Algorithm::TokenBucket
+            {
                 return Err(LayerError::CostAfterNeedsTokenBucket(p.name.to_string()));
             }
             if self.policies[..i].iter().any(|q| q.name == p.name) {
                 return Err(LayerError::DuplicateName(p.name.to_string()));
             }
+            self.store
+                .supports(&p.policy)
+                .map_err(|reason| LayerError::Unsupported {
+                    policy: p.name.to_string(),
+                    reason,
+                })?;
+        }
+        if self.tiers.is_none()
+            && let Some(unknown) = self
+                .costs
+                .names()
+                .find(|name| !self.policies.iter().any(|p| &*p.name == *name))
+        {
+            return Err(LayerError::UnknownPolicy(unknown.to_owned()));
         }
         let store = Arc::new(Guarded::new(self.store, self.on_store_error).timeout(self.timeout));
-        let cost_after = self
-            .cost_after
-            .map(|(cost, make)| (cost, make(Arc::clone(&store))));
+        let settle = self.make_settle.map(|make| make(Arc::clone(&store)));
         Ok(TollgateLayer {
             shared: Arc::new(Shared {
                 store,
-                cost_after,
+                settle,
                 key: self.key,
                 client_ip: self.client_ip,
                 no_peer_logged: AtomicBool::new(false),
                 policy_header: super::response::policy_header(&self.policies),
                 policies: self.policies.into(),
                 tiers: self.tiers,
-                cost: self.cost,
+                tiers_checked: Default::default(),
+                costs: self.costs,
                 on_missing_key: self.on_missing_key,
                 legacy_headers: self.legacy_headers,
                 max_wait: self.max_wait,
@@ -339,10 +444,13 @@ impl<S: Store> TollgateLayerBuilder<S> {
 
 impl<S: Settle> TollgateLayerBuilder<S> {
     /// Charges the actual cost, known only from the response (an LLM call's tokens, rows,
-    /// bytes): [`cost`](Self::cost) is reserved before the inner service runs, then `cost_after`
-    /// reads the response (a header or an extension the handler set) and the difference is
-    /// given back, or taken without a denial (see [`Reservation`](crate::store::settle)). A
-    /// response it answers `None` for keeps the reserved charge, as does a failed service.
+    /// bytes), to every policy without a [`cost_for`](TollgateLayerBuilder::cost_for) of its
+    /// own: [`cost`](TollgateLayerBuilder::cost) is reserved before the inner service runs,
+    /// then `cost_after` reads the response (a header or an extension the handler set) and
+    /// the difference is given back, or taken without a denial (see
+    /// [`Reservation`](crate::store::settle)). A response it answers `None` for keeps the
+    /// reserved charge, as does a failed service. A policy with a cost of its own reads its
+    /// actual cost with [`cost_after_for`](Self::cost_after_for), or keeps what it reserved.
     ///
     /// ```
     /// use std::time::Duration;
@@ -363,8 +471,43 @@ impl<S: Settle> TollgateLayerBuilder<S> {
         mut self,
         cost: impl Fn(&http::response::Parts) -> Option<u64> + Send + Sync + 'static,
     ) -> Self {
+        self.costs.default_after = Some(Box::new(cost));
+        self.settling()
+    }
+
+    /// Charges the policy named `policy` the actual cost `cost` reads from the response,
+    /// in place of what [`cost_for`](TollgateLayerBuilder::cost_for) reserved: requests per
+    /// minute and tokens per minute in one layer, the request charged 1 and the tokens what the
+    /// call used.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::middleware::TollgateLayer;
+    /// use tollgate::{MemoryStore, Policy};
+    ///
+    /// let layer = TollgateLayer::builder(MemoryStore::new())
+    ///     .policy("requests", Policy::per_minute(60)?)
+    ///     .policy("tokens", Policy::token_bucket(100_000, 100_000, Duration::from_secs(60))?)
+    ///     .cost_for("tokens", |_| 4_000) // reserved before the call
+    ///     .cost_after_for("tokens", |response| {
+    ///         response.headers.get("x-llm-tokens")?.to_str().ok()?.parse().ok()
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost_after_for(
+        mut self,
+        policy: &str,
+        cost: impl Fn(&http::response::Parts) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        self.costs.of(policy).after = Some(Box::new(cost));
+        self.settling()
+    }
+
+    /// Commits go to the layer's store, which settles.
+    fn settling(mut self) -> Self {
         let make: Box<MakeSettle<S>> = Box::new(|store| store as Arc<dyn DynSettle>);
-        self.cost_after = Some((Box::new(cost), make));
+        self.make_settle = Some(make);
         self
     }
 }

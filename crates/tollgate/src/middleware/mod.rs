@@ -34,6 +34,7 @@
 //! ```
 
 mod body;
+mod cost;
 mod key;
 mod layer;
 mod net;

@@ -2,6 +2,7 @@
 //! 429, 503, 400 — as `application/problem+json`, or as a gRPC status for gRPC requests.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
@@ -21,30 +22,40 @@ static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 /// [`rejection`](super::TollgateLayerBuilder::rejection) hook matches on.
 ///
 /// ```
+/// use std::time::Duration;
 /// use http::StatusCode;
 /// use tollgate::middleware::RejectionKind;
 ///
 /// fn status(kind: &RejectionKind) -> StatusCode {
 ///     match kind {
-///         RejectionKind::Limited { .. } | RejectionKind::CostExceedsCapacity => {
-///             StatusCode::TOO_MANY_REQUESTS
-///         }
+///         RejectionKind::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
+///         RejectionKind::CostExceedsCapacity { .. } => StatusCode::PAYLOAD_TOO_LARGE,
 ///         RejectionKind::MissingKey => StatusCode::UNAUTHORIZED, // an API key is required
 ///         _ => StatusCode::SERVICE_UNAVAILABLE,
 ///     }
 /// }
-/// assert_eq!(status(&RejectionKind::Limited { retry_after_secs: 3 }), 429);
+/// let limited = RejectionKind::Limited { retry_after: Duration::from_millis(2_500) };
+/// assert_eq!(status(&limited), 429);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RejectionKind {
-    /// A policy denied: retry after this many whole seconds (rounded up, at least 1).
+    /// A policy denied: the same request is allowed after `retry_after` (unless someone else
+    /// takes the tokens). `Retry-After` says it in whole seconds, rounded up, at least 1.
     Limited {
-        /// `Retry-After`, in seconds.
-        retry_after_secs: u64,
+        /// The shortest wait after which the request would be allowed.
+        retry_after: Duration,
     },
-    /// The request costs more than a policy's capacity: it can never pass.
-    CostExceedsCapacity,
+    /// The request costs more than a policy's capacity: it can never pass, so the answer is
+    /// `400` (gRPC `INVALID_ARGUMENT`), not a `429` that clients retry.
+    CostExceedsCapacity {
+        /// The policy's name.
+        policy: Arc<str>,
+        /// What the request costs it.
+        cost: u64,
+        /// Its capacity.
+        capacity: u64,
+    },
     /// The store failed and the fail policy is to deny.
     StoreUnavailable,
     /// The request has no key (no client address, no API key header).
@@ -84,6 +95,42 @@ pub struct Rejection {
 }
 
 impl Rejection {
+    /// A rejection for `kind`, of a plain HTTP request: what the layer hands its hook, made
+    /// by hand to unit-test a [`rejection`](super::TollgateLayerBuilder::rejection) hook.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Decision;
+    /// use tollgate::middleware::{Rejection, RejectionKind};
+    ///
+    /// let wait = Duration::from_secs(3);
+    /// let rejection = Rejection::new(RejectionKind::Limited { retry_after: wait })
+    ///     .denied_by("api", Decision::new(false, 10, 0, wait, Duration::from_secs(30)));
+    /// assert_eq!(rejection.policy(), Some("api"));
+    /// assert_eq!(rejection.default_response().status(), 429);
+    /// assert_eq!(rejection.default_response().headers()["retry-after"], "3");
+    /// ```
+    pub fn new(kind: RejectionKind) -> Rejection {
+        Rejection {
+            kind,
+            grpc: false,
+            denied_by: None,
+            no_peer_addr: false,
+        }
+    }
+
+    /// This rejection, of a gRPC request (answered with a gRPC status) when `grpc`.
+    pub fn grpc(mut self, grpc: bool) -> Rejection {
+        self.grpc = grpc;
+        self
+    }
+
+    /// This rejection, denied by the policy `policy` with `decision`.
+    pub fn denied_by(mut self, policy: &str, decision: Decision) -> Rejection {
+        self.denied_by = Some((policy.into(), decision));
+        self
+    }
+
     /// Why.
     pub fn kind(&self) -> &RejectionKind {
         &self.kind
@@ -105,15 +152,21 @@ impl Rejection {
         self.grpc
     }
 
-    /// The `Retry-After` of the answer, in seconds: the wait for [`Limited`](RejectionKind::Limited),
-    /// 1 for [`StoreUnavailable`](RejectionKind::StoreUnavailable), none otherwise (retrying
-    /// changes nothing).
-    pub fn retry_after_secs(&self) -> Option<u64> {
+    /// When to retry: the wait for [`Limited`](RejectionKind::Limited), a second for
+    /// [`StoreUnavailable`](RejectionKind::StoreUnavailable), none otherwise (retrying
+    /// changes nothing). The answer's `Retry-After` says it in whole seconds, rounded up, at
+    /// least 1.
+    pub fn retry_after(&self) -> Option<Duration> {
         match self.kind {
-            RejectionKind::Limited { retry_after_secs } => Some(retry_after_secs),
-            RejectionKind::StoreUnavailable => Some(1),
+            RejectionKind::Limited { retry_after } => Some(retry_after),
+            RejectionKind::StoreUnavailable => Some(Duration::from_secs(1)),
             _ => None,
         }
+    }
+
+    /// [`retry_after`](Self::retry_after) as `Retry-After` says it.
+    fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after().map(whole_seconds)
     }
 
     /// The default answer: a problem+json document with the matching status (429, 503, 400),
@@ -121,20 +174,30 @@ impl Rejection {
     /// `Retry-After`. A `String` body, so a hook can change it in place:
     /// `*response.body_mut() = "slow down".into()`.
     pub fn default_response(&self) -> Response<String> {
-        let (status, grpc_code, kind, title, detail) = match self.kind {
-            RejectionKind::Limited { retry_after_secs } => (
+        let (status, grpc_code, kind, title, detail) = match &self.kind {
+            RejectionKind::Limited { retry_after } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 8,
                 "rate-limited",
                 "Too many requests",
-                format!("the rate limit is exhausted; retry in {retry_after_secs} s"),
+                format!(
+                    "the rate limit is exhausted; retry in {} s",
+                    whole_seconds(*retry_after)
+                ),
             ),
-            RejectionKind::CostExceedsCapacity => (
-                StatusCode::TOO_MANY_REQUESTS,
-                8,
+            RejectionKind::CostExceedsCapacity {
+                policy,
+                cost,
+                capacity,
+            } => (
+                StatusCode::BAD_REQUEST,
+                3,
                 "cost-exceeds-capacity",
                 "Request too costly",
-                "the request costs more than the rate limit ever allows".to_owned(),
+                format!(
+                    "cost {cost} exceeds the capacity {capacity} of the policy {policy:?}: \
+                     it can never be allowed"
+                ),
             ),
             RejectionKind::StoreUnavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -171,8 +234,9 @@ impl Rejection {
             r
         } else {
             let body = format!(
-                r#"{{"type":"urn:tollgate:problem:{kind}","title":"{title}","status":{},"detail":"{detail}"}}"#,
-                status.as_u16()
+                r#"{{"type":"urn:tollgate:problem:{kind}","title":"{title}","status":{},"detail":{}}}"#,
+                status.as_u16(),
+                json_string(&detail)
             );
             let mut r = Response::new(body);
             *r.status_mut() = status;
@@ -193,6 +257,32 @@ impl Rejection {
             headers.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
     }
+}
+
+/// `d` in whole seconds, rounded up, at least 1: a denial never says 0.
+fn whole_seconds(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// `text` as a JSON string: a policy's name in a detail may hold quotes or backslashes.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ =
+                    std::fmt::Write::write_fmt(&mut out, format_args!("\\u{:04x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The detail of the `400` when [`ClientIp`](super::ClientIp) finds no peer address: no

@@ -17,7 +17,7 @@ use super::layer::{MissingKey, Shared};
 use super::response::{self, NO_PEER_ADDR, Rejection, RejectionKind};
 use super::tiers::NamedPolicy;
 use crate::store::settle::Adjustment;
-use crate::{Check, CheckError, Decision, StoreError, Verdict};
+use crate::{Check, Decision, Verdict};
 
 /// A rate-limited service: what [`TollgateLayer`](super::TollgateLayer) wraps around the
 /// inner one. Clones share the layer's limiter.
@@ -126,8 +126,18 @@ where
 enum Outcome {
     /// Allowed; `paid` unless a fail policy allowed it (the store took nothing, so nothing
     /// may be given back).
-    Pass(Option<(Arc<[NamedPolicy]>, Vec<Decision>)>, bool),
-    Reject(RejectionKind, Option<(Arc<[NamedPolicy]>, Vec<Decision>)>),
+    Pass(Option<Decided>, bool),
+    Reject(RejectionKind, Option<Decided>),
+}
+
+/// A request's policies and their decisions, and what the request reserved of each when a
+/// policy reads its actual cost from the response.
+struct Decided {
+    policies: Arc<[NamedPolicy]>,
+    decisions: Vec<Decision>,
+    key: Vec<u8>,
+    /// One per policy, kept only for a commit after the response.
+    reserved: Option<Vec<u64>>,
 }
 
 async fn handle<S, ReqBody, ResBody>(
@@ -140,32 +150,22 @@ where
 {
     let (parts, body) = request.into_parts();
     let grpc = response::is_grpc(&parts.headers);
-    // With `cost_after`, what was reserved, to commit once the response tells the actual cost.
-    let reserved = match &shared.cost_after {
-        Some(_) => shared
-            .key
-            .extract(&parts)
-            .map(|key| (key, (shared.cost)(&parts))),
-        None => None,
-    };
     let (mut response, state) = match decide(&shared, &parts).await {
         Outcome::Pass(mut state, paid) => {
             let mut response = inner.call(Request::from_parts(parts, body)).await?;
-            if let (Some((key, cost)), Some((policies, decisions))) = (&reserved, &mut state) {
-                let settled;
-                (response, settled) = commit(&shared, response, policies, key, *cost, paid).await;
-                // The headers describe the buckets after the settlement, not the reservation.
-                if let Some(after) = settled.filter(|after| after.len() == decisions.len()) {
-                    *decisions = after;
-                }
+            if let Some(decided) = &mut state
+                && decided.reserved.is_some()
+            {
+                response = commit(&shared, response, decided, paid).await;
             }
             (response.map(TollgateBody::inner), state)
         }
         Outcome::Reject(kind, state) => {
-            let denied_by = state.as_ref().and_then(|(policies, decisions)| {
-                let (named, decision) = policies
+            let denied_by = state.as_ref().and_then(|decided| {
+                let (named, decision) = decided
+                    .policies
                     .iter()
-                    .zip(decisions)
+                    .zip(&decided.decisions)
                     .filter(|(_, d)| !d.allowed())
                     .max_by_key(|(_, d)| d.retry_after())?;
                 Some((Arc::clone(&named.name), *decision))
@@ -188,7 +188,12 @@ where
             (response, state)
         }
     };
-    if let Some((policies, decisions)) = state {
+    if let Some(Decided {
+        policies,
+        decisions,
+        ..
+    }) = state
+    {
         let built = Arc::ptr_eq(&policies, &shared.policies).then_some(&shared.policy_header);
         response::add_headers(
             response.headers_mut(),
@@ -201,36 +206,48 @@ where
     Ok(response)
 }
 
-/// Commits the actual cost `cost_after` reads from `response` on the buckets that reserved
-/// `cost`, and says what the buckets hold after it when it settled anything. A response it
-/// reads nothing from, or a commit that fails, keeps the reserved charge: the safe side.
+/// Commits the actual cost each policy reads from `response` (those that read one) on the
+/// buckets that reserved theirs, and puts what the buckets hold after it in `decided`, for
+/// the headers. A response a policy reads nothing from, or a commit that fails, keeps that
+/// policy's reserved charge: the safe side. A cost beyond the reservation is taken, at most
+/// one capacity into debt (the store's bound on a charge).
 async fn commit<B>(
     shared: &Shared,
     response: Response<B>,
-    policies: &[NamedPolicy],
-    key: &[u8],
-    cost: u64,
+    decided: &mut Decided,
     paid: bool,
-) -> (Response<B>, Option<Vec<Decision>>) {
-    let Some((cost_after, store)) = &shared.cost_after else {
-        return (response, None);
+) -> Response<B> {
+    let (Some(store), Some(reserved)) = (&shared.settle, &decided.reserved) else {
+        return response;
     };
     let (parts, body) = response.into_parts();
-    let used = cost_after(&parts);
-    if let Some(adjustment) = used.map(|used| Adjustment::commit(cost, used, paid))
-        && !adjustment.is_nothing()
-    {
-        let adjustments: Vec<_> = policies
-            .iter()
-            .map(|p| (Check::new(p.policy, key, cost).named(&p.name), adjustment))
-            .collect();
-        let settled = store.settle_dyn(None, &adjustments).await.ok();
-        return (
-            Response::from_parts(parts, body),
-            settled.map(|verdict| verdict.decisions),
-        );
+    let mut settled_at = Vec::new();
+    let mut adjustments = Vec::new();
+    for (i, (named, &cost)) in decided.policies.iter().zip(reserved).enumerate() {
+        let Some(used) = shared
+            .costs
+            .after(&named.name)
+            .and_then(|read| read(&parts))
+        else {
+            continue;
+        };
+        let adjustment = Adjustment::commit(cost, used, paid);
+        if !adjustment.is_nothing() {
+            settled_at.push(i);
+            let bucket = Check::new(named.policy, &decided.key, cost).named(&named.name);
+            adjustments.push((bucket, adjustment));
+        }
     }
-    (Response::from_parts(parts, body), None)
+    if !adjustments.is_empty()
+        && let Ok(verdict) = store.settle_dyn(None, &adjustments).await
+        && verdict.decisions.len() == settled_at.len()
+    {
+        // The headers describe the buckets after the settlement, not the reservation.
+        for (i, after) in settled_at.into_iter().zip(verdict.decisions) {
+            decided.decisions[i] = after;
+        }
+    }
+    Response::from_parts(parts, body)
 }
 
 /// Whether the key is the client's address and the server gave none; logs it the first time.
@@ -253,6 +270,27 @@ fn peer_missing(shared: &Shared, parts: &Parts) -> bool {
     missing
 }
 
+/// The most tier policies logged as ones the store cannot decide: names come from the
+/// application's tiers, perhaps one per key, and the record of them must stay bounded.
+const MAX_LOGGED_TIERS: usize = 1_024;
+
+/// Whether the store can decide a policy a tier chose (the layer's own were checked when it
+/// was built); one it cannot is logged once, naming it.
+fn tier_supported(shared: &Shared, named: &NamedPolicy) -> bool {
+    let Err(reason) = shared.store.supports_dyn(&named.policy) else {
+        return true;
+    };
+    let mut logged = shared.tiers_checked.lock();
+    if logged.len() < MAX_LOGGED_TIERS && logged.insert(named.clone()) {
+        tracing::error!(
+            policy = %named.name,
+            "a tier's policy cannot be decided by the store, so its requests are refused \
+             as the store unavailable: {reason}"
+        );
+    }
+    false
+}
+
 async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
     let Some(key) = shared.key.extract(parts) else {
         return match shared.on_missing_key {
@@ -264,57 +302,106 @@ async fn decide(shared: &Shared, parts: &Parts) -> Outcome {
             MissingKey::Reject => Outcome::Reject(RejectionKind::MissingKey, None),
         };
     };
-    let policies = shared
+    let policies = match shared
         .tiers
         .as_ref()
         .and_then(|tiers| tiers.policies(&key, parts))
-        .unwrap_or_else(|| Arc::clone(&shared.policies));
-    let cost = (shared.cost)(parts);
+    {
+        Some(tier) => {
+            if !tier.iter().all(|p| tier_supported(shared, p)) {
+                return Outcome::Reject(RejectionKind::StoreUnavailable, None);
+            }
+            tier
+        }
+        None => Arc::clone(&shared.policies),
+    };
+    let reserved = shared.settle.is_some().then(|| {
+        policies
+            .iter()
+            .map(|p| shared.costs.before(&p.name, parts))
+            .collect::<Vec<u64>>()
+    });
     // Each bucket is named by its policy's name, and keyed by the client's key alone: so every
     // policy of one client shares a Redis Cluster hash slot, and a check of several of them is
     // one atomic call there too.
-    if let [one] = &policies[..] {
+    let cost = |i: usize, p: &NamedPolicy| match &reserved {
+        Some(costs) => costs[i],
+        None => shared.costs.before(&p.name, parts),
+    };
+    let outcome = if let [one] = &policies[..] {
         // The common case, without the lists.
-        let checks = [Check::new(one.policy, &key, cost).named(&one.name)];
-        return decide_checks(shared, &checks, Arc::clone(&policies)).await;
+        let checks = [Check::new(one.policy, &key, cost(0, one)).named(&one.name)];
+        decide_checks(shared, &checks, &policies).await
+    } else {
+        let checks: Vec<Check<'_>> = policies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Check::new(p.policy, &key, cost(i, p)).named(&p.name))
+            .collect();
+        decide_checks(shared, &checks, &policies).await
+    };
+    let decided = |decisions| Decided {
+        policies,
+        decisions,
+        key,
+        reserved,
+    };
+    match outcome {
+        Decisions::Pass(decisions, paid) => Outcome::Pass(Some(decided(decisions)), paid),
+        Decisions::Reject(kind, Some(decisions)) => Outcome::Reject(kind, Some(decided(decisions))),
+        Decisions::Reject(kind, None) => Outcome::Reject(kind, None),
     }
-    let checks: Vec<Check<'_>> = policies
-        .iter()
-        .map(|p| Check::new(p.policy, &key, cost).named(&p.name))
-        .collect();
-    decide_checks(shared, &checks, Arc::clone(&policies)).await
+}
+
+/// What deciding a request's checks came to.
+enum Decisions {
+    Pass(Vec<Decision>, bool),
+    Reject(RejectionKind, Option<Vec<Decision>>),
 }
 
 /// Decides `checks` (one per policy of `policies`), waiting for tokens up to `max_wait`.
 async fn decide_checks(
     shared: &Shared,
     checks: &[Check<'_>],
-    policies: Arc<[NamedPolicy]>,
-) -> Outcome {
+    policies: &[NamedPolicy],
+) -> Decisions {
+    // A cost above a capacity can never pass: the caller's mistake, answered before the
+    // store is asked, naming the policy.
+    if let Some((check, named)) = checks
+        .iter()
+        .zip(policies)
+        .find(|(c, _)| c.cost() > c.policy().capacity())
+    {
+        return Decisions::Reject(
+            RejectionKind::CostExceedsCapacity {
+                policy: Arc::clone(&named.name),
+                cost: check.cost(),
+                capacity: check.policy().capacity(),
+            },
+            None,
+        );
+    }
     let mut waited = Duration::ZERO;
     loop {
         let verdict: Verdict = match shared.store.decide_dyn(checks).await {
             Ok(verdict) => verdict,
-            Err(StoreError::Check(CheckError::CostExceedsCapacity { .. })) => {
-                return Outcome::Reject(RejectionKind::CostExceedsCapacity, None);
-            }
             // A store that failed (and the fail policy is to deny), or cannot decide these
             // policies: unavailable, never a 500.
-            Err(_) => return Outcome::Reject(RejectionKind::StoreUnavailable, None),
+            Err(_) => return Decisions::Reject(RejectionKind::StoreUnavailable, None),
         };
         if verdict.allowed() {
             let paid = !verdict.by_fail_policy;
-            return Outcome::Pass(Some((policies, verdict.decisions)), paid);
+            return Decisions::Pass(verdict.decisions, paid);
         }
         let wait = verdict.retry_after();
         if waited + wait > shared.max_wait {
-            let retry_after_secs = verdict
+            let retry_after = verdict
                 .most_restrictive()
-                .map_or(1, Decision::retry_after_secs)
-                .max(whole_seconds(wait));
-            return Outcome::Reject(
-                RejectionKind::Limited { retry_after_secs },
-                Some((policies, verdict.decisions)),
+                .map_or(Duration::ZERO, Decision::retry_after)
+                .max(wait);
+            return Decisions::Reject(
+                RejectionKind::Limited { retry_after },
+                Some(verdict.decisions),
             );
         }
         // The tokens arrive within the wait we may still spend: hold the request, then ask
@@ -322,11 +409,4 @@ async fn decide_checks(
         tokio::time::sleep(wait).await;
         waited += wait;
     }
-}
-
-/// `d` in whole seconds, rounded up, at least 1.
-fn whole_seconds(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos().div_ceil(1_000_000_000))
-        .unwrap_or(u64::MAX)
-        .max(1)
 }

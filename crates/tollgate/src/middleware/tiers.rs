@@ -19,7 +19,7 @@ use crate::Policy;
 /// assert_eq!(&*gold.name, "gold");
 /// # Ok::<(), tollgate::PolicyError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NamedPolicy {
     /// The name, e.g. `api` or `login`.
     pub name: Arc<str>,
