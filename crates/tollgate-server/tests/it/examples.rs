@@ -155,10 +155,11 @@ async fn llm_gateway_charges_the_tokens_each_call_used() {
     // a client would retry (issue 44, point 6).
     let never = complete("alice", 10_001, prompt).await.unwrap();
     assert_eq!(never.status(), StatusCode::BAD_REQUEST);
-    let detail = never.text().await.unwrap();
-    assert!(
-        detail.contains("cost 10001 exceeds the capacity 10000 of the policy \"llm-tokens\""),
-        "{detail}"
+    let problem: serde_json::Value = serde_json::from_str(&never.text().await.unwrap()).unwrap();
+    assert_eq!(
+        problem["detail"],
+        "cost 10001 exceeds the capacity 10000 of the policy \"llm-tokens\": it can never be \
+         allowed"
     );
     // Another key has its own budgets.
     let bob = complete("bob", 10_000, prompt).await.unwrap();

@@ -308,7 +308,7 @@ impl ClientIp {
             // The peer is the first proxy; the other `count - 1` wrote the entries to the
             // right of the client's.
             return match hops.len().checked_sub(count.get()) {
-                Some(at) => net::parse_hop(&hops[at]),
+                Some(at) => net::parse_hop(hops[at]),
                 None => hops
                     .first()
                     .map_or(Some(peer), |farthest| net::parse_hop(farthest)),

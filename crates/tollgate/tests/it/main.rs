@@ -7,6 +7,7 @@ mod faults;
 
 mod builder_settings;
 mod concurrency;
+mod examples;
 mod incompatible;
 mod lease;
 mod lease_processes;

@@ -630,3 +630,213 @@ async fn cost_after_charges_the_actual_cost_from_the_response() {
         "kept"
     );
 }
+
+/// Issue 43, point 1: requests per minute and tokens per minute in one layer. Each call costs
+/// one request and reserves its estimate of tokens; the commit charges the tokens what the
+/// call used and the requests one (the layer charged one `cost` to every policy before).
+#[tokio::test]
+async fn rpm_and_tpm_in_one_layer_each_charged_its_own() {
+    let clock = clock();
+    let layer = TollgateLayer::builder(store(&clock))
+        .policy(
+            "requests",
+            Policy::token_bucket(3, 3, Duration::from_secs(60)).unwrap(),
+        )
+        .policy(
+            "tokens",
+            Policy::token_bucket(1_000, 1_000, Duration::from_secs(60)).unwrap(),
+        )
+        .key(Header::new(axum::http::HeaderName::from_static(
+            "x-api-key",
+        )))
+        .cost_for("tokens", |_| 400)
+        .cost_after_for("tokens", |response| {
+            response
+                .headers
+                .get("x-llm-tokens")?
+                .to_str()
+                .ok()?
+                .parse()
+                .ok()
+        })
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/complete",
+            get(|| async { ([("x-llm-tokens", "100")], "done") }),
+        )
+        .layer(layer);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = Client::new();
+    let url = format!("http://{addr}/complete");
+    let call = || get_with(&client, &url, &[("x-api-key", "alice")]);
+    let first = call().await;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(
+        header(&first, "ratelimit"),
+        Some("\"requests\";r=2;t=20, \"tokens\";r=900;t=6")
+    );
+    assert_eq!(
+        header(&call().await, "ratelimit"),
+        Some("\"requests\";r=1;t=40, \"tokens\";r=800;t=12")
+    );
+    assert_eq!(call().await.status(), StatusCode::OK);
+    // Three requests made: the requests bucket denies, though 700 tokens are left.
+    let fourth = call().await;
+    assert_eq!(fourth.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&fourth, "retry-after"), Some("20"));
+}
+
+/// Issue 43, point 1: a cost for a policy the layer does not have is refused at build.
+#[test]
+fn a_cost_for_an_unknown_policy_is_refused_at_build() {
+    let built = TollgateLayer::builder(MemoryStore::new())
+        .policy("requests", policy(10, 10))
+        .cost_for("tokenz", |_| 5)
+        .build();
+    assert_eq!(
+        built.err(),
+        Some(tollgate::middleware::LayerError::UnknownPolicy(
+            "tokenz".into()
+        ))
+    );
+}
+
+/// Issue 43, point 3: a policy the store cannot decide (a 100,000-a-day sliding counter on
+/// Redis) is refused when the layer is built, naming it, instead of a 503 on every request.
+#[tokio::test]
+async fn a_policy_the_store_cannot_decide_is_refused_at_build() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let store = RedisStore::builder(redis.url()).build().await.unwrap();
+    let daily = Policy::sliding_window_counter(100_000, Duration::from_secs(86_400)).unwrap();
+    let built = TollgateLayer::builder(store)
+        .policy("per-second", policy(10, 10))
+        .policy("daily", daily)
+        .build();
+    match built.err() {
+        Some(tollgate::middleware::LayerError::Unsupported { policy, reason }) => {
+            assert_eq!(policy, "daily");
+            assert_eq!(reason.field(), "capacity");
+        }
+        other => panic!("built: {other:?}"),
+    }
+}
+
+/// Issue 43, point 3: a tier's policy the store cannot decide is known only per request: it is
+/// refused as the store unavailable (503), and the other keys go on.
+#[tokio::test]
+async fn a_tier_the_store_cannot_decide_is_refused_per_request() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let store = RedisStore::builder(redis.url()).build().await.unwrap();
+    let daily = Policy::sliding_window_counter(100_000, Duration::from_secs(86_400)).unwrap();
+    let tiers = TierTable::new();
+    tiers.insert(b"big".to_vec(), vec![NamedPolicy::new("daily", daily)]);
+    let layer = TollgateLayer::builder(store)
+        .policy("api", policy(10, 10))
+        .key(Header::new(axum::http::HeaderName::from_static(
+            "x-api-key",
+        )))
+        .tiers(tiers)
+        .on_store_error(FailPolicy::Allow)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    let url = format!("{base}/hello");
+    for _ in 0..2 {
+        let big = get_with(&client, &url, &[("x-api-key", "big")]).await;
+        assert_eq!(big.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let small = get_with(&client, &url, &[("x-api-key", "small")]).await;
+    assert_eq!(small.status(), StatusCode::OK);
+}
+
+/// Issue 43, point 5: a zero timeout is an error of the build, not a panic inside it.
+#[test]
+fn a_zero_timeout_is_refused_at_build() {
+    let built = TollgateLayer::builder(MemoryStore::new())
+        .policy("api", policy(10, 10))
+        .timeout(Duration::ZERO)
+        .build();
+    assert_eq!(
+        built.err(),
+        Some(tollgate::middleware::LayerError::ZeroTimeout)
+    );
+}
+
+/// Issue 44, point 6: a request that costs more than a capacity can never pass: a 400 naming
+/// the cost and the limit (a 429 made clients retry it), and `INVALID_ARGUMENT` for gRPC.
+#[tokio::test]
+async fn a_cost_above_the_capacity_is_a_400_naming_it() {
+    let clock = clock();
+    let layer = TollgateLayer::builder(store(&clock))
+        .policy("uploads", policy(10, 10))
+        .key(|_: &Parts| Some("everyone"))
+        .cost(|parts| {
+            if parts.method == axum::http::Method::POST {
+                11
+            } else {
+                1
+            }
+        })
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    let response = client.post(format!("{base}/upload")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        header(&response, "retry-after"),
+        None,
+        "retrying changes nothing"
+    );
+    let problem: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(
+        problem["type"],
+        "urn:tollgate:problem:cost-exceeds-capacity"
+    );
+    assert_eq!(
+        problem["detail"],
+        "cost 11 exceeds the capacity 10 of the policy \"uploads\": it can never be allowed"
+    );
+    let grpc = client
+        .post(format!("{base}/upload"))
+        .header("content-type", "application/grpc")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&grpc, "grpc-status"), Some("3"));
+    // Nothing was taken.
+    let hello = get_with(&client, &format!("{base}/hello"), &[]).await;
+    assert_eq!(header(&hello, "ratelimit"), Some("\"uploads\";r=9;t=1"));
+}
+
+/// Issue 43, point 8: a rejection hook answers anything axum turns into a response.
+#[tokio::test]
+async fn a_rejection_hook_answers_with_into_response() {
+    let clock = clock();
+    let layer = TollgateLayer::builder(store(&clock))
+        .policy("api", policy(1, 1))
+        .key(|_: &Parts| Some("everyone"))
+        .rejection_with(|rejection, _| {
+            let body = serde_json::json!({ "error": "slow down", "policy": rejection.policy() });
+            (StatusCode::TOO_MANY_REQUESTS, axum::Json(body))
+        })
+        .build()
+        .unwrap();
+    let base = serve(layer).await;
+    let client = Client::new();
+    let url = format!("{base}/hello");
+    assert_eq!(get_with(&client, &url, &[]).await.status(), StatusCode::OK);
+    let denied = get_with(&client, &url, &[]).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&denied, "retry-after"), Some("1"));
+    assert_eq!(
+        denied.text().await.unwrap(),
+        r#"{"error":"slow down","policy":"api"}"#
+    );
+}
