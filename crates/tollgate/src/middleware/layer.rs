@@ -452,6 +452,10 @@ impl<S: Settle> TollgateLayerBuilder<S> {
     /// reserved charge, as does a failed service. A policy with a cost of its own reads its
     /// actual cost with [`cost_after_for`](Self::cost_after_for), or keeps what it reserved.
     ///
+    /// A request dropped between its reservation and its response (the client went away, the
+    /// server shut down) keeps its whole reserved charge: the commit happens only when the
+    /// inner service answers.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use tollgate::middleware::TollgateLayer;

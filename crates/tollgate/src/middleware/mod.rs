@@ -4,15 +4,19 @@
 //! allowed requests go through with the `RateLimit-Policy` and `RateLimit` headers (IETF
 //! draft) added; denied ones get `429 Too Many Requests` with `Retry-After` (whole seconds,
 //! rounded up, never 0) and an `application/problem+json` body, or, for gRPC requests, the
-//! status `RESOURCE_EXHAUSTED`. When the store fails, the fail policy applies (allow, deny with
-//! 503, or a local limiter); a failure never becomes a 500.
+//! status `RESOURCE_EXHAUSTED`. A request that costs more than a policy's capacity can never pass:
+//! it gets `400` naming the cost and the limit (gRPC `INVALID_ARGUMENT`), which clients do not
+//! retry. When the store fails, the fail policy applies (allow, deny with 503, or a local
+//! limiter); a failure never becomes a 500.
 //!
 //! Keys come from a [`KeyExtractor`]: the client address ([`ClientIp`], trusting
 //! `X-Forwarded-For` or `Forwarded` only from configured proxies, IPv6 grouped by /64; the peer
 //! address from axum's `ConnectInfo`, tonic's `TcpConnectInfo` through
 //! [`ClientIp::peer_addr`], or a hyper server's [`PeerAddrLayer`]), a
 //! [`Header`] such as an API key, or any closure. Policies can differ per key ([`Tiers`],
-//! [`TierTable`]), several can apply at once, and requests can cost more than one token.
+//! [`TierTable`]), several can apply at once, and requests can cost more than one token, each
+//! policy its own ([`cost_for`](TollgateLayerBuilder::cost_for)): requests per minute and
+//! tokens per minute in one layer.
 //!
 //! ```
 //! use std::net::SocketAddr;
