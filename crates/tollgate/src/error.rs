@@ -54,7 +54,8 @@ pub enum CheckError {
     InvalidOnce(&'static str),
     /// [`Reservation::commit`](crate::store::settle::Reservation::commit) with one `used` on a
     /// reservation whose checks reserved different costs (requests and tokens, say): one number
-    /// cannot say what each used. Nothing was settled; commit with
+    /// cannot say what each used. Nothing was settled, and the reservation comes back
+    /// ([`CommitError::into_reservation`](crate::store::settle::CommitError)) to commit with
     /// [`commit_each`](crate::store::settle::Reservation::commit_each).
     #[error(
         "the reservation's checks reserved different costs: commit what each used with \
@@ -71,8 +72,9 @@ pub enum CheckError {
         given: usize,
     },
     /// A commit's `used` exceeds what was reserved plus the bucket's capacity: a commit puts
-    /// a bucket at most one capacity into debt. Nothing was settled, so the reservation can
-    /// still be committed with a sound number.
+    /// a bucket at most one capacity into debt. Nothing was settled, and the reservation comes
+    /// back ([`CommitError::into_reservation`](crate::store::settle::CommitError)) to be
+    /// committed with a sound number.
     #[error(
         "check {index}: used {used} exceeds its reservation plus its capacity ({most}): a \
          commit puts a bucket at most one capacity into debt"

@@ -81,14 +81,15 @@ pub(super) async fn reserve(
             policy: part.entry.policy,
             name: part.entry.named.then(|| part.entry.name.to_string()),
             cost: request.cost.of(i),
+            // A fail policy's answer took nothing, nor did a shadow that denied (the enforced
+            // policies were decided without it): nothing to give back there.
+            paid: decided.paid && !part.shadow_denied,
         })
         .collect();
     let reserved = Reserved {
         id,
         expires: limiter.now() + Nanos::from(limiter.reservation_ttl()),
         buckets,
-        // A fail policy's answer or a shadow's denial took nothing: nothing to give back.
-        paid: decided.paid && !decided.shadow_denied(),
         key: request.key,
         owner: grant.and_then(|Extension(grant)| grant.token_name().map(str::to_owned)),
     };

@@ -45,9 +45,6 @@ pub struct Reserved {
     pub expires: Nanos,
     /// The buckets reserved, one per policy (at most 255), in the request's order.
     pub buckets: Vec<ReservedBucket>,
-    /// Whether the store took the tokens (not the fail policy's answer while it was down): a
-    /// commit gives tokens back only then.
-    pub paid: bool,
     /// The buckets' key.
     pub key: String,
     /// The name of the `[auth]` token that reserved it, which alone may commit it; `None`
@@ -64,6 +61,10 @@ pub struct ReservedBucket {
     pub name: Option<String>,
     /// The tokens reserved.
     pub cost: u64,
+    /// Whether the store took them (not the fail policy's answer while it was down, nor a
+    /// shadow policy's that denied, which the enforced ones were decided without): a commit
+    /// gives tokens back only then.
+    pub paid: bool,
 }
 
 /// Why a commit's `used` amounts were refused (nothing is settled).
@@ -75,6 +76,14 @@ pub enum UsedRefused {
          with each policy's amount"
     )]
     NeedsEach(String),
+    /// Another number of amounts than the reservation has buckets.
+    #[error("{given} used amounts for a reservation of {reserved} policies")]
+    Count {
+        /// The buckets reserved.
+        reserved: usize,
+        /// The amounts given.
+        given: usize,
+    },
     /// An amount above its reservation plus the policy's capacity (of the bucket at `index`).
     #[error(
         "used {used} exceeds the {reserved} reserved plus the capacity {capacity} of {name:?}: \
@@ -100,31 +109,34 @@ pub enum UsedRefused {
 impl Reserved {
     /// What committing `used` (one amount per bucket, in order) does to each bucket, under
     /// the capacities the buckets' policies have now (`capacities`, in order; a reload may
-    /// have changed them): the difference given back, or taken without a denial, at most one
-    /// capacity into debt.
+    /// have changed them), named `names`: the difference given back, or taken without a
+    /// denial, at most one capacity into debt (the library's rule,
+    /// [`Adjustment::commit_within`]).
     pub fn adjustments(
         &self,
         used: &[u64],
         capacities: &[u64],
         names: &[&str],
     ) -> Result<Vec<Adjustment>, UsedRefused> {
-        self.buckets
-            .iter()
-            .zip(used.iter().zip(capacities.iter().zip(names)))
-            .enumerate()
-            .map(|(index, (bucket, (&used, (&capacity, name))))| {
-                let most = bucket.cost.saturating_add(capacity);
-                if used > most {
-                    return Err(UsedRefused::OverDebtCap {
+        let n = self.buckets.len();
+        if (used.len(), capacities.len(), names.len()) != (n, n, n) {
+            return Err(UsedRefused::Count {
+                reserved: n,
+                given: used.len(),
+            });
+        }
+        (0..n)
+            .map(|index| {
+                let bucket = &self.buckets[index];
+                Adjustment::commit_within(bucket.cost, used[index], capacities[index], bucket.paid)
+                    .map_err(|most| UsedRefused::OverDebtCap {
                         index,
-                        name: (*name).to_owned(),
-                        used,
+                        name: names[index].to_owned(),
+                        used: used[index],
                         reserved: bucket.cost,
-                        capacity,
+                        capacity: capacities[index],
                         most,
-                    });
-                }
-                Ok(Adjustment::commit(bucket.cost, used, self.paid))
+                    })
             })
             .collect()
     }
@@ -187,7 +199,6 @@ impl Signer {
         bytes.push(VERSION);
         bytes.extend_from_slice(&reserved.id);
         bytes.extend_from_slice(&reserved.expires.as_u64().to_be_bytes());
-        bytes.push(u8::from(reserved.paid));
         // Token names are at most 64 bytes (the config refuses longer ones).
         short_text(&mut bytes, reserved.owner.as_deref().unwrap_or(""));
         // A request names at most 16 policies.
@@ -202,6 +213,7 @@ impl Signer {
             ] {
                 bytes.extend_from_slice(&n.to_be_bytes());
             }
+            bytes.push(u8::from(bucket.paid));
             // Policy names are at most 64 bytes too.
             short_text(&mut bytes, bucket.name.as_deref().unwrap_or(""));
         }
@@ -253,7 +265,6 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
     }
     let (id, rest) = rest.split_first_chunk::<ID_BYTES>()?;
     let (expires, rest) = rest.split_first_chunk::<8>()?;
-    let (&paid, rest) = rest.split_first()?;
     let (owner, rest) = read_short_text(rest)?;
     let (&count, mut rest) = rest.split_first()?;
     let mut buckets = Vec::with_capacity(usize::from(count));
@@ -267,20 +278,25 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
             rest = tail;
         }
         let [capacity, refill, period, cost] = numbers;
-        let (name, tail) = read_short_text(rest)?;
+        let (&paid, tail) = rest.split_first()?;
+        let (name, tail) = read_short_text(tail)?;
         rest = tail;
         let period = Duration::from_nanos(period);
         let policy = match algorithm {
             0 => Policy::token_bucket(capacity, refill, period).ok()?,
             _ => return None,
         };
-        buckets.push(ReservedBucket { policy, name, cost });
+        buckets.push(ReservedBucket {
+            policy,
+            name,
+            cost,
+            paid: paid == 1,
+        });
     }
     Some(Reserved {
         id: *id,
         expires: Nanos::new(u64::from_be_bytes(*expires)),
         buckets,
-        paid: paid == 1,
         key: String::from_utf8(rest.to_vec()).ok()?,
         owner,
     })
@@ -311,14 +327,15 @@ mod tests {
                     policy: Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap(),
                     name: Some("api".into()),
                     cost: 4,
+                    paid: true,
                 },
                 ReservedBucket {
                     policy: Policy::token_bucket(5_000, 5_000, Duration::from_secs(60)).unwrap(),
                     name: Some("tokens".into()),
                     cost: 2_000,
+                    paid: true,
                 },
             ],
-            paid: true,
             key: "alice".into(),
             owner: Some("billing".into()),
         }

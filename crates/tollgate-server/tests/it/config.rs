@@ -556,6 +556,24 @@ async fn metrics_count_store_errors_by_kind_and_the_fail_policy_answers() {
     );
 }
 
+/// `body` posted to `path`: the status and the JSON answer.
+async fn post_json(
+    client: &Client,
+    server: &Tollgate,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let response = client
+        .post(format!("http://{}{path}", server.addr))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    (status, body)
+}
+
 /// Reservations take configured policies by name, and settle under the numbers in force.
 #[tokio::test]
 async fn a_named_reservation_commits_under_its_policy() {
@@ -567,21 +585,7 @@ async fn a_named_reservation_commits_under_its_policy() {
     );
     let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
     let client = Client::new();
-    let post = |path: &'static str, body: Value| {
-        let client = client.clone();
-        let addr = server.addr;
-        async move {
-            let response = client
-                .post(format!("http://{addr}{path}"))
-                .body(body.to_string())
-                .send()
-                .await
-                .unwrap();
-            let status = response.status();
-            let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
-            (status, body)
-        }
-    };
+    let post = |path: &'static str, body: Value| post_json(&client, &server, path, body);
     let (status, reserved) = post(
         "/v1/reserve",
         json!({"policy": "api", "key": "r", "cost": 6}),
@@ -618,21 +622,7 @@ async fn a_reservation_of_several_policies_commits_each_its_own_amount() {
     let file = write(dir.path(), "tollgate.toml", text);
     let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
     let client = Client::new();
-    let post = |path: &'static str, body: Value| {
-        let client = client.clone();
-        let addr = server.addr;
-        async move {
-            let response = client
-                .post(format!("http://{addr}{path}"))
-                .body(body.to_string())
-                .send()
-                .await
-                .unwrap();
-            let status = response.status();
-            let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
-            (status, body)
-        }
-    };
+    let post = |path: &'static str, body: Value| post_json(&client, &server, path, body);
     // A cost per policy must name each of them.
     let (status, refused) = post(
         "/v1/reserve",
@@ -699,6 +689,60 @@ async fn a_reservation_of_several_policies_commits_each_its_own_amount() {
     assert_eq!(status, StatusCode::OK, "{checked}");
     assert_eq!(checked["policies"][0]["remaining"], 58);
     assert_eq!(checked["policies"][1]["remaining"], 8000);
+}
+
+/// A reservation in which a shadow policy would have denied: the enforced policies were charged
+/// (decided without the shadow) and get their refunds at the commit; the shadow, charged
+/// nothing, gets nothing back. Policies that reserved alike commit with one number.
+#[tokio::test]
+async fn a_reservation_beside_a_denying_shadow_gives_the_enforced_policies_their_refunds() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[store]\nurl = \"memory\"\n[http]\nlisten = \"127.0.0.1:8080\"\n\
+                [policies.trial]\ncapacity = 1\nrefill = 1\nperiod = \"1h\"\nshadow = true\n\
+                [policies.tokens]\ncapacity = 10000\nrefill = 10000\nperiod = \"1h\"\n";
+    let file = write(dir.path(), "tollgate.toml", text);
+    let server = Tollgate::start(&["--config", file.to_str().unwrap()]);
+    let client = Client::new();
+    let post = |path: &'static str, body: Value| post_json(&client, &server, path, body);
+    let both = json!(["trial", "tokens"]);
+    let (status, _) = post("/v1/check", json!({"policies": both, "key": "k"})).await;
+    assert_eq!(status, StatusCode::OK);
+    // The trial bucket is empty: it would deny, the tokens are charged 2,000 all the same.
+    let (status, reserved) = post(
+        "/v1/reserve",
+        json!({"policies": both, "key": "k", "cost": {"trial": 1, "tokens": 2000}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{reserved}");
+    assert_eq!(reserved["shadow_denied"], true, "{reserved}");
+    assert_eq!(reserved["policies"][1]["remaining"], 7999, "{reserved}");
+    let token = reserved["reservation"].clone();
+    let (status, committed) = post(
+        "/v1/commit",
+        json!({"reservation": token, "used": {"trial": 0, "tokens": 1200}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{committed}");
+    assert_eq!(
+        committed["policies"][1]["remaining"], 8799,
+        "800 back: {committed}"
+    );
+    assert_eq!(
+        committed["policies"][0]["remaining"], 0,
+        "nothing back: {committed}"
+    );
+    // Alike costs: one number for both.
+    let (status, reserved) = post(
+        "/v1/reserve",
+        json!({"policies": both, "key": "j", "cost": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{reserved}");
+    let token = reserved["reservation"].clone();
+    let (status, committed) = post("/v1/commit", json!({"reservation": token, "used": 0})).await;
+    assert_eq!(status, StatusCode::OK, "{committed}");
+    assert_eq!(committed["policies"][0]["remaining"], 1, "{committed}");
+    assert_eq!(committed["policies"][1]["remaining"], 10000, "{committed}");
 }
 
 /// Issue 27: the bounds on what is read hold at start and in `config check` as on reload, each

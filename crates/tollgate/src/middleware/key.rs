@@ -361,6 +361,35 @@ fn ipv4_key(ip: std::net::Ipv4Addr) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn trusted_hops_count_from_the_right_and_stop_at_the_farthest() {
+        let hops = |n| ClientIp::new().trust_hops(NonZeroUsize::new(n).unwrap());
+        let xff = |v| parts("10.0.0.5:1", &[("x-forwarded-for", v)]);
+        let client = |ip: &ClientIp, p| ip.client(p).map(|a| a.to_string());
+        let three = xff("6.6.6.6, 203.0.113.9, 198.51.100.1");
+        assert_eq!(client(&hops(1), &three).as_deref(), Some("198.51.100.1"));
+        assert_eq!(client(&hops(2), &three).as_deref(), Some("203.0.113.9"));
+        assert_eq!(client(&hops(3), &three).as_deref(), Some("6.6.6.6"));
+        // Fewer entries than proxies: the farthest one.
+        assert_eq!(client(&hops(5), &three).as_deref(), Some("6.6.6.6"));
+        // No header: the peer itself.
+        let bare = parts("10.0.0.5:1", &[]);
+        assert_eq!(client(&hops(2), &bare).as_deref(), Some("10.0.0.5"));
+        // A hop that is not an address: no client, no key.
+        let unknown = xff("unknown");
+        assert_eq!(client(&hops(1), &unknown), None);
+        // The Forwarded header counts the same way.
+        let forwarded = parts(
+            "10.0.0.5:1",
+            &[("forwarded", "for=192.0.2.60, for=198.51.100.17")],
+        );
+        let ip = hops(2).header(ForwardedHeader::Forwarded);
+        assert_eq!(client(&ip, &forwarded).as_deref(), Some("192.0.2.60"));
+        // Address trust is not consulted: the peer need not be in a trusted block.
+        let ip = hops(1).trust(["192.168.0.0/16".parse().unwrap()]);
+        assert_eq!(client(&ip, &three).as_deref(), Some("198.51.100.1"));
+    }
+
+    #[test]
     fn ipv4_keys_are_dotted_quads() {
         for ip in [
             "0.0.0.0",

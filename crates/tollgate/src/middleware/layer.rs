@@ -73,9 +73,9 @@ pub(crate) struct Shared {
     pub(crate) costs: Costs,
     /// The store `cost_after` commits on, when any policy reads its actual cost.
     pub(crate) settle: Option<Arc<dyn DynSettle>>,
-    /// The policies chosen per key (tiers) that were checked against the store already, so
-    /// that one the store cannot decide is logged once (bounded: see `checked_tier`).
-    pub(crate) tiers_checked: parking_lot::Mutex<std::collections::HashSet<NamedPolicy>>,
+    /// The tiers' policies the store cannot decide that were logged already, so that each is
+    /// logged once (bounded: see `service::MAX_LOGGED_TIERS`).
+    pub(crate) unsupported_logged: parking_lot::Mutex<std::collections::HashSet<NamedPolicy>>,
     pub(crate) on_missing_key: MissingKey,
     pub(crate) legacy_headers: bool,
     pub(crate) max_wait: Duration,
@@ -383,8 +383,10 @@ impl<S: Store> TollgateLayerBuilder<S> {
     /// the timeout is zero, or the store cannot decide a policy (a sliding window longer than
     /// Redis keeps keys, say): a layer that would refuse every request is never built.
     /// Policies chosen per key by [`tiers`](Self::tiers) are known only per request: each is
-    /// checked the first time it is seen, and one the store cannot decide is logged once at
-    /// error level, naming it, and answered as the store unavailable (`503`).
+    /// checked against the store on every request (a comparison of numbers), and one the store
+    /// cannot decide is logged once at error level, naming it, and answered as the store
+    /// unavailable (`503`). With tiers, a cost for a name the layer's own policies lack is
+    /// taken as a tier's and not refused.
     pub fn build(self) -> Result<TollgateLayer, LayerError> {
         if self.policies.is_empty() {
             return Err(LayerError::NoPolicy);
@@ -431,7 +433,7 @@ impl<S: Store> TollgateLayerBuilder<S> {
                 policy_header: super::response::policy_header(&self.policies),
                 policies: self.policies.into(),
                 tiers: self.tiers,
-                tiers_checked: Default::default(),
+                unsupported_logged: Default::default(),
                 costs: self.costs,
                 on_missing_key: self.on_missing_key,
                 legacy_headers: self.legacy_headers,

@@ -29,7 +29,7 @@ static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 /// fn status(kind: &RejectionKind) -> StatusCode {
 ///     match kind {
 ///         RejectionKind::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
-///         RejectionKind::CostExceedsCapacity { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+///         RejectionKind::CostExceedsCapacity { .. } => StatusCode::UNPROCESSABLE_ENTITY,
 ///         RejectionKind::MissingKey => StatusCode::UNAUTHORIZED, // an API key is required
 ///         _ => StatusCode::SERVICE_UNAVAILABLE,
 ///     }
@@ -228,7 +228,7 @@ impl Rejection {
             let h = r.headers_mut();
             h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
             h.insert(GRPC_STATUS.clone(), HeaderValue::from(grpc_code));
-            if let Ok(message) = HeaderValue::try_from(detail) {
+            if let Ok(message) = HeaderValue::try_from(grpc_message(&detail)) {
                 h.insert(GRPC_MESSAGE.clone(), message);
             }
             r
@@ -264,6 +264,20 @@ fn whole_seconds(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().div_ceil(1_000_000_000))
         .unwrap_or(u64::MAX)
         .max(1)
+}
+
+/// `text` percent-encoded as gRPC's `grpc-message` must be: bytes outside printable ASCII,
+/// and `%` itself (a policy's name may hold either).
+fn grpc_message(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for &b in text.as_bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            let _ = std::fmt::Write::write_fmt(&mut out, format_args!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// `text` as a JSON string: a policy's name in a detail may hold quotes or backslashes.

@@ -17,7 +17,7 @@ use super::layer::{MissingKey, Shared};
 use super::response::{self, NO_PEER_ADDR, Rejection, RejectionKind};
 use super::tiers::NamedPolicy;
 use crate::store::settle::Adjustment;
-use crate::{Check, Decision, Verdict};
+use crate::{Algorithm, Check, Decision, Verdict};
 
 /// A rate-limited service: what [`TollgateLayer`](super::TollgateLayer) wraps around the
 /// inner one. Clones share the layer's limiter.
@@ -210,7 +210,7 @@ where
 /// buckets that reserved theirs, and puts what the buckets hold after it in `decided`, for
 /// the headers. A response a policy reads nothing from, or a commit that fails, keeps that
 /// policy's reserved charge: the safe side. A cost beyond the reservation is taken, at most
-/// one capacity into debt (the store's bound on a charge).
+/// one capacity into debt.
 async fn commit<B>(
     shared: &Shared,
     response: Response<B>,
@@ -224,6 +224,11 @@ async fn commit<B>(
     let mut settled_at = Vec::new();
     let mut adjustments = Vec::new();
     for (i, (named, &cost)) in decided.policies.iter().zip(reserved).enumerate() {
+        // A window cannot take tokens back (a tier may choose one): it keeps its charge, and
+        // the token buckets of the request are still settled.
+        if named.policy.algorithm() != Algorithm::TokenBucket {
+            continue;
+        }
         let Some(used) = shared
             .costs
             .after(&named.name)
@@ -231,7 +236,11 @@ async fn commit<B>(
         else {
             continue;
         };
-        let adjustment = Adjustment::commit(cost, used, paid);
+        // The most a commit takes is one capacity of debt: more is charged up to it (the
+        // request already ran; keeping only the estimate would charge less).
+        let capacity = named.policy.capacity();
+        let adjustment = Adjustment::commit_within(cost, used, capacity, paid)
+            .unwrap_or_else(|most| Adjustment::commit(cost, most, paid));
         if !adjustment.is_nothing() {
             settled_at.push(i);
             let bucket = Check::new(named.policy, &decided.key, cost).named(&named.name);
@@ -280,7 +289,7 @@ fn tier_supported(shared: &Shared, named: &NamedPolicy) -> bool {
     let Err(reason) = shared.store.supports_dyn(&named.policy) else {
         return true;
     };
-    let mut logged = shared.tiers_checked.lock();
+    let mut logged = shared.unsupported_logged.lock();
     if logged.len() < MAX_LOGGED_TIERS && logged.insert(named.clone()) {
         tracing::error!(
             policy = %named.name,

@@ -95,6 +95,22 @@ impl Adjustment {
         }
     }
 
+    /// [`commit`](Self::commit), refused when `used` would put the bucket more than one
+    /// `capacity` into debt: `Err` holds the most `used` may be (`reserved + capacity`). The
+    /// one rule of every commit: the library's [`Reservation`], the server's.
+    pub fn commit_within(
+        reserved: u64,
+        used: u64,
+        capacity: u64,
+        paid: bool,
+    ) -> Result<Adjustment, u64> {
+        let most = reserved.saturating_add(capacity);
+        if used > most {
+            return Err(most);
+        }
+        Ok(Adjustment::commit(reserved, used, paid))
+    }
+
     /// Whether it changes nothing.
     pub fn is_nothing(self) -> bool {
         matches!(self, Adjustment::Refund(0) | Adjustment::Charge(0))
@@ -335,6 +351,8 @@ impl Reservation {
     /// tokens per minute at 2,000) is refused with [`CheckError::CommitNeedsEach`] and settles
     /// nothing: say what each used with [`commit_each`](Self::commit_each). A `used` above a
     /// check's reservation plus its capacity is refused with [`CheckError::UsedOverDebtCap`].
+    /// A refused commit hands the reservation back ([`CommitError::into_reservation`]), to be
+    /// committed again with sound amounts.
     ///
     /// # Cancel safety
     ///
@@ -344,13 +362,13 @@ impl Reservation {
     /// Keep a [`clone`](Clone::clone) to retry: it is settled under no once-id, so a retry of
     /// one that did apply settles again (the server's reservations settle under a
     /// [`Once`] id, and a retry of those is safe).
-    pub async fn commit<S: Settle>(self, store: &S, used: u64) -> Result<Verdict, StoreError> {
+    pub async fn commit<S: Settle>(self, store: &S, used: u64) -> Result<Verdict, CommitError> {
         if self
             .buckets
             .windows(2)
             .any(|w| w[0].reserved != w[1].reserved)
         {
-            return Err(CheckError::CommitNeedsEach.into());
+            return Err(CommitError::refused(CheckError::CommitNeedsEach, self));
         }
         let used = vec![used; self.buckets.len()];
         self.commit_each(store, &used).await
@@ -358,9 +376,10 @@ impl Reservation {
 
     /// Commits what each check used, in the order the checks were reserved: requests per
     /// minute and tokens per minute reserved as `[1, 2_000]` commit as `[1, 1_200]`. Each
-    /// difference is given back, or taken without a denial. Refused, settling nothing, when
-    /// `used` has another length than the checks ([`CheckError::UsedCount`]) or an amount
-    /// exceeds its reservation plus its capacity ([`CheckError::UsedOverDebtCap`]).
+    /// difference is given back, or taken without a denial. Refused, settling nothing and
+    /// handing the reservation back, when `used` has another length than the checks
+    /// ([`CheckError::UsedCount`]) or an amount exceeds its reservation plus its capacity
+    /// ([`CheckError::UsedOverDebtCap`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -377,9 +396,12 @@ impl Reservation {
     ///     Check::new(tpm, b"alice", 2_000).named("tokens"),
     /// ];
     /// let (verdict, reservation) = reserve(&store, &estimate).await?;
-    /// assert!(verdict.allowed());
+    /// let reservation = reservation.expect("allowed");
+    /// // One number cannot say what each used: refused, and the reservation comes back.
+    /// let refused = reservation.commit(&store, 1_200).await.unwrap_err();
+    /// let reservation = refused.into_reservation().expect("nothing was settled");
     /// // One request, 1,200 tokens.
-    /// let after = reservation.expect("allowed").commit_each(&store, &[1, 1_200]).await?;
+    /// let after = reservation.commit_each(&store, &[1, 1_200]).await?;
     /// assert_eq!(after.decisions()[0].remaining(), 59);
     /// assert_eq!(after.decisions()[1].remaining(), 8_800);
     /// # Ok(())
@@ -393,9 +415,15 @@ impl Reservation {
         self,
         store: &S,
         used: &[u64],
-    ) -> Result<Verdict, StoreError> {
-        let adjustments = self.adjustments(used)?;
-        store.settle(None, &adjustments).await
+    ) -> Result<Verdict, CommitError> {
+        let adjustments = match self.adjustments(used) {
+            Ok(adjustments) => adjustments,
+            Err(refused) => return Err(CommitError::refused(refused, self)),
+        };
+        store
+            .settle(None, &adjustments)
+            .await
+            .map_err(CommitError::from)
     }
 
     /// Gives everything back.
@@ -403,7 +431,7 @@ impl Reservation {
     /// # Cancel safety
     ///
     /// As [`commit`](Self::commit).
-    pub async fn cancel<S: Settle>(self, store: &S) -> Result<Verdict, StoreError> {
+    pub async fn cancel<S: Settle>(self, store: &S) -> Result<Verdict, CommitError> {
         let nothing = vec![0; self.buckets.len()];
         self.commit_each(store, &nothing).await
     }
@@ -426,14 +454,82 @@ impl Reservation {
             .zip(used)
             .enumerate()
             .map(|(index, (bucket, &used))| {
-                let most = bucket.reserved.saturating_add(bucket.policy.capacity());
-                if used > most {
-                    return Err(CheckError::UsedOverDebtCap { index, used, most });
-                }
-                let adjustment = Adjustment::commit(bucket.reserved, used, self.paid);
+                let capacity = bucket.policy.capacity();
+                let adjustment =
+                    Adjustment::commit_within(bucket.reserved, used, capacity, self.paid)
+                        .map_err(|most| CheckError::UsedOverDebtCap { index, used, most })?;
                 Ok((bucket.check(), adjustment))
             })
             .collect()
+    }
+}
+
+/// Why a [`Reservation`] was not committed: the store's error, and when the amounts were
+/// refused before the store was asked (nothing settled), the reservation back.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::store::settle::reserve;
+/// use tollgate::{Check, CheckError, MemoryStore, Policy, StoreError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let policy = Policy::per_second(10)?;
+/// let (_, reservation) = reserve(&store, &[Check::new(policy, b"alice", 2)]).await?;
+/// // Used 13 of 2 reserved: more than the reservation plus a capacity.
+/// let refused = reservation.expect("allowed").commit(&store, 13).await.unwrap_err();
+/// assert!(matches!(refused.error(), StoreError::Check(CheckError::UsedOverDebtCap { .. })));
+/// let again = refused.into_reservation().expect("nothing settled").commit(&store, 2).await?;
+/// assert_eq!(again.decisions()[0].remaining(), 8);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct CommitError {
+    #[source]
+    error: StoreError,
+    reservation: Option<Reservation>,
+}
+
+impl CommitError {
+    fn refused(error: CheckError, reservation: Reservation) -> CommitError {
+        CommitError {
+            error: error.into(),
+            reservation: Some(reservation),
+        }
+    }
+
+    /// The error.
+    pub fn error(&self) -> &StoreError {
+        &self.error
+    }
+
+    /// The error, without the reservation.
+    pub fn into_error(self) -> StoreError {
+        self.error
+    }
+
+    /// The reservation, when nothing was settled because the amounts were refused; `None`
+    /// when the store was asked (it may have applied the settlement).
+    pub fn into_reservation(self) -> Option<Reservation> {
+        self.reservation
+    }
+}
+
+impl From<StoreError> for CommitError {
+    fn from(error: StoreError) -> CommitError {
+        CommitError {
+            error,
+            reservation: None,
+        }
+    }
+}
+
+impl From<CommitError> for StoreError {
+    fn from(error: CommitError) -> StoreError {
+        error.error
     }
 }
 

@@ -560,6 +560,25 @@ async fn two_policies_of_one_client_on_a_redis_cluster() {
     assert_eq!(allowed(&burst("alice").await), 3, "the hourly bucket");
 }
 
+/// The tokens a handler says it used, in `x-llm-tokens`.
+fn llm_tokens(response: &axum::http::response::Parts) -> Option<u64> {
+    response
+        .headers
+        .get("x-llm-tokens")?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Serves `app` on a port of its own; returns its address.
+async fn serve_app(app: Router) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
 /// `cost_after`: reserve an estimate, charge what the handler says it used.
 #[tokio::test]
 async fn cost_after_charges_the_actual_cost_from_the_response() {
@@ -573,15 +592,7 @@ async fn cost_after_charges_the_actual_cost_from_the_response() {
             "x-api-key",
         )))
         .cost(|_| 40)
-        .cost_after(|response| {
-            response
-                .headers
-                .get("x-llm-tokens")?
-                .to_str()
-                .ok()?
-                .parse()
-                .ok()
-        })
+        .cost_after(llm_tokens)
         .build()
         .unwrap();
     let app = Router::new()
@@ -599,9 +610,7 @@ async fn cost_after_charges_the_actual_cost_from_the_response() {
             }),
         )
         .layer(layer);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = serve_app(app).await;
     let client = Client::new();
     let call = |used: &str| {
         let url = format!("http://{addr}/complete?{used}");
@@ -650,15 +659,7 @@ async fn rpm_and_tpm_in_one_layer_each_charged_its_own() {
             "x-api-key",
         )))
         .cost_for("tokens", |_| 400)
-        .cost_after_for("tokens", |response| {
-            response
-                .headers
-                .get("x-llm-tokens")?
-                .to_str()
-                .ok()?
-                .parse()
-                .ok()
-        })
+        .cost_after_for("tokens", llm_tokens)
         .build()
         .unwrap();
     let app = Router::new()
@@ -667,9 +668,7 @@ async fn rpm_and_tpm_in_one_layer_each_charged_its_own() {
             get(|| async { ([("x-llm-tokens", "100")], "done") }),
         )
         .layer(layer);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = serve_app(app).await;
     let client = Client::new();
     let url = format!("http://{addr}/complete");
     let call = || get_with(&client, &url, &[("x-api-key", "alice")]);

@@ -594,34 +594,44 @@ where
     assert!(verdict.allowed());
     let reservation = reservation.unwrap();
     assert_eq!(reservation.reserved().collect::<Vec<_>>(), [1, 2_000]);
-    let refused = reservation.clone().commit(h.store(), 1_200).await;
-    assert!(
-        matches!(refused, Err(StoreError::Check(CheckError::CommitNeedsEach))),
-        "{refused:?}"
-    );
-    let refused = reservation.clone().commit_each(h.store(), &[1]).await;
+    // Each refusal settles nothing and hands the reservation back.
+    let refused = reservation.commit(h.store(), 1_200).await.unwrap_err();
     assert!(
         matches!(
-            refused,
-            Err(StoreError::Check(CheckError::UsedCount {
-                reserved: 2,
-                given: 1
-            }))
+            refused.error(),
+            StoreError::Check(CheckError::CommitNeedsEach)
         ),
         "{refused:?}"
     );
-    let refused = reservation.clone().commit_each(h.store(), &[62, 0]).await;
+    let reservation = refused.into_reservation().expect("handed back");
+    let refused = reservation.commit_each(h.store(), &[1]).await.unwrap_err();
     assert!(
         matches!(
-            refused,
-            Err(StoreError::Check(CheckError::UsedOverDebtCap {
+            refused.error(),
+            StoreError::Check(CheckError::UsedCount {
+                reserved: 2,
+                given: 1
+            })
+        ),
+        "{refused:?}"
+    );
+    let reservation = refused.into_reservation().expect("handed back");
+    let refused = reservation
+        .commit_each(h.store(), &[62, 0])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused.error(),
+            StoreError::Check(CheckError::UsedOverDebtCap {
                 index: 0,
                 used: 62,
                 most: 61
-            }))
+            })
         ),
         "{refused:?}"
     );
+    let reservation = refused.into_reservation().expect("handed back");
     assert_eq!(d.named("requests", rpm, key, 0).await.remaining(), 59);
     assert_eq!(d.named("tokens", tpm, key, 0).await.remaining(), 8_000);
     d.model.settle(
