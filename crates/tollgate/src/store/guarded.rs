@@ -6,6 +6,14 @@
 //! is wrong in itself (`cost > capacity`) is reported as such whatever the policy. Recovery needs
 //! nothing: the next call goes to the store again.
 //!
+//! A store that was built and then refuses its settings (a password changed, a `pg_hba.conf`
+//! entry removed, found when it connects again) is down like any other: its decisions fail
+//! with [`StoreError::Unavailable`], in plain words, and the fail policy answers them, the
+//! [`on_error`](Guarded::on_error) hook sees them and they are counted
+//! ([`GuardStats::store_errors`]). [`Store::ready`] still says
+//! [`StoreError::Config`], so that a program probing a store before it serves can refuse to
+//! start on settings that can never work.
+//!
 //! A store that answers what this program does not understand ([`StoreError::Incompatible`]: a
 //! script error, a key of another type, a schema of another version) is a bug or a
 //! misconfiguration, not an outage. The request still needs an answer, so the fail policy gives
@@ -300,7 +308,13 @@ impl<S: Store> Guarded<S> {
 
 impl<S: Store> Store for Guarded<S> {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
-        let error = match self.bounded(checks).await {
+        let answer = match self.bounded(checks).await {
+            // Settings refused by a store that was built and served (one of a user's own that
+            // reports them late): an outage, as the stores of this crate report it.
+            Err(StoreError::Config(why)) => Err(StoreError::Unavailable(why.into())),
+            answer => answer,
+        };
+        let error = match answer {
             Ok(verdict) => {
                 if self.health.incompatible.load(Ordering::Relaxed) {
                     self.health.incompatible.store(false, Ordering::Relaxed);

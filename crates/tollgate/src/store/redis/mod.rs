@@ -308,7 +308,7 @@ impl RedisStoreBuilder {
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
             ));
         }
-        let unavailable = error::store_error;
+        let unavailable = error::setup_error;
         let config_error = |e: redis::RedisError| {
             StoreError::Config(format!(
                 "the Redis URL cannot be used: {}",
@@ -378,7 +378,7 @@ async fn per_node(
         // SCRIPT LOAD goes to every node.
         if let Err(e) = script.load_async(conn).await {
             if e.kind() == redis::ErrorKind::Io || e.is_timeout() || e.is_connection_dropped() {
-                return Err(error::store_error(e));
+                return Err(error::setup_error(e));
             }
             tracing::info!(
                 "Redis Cluster: one script call per hash slot (a node refuses scripts with \
@@ -666,7 +666,9 @@ impl Store for RedisStore {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
             };
-            let layout = reply.map_err(error::store_error)?;
+            // Settings that can never work are said as such here, where a program asks
+            // before it serves; a decision answers them as an outage.
+            let layout = reply.map_err(error::setup_error)?;
             if layout != keys::LAYOUT {
                 return Err(StoreError::incompatible(format!(
                     "this Redis holds tollgate layout {layout:?} ({}), this tollgate writes \
