@@ -170,6 +170,13 @@ pub enum LayerError {
     /// tell which window they were taken in).
     #[error("cost_after needs token-bucket policies; {0:?} is a window")]
     CostAfterNeedsTokenBucket(String),
+    /// A `timeout` of zero: every decision would time out and be answered by the fail policy
+    /// (failing open, nothing would be limited).
+    #[error(
+        "timeout is 0: every decision would time out and be answered by the fail policy; give \
+         the longest a decision may wait"
+    )]
+    ZeroTimeout,
 }
 
 impl TollgateLayer {
@@ -313,7 +320,8 @@ impl<S: Store> TollgateLayerBuilder<S> {
                 return Err(LayerError::DuplicateName(p.name.to_string()));
             }
         }
-        let store = Arc::new(Guarded::new(self.store, self.on_store_error).timeout(self.timeout));
+        let timeout = crate::NonZeroDuration::new(self.timeout).ok_or(LayerError::ZeroTimeout)?;
+        let store = Arc::new(Guarded::new(self.store, self.on_store_error).timeout(timeout));
         let cost_after = self
             .cost_after
             .map(|(cost, make)| (cost, make(Arc::clone(&store))));

@@ -36,7 +36,8 @@ async fn refusal(store: &impl Store, says: &str) -> StoreError {
 fn guarded<S: Store>(store: S) -> (Guarded<S>, Arc<Mutex<Vec<ErrorKind>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let hook = Arc::clone(&seen);
-    let guarded = Guarded::new(store, FailPolicy::Allow).on_error(move |e| hook.lock().push(e.kind()));
+    let guarded =
+        Guarded::new(store, FailPolicy::Allow).on_error(move |e| hook.lock().push(e.kind()));
     (guarded, seen)
 }
 
@@ -66,7 +67,9 @@ async fn is_an_outage<S: Store>(
 async fn redis_password_changed_after_build_is_an_outage() {
     let redis = TestRedis::start().expect("start redis-server");
     if !redis.is_owned() {
-        eprintln!("TOLLGATE_REDIS_URL names an external Redis, whose password this test cannot change");
+        eprintln!(
+            "TOLLGATE_REDIS_URL names an external Redis, whose password this test cannot change"
+        );
         return;
     }
     let admin = redis::Client::open(redis.url()).unwrap();

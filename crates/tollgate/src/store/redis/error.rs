@@ -123,10 +123,12 @@ mod tests {
         // After the store was built, the same refusal is an outage, in the same words.
         let later = store_error(auth());
         assert_eq!(later.kind(), Kind::Unavailable, "{later}");
-        assert!(later.to_string().contains("refused the user or password"), "{later}");
-        let down = || -> RedisError {
-            std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into()
-        };
+        assert!(
+            later.to_string().contains("refused the user or password"),
+            "{later}"
+        );
+        let down =
+            || -> RedisError { std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into() };
         assert_eq!(setup_error(down()).kind(), Kind::Unavailable);
         assert_eq!(store_error(down()).kind(), Kind::Unavailable);
     }

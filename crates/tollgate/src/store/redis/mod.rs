@@ -74,6 +74,10 @@
 //! [`per_node(false)`](RedisStoreBuilder::per_node), each key has its own queue and calls are per
 //! slot; the store logs (with `tracing`, at info) which it uses when it starts.
 
+// Not API: the instruction-count benchmark's way in (tollgate-instructions), behind a feature
+// of its own and hidden from the docs.
+#[cfg(feature = "__bench")]
+#[doc(hidden)]
 pub mod bench;
 mod error;
 mod keys;
@@ -200,6 +204,10 @@ impl RedisStore {
 
     /// A store on one Redis with the defaults. It connects lazily: a Redis that is down now
     /// makes calls fail (transiently) until it is up.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RedisStoreBuilder::build`]'s: dropped, it leaves nothing behind.
     pub async fn connect(url: impl Into<String>) -> Result<RedisStore, StoreError> {
         RedisStore::builder(url).build().await
     }
@@ -295,6 +303,12 @@ impl RedisStoreBuilder {
     /// assert!(why.starts_with("RedisStoreBuilder::timeout is 0"), "{why}");
     /// # }
     /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it answers, it leaves nothing behind: no store exists yet, and the
+    /// connections a cluster's discovery opened close with it. Building writes nothing to
+    /// Redis (loading the scripts changes no bucket), so building again is the same.
     pub async fn build(self) -> Result<RedisStore, StoreError> {
         crate::store::refuse_zero_settings(
             "RedisStoreBuilder",

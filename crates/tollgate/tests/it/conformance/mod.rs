@@ -64,7 +64,7 @@ impl Model {
         let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
         let policies: Vec<Policy> = checks
             .iter()
-            .map(|c| c.policy().at_resolution(unit))
+            .map(|c| c.policy().at_resolution(unit.as_duration()))
             .collect();
         for (index, c) in checks.iter().enumerate() {
             if checks[..index].iter().any(|d| d.same_bucket(c)) {
@@ -112,7 +112,7 @@ impl Model {
         let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
         let mut decisions = Vec::new();
         for (c, adjustment) in adjustments {
-            let gcra = Gcra::new(&c.policy().at_resolution(unit));
+            let gcra = Gcra::new(&c.policy().at_resolution(unit.as_duration()));
             let tat = match self.states.get(&bucket(c)) {
                 Some(BucketState::TokenBucket(tat)) => *tat,
                 _ => Nanos::ZERO,
