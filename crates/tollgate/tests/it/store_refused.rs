@@ -11,25 +11,31 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio_postgres::NoTls;
 use tollgate::store::guarded::{FailPolicy, Guarded};
-use tollgate::{Check, ErrorKind, Policy, PostgresStore, RedisStore, Store, StoreError};
-use tollgate_testkit::{TestPostgres, TestRedis};
+use tollgate::{
+    Check, ErrorKind, MemoryStore, Policy, PostgresStore, RedisStore, Store, StoreError, Verdict,
+};
+use tollgate_testkit::{TestPostgres, TestRedis, TestRedisCluster};
 
 /// Decides on `store` until it fails saying `says`; every failure before is transient (the
 /// connection cut under it), and no decision passes meanwhile.
 async fn refusal(store: &impl Store, says: &str) -> StoreError {
     let policy = Policy::per_second(1_000).unwrap();
+    let mut last = None;
     for i in 0..100u32 {
         match store
             .decide(&[Check::new(policy, &i.to_be_bytes(), 1)])
             .await
         {
             Err(e) if e.to_string().contains(says) => return e,
-            Err(e) => assert!(e.is_transient(), "before the refusal: {e}"),
+            Err(e) => {
+                assert!(e.is_transient(), "before the refusal: {e}");
+                last = Some(e);
+            }
             Ok(verdict) => assert!(!verdict.allowed(), "decided with refused settings"),
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("the store never said {says:?}");
+    panic!("the store never said {says:?}; last: {last:?}");
 }
 
 /// A `Guarded` failing open, with the kinds its hook saw.
@@ -41,8 +47,7 @@ fn guarded<S: Store>(store: S) -> (Guarded<S>, Arc<Mutex<Vec<ErrorKind>>>) {
     (guarded, seen)
 }
 
-/// What the refusal must be: an outage, answered and counted by `guarded`; still a
-/// configuration error for the probe.
+/// What the refusal must be: an outage, answered and counted by `guarded`.
 async fn is_an_outage<S: Store>(
     refused: &StoreError,
     guarded: &Guarded<S>,
@@ -59,7 +64,11 @@ async fn is_an_outage<S: Store>(
     assert!(guarded.stats().store_errors() >= 1);
     assert!(guarded.stats().failed_open() >= 1);
     assert!(seen.lock().contains(&ErrorKind::Unavailable), "{seen:?}");
-    let probe = guarded.ready().await.unwrap_err();
+}
+
+/// The probe a program asks before it serves still says the settings can never work.
+async fn probe_says_config(store: &impl Store) {
+    let probe = store.ready().await.unwrap_err();
     assert_eq!(probe.kind(), ErrorKind::Config, "{probe}");
 }
 
@@ -105,6 +114,7 @@ async fn redis_password_changed_after_build_is_an_outage() {
         .unwrap();
     let refused = refusal(&store, "password").await;
     is_an_outage(&refused, &guarded, &seen).await;
+    probe_says_config(&guarded).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,4 +162,101 @@ async fn postgres_password_refused_after_build_is_an_outage() {
         .unwrap();
     let refused = refusal(&store, "password authentication failed").await;
     is_an_outage(&refused, &guarded, &seen).await;
+    probe_says_config(&guarded).await;
+}
+
+/// The cluster client does not say why it cannot connect to a node ("No connections found"):
+/// the refusal is an outage without its words, and the probe cannot tell it from a node that
+/// is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_password_changed_after_build_is_an_outage() {
+    let cluster = TestRedisCluster::start(3).expect("start a 3-master cluster");
+    if !cluster.is_owned() {
+        eprintln!("the cluster is external: this test cannot change its password");
+        return;
+    }
+    let mut admins = Vec::new();
+    for url in cluster.urls() {
+        let admin = redis::Client::open(url).unwrap();
+        admins.push(admin.get_multiplexed_async_connection().await.unwrap());
+    }
+    let mut set_password = async |password: &str| {
+        for admin in &mut admins {
+            redis::cmd("CONFIG")
+                .arg(&["SET", "requirepass", password])
+                .query_async::<()>(admin)
+                .await
+                .unwrap();
+        }
+    };
+    set_password("before").await;
+    let urls: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|url| url.replace("redis://", "redis://:before@"))
+        .collect();
+    let store = RedisStore::builder(&urls[0])
+        .cluster(urls)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let (guarded, seen) = guarded(store.clone());
+    let policy = Policy::per_second(1_000).unwrap();
+    let served = guarded.decide(&[Check::new(policy, b"alice", 1)]).await;
+    assert!(!served.unwrap().by_fail_policy(), "the store serves");
+
+    set_password("after").await;
+    for admin in &mut admins {
+        redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+            .query_async::<()>(admin)
+            .await
+            .unwrap();
+    }
+    let refused = refusal(&store, "").await;
+    is_an_outage(&refused, &guarded, &seen).await;
+}
+
+/// A store of one's own that reports refused settings at decision time.
+struct Late;
+
+impl Store for Late {
+    async fn decide(&self, _: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        Err(StoreError::Config("the password was refused".into()))
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        Err(StoreError::Config("the password was refused".into()))
+    }
+
+    fn name(&self) -> &'static str {
+        "late"
+    }
+}
+
+#[tokio::test]
+async fn a_config_error_from_any_stores_decision_is_an_outage_to_guarded() {
+    let (guarded, seen) = guarded(Late);
+    let refused = guarded
+        .inner()
+        .decide(&[Check::new(Policy::per_second(1).unwrap(), b"k", 1)])
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Config);
+    // `Guarded` answers it with the fail policy, as it does any store's outage.
+    is_an_outage(
+        &StoreError::Unavailable("the password was refused".into()),
+        &guarded,
+        &seen,
+    )
+    .await;
+    let local = Guarded::new(Late, FailPolicy::Local(MemoryStore::new()));
+    let verdict = local
+        .decide(&[Check::new(Policy::per_second(1).unwrap(), b"k", 1)])
+        .await
+        .unwrap();
+    assert!(verdict.allowed() && verdict.by_fail_policy());
+    assert_eq!(local.stats().local_fallbacks(), 1);
+    probe_says_config(&guarded).await;
 }
