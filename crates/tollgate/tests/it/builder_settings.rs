@@ -75,3 +75,18 @@ async fn postgres_refuses_every_zero_setting() {
         .await
         .expect("no cleanup is a valid choice");
 }
+
+/// `Guarded::timeout` takes a `NonZeroDuration`; the layer, whose builder takes a `Duration`,
+/// refuses a zero at `build()` rather than panicking inside it.
+#[cfg(feature = "tower")]
+#[test]
+fn a_layer_refuses_a_zero_timeout_at_build() {
+    use tollgate::middleware::{LayerError, TollgateLayer};
+    use tollgate::{MemoryStore, Policy};
+
+    let built = TollgateLayer::builder(MemoryStore::new())
+        .policy("api", Policy::per_second(10).unwrap())
+        .timeout(Duration::ZERO)
+        .build();
+    assert_eq!(built.err(), Some(LayerError::ZeroTimeout));
+}
