@@ -669,6 +669,8 @@ impl Store for RedisStore {
     /// servers write: the key `tollgate:layout` holds it (set by the first server to ask).
     /// Servers of two layouts would keep separate buckets on one Redis, so a server that finds
     /// another layout there is not ready ([`StoreError::Incompatible`]) until they agree.
+    /// Credentials refused or a DB index the server lacks are a [`StoreError::Config`] here
+    /// (a decision meets them as an outage).
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
             let mut cmd = redis::cmd("EVAL");
