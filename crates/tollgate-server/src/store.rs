@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tollgate::store::guarded::{FailPolicy, Guarded};
 use tollgate::store::settle::{DynSettle, Settle};
-use tollgate::{ErrorKind, MemoryStore, PostgresStore, RedisStore, Store, StoreError};
+use tollgate::{
+    ErrorKind, MemoryStore, NonZeroDuration, PostgresStore, RedisStore, Store, StoreError,
+};
 
 use crate::limiter::StoreHealth;
 use crate::options::{OnStoreError, PostgresOptions, StoreSpec};
@@ -34,19 +36,28 @@ pub async fn open(
         OnStoreError::Local => FailPolicy::Local(memory()),
     };
     let timeout = settings.store_timeout;
+    // The config file refuses 0, and so do the Redis and PostgreSQL builders; the memory
+    // store's guard needs it said too.
+    let guard_timeout = NonZeroDuration::new(timeout).ok_or_else(|| {
+        StoreError::Config(
+            "the store timeout is 0: every decision would time out and be answered by the fail \
+             policy"
+                .into(),
+        )
+    })?;
     match &settings.store {
-        StoreSpec::Memory => Ok(guard(memory(), on_error, timeout, health)),
+        StoreSpec::Memory => Ok(guard(memory(), on_error, guard_timeout, health)),
         StoreSpec::Redis(url) => {
             let store = redis(url, &[], timeout).await?;
-            Ok(guard(store, on_error, timeout, health))
+            Ok(guard(store, on_error, guard_timeout, health))
         }
         StoreSpec::RedisCluster(urls) => {
             let store = redis(&urls[0], urls, timeout).await?;
-            Ok(guard(store, on_error, timeout, health))
+            Ok(guard(store, on_error, guard_timeout, health))
         }
         StoreSpec::Postgres(url) => {
             let store = postgres(url, &settings.postgres, timeout).await?;
-            Ok(guard(store, on_error, timeout, health))
+            Ok(guard(store, on_error, guard_timeout, health))
         }
     }
 }
@@ -65,7 +76,7 @@ async fn redis(url: &str, cluster: &[String], timeout: Duration) -> Result<Redis
 fn guard<S: Settle>(
     store: S,
     on_error: FailPolicy,
-    timeout: Duration,
+    timeout: NonZeroDuration,
     health: Arc<StoreHealth>,
 ) -> Arc<dyn DynSettle> {
     Arc::new(

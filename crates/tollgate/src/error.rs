@@ -94,7 +94,9 @@ pub enum CheckError {
 /// caller's fail policy answers meanwhile; a store that answers what this program does not
 /// understand is *incompatible*, a bug or a misconfiguration that waiting will not fix, which
 /// the fail policy also answers but which must be reported loudly (see
-/// [`Guarded`](crate::store::guarded::Guarded)).
+/// [`Guarded`](crate::store::guarded::Guarded)); settings that can never work are a
+/// *configuration* error when the store is built (or probed before it serves), and an outage
+/// once it serves.
 ///
 /// ```
 /// use std::num::NonZeroUsize;
@@ -110,33 +112,82 @@ pub enum CheckError {
 /// assert!(error.is_transient());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, thiserror::Error)]
+///
+/// Its message carries the words of the failure it wraps, so
+/// [`source`](std::error::Error::source) skips them: it answers the first cause further down
+/// whose words the message does not already hold (tokio-postgres's "error connecting to
+/// server" is followed by the refused connection under it; the I/O error a Redis error
+/// repeats is not). A report that prints the chain then says each thing once.
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The checks themselves are wrong.
-    #[error(transparent)]
-    Check(#[from] CheckError),
+    Check(CheckError),
     /// The memory store holds its maximum of keys and none of them is idle.
-    #[error("the store holds its maximum of {max_keys} keys and none is idle")]
     Full {
         /// The configured cap.
         max_keys: usize,
     },
     /// The store did not answer within the configured timeout.
-    #[error("the store did not answer within {0:?}")]
     Timeout(Duration),
     /// The store could not be reached, or failed in a way that may pass (restarting, loading,
-    /// out of connections, a failover).
-    #[error("the store is unavailable: {0}")]
-    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// out of connections, a failover), or, after it was built, refused what it accepted
+    /// before (a password changed, a `pg_hba.conf` entry removed, a certificate replaced by
+    /// one that does not match): an outage all the same, which the fail policy answers until
+    /// the store or its settings are put right.
+    Unavailable(Box<dyn std::error::Error + Send + Sync>),
     /// The store answered what this version of tollgate does not understand: a script or
     /// statement error, a value of another type under a bucket's key (another program wrote
     /// it), a reply of the wrong shape, a schema of another version, a permission refused.
-    #[error("the store and this version of tollgate disagree: {0}")]
-    Incompatible(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// A store was configured with something it cannot work with (no URL, a bad name).
-    #[error("invalid store configuration: {0}")]
+    Incompatible(Box<dyn std::error::Error + Send + Sync>),
+    /// A store was configured with something it can never work with (no URL, a bad name,
+    /// credentials refused, no such database). Only building a store and probing it with
+    /// [`Store::ready`](crate::Store::ready) answer it, never a decision: see
+    /// [`ErrorKind::Config`].
     Config(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Check(e) => e.fmt(f),
+            StoreError::Full { max_keys } => write!(
+                f,
+                "the store holds its maximum of {max_keys} keys and none is idle"
+            ),
+            StoreError::Timeout(limit) => write!(f, "the store did not answer within {limit:?}"),
+            StoreError::Unavailable(e) => write!(f, "the store is unavailable: {e}"),
+            StoreError::Incompatible(e) => {
+                write!(f, "the store and this version of tollgate disagree: {e}")
+            }
+            StoreError::Config(why) => write!(f, "invalid store configuration: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let wrapped: &(dyn std::error::Error + 'static) = match self {
+            StoreError::Unavailable(e) | StoreError::Incompatible(e) => &**e,
+            StoreError::Check(e) => return e.source(),
+            _ => return None,
+        };
+        let said = wrapped.to_string();
+        let mut cause = wrapped.source();
+        while let Some(e) = cause {
+            if !said.contains(&e.to_string()) {
+                return Some(e);
+            }
+            cause = e.source();
+        }
+        None
+    }
+}
+
+impl From<CheckError> for StoreError {
+    fn from(e: CheckError) -> StoreError {
+        StoreError::Check(e)
+    }
 }
 
 /// What kind of failure a [`StoreError`] is, for fail policies and metrics.
@@ -163,7 +214,11 @@ pub enum ErrorKind {
     Unavailable,
     /// [`StoreError::Incompatible`]: a bug or a misconfiguration.
     Incompatible,
-    /// [`StoreError::Config`]: found when the store is built.
+    /// [`StoreError::Config`]: settings that can never work, found when the store is built
+    /// or probed with [`Store::ready`](crate::Store::ready) (what a program asks before it
+    /// serves, to refuse to start). Never the answer to a decision: a store that was built
+    /// and then refuses its settings (a password changed, a `pg_hba.conf` entry removed) is
+    /// an outage, [`Unavailable`](ErrorKind::Unavailable), which the fail policy answers.
     Config,
 }
 
@@ -209,5 +264,61 @@ impl StoreError {
     /// that finds an answer it cannot use.
     pub fn incompatible(message: impl Into<String>) -> StoreError {
         StoreError::Incompatible(message.into().into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::fmt;
+
+    use super::StoreError;
+
+    /// An error that says `words`, caused by `cause`.
+    #[derive(Debug)]
+    struct Said(&'static str, Option<Box<Said>>);
+
+    impl fmt::Display for Said {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl Error for Said {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.1.as_deref().map(|e| e as &(dyn Error + 'static))
+        }
+    }
+
+    /// The message and its causes, as a report prints them.
+    fn chain(e: &StoreError) -> Vec<String> {
+        let mut said = vec![e.to_string()];
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            said.push(c.to_string());
+            cause = c.source();
+        }
+        said
+    }
+
+    #[test]
+    fn a_chain_says_each_cause_once() {
+        // Redis's error repeats the I/O error under it, which repeats nothing.
+        let refused = Said("Connection refused (os error 111)", None);
+        let redis = Said("Connection refused (os error 111)", Some(Box::new(refused)));
+        assert_eq!(
+            chain(&StoreError::Unavailable(Box::new(redis))),
+            ["the store is unavailable: Connection refused (os error 111)"]
+        );
+        // tokio-postgres names the step, the cause under it says why.
+        let refused = Said("Connection refused (os error 111)", None);
+        let pg = Said("error connecting to server", Some(Box::new(refused)));
+        assert_eq!(
+            chain(&StoreError::Incompatible(Box::new(pg))),
+            [
+                "the store and this version of tollgate disagree: error connecting to server",
+                "Connection refused (os error 111)"
+            ]
+        );
     }
 }

@@ -129,6 +129,7 @@ pub mod headers;
 #[cfg(feature = "tower")]
 pub mod middleware;
 mod nanos;
+mod non_zero;
 mod policy;
 pub mod store;
 
@@ -138,6 +139,7 @@ pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use decision::{Decision, Verdict};
 pub use error::{CheckError, ErrorKind, StoreError};
 pub use nanos::Nanos;
+pub use non_zero::NonZeroDuration;
 pub use policy::{Algorithm, MAX_LOG_LIMIT, MAX_TOLERANCE, Policy, PolicyError};
 pub use store::memory::{MemoryLimiter, MemoryStore, MemoryStoreBuilder};
 #[cfg(feature = "postgres")]

@@ -71,11 +71,25 @@ impl Nanos {
     }
 }
 
+impl Nanos {
+    /// `d`, or [`Nanos::MAX`] for durations over 584 years: `From<Duration>` for `const fn`s
+    /// (a policy's constructors).
+    pub(crate) const fn saturating_from(d: Duration) -> Nanos {
+        let nanos = d.as_nanos();
+        if nanos > u64::MAX as u128 {
+            Nanos::MAX
+        } else {
+            // Below u64::MAX, checked above.
+            Nanos(nanos as u64)
+        }
+    }
+}
+
 impl From<Duration> for Nanos {
     /// Saturates at [`Nanos::MAX`] for durations over 584 years.
     #[inline]
     fn from(d: Duration) -> Nanos {
-        Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        Nanos::saturating_from(d)
     }
 }
 

@@ -7,11 +7,15 @@ use std::time::Duration;
 
 use crate::Nanos;
 
-/// The longest a bucket may take to refill from empty to full (about 146 years).
+/// The longest a bucket may take to refill from empty to full, and the longest window (2^62
+/// ns, about 146 years).
 ///
 /// Bounding it keeps `now + tolerance` far from `u64` overflow for any clock reading this
 /// century, so the decision functions never need to reason about saturation.
-pub const MAX_TOLERANCE: Nanos = Nanos::new(1 << 62);
+pub const MAX_TOLERANCE: Duration = Duration::from_nanos(MAX_TOLERANCE_NANOS);
+
+/// [`MAX_TOLERANCE`] in nanoseconds.
+const MAX_TOLERANCE_NANOS: u64 = 1 << 62;
 
 /// The largest limit of a [`Algorithm::SlidingWindowLog`] policy: its state keeps one entry
 /// per allowed request, so the limit bounds its memory.
@@ -96,13 +100,35 @@ pub enum PolicyError {
         /// The refill asked for.
         refill: u64,
         /// The period asked for.
-        period: Nanos,
+        period: Duration,
     },
     /// Refilling from empty would take longer than [`MAX_TOLERANCE`].
     #[error("capacity {capacity} takes longer than 146 years to refill")]
     RefillTooSlow {
         /// The capacity asked for.
         capacity: u64,
+    },
+    /// A window constructor's `limit` of zero (its [`field`](PolicyError::field) is
+    /// `capacity`, which a window's limit is).
+    #[error("limit must be at least 1")]
+    ZeroLimit,
+    /// A window constructor's `window` of zero (its [`field`](PolicyError::field) is
+    /// `period`, which a window's length is).
+    #[error("window must be longer than zero")]
+    ZeroWindow,
+    /// A window constructor's `limit` of more than one per nanosecond of its `window`.
+    #[error("a limit of {limit} per window of {window:?} is more than one per nanosecond")]
+    LimitTooHigh {
+        /// The limit asked for.
+        limit: u64,
+        /// The window asked for.
+        window: Duration,
+    },
+    /// A window longer than [`MAX_TOLERANCE`].
+    #[error("the window {window:?} is longer than 146 years")]
+    WindowTooLong {
+        /// The window asked for.
+        window: Duration,
     },
     /// A store cannot decide this policy: its numbers are beyond the store's range, or the
     /// store lacks its algorithm (see [`Store::supports`](crate::Store::supports)).
@@ -123,14 +149,29 @@ pub enum PolicyError {
 
 impl PolicyError {
     /// The name of the input that is wrong: `capacity`, `refill`, `period` (or, for a store
-    /// lacking an algorithm, `algorithm`).
+    /// lacking an algorithm, `algorithm`), as [`Policy`] names its numbers: a window's
+    /// `limit` is its `capacity`, and its `window` its `period`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Policy, PolicyError};
+    ///
+    /// let error = Policy::fixed_window(0, Duration::from_secs(1)).unwrap_err();
+    /// assert_eq!(error, PolicyError::ZeroLimit);
+    /// assert_eq!(error.to_string(), "limit must be at least 1");
+    /// assert_eq!(error.field(), "capacity");
+    /// ```
     pub fn field(&self) -> &'static str {
         match self {
             PolicyError::ZeroCapacity
             | PolicyError::RefillTooSlow { .. }
-            | PolicyError::LogTooLarge { .. } => "capacity",
+            | PolicyError::LogTooLarge { .. }
+            | PolicyError::ZeroLimit
+            | PolicyError::LimitTooHigh { .. } => "capacity",
             PolicyError::ZeroRefill | PolicyError::RateTooHigh { .. } => "refill",
-            PolicyError::ZeroPeriod => "period",
+            PolicyError::ZeroPeriod
+            | PolicyError::ZeroWindow
+            | PolicyError::WindowTooLong { .. } => "period",
             PolicyError::Unsupported { field, .. } => field,
         }
     }
@@ -152,17 +193,30 @@ impl Policy {
     /// assert!(Policy::per_hour(0).is_err());
     /// # Ok::<(), tollgate::PolicyError>(())
     /// ```
-    pub fn per_second(n: u64) -> Result<Policy, PolicyError> {
+    ///
+    /// Every constructor is a `const fn`, so a policy can be a constant, checked when the
+    /// program compiles:
+    ///
+    /// ```
+    /// use tollgate::Policy;
+    ///
+    /// const API: Policy = match Policy::per_second(10) {
+    ///     Ok(policy) => policy,
+    ///     Err(_) => panic!("10 a second is a valid policy"),
+    /// };
+    /// assert_eq!(API.capacity(), 10);
+    /// ```
+    pub const fn per_second(n: u64) -> Result<Policy, PolicyError> {
         Policy::token_bucket(n, n, Duration::from_secs(1))
     }
 
     /// A token bucket of `n` tokens a minute, with a burst of `n`.
-    pub fn per_minute(n: u64) -> Result<Policy, PolicyError> {
+    pub const fn per_minute(n: u64) -> Result<Policy, PolicyError> {
         Policy::token_bucket(n, n, Duration::from_secs(60))
     }
 
     /// A token bucket of `n` tokens an hour, with a burst of `n`.
-    pub fn per_hour(n: u64) -> Result<Policy, PolicyError> {
+    pub const fn per_hour(n: u64) -> Result<Policy, PolicyError> {
         Policy::token_bucket(n, n, Duration::from_secs(3600))
     }
 
@@ -179,8 +233,8 @@ impl Policy {
     /// assert_eq!(Policy::per_second(1)?.burst(0).unwrap_err().field(), "capacity");
     /// # Ok::<(), tollgate::PolicyError>(())
     /// ```
-    pub fn burst(self, burst: u64) -> Result<Policy, PolicyError> {
-        if self.algorithm != Algorithm::TokenBucket {
+    pub const fn burst(self, burst: u64) -> Result<Policy, PolicyError> {
+        if !matches!(self.algorithm, Algorithm::TokenBucket) {
             return Err(PolicyError::Unsupported {
                 field: "algorithm",
                 reason: "only a token bucket has a burst apart from its rate",
@@ -190,7 +244,7 @@ impl Policy {
             self.algorithm,
             burst,
             self.refill,
-            Duration::from(self.period),
+            self.period.as_duration(),
         )
     }
 
@@ -210,7 +264,7 @@ impl Policy {
     /// assert_eq!(p.capacity(), same_rate.capacity());
     /// # Ok::<(), tollgate::PolicyError>(())
     /// ```
-    pub fn token_bucket(
+    pub const fn token_bucket(
         capacity: u64,
         refill: u64,
         period: Duration,
@@ -219,57 +273,98 @@ impl Policy {
     }
 
     /// At most `limit` per epoch-aligned window of length `window`.
-    pub fn fixed_window(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Policy, PolicyError};
+    ///
+    /// let minute = Policy::fixed_window(100, Duration::from_secs(60))?;
+    /// assert_eq!((minute.capacity(), minute.period()), (100, Duration::from_secs(60)));
+    /// // Refusals name the limit and the window.
+    /// let slow = Policy::fixed_window(1, Duration::from_secs(200 * 365 * 86_400));
+    /// assert!(matches!(slow, Err(PolicyError::WindowTooLong { .. })));
+    /// assert_eq!(
+    ///     Policy::fixed_window(1, Duration::ZERO).unwrap_err().to_string(),
+    ///     "window must be longer than zero"
+    /// );
+    /// # Ok::<(), PolicyError>(())
+    /// ```
+    pub const fn fixed_window(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
         Policy::build(Algorithm::FixedWindow, limit, limit, window)
     }
 
     /// At most `limit` in any sliding `window`, exactly (a log of up to [`MAX_LOG_LIMIT`] entries).
-    pub fn sliding_window_log(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+    pub const fn sliding_window_log(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
         Policy::build(Algorithm::SlidingWindowLog, limit, limit, window)
     }
 
     /// About `limit` in a sliding `window`, by the weighted two-window approximation
     /// (see [`Algorithm::SlidingWindowCounter`] for its error).
-    pub fn sliding_window_counter(limit: u64, window: Duration) -> Result<Policy, PolicyError> {
+    pub const fn sliding_window_counter(
+        limit: u64,
+        window: Duration,
+    ) -> Result<Policy, PolicyError> {
         Policy::build(Algorithm::SlidingWindowCounter, limit, limit, window)
     }
 
-    fn build(
+    /// Checks the numbers; a window's are its `limit` (the capacity and the refill) and its
+    /// `window` (the period), and its refusals say so.
+    const fn build(
         algorithm: Algorithm,
         capacity: u64,
         refill: u64,
         period: Duration,
     ) -> Result<Policy, PolicyError> {
+        let window = !matches!(algorithm, Algorithm::TokenBucket);
         if capacity == 0 {
-            return Err(PolicyError::ZeroCapacity);
+            return Err(if window {
+                PolicyError::ZeroLimit
+            } else {
+                PolicyError::ZeroCapacity
+            });
         }
         if refill == 0 {
             return Err(PolicyError::ZeroRefill);
         }
-        let period = Nanos::from(period);
-        if period == Nanos::ZERO {
-            return Err(PolicyError::ZeroPeriod);
+        let nanos = Nanos::saturating_from(period);
+        if nanos.as_u64() == 0 {
+            return Err(if window {
+                PolicyError::ZeroWindow
+            } else {
+                PolicyError::ZeroPeriod
+            });
         }
-        if refill > period.as_u64() {
-            return Err(PolicyError::RateTooHigh { refill, period });
+        if refill > nanos.as_u64() {
+            return Err(if window {
+                PolicyError::LimitTooHigh {
+                    limit: capacity,
+                    window: period,
+                }
+            } else {
+                PolicyError::RateTooHigh { refill, period }
+            });
         }
-        if algorithm == Algorithm::SlidingWindowLog && capacity > MAX_LOG_LIMIT {
+        if matches!(algorithm, Algorithm::SlidingWindowLog) && capacity > MAX_LOG_LIMIT {
             return Err(PolicyError::LogTooLarge { capacity });
         }
-        let emission_interval = Nanos::new(period.as_u64().div_ceil(refill));
-        let tolerance = emission_interval
-            .as_u64()
-            .checked_mul(capacity)
-            .filter(|t| *t <= MAX_TOLERANCE.as_u64());
-        if tolerance.is_none() || period > MAX_TOLERANCE {
-            return Err(PolicyError::RefillTooSlow { capacity });
+        let emission_interval = nanos.as_u64().div_ceil(refill);
+        let too_slow = match emission_interval.checked_mul(capacity) {
+            Some(tolerance) => tolerance > MAX_TOLERANCE_NANOS,
+            None => true,
+        };
+        if too_slow || nanos.as_u64() > MAX_TOLERANCE_NANOS {
+            return Err(if window {
+                PolicyError::WindowTooLong { window: period }
+            } else {
+                PolicyError::RefillTooSlow { capacity }
+            });
         }
         Ok(Policy {
             algorithm,
             capacity,
             refill,
-            period,
-            emission_interval,
+            period: nanos,
+            emission_interval: Nanos::new(emission_interval),
         })
     }
 
@@ -279,9 +374,19 @@ impl Policy {
     ///
     /// Rounding the period first leaves the emission interval as it was
     /// (`⌈⌈p/u⌉/r⌉ = ⌈p/(u·r)⌉`), so a token bucket sees only the rounded interval.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    ///
+    /// let third = Policy::token_bucket(3, 3, Duration::from_secs(1))?;
+    /// let redis = third.at_resolution(Duration::from_micros(1));
+    /// assert_eq!(redis.emission_interval(), Duration::from_nanos(333_334_000));
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
     #[cfg(feature = "test-util")]
-    pub fn at_resolution(&self, unit: Nanos) -> Policy {
-        self.resolved(unit)
+    pub fn at_resolution(&self, unit: Duration) -> Policy {
+        self.resolved(Nanos::from(unit))
     }
 
     /// The policy as a store whose clock counts in `unit` sees it (what `at_resolution` gives

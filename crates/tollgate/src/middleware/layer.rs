@@ -190,8 +190,12 @@ pub enum LayerError {
         /// Why, as the store says it.
         reason: crate::PolicyError,
     },
-    /// A zero [`timeout`](TollgateLayerBuilder::timeout): no store could ever answer in time.
-    #[error("the store timeout must be above zero")]
+    /// A `timeout` of zero: every decision would time out and be answered by the fail policy
+    /// (failing open, nothing would be limited).
+    #[error(
+        "timeout is 0: every decision would time out and be answered by the fail policy; give \
+         the longest a decision may wait"
+    )]
     ZeroTimeout,
 }
 
@@ -391,9 +395,6 @@ impl<S: Store> TollgateLayerBuilder<S> {
         if self.policies.is_empty() {
             return Err(LayerError::NoPolicy);
         }
-        if self.timeout.is_zero() {
-            return Err(LayerError::ZeroTimeout);
-        }
         for (i, p) in self.policies.iter().enumerate() {
             if p.name.is_empty() || p.name.len() > crate::store::MAX_NAME_LEN {
                 return Err(LayerError::InvalidName(p.name.to_string()));
@@ -421,7 +422,8 @@ impl<S: Store> TollgateLayerBuilder<S> {
         {
             return Err(LayerError::UnknownPolicy(unknown.to_owned()));
         }
-        let store = Arc::new(Guarded::new(self.store, self.on_store_error).timeout(self.timeout));
+        let timeout = crate::NonZeroDuration::new(self.timeout).ok_or(LayerError::ZeroTimeout)?;
+        let store = Arc::new(Guarded::new(self.store, self.on_store_error).timeout(timeout));
         let settle = self.make_settle.map(|make| make(Arc::clone(&store)));
         Ok(TollgateLayer {
             shared: Arc::new(Shared {

@@ -20,6 +20,7 @@ use crate::Policy;
 /// # Ok::<(), tollgate::PolicyError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct NamedPolicy {
     /// The name, e.g. `api` or `login`.
     pub name: Arc<str>,

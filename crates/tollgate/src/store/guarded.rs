@@ -6,6 +6,14 @@
 //! is wrong in itself (`cost > capacity`) is reported as such whatever the policy. Recovery needs
 //! nothing: the next call goes to the store again.
 //!
+//! A store that was built and then refuses its settings (a password changed, a `pg_hba.conf`
+//! entry removed, found when it connects again) is down like any other: its decisions fail
+//! with [`StoreError::Unavailable`], in plain words, and the fail policy answers them, the
+//! [`on_error`](Guarded::on_error) hook sees them and they are counted
+//! ([`GuardStats::store_errors`]). [`Store::ready`] still says
+//! [`StoreError::Config`], so that a program probing a store before it serves can refuse to
+//! start on settings that can never work.
+//!
 //! A store that answers what this program does not understand ([`StoreError::Incompatible`]: a
 //! script error, a key of another type, a schema of another version) is a bug or a
 //! misconfiguration, not an outage. The request still needs an answer, so the fail policy gives
@@ -19,12 +27,13 @@
 //! ```
 //! use std::time::Duration;
 //! use tollgate::store::guarded::{FailPolicy, Guarded};
-//! use tollgate::{Check, MemoryStore, Policy, Store};
+//! use tollgate::{Check, MemoryStore, NonZeroDuration, Policy, Store};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // Any store; here the memory store stands in for Redis or PostgreSQL.
-//! let store = Guarded::new(MemoryStore::new(), FailPolicy::Deny).timeout(Duration::from_millis(50));
+//! let limit = NonZeroDuration::from_millis(50).unwrap();
+//! let store = Guarded::new(MemoryStore::new(), FailPolicy::Deny).timeout(limit);
 //! let policy = Policy::token_bucket(5, 5, Duration::from_secs(1))?;
 //! assert!(store.decide(&[Check::new(policy, b"alice", 1)]).await?.allowed());
 //! # Ok(())
@@ -41,7 +50,10 @@ use super::settle::{Adjustment, Once, Settle};
 use super::{Check, Store};
 use parking_lot::Mutex;
 
-use crate::{Clock, Decision, ErrorKind, MemoryStore, MonotonicClock, Nanos, StoreError, Verdict};
+use crate::{
+    Clock, Decision, ErrorKind, MemoryStore, MonotonicClock, Nanos, NonZeroDuration, StoreError,
+    Verdict,
+};
 
 /// What to answer when the store fails transiently (down, slow, timed out, full).
 ///
@@ -246,28 +258,33 @@ impl<S: Store> Guarded<S> {
     /// dropped, as [`Store::decide`]'s "Cancel safety" says: answered by the fail policy,
     /// while the store may still charge it.
     ///
-    /// # Panics
+    /// A [`NonZeroDuration`]: with a zero timeout a shared store would never answer in time,
+    /// and the fail policy would answer every call (failing open, nothing would be limited).
     ///
-    /// If `timeout` is zero: a shared store would never answer in time, so the fail policy
-    /// would answer every call (failing open, nothing would be limited). `Guarded` has no
-    /// build step to report it from, so, as Tokio's `time::interval(Duration::ZERO)` and
-    /// `runtime::Builder::worker_threads(0)` do, the setter refuses it where it is written.
-    ///
-    /// ```should_panic
+    /// ```
     /// use std::time::Duration;
-    /// use tollgate::MemoryStore;
     /// use tollgate::store::guarded::{FailPolicy, Guarded};
+    /// use tollgate::{MemoryStore, NonZeroDuration};
     ///
-    /// // Panics: "Guarded::timeout is 0: ..."
+    /// let limit = NonZeroDuration::from_millis(50).unwrap();
+    /// let store = Guarded::new(MemoryStore::new(), FailPolicy::Allow).timeout(limit);
+    /// // A timeout read from a file: zero is refused where it is read.
+    /// let read = Duration::ZERO;
+    /// assert!(NonZeroDuration::new(read).is_none());
+    /// # drop(store);
+    /// ```
+    ///
+    /// A zero `Duration` does not compile:
+    ///
+    /// ```compile_fail
+    /// use std::time::Duration;
+    /// use tollgate::store::guarded::{FailPolicy, Guarded};
+    /// use tollgate::MemoryStore;
+    ///
     /// let _ = Guarded::new(MemoryStore::new(), FailPolicy::Allow).timeout(Duration::ZERO);
     /// ```
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        assert!(
-            !timeout.is_zero(),
-            "Guarded::timeout is 0: every call would time out and be answered by the fail \
-             policy (failing open, nothing would be limited); give the longest a decision may wait"
-        );
-        self.timeout = Some(timeout);
+    pub fn timeout(mut self, timeout: NonZeroDuration) -> Self {
+        self.timeout = Some(timeout.get());
         self
     }
 
@@ -300,7 +317,13 @@ impl<S: Store> Guarded<S> {
 
 impl<S: Store> Store for Guarded<S> {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
-        let error = match self.bounded(checks).await {
+        let answer = match self.bounded(checks).await {
+            // Settings refused by a store that was built and served (one of a user's own that
+            // reports them late): an outage, as the stores of this crate report it.
+            Err(StoreError::Config(why)) => Err(StoreError::Unavailable(why.into())),
+            answer => answer,
+        };
+        let error = match answer {
             Ok(verdict) => {
                 if self.health.incompatible.load(Ordering::Relaxed) {
                     self.health.incompatible.store(false, Ordering::Relaxed);

@@ -130,11 +130,22 @@ pub struct Check<'k> {
 
 impl<'k> Check<'k> {
     /// A check of `cost` tokens from `key` under `policy`, its bucket named by the numbers.
-    pub fn new(policy: Policy, key: &'k [u8], cost: u64) -> Check<'k> {
+    /// The key is any bytes, borrowed: `"alice"`, `b"alice"`, `&String`, `&Vec<u8>`.
+    ///
+    /// ```
+    /// use tollgate::{Check, Policy};
+    ///
+    /// let policy = Policy::per_second(10)?;
+    /// let user = String::from("alice");
+    /// assert_eq!(Check::new(policy, &user, 1), Check::new(policy, b"alice", 1));
+    /// assert_eq!(Check::new(policy, "alice", 1).key(), b"alice");
+    /// # Ok::<(), tollgate::PolicyError>(())
+    /// ```
+    pub fn new(policy: Policy, key: &'k (impl AsRef<[u8]> + ?Sized), cost: u64) -> Check<'k> {
         Check {
             policy,
             name: None,
-            key,
+            key: key.as_ref(),
             cost,
         }
     }
@@ -280,7 +291,16 @@ pub trait Store: Send + Sync + 'static {
         checks: &[Check<'_>],
     ) -> impl Future<Output = Result<Verdict, StoreError>> + Send;
 
-    /// Whether the store answers (for readiness probes).
+    /// Whether the store answers (for readiness probes). Settings that can never work
+    /// (credentials refused, no such database or DB index) are a [`StoreError::Config`] here,
+    /// so that a program probing its store before it serves can refuse to start; a decision
+    /// meets the same refusal as an outage ([`StoreError::Unavailable`]), which a fail policy
+    /// answers.
+    ///
+    /// # Cancel safety
+    ///
+    /// A probe changes no bucket, so dropping it loses nothing but its answer. A connection it
+    /// was making may still be made, for the next call to use.
     fn ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// A short name for logs and metrics: `memory`, `redis`, `postgres`.

@@ -93,6 +93,10 @@ impl Wait {
     /// Decides `checks` on `store`, sleeping on each denial's `retry_after` until they pass
     /// or the maximum wait would be exceeded; answers the last verdict (allowed, or the
     /// denial it gave up on). A store's error (`cost > capacity` included) ends the wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// As the [module](self)'s: dropped while it sleeps, it has charged nothing.
     pub async fn until_ready<S: Store + ?Sized>(
         &self,
         store: &S,
@@ -129,6 +133,10 @@ impl Wait {
 
 /// Decides `checks` on `store`, waiting up to `max_wait` for their tokens: [`Wait::at_most`]
 /// without jitter.
+///
+/// # Cancel safety
+///
+/// As the [module](self)'s: dropped while it sleeps, it has charged nothing.
 pub async fn until_ready<S: Store + ?Sized>(
     store: &S,
     checks: &[Check<'_>],

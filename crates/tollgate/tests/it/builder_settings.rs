@@ -2,14 +2,15 @@
 //! store failing every call, a limiter silently off behind the fail policy, or a value clamped
 //! without a word. Each is refused at `build()` with a [`StoreError::Config`] that names the
 //! setting and says why; the memory store's caps are `NonZeroUsize` (its `compile_fail` doc
-//! test shows `max_keys(0)` no longer compiles), and `Guarded::timeout` panics on zero.
+//! test shows `max_keys(0)` no longer compiles), and `Guarded::timeout` and
+//! `LeasedBuilder::lifetime` take a `NonZeroDuration` (their `compile_fail` doc tests show a
+//! zero `Duration` no longer compiles: issue 43, point 5).
 #![cfg(all(feature = "redis", feature = "postgres"))]
 
 use std::time::Duration;
 
-use tollgate::store::guarded::{FailPolicy, Guarded};
 use tollgate::store::postgres::Retry;
-use tollgate::{MemoryStore, PostgresStore, PostgresStoreBuilder, RedisStore, StoreError};
+use tollgate::{PostgresStore, PostgresStoreBuilder, RedisStore, StoreError};
 
 /// The message of the [`StoreError::Config`] that `result` must be.
 fn config_error<T>(result: Result<T, StoreError>) -> String {
@@ -47,10 +48,7 @@ async fn redis_refuses_a_zero_timeout_batch_or_in_flight() {
 async fn postgres_refuses_every_zero_setting() {
     let url = "postgres://postgres@127.0.0.1:5432/postgres";
     let builder = || PostgresStore::builder(url);
-    let retry = Retry {
-        max_attempts: 0,
-        ..Retry::default()
-    };
+    let retry = Retry::default().max_attempts(0);
     let cases: [(&str, PostgresStoreBuilder); 7] = [
         ("timeout", builder().timeout(Duration::ZERO)),
         ("connections", builder().connections(0)),
@@ -78,8 +76,17 @@ async fn postgres_refuses_every_zero_setting() {
         .expect("no cleanup is a valid choice");
 }
 
+/// `Guarded::timeout` takes a `NonZeroDuration`; the layer, whose builder takes a `Duration`,
+/// refuses a zero at `build()` rather than panicking inside it.
+#[cfg(feature = "tower")]
 #[test]
-#[should_panic(expected = "Guarded::timeout is 0")]
-fn guarded_refuses_a_zero_timeout() {
-    let _ = Guarded::new(MemoryStore::new(), FailPolicy::Allow).timeout(Duration::ZERO);
+fn a_layer_refuses_a_zero_timeout_at_build() {
+    use tollgate::middleware::{LayerError, TollgateLayer};
+    use tollgate::{MemoryStore, Policy};
+
+    let built = TollgateLayer::builder(MemoryStore::new())
+        .policy("api", Policy::per_second(10).unwrap())
+        .timeout(Duration::ZERO)
+        .build();
+    assert_eq!(built.err(), Some(LayerError::ZeroTimeout));
 }

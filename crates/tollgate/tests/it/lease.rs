@@ -192,7 +192,7 @@ async fn a_reset_forgets_the_lease() {
     // No sweep gives the lease back while the test runs, however slow the machine.
     let leased = Leased::builder(plain.clone())
         .hot(NonZeroU64::new(2).unwrap())
-        .lifetime(Duration::from_secs(600))
+        .lifetime(tollgate::NonZeroDuration::from_secs(600).unwrap())
         .build();
     let check = Check::new(large(), b"reset", 1).named("reset");
     spend(&leased, check, 200).await;

@@ -77,7 +77,7 @@ async fn worker() {
         _ => {
             // A lifetime longer than the test: nothing is given back before the kill.
             let leased = Leased::builder(store)
-                .lifetime(Duration::from_secs(600))
+                .lifetime(tollgate::NonZeroDuration::from_secs(600).unwrap())
                 .hot(std::num::NonZeroU64::new(2).unwrap())
                 .build();
             let check = Check::new(thousand(), b"held", 1).named("held");

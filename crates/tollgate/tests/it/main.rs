@@ -35,4 +35,5 @@ mod redis_take_first;
 mod redis_windows;
 mod shared_store;
 mod store_config;
+mod store_refused;
 mod wait;

@@ -20,7 +20,7 @@ fn the_cap_holds_and_live_keys_keep_working() {
     let policy = Policy::token_bucket(5, 1, Duration::from_secs(1)).unwrap();
     let mut full = 0;
     for i in 0..50_000 {
-        match store.check(&policy, &key(i), 1) {
+        match store.check(&policy, key(i), 1) {
             Ok(d) => assert!(d.allowed()),
             Err(StoreError::Full { max_keys }) => {
                 assert_eq!(max_keys, 10_000);
@@ -36,12 +36,12 @@ fn the_cap_holds_and_live_keys_keep_working() {
     );
     assert!(StoreError::Full { max_keys: 1 }.is_transient());
     // A held key still has its own bucket: 4 left of 5.
-    assert_eq!(store.check(&policy, &key(0), 1).unwrap().remaining(), 3);
+    assert_eq!(store.check(&policy, key(0), 1).unwrap().remaining(), 3);
 
     // Five seconds on, every bucket is full again: idle, so new keys take their places.
     clock.advance(Duration::from_secs(5));
     for i in 50_000..60_000 {
-        assert!(store.check(&policy, &key(i), 1).unwrap().allowed());
+        assert!(store.check(&policy, key(i), 1).unwrap().allowed());
         assert!(store.len() <= 10_000);
     }
 }
@@ -55,17 +55,17 @@ fn idle_keys_are_dropped_as_new_keys_arrive() {
         .build();
     let policy = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
     for i in 0..100_000 {
-        store.check(&policy, &key(i), 1).unwrap();
+        store.check(&policy, key(i), 1).unwrap();
     }
     assert_eq!(store.len(), 100_000);
     clock.advance(Duration::from_secs(1));
     for i in 100_000..200_000 {
-        store.check(&policy, &key(i), 1).unwrap();
+        store.check(&policy, key(i), 1).unwrap();
     }
     // Each shard is swept when it doubles; the first generation is gone, not kept beside the second.
     assert!(store.len() < 150_000, "{} keys held", store.len());
     // A dropped key is a new key: a full bucket.
-    assert_eq!(store.check(&policy, &key(7), 0).unwrap().remaining(), 5);
+    assert_eq!(store.check(&policy, key(7), 0).unwrap().remaining(), 5);
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn a_peek_on_a_new_key_leaves_nothing_to_keep() {
     let policy = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
     // Peeks insert full buckets, which are idle at once: a flood of them never fills the store.
     for i in 0..10_000 {
-        assert!(store.check(&policy, &key(i), 0).unwrap().allowed());
+        assert!(store.check(&policy, key(i), 0).unwrap().allowed());
     }
     assert!(store.len() <= 100);
 }
@@ -93,10 +93,10 @@ fn a_cost_over_capacity_takes_no_room() {
         .shards(1)
         .build();
     let policy = Policy::token_bucket(5, 1, Duration::from_secs(1)).unwrap();
-    assert!(store.check(&policy, &key(0), 1).unwrap().allowed());
+    assert!(store.check(&policy, key(0), 1).unwrap().allowed());
     // The store is full of a live key. A check that can never pass is a bad request whatever the
     // store holds: it says so, rather than "full", and holds no key.
-    let err = store.check(&policy, &key(1), 6).unwrap_err();
+    let err = store.check(&policy, key(1), 6).unwrap_err();
     assert!(
         matches!(
             err,

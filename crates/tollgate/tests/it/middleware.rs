@@ -754,19 +754,6 @@ async fn a_tier_the_store_cannot_decide_is_refused_per_request() {
     assert_eq!(small.status(), StatusCode::OK);
 }
 
-/// Issue 43, point 5: a zero timeout is an error of the build, not a panic inside it.
-#[test]
-fn a_zero_timeout_is_refused_at_build() {
-    let built = TollgateLayer::builder(MemoryStore::new())
-        .policy("api", policy(10, 10))
-        .timeout(Duration::ZERO)
-        .build();
-    assert_eq!(
-        built.err(),
-        Some(tollgate::middleware::LayerError::ZeroTimeout)
-    );
-}
-
 /// Issue 44, point 6: a request that costs more than a capacity can never pass: a 400 naming
 /// the cost and the limit (a 429 made clients retry it), and `INVALID_ARGUMENT` for gRPC.
 #[tokio::test]

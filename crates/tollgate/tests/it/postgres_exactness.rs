@@ -135,11 +135,7 @@ async fn retries_that_run_out_answer_as_configured() {
             .coalesce(false)
             .deny_cache(false)
             .isolation(Isolation::Serializable)
-            .retry(Retry {
-                max_attempts: 1,
-                give_up,
-                ..Retry::default()
-            })
+            .retry(Retry::default().max_attempts(1).give_up(give_up))
             .timeout(Duration::from_secs(2))
             .build()
             .await

@@ -45,11 +45,11 @@ async fn window_worker_process() {
     let store = PostgresStore::builder(url)
         .table("windows_exact")
         .isolation(isolation)
-        .retry(Retry {
-            max_attempts: 50,
-            give_up: GiveUp::Unavailable,
-            ..Retry::default()
-        })
+        .retry(
+            Retry::default()
+                .max_attempts(50)
+                .give_up(GiveUp::Unavailable),
+        )
         .timeout(Duration::from_secs(5))
         .build()
         .await

@@ -156,7 +156,8 @@ async fn a_reservation_the_fail_policy_allowed_gives_nothing_back() {
     assert!(raw.decide(&spend).await.unwrap().allowed());
 
     for on_error in [FailPolicy::Allow, FailPolicy::Local(MemoryStore::new())] {
-        let guarded = Guarded::new(raw.clone(), on_error).timeout(TIMEOUT);
+        let limit = tollgate::NonZeroDuration::new(TIMEOUT).unwrap();
+        let guarded = Guarded::new(raw.clone(), on_error).timeout(limit);
         let port = redis.port();
         let sleeper = std::thread::spawn(move || redis_cmd(port, &[b"DEBUG", b"SLEEP", b"0.5"]));
         tokio::time::sleep(Duration::from_millis(100)).await;

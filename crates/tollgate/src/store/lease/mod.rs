@@ -84,7 +84,7 @@ use self::pending::Pending;
 use self::table::{Table, leasable};
 use super::settle::{Adjustment, Once, Settle};
 use super::{Check, Store};
-use crate::{Policy, PolicyError, StoreError, Verdict};
+use crate::{NonZeroDuration, Policy, PolicyError, StoreError, Verdict};
 
 /// A filter on the checks that may be leased.
 type Only = Arc<dyn Fn(&Check<'_>) -> bool + Send + Sync>;
@@ -121,12 +121,11 @@ struct Core<S> {
 ///
 /// ```
 /// use std::num::{NonZeroU64, NonZeroUsize};
-/// use std::time::Duration;
 /// use tollgate::store::lease::Leased;
-/// use tollgate::MemoryStore;
+/// use tollgate::{MemoryStore, NonZeroDuration};
 ///
 /// let store = Leased::builder(MemoryStore::new())
-///     .lifetime(Duration::from_millis(100))
+///     .lifetime(NonZeroDuration::from_millis(100).unwrap())
 ///     .hot(NonZeroU64::new(32).unwrap())
 ///     .share(NonZeroU64::new(16).unwrap())
 ///     .slots(NonZeroUsize::new(1024).unwrap())
@@ -145,6 +144,8 @@ pub struct LeasedBuilder<S> {
 const DIVISOR: NonZeroU64 = NonZeroU64::new(8).unwrap();
 const HOT: NonZeroU64 = NonZeroU64::new(16).unwrap();
 const SLOTS: NonZeroUsize = NonZeroUsize::new(4096).unwrap();
+/// The longest lease (see [`LeasedBuilder::lifetime`]).
+const MAX_LIFETIME: Duration = Duration::from_secs(3600);
 
 impl<S: Settle> Leased<S> {
     /// Leases on `inner` with the default settings.
@@ -177,6 +178,15 @@ impl<S: Settle> Leased<S> {
 
     /// Gives every lease back and takes no new one: later decisions go to the store one by one.
     /// Call it before a server stops, or its leases are lost until the refill pays them back.
+    ///
+    /// # Cancel safety
+    ///
+    /// The store is closed from the first poll: dropped part way, it takes no new lease
+    /// either. The leases it had not given back yet are given back by the background sweep
+    /// within a lifetime or two, while the store lives; a return in flight when it is dropped
+    /// reaches the store or not (a dropped [`Settle::settle`]), and is made at most once (it
+    /// carries an id). What does not go back is an under-grant the refill pays back, never an
+    /// over-grant.
     pub async fn close(&self) {
         self.core.closed.store(true, Ordering::Relaxed);
         self.core.give_back_all(Instant::now(), true).await;
@@ -185,14 +195,21 @@ impl<S: Settle> Leased<S> {
 
 impl<S: Settle> LeasedBuilder<S> {
     /// How long a lease lasts before what it holds beyond the next lifetime's need is given
-    /// back; the longest tokens wait unspent. 50 ms by default.
+    /// back; the longest tokens wait unspent. 50 ms by default. Never zero: a lease would end
+    /// before it served a decision. At most an hour: a longer one is taken as an hour (tokens
+    /// left unspent that long are an under-grant nobody wants, and a lease's deadlines stay
+    /// far from the end of the clock).
     ///
-    /// # Panics
+    /// ```compile_fail
+    /// use std::time::Duration;
+    /// use tollgate::store::lease::Leased;
+    /// use tollgate::MemoryStore;
     ///
-    /// If `lifetime` is zero: a lease would end before it served a decision.
-    pub fn lifetime(mut self, lifetime: Duration) -> Self {
-        assert!(!lifetime.is_zero(), "a lease lifetime of zero");
-        self.lifetime = lifetime;
+    /// // A zero `Duration` does not compile; a `NonZeroDuration` cannot be zero.
+    /// let _ = Leased::builder(MemoryStore::new()).lifetime(Duration::ZERO);
+    /// ```
+    pub fn lifetime(mut self, lifetime: NonZeroDuration) -> Self {
+        self.lifetime = lifetime.get().min(MAX_LIFETIME);
         self
     }
 

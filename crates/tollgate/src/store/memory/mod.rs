@@ -241,11 +241,29 @@ impl<C: Clock> MemoryStoreBuilder<C> {
 impl<C: Clock> MemoryStore<C> {
     /// Decides one check on the bucket named by `policy`'s numbers, synchronously: the fast
     /// path for in-process callers. [`MemoryStore::decide_sync`] takes named checks. The
-    /// arguments come in [`Check::new`]'s order: policy, key, cost.
+    /// arguments come in [`Check::new`]'s order: policy, key (any bytes: `"alice"`,
+    /// `b"alice"`, a `String`, a `Vec<u8>`), cost.
+    ///
+    /// ```
+    /// use tollgate::{MemoryStore, Policy};
+    ///
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::per_second(1)?;
+    /// assert!(store.check(&policy, "alice", 1)?.allowed());
+    /// // The same bucket, whatever holds the bytes.
+    /// assert!(!store.check(&policy, String::from("alice"), 1)?.allowed());
+    /// assert!(!store.check(&policy, b"alice", 1)?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
-    pub fn check(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
+    pub fn check(
+        &self,
+        policy: &Policy,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+    ) -> Result<Decision, StoreError> {
         let prefix = Prefix::shared_numbers(policy);
-        self.check_in(policy, BucketKey::new(&prefix, key), cost)
+        self.check_in(policy, BucketKey::new(&prefix, key.as_ref()), cost)
     }
 
     /// A handle bound to one policy (its buckets named by its numbers), which encodes the
@@ -516,10 +534,14 @@ impl<C: Clock> Clone for MemoryLimiter<C> {
 }
 
 impl<C: Clock> MemoryLimiter<C> {
-    /// Takes `cost` tokens from the bucket of `key`.
+    /// Takes `cost` tokens from the bucket of `key` (any bytes: `"alice"`, `b"alice"`, a
+    /// `String`).
     #[inline]
-    pub fn check(&self, key: &[u8], cost: u64) -> Result<Decision, StoreError> {
-        self.store
-            .check_in(&self.policy, BucketKey::new(&self.prefix, key), cost)
+    pub fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, StoreError> {
+        self.store.check_in(
+            &self.policy,
+            BucketKey::new(&self.prefix, key.as_ref()),
+            cost,
+        )
     }
 }

@@ -74,6 +74,7 @@ pub struct PostgresStoreBuilder {
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Isolation {
     /// PostgreSQL's default. Each decision is atomic without retries.
     #[default]
@@ -244,6 +245,12 @@ impl PostgresStoreBuilder {
     /// assert!(why.starts_with("PostgresStoreBuilder::connections is 0"), "{why}");
     /// # }
     /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Building makes no connection and waits for nothing: its future answers at its first
+    /// poll, and dropped before then it has done nothing (the background cleanup starts only
+    /// with a store built).
     pub async fn build(self) -> Result<PostgresStore, StoreError> {
         self.refuse_zeros()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {

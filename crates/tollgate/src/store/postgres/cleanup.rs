@@ -15,6 +15,14 @@ impl PostgresStore {
     /// that have expired; returns how many rows of buckets went. The store also does this in
     /// the background (see
     /// [`PostgresStoreBuilder::cleanup_interval`](super::PostgresStoreBuilder::cleanup_interval)).
+    ///
+    /// # Cancel safety
+    ///
+    /// It deletes in batches, one statement each. Dropped between two, the batches done stay
+    /// done; dropped while one is in flight, that statement runs to its end on the server or
+    /// not at all. What it deletes is idle either way (a full bucket, an ended window, an
+    /// expired id), and a deleted bucket is indistinguishable from a new one, so a cleanup cut
+    /// short changes no decision: the next one deletes the rest.
     pub async fn cleanup_idle(&self) -> Result<u64, StoreError> {
         self.inner.cleanup_idle().await
     }

@@ -22,10 +22,14 @@ pub(crate) fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
 /// an error the server sent as a bare "db error", which would hide a serialization failure or
 /// a missing table from the logs.
 ///
-/// Never going to work ([`StoreError::Config`], in the server's own words): authentication
-/// refused (SQLSTATE 28000, 28P01: no such role, a wrong password, no `pg_hba.conf` entry), no
-/// such database (3D000), a password the server asks for and the URL does not give, and a
-/// server that does not answer as PostgreSQL does.
+/// Never going to work (in the server's own words): authentication refused (SQLSTATE 28000,
+/// 28P01: no such role, a wrong password, no `pg_hba.conf` entry), no such database (3D000), a
+/// password the server asks for and the URL does not give, and a server that does not answer
+/// as PostgreSQL does. Where a connection is made ([`connect_error`]) that is a
+/// [`StoreError::Config`], which [`Store::ready`](crate::Store::ready) answers so that a
+/// program can refuse to start; anywhere else, and for a decision whose connection was made
+/// again (the pool maps it, see `Pool::get`), the store was built and served, and it is an
+/// outage the fail policy answers.
 ///
 /// Transient (the fail policy answers until the database is back): no answer at all (a
 /// connection refused, closed or timed out), and the SQLSTATE classes that say the server
@@ -36,6 +40,12 @@ pub(crate) fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
 /// the server sends (a missing table or function, a type or syntax error, a permission
 /// refused) is a schema or a configuration that disagrees with this program: incompatible.
 pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
+    outage(connect_error(e))
+}
+
+/// A failure to make a connection: settings that can never work are a
+/// [`StoreError::Config`] (see [`store_error`]).
+pub(crate) fn connect_error(e: tokio_postgres::Error) -> StoreError {
     let Some(db) = e.as_db_error() else {
         return match never_works(&e) {
             Some(message) => StoreError::Config(message),
@@ -54,6 +64,15 @@ pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
         StoreError::Unavailable(message.into())
     } else {
         StoreError::Incompatible(message.into())
+    }
+}
+
+/// `e` as a decision answers it: settings that can never work, met once the store serves,
+/// are an outage in the same words.
+pub(crate) fn outage(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Config(why) => StoreError::Unavailable(why.into()),
+        e => e,
     }
 }
 

@@ -149,7 +149,16 @@ struct Inner {
 }
 
 impl PostgresStore {
-    /// Creates the schema, table and function if missing (what `tollgate migrate` runs).
+    /// Creates the schema, table and function if missing (what `tollgate migrate` runs), on a
+    /// connection of its own. Settings that can never work (credentials refused, no such
+    /// database) are a [`StoreError::Config`], as for [`Store::ready`](crate::Store::ready).
+    ///
+    /// # Cancel safety
+    ///
+    /// It runs in one transaction: dropped before that commits, its connection closes with it
+    /// and PostgreSQL rolls the transaction back, leaving the schema as it was; dropped after,
+    /// the schema is made. Either way running it again is safe (from many processes at once,
+    /// too: they take turns on an advisory lock).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         self.inner.pool.migrate().await
     }

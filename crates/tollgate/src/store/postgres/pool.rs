@@ -22,7 +22,7 @@ use tokio_postgres::{Client, Config, NoTls, Socket, Statement};
 use super::tls::{self, Connect};
 
 use super::Isolation;
-use super::error::{is_missing_schema, store_error};
+use super::error::{connect_error, is_missing_schema, outage, store_error};
 use super::schema::Names;
 use crate::StoreError;
 
@@ -208,7 +208,9 @@ impl Pool {
         }
     }
 
-    /// The first of the connections with the fewest statements in flight.
+    /// The first of the connections with the fewest statements in flight, for a decision (or
+    /// another call of a store that serves): a connection made again and refused (a password
+    /// changed since the store was built) is an outage, never a [`StoreError::Config`].
     pub(crate) async fn get(&self) -> Result<Lease, StoreError> {
         let mut best = 0;
         let mut least = usize::MAX;
@@ -221,10 +223,11 @@ impl Pool {
                 }
             }
         }
-        self.get_at(best).await
+        self.get_at(best).await.map_err(outage)
     }
 
-    /// Connection `i`, connecting (and preparing) it if it is new or was closed.
+    /// Connection `i`, connecting (and preparing) it if it is new or was closed: for the
+    /// readiness probe, which says when the settings can never work ([`StoreError::Config`]).
     ///
     /// A connection is made on a task of its own, which keeps it in its slot however the
     /// caller fares: a caller that gives up (its timeout) does not undo the work. Under load,
@@ -411,7 +414,7 @@ where
     T::TlsConnect: Send,
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
-    let (client, connection) = config.connect(tls).await.map_err(store_error)?;
+    let (client, connection) = config.connect(tls).await.map_err(connect_error)?;
     // The connection's I/O runs on its own task. When it ends (its error is also what the
     // calls in flight got), the client reports closed and the next `get` replaces it.
     tokio::spawn(async move {

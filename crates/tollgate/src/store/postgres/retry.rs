@@ -20,7 +20,8 @@ use super::error::{is_missing_schema, store_error};
 use super::pool::Conn;
 use crate::{Decision, Policy, StoreError, Verdict};
 
-/// How serialization failures are retried.
+/// How serialization failures are retried: [`Retry::default`], changed by its setters (its
+/// fields are there to read; more may come, so it is not built as a literal).
 ///
 /// ```
 /// use std::time::Duration;
@@ -29,12 +30,11 @@ use crate::{Decision, Policy, StoreError, Verdict};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), tollgate::StoreError> {
-/// let retry = Retry {
-///     max_attempts: 5,
-///     max_backoff: Duration::from_millis(10),
-///     give_up: GiveUp::Deny,
-///     ..Retry::default()
-/// };
+/// let retry = Retry::default()
+///     .max_attempts(5)
+///     .max_backoff(Duration::from_millis(10))
+///     .give_up(GiveUp::Deny);
+/// assert_eq!(retry.max_attempts, 5);
 /// let store = PostgresStore::builder("postgres://tollgate@127.0.0.1/tollgate")
 ///     .isolation(Isolation::Serializable)
 ///     .retry(retry)
@@ -45,6 +45,7 @@ use crate::{Decision, Policy, StoreError, Verdict};
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retry {
     /// Attempts in all, the first included (at least 1: the build refuses 0).
     pub max_attempts: u32,
@@ -62,7 +63,7 @@ pub struct Retry {
 /// use tollgate::store::postgres::{GiveUp, Retry};
 ///
 /// // Under heavy contention, shed the request rather than hand it to the fail policy.
-/// let retry = Retry { give_up: GiveUp::Deny, ..Retry::default() };
+/// let retry = Retry::default().give_up(GiveUp::Deny);
 /// assert_eq!(Retry::default().give_up, GiveUp::Unavailable);
 /// # drop(retry);
 /// ```
@@ -87,6 +88,31 @@ impl Default for Retry {
 }
 
 impl Retry {
+    /// Attempts in all, the first included (at least 1: the build refuses 0). 10 by default.
+    pub const fn max_attempts(mut self, attempts: u32) -> Retry {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// The wait before the first retry, doubled for each later one. 1 ms by default.
+    pub const fn base_backoff(mut self, wait: Duration) -> Retry {
+        self.base_backoff = wait;
+        self
+    }
+
+    /// The longest wait between attempts. 20 ms by default.
+    pub const fn max_backoff(mut self, wait: Duration) -> Retry {
+        self.max_backoff = wait;
+        self
+    }
+
+    /// What a decision that still conflicts after every attempt answers.
+    /// [`GiveUp::Unavailable`] by default.
+    pub const fn give_up(mut self, give_up: GiveUp) -> Retry {
+        self.give_up = give_up;
+        self
+    }
+
     /// The wait before attempt `attempt + 1` (`attempt` >= 1): exponential, capped, and drawn
     /// uniformly from its upper half.
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {

@@ -54,6 +54,8 @@ impl Store for PostgresStore {
     /// Asks on every connection at once, so that a probe also opens (and prepares) the ones
     /// not used yet, rather than leaving that to the first requests; and checks that the
     /// table is of this version's layout ([`StoreError::Incompatible`] otherwise).
+    /// Credentials refused or no such database are a [`StoreError::Config`] here (a decision
+    /// meets them as an outage).
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
             let mut pings = tokio::task::JoinSet::new();

@@ -14,14 +14,32 @@ use crate::StoreError;
 /// bucket's key (`WRONGTYPE`: another program wrote it), a refused permission (`NOPERM`, a
 /// failed authentication), a reply of another type than the script returns.
 ///
-/// Never going to work ([`StoreError::Config`], in plain words): a password Redis asks for and
-/// the URL does not give (`NOAUTH`), credentials refused (`WRONGPASS`, a failed `AUTH`), a DB
-/// index the server does not have (`SELECT`: `DB index is out of range`), a URL the client
-/// cannot use.
+/// Settings that can never work (a password Redis asks for and the URL does not give,
+/// `NOAUTH`; credentials refused, `WRONGPASS` or a failed `AUTH`; a DB index the server does
+/// not have, `SELECT`: `DB index is out of range`; a URL the client cannot use) are said in
+/// plain words, as an outage: this is a failure of a store that was built and served (a
+/// password changed under it, found when it connects again), which the fail policy answers.
+/// [`setup_error`] says the same as a [`StoreError::Config`] where the store is built or
+/// probed.
 pub(crate) fn store_error(e: RedisError) -> StoreError {
-    if let Some(why) = never_works(&e) {
-        return StoreError::Config(why);
+    match never_works(&e) {
+        Some(why) => StoreError::Unavailable(why.into()),
+        None => classify(e),
     }
+}
+
+/// A failure met while the store is built, or probed by [`Store::ready`](crate::Store::ready)
+/// (which a program asks before it serves): settings that can never work are a
+/// [`StoreError::Config`], so that it can refuse to start; anything else as [`store_error`].
+pub(crate) fn setup_error(e: RedisError) -> StoreError {
+    match never_works(&e) {
+        Some(why) => StoreError::Config(why),
+        None => classify(e),
+    }
+}
+
+/// Transient or incompatible, for a failure that is not about the settings.
+fn classify(e: RedisError) -> StoreError {
     let transient = match e.kind() {
         ErrorKind::Server(kind) => matches!(
             kind,
@@ -79,28 +97,39 @@ fn never_works(e: &RedisError) -> Option<String> {
 mod tests {
     use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-    use super::store_error;
+    use super::{setup_error, store_error};
     use crate::error::ErrorKind as Kind;
 
     #[test]
-    fn settings_that_can_never_work_are_config_errors() {
+    fn settings_that_can_never_work_are_config_errors_where_the_store_is_set_up() {
         let select: RedisError = (
             ServerErrorKind::ResponseError.into(),
             "Redis server refused to switch database",
             "DB index is out of range".to_owned(),
         )
             .into();
-        let e = store_error(select);
+        let e = setup_error(select);
         assert_eq!(e.kind(), Kind::Config);
         assert!(e.to_string().contains("no such DB index"), "{e}");
         assert!(e.to_string().contains("DB index is out of range"), "{e}");
-        let auth: RedisError = (
-            ErrorKind::AuthenticationFailed,
-            "Password authentication failed",
-        )
-            .into();
-        assert_eq!(store_error(auth).kind(), Kind::Config);
-        let down: RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into();
-        assert_eq!(store_error(down).kind(), Kind::Unavailable);
+        let auth = || -> RedisError {
+            (
+                ErrorKind::AuthenticationFailed,
+                "Password authentication failed",
+            )
+                .into()
+        };
+        assert_eq!(setup_error(auth()).kind(), Kind::Config);
+        // After the store was built, the same refusal is an outage, in the same words.
+        let later = store_error(auth());
+        assert_eq!(later.kind(), Kind::Unavailable, "{later}");
+        assert!(
+            later.to_string().contains("refused the user or password"),
+            "{later}"
+        );
+        let down =
+            || -> RedisError { std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into() };
+        assert_eq!(setup_error(down()).kind(), Kind::Unavailable);
+        assert_eq!(store_error(down()).kind(), Kind::Unavailable);
     }
 }

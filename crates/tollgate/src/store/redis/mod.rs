@@ -74,6 +74,10 @@
 //! [`per_node(false)`](RedisStoreBuilder::per_node), each key has its own queue and calls are per
 //! slot; the store logs (with `tracing`, at info) which it uses when it starts.
 
+// Not API: the instruction-count benchmark's way in (tollgate-instructions), behind a feature
+// of its own and hidden from the docs.
+#[cfg(feature = "__bench")]
+#[doc(hidden)]
 pub mod bench;
 mod error;
 mod keys;
@@ -200,6 +204,10 @@ impl RedisStore {
 
     /// A store on one Redis with the defaults. It connects lazily: a Redis that is down now
     /// makes calls fail (transiently) until it is up.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RedisStoreBuilder::build`]'s: dropped, it leaves nothing behind.
     pub async fn connect(url: impl Into<String>) -> Result<RedisStore, StoreError> {
         RedisStore::builder(url).build().await
     }
@@ -295,6 +303,12 @@ impl RedisStoreBuilder {
     /// assert!(why.starts_with("RedisStoreBuilder::timeout is 0"), "{why}");
     /// # }
     /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it answers, it leaves nothing behind: no store exists yet, and the
+    /// connections a cluster's discovery opened close with it. Building writes nothing to
+    /// Redis (loading the scripts changes no bucket), so building again is the same.
     pub async fn build(self) -> Result<RedisStore, StoreError> {
         crate::store::refuse_zero_settings(
             "RedisStoreBuilder",
@@ -308,7 +322,7 @@ impl RedisStoreBuilder {
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
             ));
         }
-        let unavailable = error::store_error;
+        let unavailable = error::setup_error;
         let config_error = |e: redis::RedisError| {
             StoreError::Config(format!(
                 "the Redis URL cannot be used: {}",
@@ -378,7 +392,7 @@ async fn per_node(
         // SCRIPT LOAD goes to every node.
         if let Err(e) = script.load_async(conn).await {
             if e.kind() == redis::ErrorKind::Io || e.is_timeout() || e.is_connection_dropped() {
-                return Err(error::store_error(e));
+                return Err(error::setup_error(e));
             }
             tracing::info!(
                 "Redis Cluster: one script call per hash slot (a node refuses scripts with \
@@ -655,6 +669,8 @@ impl Store for RedisStore {
     /// servers write: the key `tollgate:layout` holds it (set by the first server to ask).
     /// Servers of two layouts would keep separate buckets on one Redis, so a server that finds
     /// another layout there is not ready ([`StoreError::Incompatible`]) until they agree.
+    /// Credentials refused or a DB index the server lacks are a [`StoreError::Config`] here
+    /// (a decision meets them as an outage).
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
             let mut cmd = redis::cmd("EVAL");
@@ -666,7 +682,9 @@ impl Store for RedisStore {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
             };
-            let layout = reply.map_err(error::store_error)?;
+            // Settings that can never work are said as such here, where a program asks
+            // before it serves; a decision answers them as an outage.
+            let layout = reply.map_err(error::setup_error)?;
             if layout != keys::LAYOUT {
                 return Err(StoreError::incompatible(format!(
                     "this Redis holds tollgate layout {layout:?} ({}), this tollgate writes \

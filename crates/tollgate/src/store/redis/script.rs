@@ -135,6 +135,7 @@ impl Scripts {
 
 /// Appends to `out` the bytes [`run`] sends for `decisions` at Redis's clock: the
 /// instruction-count benchmark's way in (see `bench.rs`).
+#[cfg(feature = "__bench")]
 pub(crate) fn pack(scripts: &Scripts, decisions: &[Vec<Encoded>], out: &mut Vec<u8>) {
     let (script, buckets_only) = scripts.pick(decisions, Keys::Declared);
     let mut plan = Plan::new(decisions, buckets_only);

@@ -64,7 +64,7 @@ impl Model {
         let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
         let policies: Vec<Policy> = checks
             .iter()
-            .map(|c| c.policy().at_resolution(unit))
+            .map(|c| c.policy().at_resolution(unit.as_duration()))
             .collect();
         for (index, c) in checks.iter().enumerate() {
             if checks[..index].iter().any(|d| d.same_bucket(c)) {
@@ -112,7 +112,7 @@ impl Model {
         let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
         let mut decisions = Vec::new();
         for (c, adjustment) in adjustments {
-            let gcra = Gcra::new(&c.policy().at_resolution(unit));
+            let gcra = Gcra::new(&c.policy().at_resolution(unit.as_duration()));
             let tat = match self.states.get(&bucket(c)) {
                 Some(BucketState::TokenBucket(tat)) => *tat,
                 _ => Nanos::ZERO,
@@ -695,12 +695,15 @@ where
             remaining += 1;
             let verdict = answer.unwrap_or_else(|e| panic!("ttl {ttl:?}, id {id:?}: {e}"));
             assert_eq!(verdict.decisions()[0].remaining(), remaining);
-            // Remembered: the same id again is refused.
-            let again = h.store().settle(Some(Once::new(id, ttl)), &refund).await;
-            assert!(matches!(
-                again,
-                Err(StoreError::Check(CheckError::AlreadySettled))
-            ));
+            // Remembered: the same id again is refused (not checked for the 1 ms ttl, which
+            // Redis counts on its own clock: it may be over before the second call).
+            if ttl >= Duration::from_secs(1) {
+                let again = h.store().settle(Some(Once::new(id, ttl)), &refund).await;
+                assert!(matches!(
+                    again,
+                    Err(StoreError::Check(CheckError::AlreadySettled))
+                ));
+            }
         } else {
             assert!(
                 matches!(answer, Err(StoreError::Check(CheckError::InvalidOnce(_)))),
