@@ -32,6 +32,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use auth::MIN_SECRET;
 pub use bounds::MAX_TOKENS;
 pub use error::ConfigError;
 pub use listener::ListenerGiven;
@@ -87,6 +88,8 @@ pub struct Config {
     pub policies: Policies,
     /// `[auth.tokens.*]`, their secrets read.
     pub auth: Tokens,
+    /// What is allowed but unwise (a short `[resp] password`): `config check` prints them.
+    pub warnings: Vec<String>,
 }
 
 /// `[grpc]`: what it sets.
@@ -270,7 +273,19 @@ impl Config {
             file.resp.password.is_some(),
             &refuse,
         )?;
+        let mut warnings = Vec::new();
+        if let Some(password) = &file.resp.password
+            && password.len() < auth::MIN_SECRET
+        {
+            warnings.push(format!(
+                "resp.password is {} bytes: Redis takes any length, but one shorter than {} \
+                 bytes can be guessed; make one with `openssl rand -hex 16`",
+                password.len(),
+                auth::MIN_SECRET
+            ));
+        }
         Ok(Config {
+            warnings,
             path: path.to_owned(),
             text: text.to_owned(),
             store,

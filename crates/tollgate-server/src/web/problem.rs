@@ -276,8 +276,24 @@ impl From<DecideError> for Problem {
 
 impl From<Refusal> for Problem {
     /// 401 for a missing or wrong token (with `WWW-Authenticate: Bearer`), 403 for a token
-    /// without the scope.
+    /// without the scope, 429 with `Retry-After` for an address that failed too often.
     fn from(refusal: Refusal) -> Problem {
+        if let Refusal::Blocked { retry_after } = refusal {
+            return Problem {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                kind: "too-many-failed-authentications",
+                title: "Too many failed authentications from this address",
+                detail: refusal.to_string(),
+                field: None,
+                // Whole seconds, rounded up: a client that waits this long is let in.
+                retry_after_secs: Some(
+                    retry_after
+                        .as_secs()
+                        .saturating_add(u64::from(retry_after.subsec_nanos() > 0))
+                        .max(1),
+                ),
+            };
+        }
         let (status, kind, title) = if refusal.is_unauthenticated() {
             (
                 StatusCode::UNAUTHORIZED,

@@ -60,7 +60,14 @@ fn walk(
                     message: format!("more than {MAX_FILES} files"),
                 });
             }
-            let bytes = std::fs::read(&path).map_err(|e| fail(&path, "read", e))?;
+            // Through the one file reader: a file swapped for a FIFO since the look above is
+            // refused rather than waited on, and one file cannot exceed its own cap.
+            let bytes = crate::files::read(&path, crate::files::Kind::EnvoyYaml).map_err(|e| {
+                LoadError {
+                    file: Some(path.clone()),
+                    message: e.why.to_string(),
+                }
+            })?;
             *total += bytes.len();
             if *total > MAX_TOTAL_BYTES {
                 return Err(LoadError {
@@ -71,7 +78,7 @@ fn walk(
                     ),
                 });
             }
-            files.push((path, bytes));
+            files.push((path, bytes.to_vec()));
         }
     }
     Ok(())
