@@ -25,6 +25,7 @@ mod file;
 mod listener;
 mod policies;
 mod read;
+mod redact;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -145,6 +146,11 @@ impl Config {
             ConfigError::at(path, text, span, field, message)
         };
         let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+            // Nothing of an [auth] table is quoted: it may be a secret.
+            if redact::in_auth(text, e.span().as_ref(), "") {
+                let message = redact::without_values(e.message());
+                return refuse(e.span(), "auth", format!("{message} {}", redact::NOT_SHOWN));
+            }
             // A syntax error has no field; the text it points at (a duplicate key, say) tells.
             let at = e
                 .span()
@@ -160,7 +166,13 @@ impl Config {
                 .to_string()
                 .replace(".$__serde_spanned_private_value", "");
             let field = if field == "." { String::new() } else { field };
-            refuse(e.inner().span(), &field, plain(&field, e.inner().message()))
+            let message = plain(&field, e.inner().message());
+            let message = if redact::in_auth(text, e.inner().span().as_ref(), &field) {
+                redact::without_values(&message)
+            } else {
+                message
+            };
+            refuse(e.inner().span(), &field, message)
         })?;
 
         let store = checked(
