@@ -98,6 +98,9 @@ struct Reflection(Arc<Envoy>);
 
 impl crate::web::auth::Guard for Reflection {
     fn refuse(&self, request: &mut axum::extract::Request) -> Option<crate::web::auth::Refused> {
+        if !request.uri().path().starts_with("/grpc.reflection.") {
+            return None;
+        }
         let header = request
             .headers()
             .get(axum::http::header::AUTHORIZATION)
@@ -150,16 +153,12 @@ pub async fn serve(
             )));
         }
     };
-    let gate = crate::web::auth::Gate::new(Reflection(Arc::clone(&envoy)));
-    let reflection = Routes::new(v1)
+    let router = Routes::new(health)
+        .add_service(rls)
+        .add_service(v1)
         .add_service(v1alpha)
         .prepare()
         .into_axum_router()
-        .layer(gate);
-    let router = Routes::new(health)
-        .add_service(rls)
-        .prepare()
-        .into_axum_router()
-        .merge(reflection);
+        .layer(crate::web::auth::Gate::new(Reflection(envoy)));
     crate::web::serve(listener, router, shutdown).await
 }

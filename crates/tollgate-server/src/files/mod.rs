@@ -124,13 +124,11 @@ impl fmt::Display for Why {
 
 impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the {} {} is refused: {}",
-            self.kind.noun(),
-            self.path.display(),
-            self.why
-        )
+        let (noun, path) = (self.kind.noun(), self.path.display());
+        match &self.why {
+            Why::Io(e) => write!(f, "cannot read the {noun} {path}: {e}"),
+            why => write!(f, "the {noun} {path} is refused: {why}"),
+        }
     }
 }
 
