@@ -49,8 +49,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The most bytes a file of this kind may hold: the config file 16 MiB
-    /// ([`MAX_FILE_BYTES`](crate::config::MAX_FILE_BYTES)), each Envoy YAML file 16 MiB (the
+    /// The most bytes a file of this kind may hold: the config file 16 MiB, each Envoy YAML
+    /// file 16 MiB (the
     /// directory's files 64 MiB together), a secret 4 KiB (a token is a line), a certificate
     /// chain, key or CA bundle 1 MiB (hundreds of certificates).
     pub const fn cap(self) -> u64 {
@@ -134,8 +134,8 @@ impl fmt::Display for FileError {
 
 impl std::error::Error for FileError {}
 
-/// Files refused, by kind, since the start: counted here, registered in every
-/// [`Metrics`](crate::metrics::Metrics).
+/// Files refused, by kind, since the start: counted here, and registered in every server's
+/// metrics.
 pub(crate) fn refusals() -> &'static IntCounterVec {
     static REFUSALS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         let counter = IntCounterVec::new(
