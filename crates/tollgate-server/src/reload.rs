@@ -40,18 +40,29 @@ pub(crate) async fn watch(
             crate::files::off_workers(move || crate::config::read(&file))
                 .await
                 .unwrap_or_else(|stuck| {
-                    Err(ConfigError::unreadable(&path, &std::io::Error::other(stuck)))
+                    Err(ConfigError::unreadable(
+                        &path,
+                        &std::io::Error::other(stuck),
+                    ))
                 })
         }
     };
     // What is in force: the bytes the running settings were read from, however long the
     // server took to start since.
-    let applied: Result<Arc<[u8]>, ConfigError> =
-        Ok(running.config_text.clone().unwrap_or_default().into_bytes().into());
+    let applied: Result<Arc<[u8]>, ConfigError> = Ok(running
+        .config_text
+        .clone()
+        .unwrap_or_default()
+        .into_bytes()
+        .into());
     let running = Arc::new(running);
     watch::on_change(read, applied, shutdown, |now, forced| {
-        let (path, running, state, envoy) =
-            (path.clone(), Arc::clone(&running), Arc::clone(&state), envoy.clone());
+        let (path, running, state, envoy) = (
+            path.clone(),
+            Arc::clone(&running),
+            Arc::clone(&state),
+            envoy.clone(),
+        );
         async move {
             let why = if forced { "SIGHUP" } else { "the file changed" };
             // Parsing reads the tokens' secret files: on the reader's thread too.
@@ -68,7 +79,10 @@ pub(crate) async fn watch(
                 })
                 .await
                 .unwrap_or_else(|stuck| {
-                    Err(ConfigError::unreadable(&path, &std::io::Error::other(stuck)))
+                    Err(ConfigError::unreadable(
+                        &path,
+                        &std::io::Error::other(stuck),
+                    ))
                 }),
             };
             reload(loaded, &running, &state, envoy.as_deref(), why);

@@ -133,7 +133,7 @@ pub async fn serve(
     let rls = RateLimitServiceServer::new(RateLimiter {
         envoy: Arc::clone(&envoy),
     })
-        .max_decoding_message_size(MAX_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_REQUEST_BYTES);
     // Each version lists every service on the port, the other version's reflection included.
     let reflection = || {
         tonic_reflection::server::Builder::configure()

@@ -328,7 +328,10 @@ mod tests {
         std::fs::write(&path, "one").unwrap();
         let first = read(&path, Kind::Certificate).unwrap();
         let again = read(&path, Kind::Certificate).unwrap();
-        assert!(Arc::ptr_eq(&first, &again), "an unchanged file is not read twice");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "an unchanged file is not read twice"
+        );
         std::fs::write(&path, "two, longer").unwrap();
         assert_eq!(&*read(&path, Kind::Certificate).unwrap(), b"two, longer");
     }

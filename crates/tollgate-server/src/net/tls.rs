@@ -166,16 +166,16 @@ impl Tls {
             }
         };
         match build(&pems, &self.alpn) {
-                Ok(config) => {
-                    self.current.store(Arc::new(config));
-                    tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
-                }
-                Err(e) => tracing::warn!(
-                    cert = %self.files.cert.display(),
-                    error = %e,
-                    "the new TLS files are refused; keeping the ones in use"
-                ),
+            Ok(config) => {
+                self.current.store(Arc::new(config));
+                tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
             }
+            Err(e) => tracing::warn!(
+                cert = %self.files.cert.display(),
+                error = %e,
+                "the new TLS files are refused; keeping the ones in use"
+            ),
+        }
     }
 }
 
@@ -190,7 +190,8 @@ struct Pems {
 /// The files, through the server's one file reader: regular files within their caps, each read
 /// once per change however many listeners share it.
 fn read(files: &TlsFiles) -> Result<Pems, TlsError> {
-    let read = |path: &Path, kind| crate::files::read(path, kind).map_err(|e| TlsError(e.to_string()));
+    let read =
+        |path: &Path, kind| crate::files::read(path, kind).map_err(|e| TlsError(e.to_string()));
     Ok(Pems {
         cert: read(&files.cert, Kind::Certificate)?,
         key: read(&files.key, Kind::Key)?,

@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::activity::{Activity, Tracked};
+use super::auth::Peer;
 use super::own_wake::OwnWakes;
 use super::problem::Problem;
-use super::auth::Peer;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
 use crate::net::calm::Calm;
 use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT, NEVER, after};

@@ -98,7 +98,12 @@ fn rss(pid: u32) -> u64 {
 async fn a_secret_file_become_a_fifo_neither_hangs_the_server_nor_its_shutdown() {
     let (dir, config) = configured();
     let (server, logs) = Tollgate::start_logged(
-        &["--listen", "127.0.0.1:0", "--config", config.to_str().unwrap()],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
         &[(VIEWER_ENV, VIEWER)],
     );
     let ops = dir.path().join("secrets/ops");
@@ -118,9 +123,20 @@ async fn a_secret_file_become_a_fifo_neither_hangs_the_server_nor_its_shutdown()
     // The tokens in force stay: app still decides, and the refusal is counted.
     let check = Some(json!({"policy": "api", "key": "k"}));
     let client = impatient(None);
-    let (status, _, _) = send(&client, &server, Method::POST, "/v1/check", Some(APP), check).await;
+    let (status, _, _) = send(
+        &client,
+        &server,
+        Method::POST,
+        "/v1/check",
+        Some(APP),
+        check,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
-    let refused = count(&metrics(&server).await, "tollgate_file_refusals_total{kind=\"secret\"}");
+    let refused = count(
+        &metrics(&server).await,
+        "tollgate_file_refusals_total{kind=\"secret\"}",
+    );
     terminates(server);
     assert!(refused >= 1.0, "the FIFO's refusal was not counted");
     let text = logs.text();
@@ -145,9 +161,11 @@ async fn a_reload_never_switches_authentication_off() {
     for (what, edit) in [("emptied", String::new()), ("[auth] deleted", without_auth)] {
         let before = metric(&metrics(&server).await, failures);
         std::fs::write(&config, &edit).unwrap();
-        until(&format!("the refusal of the {what} file"), Duration::from_secs(10), async || {
-            metric(&metrics(&server).await, failures) > before
-        })
+        until(
+            &format!("the refusal of the {what} file"),
+            Duration::from_secs(10),
+            async || metric(&metrics(&server).await, failures) > before,
+        )
         .await;
         let client = impatient(None);
         let (status, _, _) = send(&client, &server, Method::GET, "/metrics", None, None).await;
@@ -155,9 +173,13 @@ async fn a_reload_never_switches_authentication_off() {
         let inline = "/v1/buckets/api/k";
         let (status, _, _) = send(&client, &server, Method::DELETE, inline, None, None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}");
-        let refused = grpc(server.grpc_addr(), request("d", vec![descriptor(&[("k", "v")])]), None)
-            .await
-            .unwrap_err();
+        let refused = grpc(
+            server.grpc_addr(),
+            request("d", vec![descriptor(&[("k", "v")])]),
+            None,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(refused.code(), Code::Unauthenticated, "{what}");
         let decide = command(&["TOLLGATE.CHECK", "api", "k"]);
         assert_eq!(
@@ -200,34 +222,65 @@ async fn guesses_are_counted_per_address_across_connections_and_front_ends() {
     let decide = || request("d", vec![descriptor(&[("k", "v")])]);
     // 19 wrong secrets, each on a new connection: 7 over HTTP, 6 over gRPC, 6 over RESP.
     for _ in 0..7 {
-        let (status, _, text) =
-            send(&guesser, &server, Method::POST, "/v1/check", Some(WRONG), check()).await;
+        let (status, _, text) = send(
+            &guesser,
+            &server,
+            Method::POST,
+            "/v1/check",
+            Some(WRONG),
+            check(),
+        )
+        .await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
     }
     for _ in 0..6 {
-        let refused = grpc(server.grpc_addr(), decide(), Some(WRONG)).await.unwrap_err();
+        let refused = grpc(server.grpc_addr(), decide(), Some(WRONG))
+            .await
+            .unwrap_err();
         assert_eq!(refused.code(), Code::Unauthenticated);
     }
     for _ in 0..6 {
-        let replies = resp(server.resp_addr(), command(&["AUTH", "app", WRONG]).as_bytes());
+        let replies = resp(
+            server.resp_addr(),
+            command(&["AUTH", "app", WRONG]).as_bytes(),
+        );
         assert!(replies.starts_with("-WRONGPASS"), "{replies}");
     }
     // The n-th failure waited (n - 1) * 10 ms: 1.71 s in all.
     let took = Duration::from(tollgate::Clock::now(&clock) - started);
-    assert!(took >= Duration::from_millis(1710), "19 guesses took {took:?}");
+    assert!(
+        took >= Duration::from_millis(1710),
+        "19 guesses took {took:?}"
+    );
 
     // The 20th blocks the address: HTTP says so, with how long.
-    let (status, headers, text) =
-        send(&guesser, &server, Method::POST, "/v1/check", Some(WRONG), check()).await;
+    let (status, headers, text) = send(
+        &guesser,
+        &server,
+        Method::POST,
+        "/v1/check",
+        Some(WRONG),
+        check(),
+    )
+    .await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
     let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry), "Retry-After: {retry}");
     assert!(text.contains("too many failed authentications"), "{text}");
     // Right secrets from the blocked address are refused too, unchecked.
-    let (status, _, _) =
-        send(&guesser, &server, Method::POST, "/v1/check", Some(APP), check()).await;
+    let (status, _, _) = send(
+        &guesser,
+        &server,
+        Method::POST,
+        "/v1/check",
+        Some(APP),
+        check(),
+    )
+    .await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    let refused = grpc(server.grpc_addr(), decide(), Some(APP)).await.unwrap_err();
+    let refused = grpc(server.grpc_addr(), decide(), Some(APP))
+        .await
+        .unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     let replies = resp(
         server.resp_addr(),
@@ -239,7 +292,15 @@ async fn guesses_are_counted_per_address_across_connections_and_front_ends() {
     );
     // Another address is untouched, on HTTP and on RESP.
     let honest = impatient(Some(ELSEWHERE));
-    let (status, _, _) = send(&honest, &server, Method::POST, "/v1/check", Some(APP), check()).await;
+    let (status, _, _) = send(
+        &honest,
+        &server,
+        Method::POST,
+        "/v1/check",
+        Some(APP),
+        check(),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     let replies = resp_from(
         ELSEWHERE,
@@ -290,7 +351,10 @@ fn short_token_secrets_are_refused_and_a_short_password_is_warned_of() {
         .args(["--config", file.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(!started.status.success(), "a one-byte admin secret started a server");
+    assert!(
+        !started.status.success(),
+        "a one-byte admin secret started a server"
+    );
     let file = crate::support::write(
         dir.path(),
         "password.toml",
@@ -373,30 +437,44 @@ async fn oversized_files_are_refused_with_bounded_memory() {
     let bound = 32 << 20;
     let grew = || rss(server.pid()).saturating_sub(before);
     let refused = "tollgate_file_refusals_total{kind=\"certificate\"}";
-    until("the certificate's refusal", Duration::from_secs(10), async || {
-        count(&metrics().await, refused) >= 1.0 || grew() >= bound
-    })
+    until(
+        "the certificate's refusal",
+        Duration::from_secs(10),
+        async || count(&metrics().await, refused) >= 1.0 || grew() >= bound,
+    )
     .await;
-    assert!(grew() < bound, "the server's RSS grew by {} MiB", grew() >> 20);
+    assert!(
+        grew() < bound,
+        "the server's RSS grew by {} MiB",
+        grew() >> 20
+    );
     let secret = d.join("secrets/ops");
     std::fs::remove_file(&secret).unwrap();
     std::os::unix::fs::symlink("/dev/zero", &secret).unwrap();
     let refused = "tollgate_file_refusals_total{kind=\"secret\"}";
-    until("the secret's refusal", Duration::from_secs(10), async || {
-        hangup(&server);
-        count(&metrics().await, refused) >= 1.0 || grew() >= bound
-    })
+    until(
+        "the secret's refusal",
+        Duration::from_secs(10),
+        async || {
+            hangup(&server);
+            count(&metrics().await, refused) >= 1.0 || grew() >= bound
+        },
+    )
     .await;
-    assert!(grew() < bound, "the server's RSS grew by {} MiB", grew() >> 20);
+    assert!(
+        grew() < bound,
+        "the server's RSS grew by {} MiB",
+        grew() >> 20
+    );
     terminates(server);
 }
 
 /// 6: with `[auth]`, gRPC reflection needs a token (any scope); health stays open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflection_needs_a_token_and_health_does_not() {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
     use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
     use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
 
     let (_dir, config) = configured();
     let server = start(&config);
@@ -456,7 +534,10 @@ fn no_auth_value_is_echoed_by_a_config_error() {
         let (ok, out, err) = config_check(&file);
         assert!(!ok, "{text}");
         assert!(err.contains(&format!("c{i}.toml:")), "{err}");
-        assert!(!err.contains("LITERALSECRET") && !out.contains("LITERALSECRET"), "{err}");
+        assert!(
+            !err.contains("LITERALSECRET") && !out.contains("LITERALSECRET"),
+            "{err}"
+        );
     }
 }
 
@@ -468,30 +549,52 @@ async fn envoy_limit_overrides_follow_inline_policies() {
 
     let (_dir, config) = configured();
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, format!("[http]\ninline_policies = false\n\n{text}")).unwrap();
+    std::fs::write(
+        &config,
+        format!("[http]\ninline_policies = false\n\n{text}"),
+    )
+    .unwrap();
     let server = start(&config);
     let mut own = descriptor(&[("k", "v")]);
     own.limit = Some(RateLimitOverride {
         requests_per_unit: 1_000_000,
         unit: 1,
     });
-    let refused = grpc(server.grpc_addr(), request("d", vec![own.clone()]), Some(APP))
-        .await
-        .unwrap_err();
+    let refused = grpc(
+        server.grpc_addr(),
+        request("d", vec![own.clone()]),
+        Some(APP),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
-    assert!(refused.message().contains("descriptors[0].limit"), "{refused:?}");
+    assert!(
+        refused.message().contains("descriptors[0].limit"),
+        "{refused:?}"
+    );
     let body = json!({"domain": "d", "descriptors": [{
         "entries": [{"key": "k", "value": "v"}],
         "limit": {"requestsPerUnit": 1000000, "unit": "SECOND"}
     }]});
     let client = impatient(None);
-    let (status, _, text) =
-        send(&client, &server, Method::POST, "/json", Some(APP), Some(body)).await;
+    let (status, _, text) = send(
+        &client,
+        &server,
+        Method::POST,
+        "/json",
+        Some(APP),
+        Some(body),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     // Without the override, the configured limit decides.
-    grpc(server.grpc_addr(), request("d", vec![descriptor(&[("k", "v")])]), Some(APP))
-        .await
-        .unwrap();
+    grpc(
+        server.grpc_addr(),
+        request("d", vec![descriptor(&[("k", "v")])]),
+        Some(APP),
+    )
+    .await
+    .unwrap();
 }
 
 /// 6: a key given twice in a body is refused with a 400 naming it, never taken last-wins.
@@ -521,7 +624,11 @@ async fn duplicate_json_keys_are_refused_naming_the_key() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
     assert_eq!(problem["field"], "used", "{problem}");
-    let (status, problem) = post("/v1/check", &format!("{inline}, \"cost\": 1, \"cost\": 0}}")).await;
+    let (status, problem) = post(
+        "/v1/check",
+        &format!("{inline}, \"cost\": 1, \"cost\": 0}}"),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
     assert_eq!(problem["field"], "cost", "{problem}");
     let (status, problem) = post("/v1/check", r#"{"policy": "x", "key": "a", "key": "b"}"#).await;
@@ -552,15 +659,28 @@ async fn a_reservation_from_before_auth_is_committed_by_no_token() {
     })
     .await;
     for secret in [APP, OPS] {
-        let (status, _, text) =
-            send(&client, &server, Method::POST, "/v1/commit", Some(secret), commit()).await;
+        let (status, _, text) = send(
+            &client,
+            &server,
+            Method::POST,
+            "/v1/commit",
+            Some(secret),
+            commit(),
+        )
+        .await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
-        assert!(text.contains("before this server asked for tokens"), "{text}");
+        assert!(
+            text.contains("before this server asked for tokens"),
+            "{text}"
+        );
     }
 }
 
 /// A TLS connection to `addr`, trusting the CA at `ca`.
-async fn tls(addr: SocketAddr, ca: &Path) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+async fn tls(
+    addr: SocketAddr,
+    ca: &Path,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
