@@ -187,7 +187,33 @@ impl Stamp {
 /// The most files kept: every listener's three and every token's secret fit many times over.
 const MAX_KEPT: usize = 1024;
 
-type Kept = HashMap<(PathBuf, Kind), (Stamp, Arc<[u8]>)>;
+/// The most bytes kept: four listeners' largest certificate chains, keys and CAs, and more.
+const MAX_KEPT_BYTES: usize = 16 << 20;
+
+/// The files kept, and their bytes together. Past either bound all are dropped (the files in
+/// use are read again at the next poll): paths a reload stopped naming do not pile up.
+#[derive(Default)]
+struct Kept {
+    files: HashMap<(PathBuf, Kind), Version>,
+    bytes: usize,
+}
+
+/// A file's version and what it held.
+type Version = (Stamp, Arc<[u8]>);
+
+impl Kept {
+    fn insert(&mut self, key: (PathBuf, Kind), stamp: Stamp, bytes: Arc<[u8]>) {
+        if let Some((_, old)) = self.files.remove(&key) {
+            self.bytes -= old.len();
+        }
+        if self.files.len() >= MAX_KEPT || self.bytes + bytes.len() > MAX_KEPT_BYTES {
+            self.files.clear();
+            self.bytes = 0;
+        }
+        self.bytes += bytes.len();
+        self.files.insert(key, (stamp, bytes));
+    }
+}
 
 fn kept() -> &'static Mutex<Kept> {
     static KEPT: LazyLock<Mutex<Kept>> = LazyLock::new(Mutex::default);
@@ -227,7 +253,7 @@ fn read_uncounted(path: &Path, kind: Kind) -> Result<Arc<[u8]>, FileError> {
     let key = (path.to_owned(), kind);
     if kind.cached() {
         let kept = kept().lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((at, bytes)) = kept.get(&key)
+        if let Some((at, bytes)) = kept.files.get(&key)
             && *at == stamp
         {
             return Ok(Arc::clone(bytes));
@@ -242,11 +268,10 @@ fn read_uncounted(path: &Path, kind: Kind) -> Result<Arc<[u8]>, FileError> {
     }
     let bytes: Arc<[u8]> = bytes.into();
     if kind.cached() {
-        let mut kept = kept().lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.len() >= MAX_KEPT && !kept.contains_key(&key) {
-            kept.clear();
-        }
-        kept.insert(key, (stamp, Arc::clone(&bytes)));
+        kept()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, stamp, Arc::clone(&bytes));
     }
     Ok(bytes)
 }
