@@ -196,3 +196,47 @@ async fn check_new_store(settings: Settings) {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Scope, Secret, Token, Tokens};
+    use crate::settings::Overrides;
+
+    fn settings(token: bool, password: bool) -> Settings {
+        let mut settings = Settings::resolve(Overrides::default(), None);
+        if token {
+            let scopes = [Scope::Check].into_iter().collect();
+            let app = Token::new("app", Secret::new(b"app-secret-0123456789"), scopes);
+            settings.auth = Tokens::new(vec![app]).unwrap();
+        }
+        if password {
+            settings.resp.password = Some(Secret::new(b"a-password"));
+        }
+        settings
+    }
+
+    #[test]
+    fn a_reload_keeps_some_credential_and_tokens_once_there_are() {
+        // (tokens in force, password in force, the new file's token, its password, refused)
+        let cases = [
+            (true, false, false, false, true),
+            (true, false, false, true, true),
+            (true, true, false, true, true),
+            (false, true, false, false, true),
+            (false, true, true, false, false),
+            (false, true, false, true, false),
+            (true, false, true, false, false),
+            (false, false, false, false, false),
+            (false, false, true, false, false),
+        ];
+        for (tokens, password, new_token, new_password, refused) in cases {
+            let new = settings(new_token, new_password);
+            assert_eq!(
+                drops_credentials(tokens, password, &new).is_some(),
+                refused,
+                "{tokens} {password} -> {new_token} {new_password}"
+            );
+        }
+    }
+}
