@@ -149,6 +149,29 @@ async fn a_secret_file_become_a_fifo_neither_hangs_the_server_nor_its_shutdown()
     );
 }
 
+/// 1, the Envoy directory: a FIFO put in it is refused by path and reason (it was skipped
+/// unsaid), the running Envoy config stays, and SIGTERM ends the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_in_the_envoy_directory_is_refused_and_the_config_stays() {
+    let (dir, config) = configured();
+    let server = start(&config);
+    mkfifo(&dir.path().join("envoy/more.yaml"));
+    let refused = "tollgate_file_refusals_total{kind=\"envoy_yaml\"}";
+    until("the FIFO's refusal", Duration::from_secs(10), async || {
+        hangup(&server);
+        count(&metrics(&server).await, refused) >= 1.0
+    })
+    .await;
+    grpc(
+        server.grpc_addr(),
+        request("d", vec![descriptor(&[("k", "v")])]),
+        Some(APP),
+    )
+    .await
+    .unwrap();
+    terminates(server);
+}
+
 /// 2: an emptied config file, or one whose `[auth]` is deleted, is refused (logged at error,
 /// counted): every front end keeps asking for a token. It once served everything unasked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

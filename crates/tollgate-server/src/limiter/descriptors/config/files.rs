@@ -1,5 +1,7 @@
-//! Reading the config directory: every regular file below it (links followed, dot-named
-//! entries skipped), sorted by path, within bounds on their number and size.
+//! Reading the config directory: every file below it (links followed, dot-named entries
+//! skipped), sorted by path, within bounds on their number and size, each through the server's
+//! one file reader ([`crate::files`]): an entry that is not a regular file or a directory (a
+//! FIFO, a device) refuses the directory, naming it.
 
 use std::path::{Path, PathBuf};
 
@@ -53,15 +55,16 @@ fn walk(
                 });
             }
             walk(&path, depth + 1, files, total)?;
-        } else if meta.is_file() {
+        } else {
             if files.len() >= MAX_FILES {
                 return Err(LoadError {
                     file: Some(dir.to_owned()),
                     message: format!("more than {MAX_FILES} files"),
                 });
             }
-            // Through the one file reader: a file swapped for a FIFO since the look above is
-            // refused rather than waited on, and one file cannot exceed its own cap.
+            // Through the one file reader: what is not a regular file (a FIFO, a device, a
+            // socket) is refused by path and reason rather than waited on or skipped unsaid, and
+            // one file cannot exceed its own cap.
             let bytes = crate::files::read(&path, crate::files::Kind::EnvoyYaml).map_err(|e| {
                 LoadError {
                     file: Some(path.clone()),
