@@ -175,7 +175,7 @@ impl fmt::Display for Refusal {
             Refusal::Blocked { retry_after } => write!(
                 f,
                 "too many failed authentications from this address; it is refused for {}s more",
-                retry_after.as_secs().max(1)
+                whole_seconds(*retry_after)
             ),
             Refusal::Forbidden { token, scope } => write!(
                 f,
@@ -183,6 +183,13 @@ impl fmt::Display for Refusal {
             ),
         }
     }
+}
+
+/// `wait` in whole seconds, rounded up, at least 1: a client that waits this long is let in.
+pub fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs()
+        .saturating_add(u64::from(wait.subsec_nanos() > 0))
+        .max(1)
 }
 
 /// The tokens in force, the failures per address, and the count of failed authentications.

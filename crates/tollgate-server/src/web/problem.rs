@@ -285,13 +285,7 @@ impl From<Refusal> for Problem {
                 title: "Too many failed authentications from this address",
                 detail: refusal.to_string(),
                 field: None,
-                // Whole seconds, rounded up: a client that waits this long is let in.
-                retry_after_secs: Some(
-                    retry_after
-                        .as_secs()
-                        .saturating_add(u64::from(retry_after.subsec_nanos() > 0))
-                        .max(1),
-                ),
+                retry_after_secs: Some(crate::auth::whole_seconds(retry_after)),
             };
         }
         let (status, kind, title) = if refusal.is_unauthenticated() {
