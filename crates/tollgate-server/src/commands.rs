@@ -81,6 +81,9 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
     }
     out.push_str(&envoy);
     out.push_str(&store);
+    for warning in &config.warnings {
+        out.push_str(&format!("  warning: {warning}\n"));
+    }
     Ok(out)
 }
 

@@ -25,6 +25,7 @@ mod commands;
 pub mod config;
 pub mod envoy;
 mod error;
+pub mod files;
 pub mod http;
 pub mod limiter;
 pub mod metrics;

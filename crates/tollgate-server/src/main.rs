@@ -12,8 +12,28 @@ use tollgate_server::options::LogFormat;
 /// How long requests in flight get to finish after a signal before the process exits anyway.
 const GRACE: Duration = Duration::from_secs(10);
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// How long blocking work still running at exit (a file read stuck on a hung file system) is
+/// waited for before the process exits anyway.
+const BLOCKING_GRACE: Duration = Duration::from_secs(1);
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tollgate: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run());
+    // Dropping a runtime waits for its blocking work without end; SIGTERM must not.
+    runtime.shutdown_timeout(BLOCKING_GRACE);
+    code
+}
+
+async fn run() -> ExitCode {
     let overrides = match Invocation::parse(std::env::args_os()) {
         Ok(Invocation::Serve(overrides)) => *overrides,
         Ok(Invocation::Migrate { store, postgres }) => {

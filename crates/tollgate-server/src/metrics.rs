@@ -28,6 +28,7 @@ pub struct Metrics {
     /// Every listener's connections.
     pub connections: ConnectionMetrics,
     auth_failures: IntCounterVec,
+    auth_blocked: IntCounterVec,
 }
 
 /// Connections by listener (`http`, `grpc`, `resp`, `admin`).
@@ -161,6 +162,14 @@ impl Metrics {
             ),
             &["frontend"],
         )?;
+        let auth_blocked = IntCounterVec::new(
+            Opts::new(
+                "tollgate_auth_blocked_total",
+                "Requests refused because their address failed authentication too often, by \
+                 front end (http, grpc, resp).",
+            ),
+            &["frontend"],
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new("tollgate_build_info", "The running version; always 1."),
             &["version"],
@@ -176,6 +185,8 @@ impl Metrics {
             Box::new(reloads.clone()),
             Box::new(last_reload.clone()),
             Box::new(auth_failures.clone()),
+            Box::new(auth_blocked.clone()),
+            Box::new(crate::files::refusals().clone()),
             Box::new(build_info),
         ]
         .into_iter()
@@ -197,12 +208,18 @@ impl Metrics {
             last_reload,
             connections,
             auth_failures,
+            auth_blocked,
         })
     }
 
     /// The counter of failed authentications on `frontend`; it shows from the start at 0.
     pub fn auth_failures(&self, frontend: &str) -> IntCounter {
         self.auth_failures.with_label_values(&[frontend])
+    }
+
+    /// The count of requests of `frontend` refused because their address is blocked.
+    pub fn auth_blocked(&self, frontend: &str) -> IntCounter {
+        self.auth_blocked.with_label_values(&[frontend])
     }
 
     /// Adds `collector` to what a scrape gets (a front end's own series).

@@ -6,6 +6,11 @@
 //! or rename over the file, and Kubernetes swaps a symlink to a new directory; reading the
 //! path again sees all three the same way, with nothing to re-arm. A change is applied once
 //! two reads in a row agree, so a file caught half-written is not refused as a bad edit.
+//!
+//! The file and the secret files it names are read on the file reader's thread
+//! ([`crate::files`]), never on a worker that serves requests. A reload never switches
+//! authentication off: one that would leave no token where tokens are in force, or no
+//! credential at all where one is, is refused ([`drops_credentials`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,56 +31,98 @@ pub(crate) async fn watch(
     envoy: Option<Arc<Envoy>>,
     shutdown: CancellationToken,
 ) {
-    // Off the async workers, as the Envoy directory is read: the file may be large, slow to
-    // read, or swapped for a FIFO. Shared, as the watcher keeps the last two reads.
+    // On the file reader's thread, never on a worker that serves requests: the file may be
+    // large, slow to read, or swapped for a FIFO.
     let read = || {
         let path = path.clone();
         async move {
             let file = path.clone();
-            let read =
-                tokio::task::spawn_blocking(move || crate::config::read(&file).map(Arc::new));
-            read.await
-                .unwrap_or_else(|e| Err(ConfigError::unreadable(&path, &std::io::Error::other(e))))
+            crate::files::off_workers(move || crate::config::read(&file))
+                .await
+                .unwrap_or_else(|stuck| {
+                    Err(ConfigError::unreadable(
+                        &path,
+                        &std::io::Error::other(stuck),
+                    ))
+                })
         }
     };
     // What is in force: the bytes the running settings were read from, however long the
     // server took to start since.
-    let applied = Ok(Arc::new(
-        running.config_text.clone().unwrap_or_default().into_bytes(),
-    ));
+    let applied: Result<Arc<[u8]>, ConfigError> = Ok(running
+        .config_text
+        .clone()
+        .unwrap_or_default()
+        .into_bytes()
+        .into());
+    let running = Arc::new(running);
     watch::on_change(read, applied, shutdown, |now, forced| {
-        reload(
-            &path,
-            now.as_ref().map(|bytes| bytes.as_slice()),
-            &running,
-            &state,
-            envoy.as_deref(),
-            forced,
+        let (path, running, state, envoy) = (
+            path.clone(),
+            Arc::clone(&running),
+            Arc::clone(&state),
+            envoy.clone(),
         );
+        async move {
+            let why = if forced { "SIGHUP" } else { "the file changed" };
+            // Parsing reads the tokens' secret files: on the reader's thread too.
+            let overrides = running.overrides.clone();
+            let store = running.store.clone();
+            let file = path.clone();
+            let loaded = match now {
+                Err(error) => Err(error),
+                Ok(bytes) => crate::files::off_workers(move || {
+                    let config = Config::from_bytes(&file, &bytes)?;
+                    let settings = Settings::resolve(overrides, Some(&config));
+                    check_policies(Some(&file), &store, &settings.policies)?;
+                    Ok(settings)
+                })
+                .await
+                .unwrap_or_else(|stuck| {
+                    Err(ConfigError::unreadable(
+                        &path,
+                        &std::io::Error::other(stuck),
+                    ))
+                }),
+            };
+            reload(loaded, &running, &state, envoy.as_deref(), why);
+        }
     })
     .await;
 }
 
-/// Puts `bytes`, the file at `path` as just read (or why it could not be), in force, or logs why
-/// not and keeps the running config.
+/// Why a reload to `new` would switch authentication off, if it would: the server has tokens
+/// in force (`tokens`) and `new` has none, or it has a credential (a token or `[resp]
+/// password`) and `new` has neither. Turning `[auth]` off takes a restart.
+fn drops_credentials(tokens: bool, password: bool, new: &Settings) -> Option<&'static str> {
+    let new_tokens = !new.auth.is_empty();
+    let new_password = new.resp.password.is_some();
+    if tokens && !new_tokens {
+        Some(
+            "the file has no [auth] tokens where tokens are in force: a reload never switches \
+             authentication off (an emptied or truncated file, a deleted [auth] table); to run \
+             without tokens, restart the server",
+        )
+    } else if (tokens || password) && !new_tokens && !new_password {
+        Some(
+            "the file has neither a token nor [resp] password where one is in force: a reload \
+             never switches authentication off; to run without, restart the server",
+        )
+    } else {
+        None
+    }
+}
+
+/// Puts `loaded`, the settings the file now asks for (or why it could not be read or was
+/// refused), in force, or logs why not and keeps the running config.
 fn reload(
-    path: &std::path::Path,
-    bytes: Result<&[u8], &ConfigError>,
+    loaded: Result<Settings, ConfigError>,
     running: &Settings,
     state: &Limiter,
     envoy: Option<&Envoy>,
-    forced: bool,
+    why: &'static str,
 ) {
-    let why = if forced { "SIGHUP" } else { "the file changed" };
-    let loaded = bytes
-        .map_err(Clone::clone)
-        .and_then(|bytes| Config::from_bytes(path, bytes));
-    let config = loaded.and_then(|config| {
-        let settings = Settings::resolve(running.overrides.clone(), Some(&config));
-        check_policies(Some(path), &running.store, &settings.policies)?;
-        Ok(settings)
-    });
-    let settings = match config {
+    let settings = match loaded {
         Ok(settings) => settings,
         Err(error) => {
             state.metrics().reloaded(false);
@@ -83,6 +130,18 @@ fn reload(
             return;
         }
     };
+    let tokens_in_force = state.auth().required();
+    // `[resp] password` changes on restart only: the one the server started with is in force.
+    let password_in_force = running.resp.password.is_some();
+    if let Some(error) = drops_credentials(tokens_in_force, password_in_force, &settings) {
+        state.metrics().reloaded(false);
+        tracing::error!(
+            error,
+            trigger = why,
+            "config reload refused; the running config stays in force"
+        );
+        return;
+    }
     let changed = running.needing_restart(&settings);
     for changed in &changed {
         tracing::warn!(
@@ -135,5 +194,49 @@ async fn check_new_store(settings: Settings) {
             error = %e,
             "the store the config file names does not answer now; it takes effect on restart"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Scope, Secret, Token, Tokens};
+    use crate::settings::Overrides;
+
+    fn settings(token: bool, password: bool) -> Settings {
+        let mut settings = Settings::resolve(Overrides::default(), None);
+        if token {
+            let scopes = [Scope::Check].into_iter().collect();
+            let app = Token::new("app", Secret::new(b"app-secret-0123456789"), scopes);
+            settings.auth = Tokens::new(vec![app]).unwrap();
+        }
+        if password {
+            settings.resp.password = Some(Secret::new(b"a-password"));
+        }
+        settings
+    }
+
+    #[test]
+    fn a_reload_keeps_some_credential_and_tokens_once_there_are() {
+        // (tokens in force, password in force, the new file's token, its password, refused)
+        let cases = [
+            (true, false, false, false, true),
+            (true, false, false, true, true),
+            (true, true, false, true, true),
+            (false, true, false, false, true),
+            (false, true, true, false, false),
+            (false, true, false, true, false),
+            (true, false, true, false, false),
+            (false, false, false, false, false),
+            (false, false, true, false, false),
+        ];
+        for (tokens, password, new_token, new_password, refused) in cases {
+            let new = settings(new_token, new_password);
+            assert_eq!(
+                drops_credentials(tokens, password, &new).is_some(),
+                refused,
+                "{tokens} {password} -> {new_token} {new_password}"
+            );
+        }
     }
 }

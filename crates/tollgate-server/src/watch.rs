@@ -9,13 +9,13 @@ use tokio_util::sync::CancellationToken;
 /// How often the file is read.
 pub(crate) const POLL: Duration = Duration::from_millis(250);
 
-/// Reads with `read` every [`POLL`] and on SIGHUP until `shutdown`, and calls `apply` with
-/// what it read (and whether a SIGHUP asked) when that differs from `applied`, or on SIGHUP
+/// Reads with `read` every [`POLL`] and on SIGHUP until `shutdown`, and calls `apply` (and
+/// waits for it) with what it read (and whether a SIGHUP asked) when that differs from `applied`, or on SIGHUP
 /// even unchanged, once two reads in a row agree: a file caught half-written (or a signal sent
 /// while it is being written) waits for the write to end. The very value compared is the one
 /// applied: a file rewritten meanwhile is read again at the next tick, not applied half-written
 /// and then taken as current.
-pub(crate) async fn on_change<T, R, F>(
+pub(crate) async fn on_change<T, R, F, A>(
     mut read: impl FnMut() -> R,
     mut applied: T,
     shutdown: CancellationToken,
@@ -23,7 +23,8 @@ pub(crate) async fn on_change<T, R, F>(
 ) where
     T: PartialEq + Clone,
     R: Future<Output = T>,
-    F: FnMut(&T, bool),
+    F: FnMut(T, bool) -> A,
+    A: Future<Output = ()>,
 {
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(signal) => Some(signal),
@@ -45,11 +46,17 @@ pub(crate) async fn on_change<T, R, F>(
                 None => std::future::pending().await,
             } } => forced = true,
         }
-        let now = read().await;
+        let now = tokio::select! {
+            () = shutdown.cancelled() => return,
+            now = read() => now,
+        };
         let settled = now == seen;
         seen = now.clone();
         if settled && (forced || now != applied) {
-            apply(&now, forced);
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = apply(now.clone(), forced) => {}
+            }
             forced = false;
             applied = now;
         }

@@ -7,15 +7,22 @@
 //! `check` to decide, `read` to look at buckets and policies, `admin` to reset or refund and
 //! for the server's own pages. The table reloads with the config file ([`Auth::reload`]).
 //!
+//! Wrong secrets are counted per client address across every connection and front end
+//! ([`Strikes`]): each is answered later than the last, and past a threshold the address is
+//! refused for a while ([`Refusal::Blocked`]).
+//!
 //! ```
-//! use tollgate_server::auth::{Auth, Refusal, Scope, Secret, Token, Tokens};
+//! use tollgate_server::auth::{Auth, Caller, Frontend, Refusal, Scope, Secret, Token, Tokens};
 //! let metrics = tollgate_server::metrics::Metrics::new().unwrap();
-//! let app = Token::new("app", Secret::new(b"s3cret"), [Scope::Check].into_iter().collect());
+//! let secret = b"s3cret-s3cret-s3cret";
+//! let app = Token::new("app", Secret::new(secret), [Scope::Check].into_iter().collect());
 //! let auth = Auth::new(Tokens::new(vec![app]).unwrap(), &metrics);
-//! let grant = auth.bearer(Some(b"Bearer s3cret")).unwrap();
+//! let caller = Caller::new(Frontend::Http, [192, 0, 2, 1].into());
+//! let grant = auth.bearer(caller, Some(b"Bearer s3cret-s3cret-s3cret")).unwrap();
 //! assert!(grant.allows(Scope::Check).is_ok());
 //! assert!(matches!(grant.allows(Scope::Admin), Err(Refusal::Forbidden { .. })));
-//! assert!(matches!(auth.bearer(None), Err(Refusal::Missing)));
+//! assert!(matches!(auth.bearer(caller, None), Err(Refusal::Missing)));
+//! assert!(matches!(auth.bearer(caller, Some(b"Bearer guess")), Err(Refusal::Wrong { .. })));
 //! ```
 
 mod secret;
@@ -23,13 +30,17 @@ mod strikes;
 mod tokens;
 
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use prometheus::IntCounter;
 
 pub use secret::Secret;
-pub use strikes::{MAX_RESP_FAILURES, Strikes, delay};
+pub use strikes::{
+    BLOCK_AFTER, BLOCK_FOR, FORGET_AFTER, MAX_ADDRESSES, Penalty, Strikes, client_address, delay,
+};
 pub use tokens::{Scope, Scopes, Token, Tokens};
 
 use crate::metrics::Metrics;
@@ -52,6 +63,22 @@ impl Frontend {
             Frontend::Grpc => "grpc",
             Frontend::Resp => "resp",
         }
+    }
+}
+
+/// Who presents a secret: the front end, and the TCP peer's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    /// The front end it came through.
+    pub frontend: Frontend,
+    /// The TCP peer's address (a proxy's, for clients behind one).
+    pub address: IpAddr,
+}
+
+impl Caller {
+    /// `address`, through `frontend`.
+    pub fn new(frontend: Frontend, address: IpAddr) -> Caller {
+        Caller { frontend, address }
     }
 }
 
@@ -103,8 +130,17 @@ impl Grant {
 pub enum Refusal {
     /// No token was given where one is required.
     Missing,
-    /// The token given is no configured token's.
-    Wrong,
+    /// The secret given is no configured token's; the answer is held back `delay` (the
+    /// address's failures so far, [`Strikes`]).
+    Wrong {
+        /// How long to hold the answer back.
+        delay: Duration,
+    },
+    /// The address failed too often: it is refused, its secret unchecked, for `retry_after`.
+    Blocked {
+        /// How much longer the address is refused.
+        retry_after: Duration,
+    },
     /// The token lacks the scope.
     Forbidden {
         /// The token's name.
@@ -117,7 +153,17 @@ pub enum Refusal {
 impl Refusal {
     /// Whether the client is unknown (HTTP 401) rather than known and not allowed (403).
     pub fn is_unauthenticated(&self) -> bool {
-        !matches!(self, Refusal::Forbidden { .. })
+        matches!(self, Refusal::Missing | Refusal::Wrong { .. })
+    }
+
+    /// This refusal, once its answer has been held back as long as it must be.
+    pub async fn held_back(self) -> Refusal {
+        if let Refusal::Wrong { delay } = self
+            && !delay.is_zero()
+        {
+            tokio::time::sleep(delay).await;
+        }
+        self
     }
 }
 
@@ -125,7 +171,12 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Missing => f.write_str("this server requires a token: none was given"),
-            Refusal::Wrong => f.write_str("the token given is not one this server knows"),
+            Refusal::Wrong { .. } => f.write_str("the token given is not one this server knows"),
+            Refusal::Blocked { retry_after } => write!(
+                f,
+                "too many failed authentications from this address; it is refused for {}s more",
+                whole_seconds(*retry_after)
+            ),
             Refusal::Forbidden { token, scope } => write!(
                 f,
                 "the token {token:?} lacks the {scope} scope this request needs"
@@ -134,11 +185,21 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// The tokens in force, and the count of failed authentications.
+/// `wait` in whole seconds, rounded up, at least 1: a client that waits this long is let in.
+pub fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs()
+        .saturating_add(u64::from(wait.subsec_nanos() > 0))
+        .max(1)
+}
+
+/// The tokens in force, the failures per address, and the count of failed authentications.
 pub struct Auth {
     tokens: ArcSwap<Tokens>,
+    strikes: Strikes,
     /// Failures over HTTP, gRPC and RESP.
     failures: (IntCounter, IntCounter, IntCounter),
+    /// Refusals of blocked addresses over HTTP, gRPC and RESP.
+    blocked: (IntCounter, IntCounter, IntCounter),
 }
 
 impl Auth {
@@ -146,10 +207,16 @@ impl Auth {
     pub fn new(tokens: Tokens, metrics: &Metrics) -> Auth {
         Auth {
             tokens: ArcSwap::from_pointee(tokens),
+            strikes: Strikes::default(),
             failures: (
                 metrics.auth_failures(Frontend::Http.label()),
                 metrics.auth_failures(Frontend::Grpc.label()),
                 metrics.auth_failures(Frontend::Resp.label()),
+            ),
+            blocked: (
+                metrics.auth_blocked(Frontend::Http.label()),
+                metrics.auth_blocked(Frontend::Grpc.label()),
+                metrics.auth_blocked(Frontend::Resp.label()),
             ),
         }
     }
@@ -169,28 +236,71 @@ impl Auth {
         !self.tokens.load().is_empty()
     }
 
-    /// What a request with `authorization` (`Bearer <secret>`, the value of HTTP's header or
-    /// gRPC's metadata; `None` if absent) may do.
-    pub fn bearer(&self, authorization: Option<&[u8]>) -> Result<Grant, Refusal> {
-        let tokens = self.tokens.load();
-        if tokens.is_empty() {
+    /// What a request from `caller` with `authorization` (`Bearer <secret>`, the value of
+    /// HTTP's header or gRPC's metadata; `None` if absent) may do.
+    pub fn bearer(&self, caller: Caller, authorization: Option<&[u8]>) -> Result<Grant, Refusal> {
+        if !self.required() {
             return Ok(Grant::Open);
         }
-        let value = authorization.ok_or(Refusal::Missing)?;
+        let Some(value) = authorization else {
+            // No secret is no guess; a blocked address is still told it is blocked.
+            return Err(match self.strikes.blocked(caller.address) {
+                Some(retry_after) => {
+                    self.count(&self.blocked, caller.frontend);
+                    Refusal::Blocked { retry_after }
+                }
+                None => {
+                    self.failed(caller.frontend);
+                    Refusal::Missing
+                }
+            });
+        };
         // The scheme is case-insensitive (RFC 9110); the secret is what follows the spaces.
         let secret = match value.get(..7) {
             Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => value[7..].trim_ascii(),
-            _ => return Err(Refusal::Wrong),
+            _ => b"",
         };
-        tokens
-            .proved_by(secret)
-            .map(Grant::of)
-            .ok_or(Refusal::Wrong)
+        self.attempt(caller, |tokens| tokens.proved_by(secret).map(Grant::of))
+    }
+
+    /// `prove`'s answer under the tokens in force (a token, a user, whatever a front end's
+    /// form of authentication yields), or the refusal: the one path every secret a client
+    /// presents goes through. A blocked address is refused before `prove` runs; `None` from it
+    /// is a failure, counted and struck against `caller`'s address.
+    pub fn attempt<T>(
+        &self,
+        caller: Caller,
+        prove: impl FnOnce(&Tokens) -> Option<T>,
+    ) -> Result<T, Refusal> {
+        if let Some(retry_after) = self.strikes.blocked(caller.address) {
+            self.count(&self.blocked, caller.frontend);
+            return Err(Refusal::Blocked { retry_after });
+        }
+        if let Some(proved) = prove(&self.tokens.load()) {
+            return Ok(proved);
+        }
+        self.failed(caller.frontend);
+        match self.strikes.strike(caller.address) {
+            Penalty::Delay(delay) => Err(Refusal::Wrong { delay }),
+            Penalty::Blocked(retry_after) => {
+                tracing::warn!(
+                    address = %client_address(caller.address),
+                    failures = BLOCK_AFTER,
+                    "an address failed authentication too often; refused for {}s",
+                    retry_after.as_secs()
+                );
+                Err(Refusal::Blocked { retry_after })
+            }
+        }
     }
 
     /// Counts a request of `frontend` refused for want of a valid token.
     pub fn failed(&self, frontend: Frontend) {
-        let (http, grpc, resp) = &self.failures;
+        self.count(&self.failures, frontend);
+    }
+
+    fn count(&self, counters: &(IntCounter, IntCounter, IntCounter), frontend: Frontend) {
+        let (http, grpc, resp) = counters;
         match frontend {
             Frontend::Http => http.inc(),
             Frontend::Grpc => grpc.inc(),

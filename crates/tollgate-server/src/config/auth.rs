@@ -14,6 +14,10 @@ use crate::auth::{Scopes, Secret, Token, Tokens};
 /// The longest token name.
 const MAX_NAME: usize = 64;
 
+/// The shortest token secret: 16 bytes (128 bits of a random string's worth, out of reach of
+/// guessing at the rate [`crate::auth::Strikes`] lets a client guess).
+pub const MIN_SECRET: usize = 16;
+
 /// The user `AUTH <password>` and `[resp] password` go by.
 const PASSWORD_USER: &str = "default";
 
@@ -53,10 +57,10 @@ pub(super) fn compile(
             (Some(file), None) => {
                 let path = dir.join(file.get_ref());
                 let at = |m: String| refuse(Some(file.span()), &format!("{field}.secret_file"), m);
-                let bytes = std::fs::read(&path)
-                    .map_err(|e| at(format!("cannot read {}: {e}", path.display())))?;
-                secret_of(&bytes).ok_or_else(|| {
-                    at(format!("{} holds no secret (it is empty)", path.display()))
+                let bytes = crate::files::read(&path, crate::files::Kind::Secret)
+                    .map_err(|e| at(e.to_string()))?;
+                secret_of(&bytes).map_err(|length| {
+                    at(short(&format!("{}", path.display()), "the file", length))
                 })?
             }
             (None, Some(var)) => {
@@ -67,11 +71,8 @@ pub(super) fn compile(
                         var.get_ref()
                     ))
                 })?;
-                secret_of(value.as_encoded_bytes()).ok_or_else(|| {
-                    at(format!(
-                        "the environment variable {} is empty",
-                        var.get_ref()
-                    ))
+                secret_of(value.as_encoded_bytes()).map_err(|length| {
+                    at(short(var.get_ref(), "the environment variable", length))
                 })?
             }
             (Some(_), Some(_)) => {
@@ -113,10 +114,24 @@ pub(super) fn compile(
 }
 
 /// The secret `bytes` hold, trailing whitespace aside (the newline an editor or `echo` ends a
-/// file with); `None` if that leaves nothing.
-fn secret_of(bytes: &[u8]) -> Option<Secret> {
+/// file with); its length if that is shorter than [`MIN_SECRET`].
+fn secret_of(bytes: &[u8]) -> Result<Secret, usize> {
     let secret = bytes.trim_ascii_end();
-    (!secret.is_empty()).then(|| Secret::new(secret))
+    if secret.len() < MIN_SECRET {
+        return Err(secret.len());
+    }
+    Ok(Secret::new(secret))
+}
+
+/// Why a secret of `length` bytes in `what` `name` is refused (never the secret itself).
+fn short(name: &str, what: &str, length: usize) -> String {
+    match length {
+        0 => format!("{what} {name} holds no secret (it is empty)"),
+        n => format!(
+            "{what} {name} holds a secret of {n} bytes; a token's secret must be at least \
+             {MIN_SECRET} (make one with `openssl rand -hex 16`)"
+        ),
+    }
 }
 
 /// A name fit for `AUTH name secret` and a log line: letters, digits, `_`, `-`, `.`.

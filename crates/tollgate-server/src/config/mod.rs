@@ -25,6 +25,7 @@ mod file;
 mod listener;
 mod policies;
 mod read;
+mod redact;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,6 +33,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use auth::MIN_SECRET;
 pub use bounds::MAX_TOKENS;
 pub use error::ConfigError;
 pub use listener::ListenerGiven;
@@ -87,6 +89,8 @@ pub struct Config {
     pub policies: Policies,
     /// `[auth.tokens.*]`, their secrets read.
     pub auth: Tokens,
+    /// What is allowed but unwise (a short `[resp] password`): `config check` prints them.
+    pub warnings: Vec<String>,
 }
 
 /// `[grpc]`: what it sets.
@@ -142,6 +146,11 @@ impl Config {
             ConfigError::at(path, text, span, field, message)
         };
         let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+            // Nothing of an [auth] table is quoted: it may be a secret.
+            if redact::in_auth(text, e.span().as_ref(), "") {
+                let message = redact::without_values(e.message());
+                return refuse(e.span(), "auth", format!("{message} {}", redact::NOT_SHOWN));
+            }
             // A syntax error has no field; the text it points at (a duplicate key, say) tells.
             let at = e
                 .span()
@@ -157,7 +166,13 @@ impl Config {
                 .to_string()
                 .replace(".$__serde_spanned_private_value", "");
             let field = if field == "." { String::new() } else { field };
-            refuse(e.inner().span(), &field, plain(&field, e.inner().message()))
+            let message = plain(&field, e.inner().message());
+            let message = if redact::in_auth(text, e.inner().span().as_ref(), &field) {
+                redact::without_values(&message)
+            } else {
+                message
+            };
+            refuse(e.inner().span(), &field, message)
         })?;
 
         let store = checked(
@@ -270,7 +285,19 @@ impl Config {
             file.resp.password.is_some(),
             &refuse,
         )?;
+        let mut warnings = Vec::new();
+        if let Some(password) = &file.resp.password
+            && password.len() < auth::MIN_SECRET
+        {
+            warnings.push(format!(
+                "resp.password is {} bytes: Redis takes any length, but one shorter than {} \
+                 bytes can be guessed; make one with `openssl rand -hex 16`",
+                password.len(),
+                auth::MIN_SECRET
+            ));
+        }
         Ok(Config {
+            warnings,
             path: path.to_owned(),
             text: text.to_owned(),
             store,

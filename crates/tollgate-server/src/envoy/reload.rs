@@ -1,5 +1,5 @@
 //! The Envoy config directory, watched as the TOML file is (see [`crate::watch`]): read again
-//! every [`POLL`](crate::watch::POLL) (off the async workers: it may hold megabytes) and on
+//! every [`POLL`](crate::watch::POLL) (on the file reader's thread, [`crate::files`]: it may hold megabytes, or a FIFO) and on
 //! SIGHUP; a change that two reads in a row agree on is loaded, and put in force when good, or
 //! refused with its message while the running config stays. A SIGHUP loads the directory even
 //! unchanged, once two reads agree, so that a signal sent while files are being copied does
@@ -24,12 +24,12 @@ pub(crate) async fn watch(
     let read = || {
         let dir = dir.clone();
         async move {
-            tokio::task::spawn_blocking(move || read_dir(&dir))
+            crate::files::off_workers(move || read_dir(&dir))
                 .await
-                .unwrap_or_else(|e| {
+                .unwrap_or_else(|stuck| {
                     Err(LoadError {
                         file: None,
-                        message: format!("the directory could not be read: {e}"),
+                        message: stuck.to_string(),
                     })
                 })
         }
@@ -42,7 +42,6 @@ pub(crate) async fn watch(
             "the files changed"
         };
         let loaded = now
-            .clone()
             .and_then(|files| EnvoyConfig::load(&files, merge_domains))
             .and_then(|config| {
                 let (files, domains) = (config.files(), config.domains());
@@ -62,6 +61,7 @@ pub(crate) async fn watch(
                 );
             }
         }
+        std::future::ready(())
     })
     .await;
 }

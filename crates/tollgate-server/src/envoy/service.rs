@@ -2,6 +2,9 @@
 //! standard health service (`grpc.health.v1.Health`) and server reflection
 //! (`grpc.reflection.v1` and `v1alpha`, so `grpcurl` needs no .proto files), on a listener of
 //! their own.
+//!
+//! With `[auth]` tokens, `ShouldRateLimit` needs a token with the `check` scope and reflection
+//! a token with any scope (it lists what the port serves); health stays open for probes.
 
 use std::io;
 use std::sync::Arc;
@@ -16,7 +19,8 @@ use tonic::{Request, Response, Status};
 
 use super::Envoy;
 use super::decide::{self, Refused};
-use crate::auth::{Frontend, Refusal, Strikes};
+use crate::auth::{Caller, Frontend, Refusal};
+use crate::web::auth::Peer;
 
 /// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.
@@ -60,29 +64,56 @@ impl RateLimitService for RateLimiter {
 }
 
 /// Refuses a call without a configured token in its `authorization` metadata
-/// (`Bearer <secret>`: `UNAUTHENTICATED`, a wrong one held back a little longer each time on
-/// its connection) or whose token lacks the scope the request needs (`PERMISSION_DENIED`).
+/// (`Bearer <secret>`: `UNAUTHENTICATED`, a wrong one held back a little longer each time from
+/// its address; `RESOURCE_EXHAUSTED` once the address failed too often) or whose token lacks
+/// the scope the request needs (`PERMISSION_DENIED`).
 async fn authorize(envoy: &Envoy, request: &Request<RateLimitRequest>) -> Result<(), Status> {
-    let auth = envoy.limiter().auth();
     let header = request
         .metadata()
         .get("authorization")
         .map(|v| v.as_bytes());
-    let grant = match auth.bearer(header) {
+    let caller = Caller::new(Frontend::Grpc, Peer::of(request.extensions()));
+    let grant = match envoy.limiter().auth().bearer(caller, header) {
         Ok(grant) => grant,
-        Err(refusal) => {
-            auth.failed(Frontend::Grpc);
-            if refusal == Refusal::Wrong
-                && let Some(strikes) = request.extensions().get::<Strikes>()
-            {
-                tokio::time::sleep(strikes.strike()).await;
-            }
-            return Err(Status::unauthenticated(refusal.to_string()));
-        }
+        Err(refusal) => return Err(status(refusal.held_back().await)),
     };
     grant
         .allows(super::scope_of(request.get_ref()))
-        .map_err(|refusal| Status::permission_denied(refusal.to_string()))
+        .map_err(status)
+}
+
+/// `refusal` in gRPC's words.
+fn status(refusal: Refusal) -> Status {
+    match refusal {
+        Refusal::Missing | Refusal::Wrong { .. } => Status::unauthenticated(refusal.to_string()),
+        Refusal::Blocked { .. } => Status::resource_exhausted(refusal.to_string()),
+        Refusal::Forbidden { .. } => Status::permission_denied(refusal.to_string()),
+    }
+}
+
+/// Reflection's gate: with `[auth]` tokens, a token with any scope (what the port serves is
+/// for those who may use it).
+#[derive(Clone)]
+struct Reflection(Arc<Envoy>);
+
+impl crate::web::auth::Guard for Reflection {
+    fn refuse(&self, request: &mut axum::extract::Request) -> Option<crate::web::auth::Refused> {
+        if !request.uri().path().starts_with("/grpc.reflection.") {
+            return None;
+        }
+        let header = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        let caller = Caller::new(Frontend::Grpc, Peer::of(request.extensions()));
+        let refusal = self.0.limiter().auth().bearer(caller, header).err()?;
+        Some(Box::pin(async move {
+            use axum::response::IntoResponse;
+            status(refusal.held_back().await)
+                .into_http::<axum::body::Body>()
+                .into_response()
+        }))
+    }
 }
 
 /// Serves the rate-limit and health services on `listener` until `shutdown`, then returns
@@ -99,8 +130,10 @@ pub async fn serve(
     reporter
         .set_serving::<RateLimitServiceServer<RateLimiter>>()
         .await;
-    let rls = RateLimitServiceServer::new(RateLimiter { envoy })
-        .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let rls = RateLimitServiceServer::new(RateLimiter {
+        envoy: Arc::clone(&envoy),
+    })
+    .max_decoding_message_size(MAX_REQUEST_BYTES);
     // Each version lists every service on the port, the other version's reflection included.
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -125,6 +158,7 @@ pub async fn serve(
         .add_service(v1)
         .add_service(v1alpha)
         .prepare()
-        .into_axum_router();
+        .into_axum_router()
+        .layer(crate::web::auth::Gate::new(Reflection(envoy)));
     crate::web::serve(listener, router, shutdown).await
 }

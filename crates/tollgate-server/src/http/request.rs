@@ -93,9 +93,9 @@ impl CheckRequest {
                 cost: Cost::All(named.cost),
             });
         }
-        // serde_json's message already says where: "... at line 1 column 39".
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| Problem::malformed_body(format!("malformed JSON: {e}")))?;
+        // serde_json's message already says where: "... at line 1 column 39"; a key given
+        // twice is refused by name (the fast path above refuses it too, as serde derives do).
+        let value = crate::web::json::parse(body)?;
         let Value::Object(fields) = value else {
             return Err(Problem::malformed_body(
                 "the body must be a JSON object such as \

@@ -118,17 +118,27 @@ pub(super) async fn commit(
             return Problem::reservation_conflict(refused.to_string()).into_response();
         }
     };
-    // A reservation made with a token is committed by that token alone.
+    // A reservation made with a token is committed by that token alone; one made without a
+    // token (before `[auth]` was on) by no token: whoever made it is unknown, so no token can
+    // be said to be its owner.
     let committer = grant
         .as_ref()
         .and_then(|Extension(grant)| grant.token_name());
-    if let Some(owner) = &reserved.owner
-        && committer.is_some_and(|committer| committer != owner.as_str())
-    {
-        return Problem::forbidden(format!(
-            "the reservation was made with the token {owner:?}: only it may commit it"
-        ))
-        .into_response();
+    match (&reserved.owner, committer) {
+        (Some(owner), Some(committer)) if committer != owner.as_str() => {
+            return Problem::forbidden(format!(
+                "the reservation was made with the token {owner:?}: only it may commit it"
+            ))
+            .into_response();
+        }
+        (None, Some(_)) => {
+            return Problem::forbidden(
+                "the reservation was made before this server asked for tokens ([auth]): no \
+                 token may commit it; it lapses at its expiry, its tokens spent",
+            )
+            .into_response();
+        }
+        _ => {}
     }
     let live = limiter.live();
     let mut entries = Vec::with_capacity(reserved.buckets.len());
@@ -290,8 +300,7 @@ enum Used {
 
 /// The body of a commit: the reservation and the tokens used.
 fn parse_commit(body: &[u8]) -> Result<(String, Used), Problem> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Problem::malformed_body(format!("malformed JSON: {e}")))?;
+    let value = crate::web::json::parse(body)?;
     let Value::Object(fields) = value else {
         return Err(Problem::malformed_body(
             "the body must be a JSON object such as {\"reservation\": \"...\", \"used\": 3}",

@@ -60,6 +60,8 @@ pub struct Admitted {
     pub stream: TcpStream,
     /// Its place under the caps, freed when the connection is dropped.
     pub place: Place,
+    /// The TCP peer's address: failed authentications are counted under it.
+    pub peer: IpAddr,
 }
 
 /// A connection over a cap.
@@ -88,15 +90,10 @@ impl Drop for Place {
 }
 
 /// The address a client's connections are counted under: its IPv4 address (an IPv4-mapped
-/// IPv6 one as IPv4), or its IPv6 /64, which one host commonly holds whole.
+/// IPv6 one as IPv4), or its IPv6 /64, which one host commonly holds whole (as its failed
+/// authentications are).
 fn client(peer: SocketAddr) -> IpAddr {
-    match peer.ip().to_canonical() {
-        IpAddr::V6(v6) => {
-            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(prefix.into())
-        }
-        v4 => v4,
-    }
+    crate::auth::client_address(peer.ip())
 }
 
 /// Connections open per client address; an entry exists only while one is open, so there are
@@ -241,7 +238,11 @@ impl Acceptor {
                     address,
                     open: self.metrics.open.clone(),
                 };
-                Some(Accepted::Admitted(Admitted { stream, place }))
+                Some(Accepted::Admitted(Admitted {
+                    stream,
+                    place,
+                    peer: peer.ip(),
+                }))
             }
             Err(over) => {
                 self.metrics.refused[over as usize].inc();

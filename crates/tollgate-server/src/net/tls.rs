@@ -19,6 +19,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::files::Kind;
+
 /// `[LISTENER.tls]`: where the files are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
@@ -133,57 +135,68 @@ impl Tls {
     }
 
     /// Reads the files again every 250 ms (as the config file is watched) and on SIGHUP until
-    /// `shutdown`, and uses a changed set once it builds.
+    /// `shutdown`, on the file reader's thread ([`crate::files`]: a FIFO or an oversized file
+    /// at a path is refused, a stuck read is given up on), and uses a changed set once it
+    /// builds.
     pub async fn watch(self: Arc<Self>, shutdown: CancellationToken) {
         let read_all = || {
             let files = self.files.clone();
             async move {
-                tokio::task::spawn_blocking(move || read(&files).ok())
+                crate::files::off_workers(move || read(&files))
                     .await
-                    .ok()
-                    .flatten()
+                    .unwrap_or_else(|stuck| Err(TlsError(stuck.to_string())))
+                    .map_err(|e| e.0)
             }
         };
-        let applied = read(&self.files).ok();
+        let applied = read_all().await;
         crate::watch::on_change(read_all, applied, shutdown, |now, _| {
-            let Some(pems) = now else {
-                tracing::warn!(cert = %self.files.cert.display(), "the TLS files cannot be read; keeping the ones in use");
-                return;
-            };
-            match build(pems, &self.alpn) {
-                Ok(config) => {
-                    self.current.store(Arc::new(config));
-                    tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
-                }
-                Err(e) => tracing::warn!(
-                    cert = %self.files.cert.display(),
-                    error = %e,
-                    "the new TLS files are refused; keeping the ones in use"
-                ),
-            }
+            self.apply(now);
+            std::future::ready(())
         })
         .await;
+    }
+
+    /// Puts `now`, the files as just read (or why they could not be), in use if they build.
+    fn apply(&self, now: Result<Pems, String>) {
+        let pems = match now {
+            Ok(pems) => pems,
+            Err(error) => {
+                tracing::error!(cert = %self.files.cert.display(), %error, "the TLS files cannot be read; keeping the ones in use");
+                return;
+            }
+        };
+        match build(&pems, &self.alpn) {
+            Ok(config) => {
+                self.current.store(Arc::new(config));
+                tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
+            }
+            Err(e) => tracing::warn!(
+                cert = %self.files.cert.display(),
+                error = %e,
+                "the new TLS files are refused; keeping the ones in use"
+            ),
+        }
     }
 }
 
 /// The files' contents: certificate, key, client CA.
 #[derive(Clone, PartialEq)]
 struct Pems {
-    cert: Vec<u8>,
-    key: Vec<u8>,
-    client_ca: Option<Vec<u8>>,
+    cert: Arc<[u8]>,
+    key: Arc<[u8]>,
+    client_ca: Option<Arc<[u8]>>,
 }
 
+/// The files, through the server's one file reader: regular files within their caps, each read
+/// once per change however many listeners share it.
 fn read(files: &TlsFiles) -> Result<Pems, TlsError> {
-    let read = |path: &Path, what: &str| {
-        std::fs::read(path)
-            .map_err(|e| TlsError(format!("cannot read the {what} {}: {e}", path.display())))
-    };
+    let read =
+        |path: &Path, kind| crate::files::read(path, kind).map_err(|e| TlsError(e.to_string()));
     Ok(Pems {
-        cert: read(&files.cert, "certificate")?,
-        key: read(&files.key, "key")?,
+        cert: read(&files.cert, Kind::Certificate)?,
+        key: read(&files.key, Kind::Key)?,
         client_ca: match &files.client_ca {
-            Some(path) => Some(read(path, "client CA")?),
+            Some(path) => Some(read(path, Kind::ClientCa)?),
             None => None,
         },
     })

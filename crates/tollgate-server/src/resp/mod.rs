@@ -90,7 +90,11 @@ pub async fn serve(
                 let tls = tls.clone();
                 let timed_out = acceptor.metrics().timed_out.clone();
                 tokio::spawn(async move {
-                    let Admitted { stream, place } = admitted;
+                    let Admitted {
+                        stream,
+                        place,
+                        peer,
+                    } = admitted;
                     // The handshake and the first command share the request timeout.
                     let opened = Instant::now();
                     let open = Stream::open(stream, tls.as_deref());
@@ -101,7 +105,7 @@ pub async fn serve(
                     };
                     // A connection's failure (a reset, a broken pipe) is the client's to see.
                     if let Ok(Ended::TimedOut) =
-                        connection(stream, &shared, &limits, opened, shutdown).await
+                        connection(stream, &shared, peer, &limits, opened, shutdown).await
                     {
                         timed_out.inc();
                     }
@@ -136,6 +140,7 @@ enum Ended {
 async fn connection(
     mut stream: Stream,
     shared: &Shared,
+    peer: std::net::IpAddr,
     conn: &ConnLimits,
     opened: Instant,
     shutdown: CancellationToken,
@@ -148,7 +153,7 @@ async fn connection(
         ..Limits::default()
     };
     let _connected = shared.connect();
-    let mut session = Session::new(shared);
+    let mut session = Session::new(shared, peer);
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut output: Vec<u8> = Vec::with_capacity(4096);
     // One timer and one cancellation waiter for the connection's life, not one of each per

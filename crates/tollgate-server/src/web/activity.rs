@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
-use crate::auth::Strikes;
+use super::auth::Peer;
 use crate::net::limits::{ConnLimits, after};
 
 /// A connection's requests: how many are in flight, and when the last one ended.
@@ -77,8 +77,8 @@ pub(super) struct Tracked {
     pub(super) router: Router,
     pub(super) activity: Arc<Activity>,
     pub(super) stall: Duration,
-    /// The connection's count of failed authentications, which slows a guesser down.
-    pub(super) strikes: Strikes,
+    /// The connection's TCP peer, whose failed authentications are counted.
+    pub(super) peer: Peer,
 }
 
 impl Service<http::Request<Incoming>> for Tracked {
@@ -94,7 +94,7 @@ impl Service<http::Request<Incoming>> for Tracked {
         let in_flight = self.activity.begin();
         let stall = self.stall;
         let mut request = request.map(|body| Body::new(Stalling::new(body, stall)));
-        request.extensions_mut().insert(self.strikes.clone());
+        request.extensions_mut().insert(self.peer);
         // A router is always ready.
         let answer = self.router.call(request);
         Box::pin(async move {

@@ -2,10 +2,12 @@
 //! request but `/healthz` and `/readyz` shows `Authorization: Bearer <secret>` once `[auth]`
 //! has tokens ([`authenticate`], around the whole router), and each route asks for the scope
 //! it needs ([`require`], on the route). A missing or wrong token is a `401` with
-//! `WWW-Authenticate: Bearer`, a token without the scope a `403`, both problem+json.
+//! `WWW-Authenticate: Bearer`, a token without the scope a `403`, an address that failed too
+//! often a `429` with `Retry-After` ([`crate::auth::Strikes`]), all problem+json.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,12 +19,27 @@ use axum::response::{IntoResponse, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::auth::{Frontend, Grant, Refusal, Scope, Strikes};
+use crate::auth::{Caller, Frontend, Grant, Scope};
 use crate::limiter::Limiter;
 use crate::web::problem::Problem;
 
 /// Paths answered without a token: probes must work without a secret.
 const OPEN: [&str; 2] = ["/healthz", "/readyz"];
+
+/// The TCP peer of the connection a request came on, in its extensions: failed
+/// authentications are counted under its address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub IpAddr);
+
+impl Peer {
+    /// The peer of `request`; a request served by another server than tollgate's (a router
+    /// embedded elsewhere) has none, and counts under `0.0.0.0`.
+    pub fn of(extensions: &http::Extensions) -> IpAddr {
+        extensions
+            .get::<Peer>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |peer| peer.0)
+    }
+}
 
 /// `router`, each request authenticated by `limiter`'s tokens first; the [`Grant`] it gets is
 /// in the request's extensions for [`require`] (and handlers) to read.
@@ -52,6 +69,13 @@ pub type Refused = Pin<Box<dyn Future<Output = Response> + Send>>;
 /// request (on `POST /v1/check`, about a sixth of the allocations).
 #[derive(Clone, Copy)]
 pub struct Gate<G>(G);
+
+impl<G: Guard> Gate<G> {
+    /// A gate asking `guard` of each request.
+    pub fn new(guard: G) -> Gate<G> {
+        Gate(guard)
+    }
+}
 
 impl<S, G: Guard> Layer<S> for Gate<G> {
     type Service = Gated<S, G>;
@@ -109,24 +133,15 @@ impl Guard for Authenticate {
             .headers()
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes());
-        match auth.bearer(header) {
+        let caller = Caller::new(Frontend::Http, Peer::of(request.extensions()));
+        match auth.bearer(caller, header) {
             Ok(grant) => {
                 request.extensions_mut().insert(grant);
                 None
             }
-            Err(refusal) => {
-                auth.failed(Frontend::Http);
-                let delay = match request.extensions().get::<Strikes>() {
-                    Some(strikes) if refusal == Refusal::Wrong => Some(strikes.strike()),
-                    _ => None,
-                };
-                Some(Box::pin(async move {
-                    if let Some(delay) = delay {
-                        tokio::time::sleep(delay).await;
-                    }
-                    Problem::from(refusal).into_response()
-                }))
-            }
+            Err(refusal) => Some(Box::pin(async move {
+                Problem::from(refusal.held_back().await).into_response()
+            })),
         }
     }
 }

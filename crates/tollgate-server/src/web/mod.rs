@@ -1,10 +1,12 @@
 //! What the HTTP/JSON API and the Envoy front end (gRPC, `/json`) share of HTTP: serving a
-//! router with bounds on slow and silent clients, bounded bodies, bearer tokens, and
+//! router with bounds on slow and silent clients, bounded bodies (JSON with each key once),
+//! bearer tokens, and
 //! `application/problem+json` errors.
 
 mod activity;
 pub mod auth;
 pub mod body;
+pub mod json;
 mod own_wake;
 mod parse_error;
 pub mod problem;

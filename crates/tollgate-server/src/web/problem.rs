@@ -276,8 +276,18 @@ impl From<DecideError> for Problem {
 
 impl From<Refusal> for Problem {
     /// 401 for a missing or wrong token (with `WWW-Authenticate: Bearer`), 403 for a token
-    /// without the scope.
+    /// without the scope, 429 with `Retry-After` for an address that failed too often.
     fn from(refusal: Refusal) -> Problem {
+        if let Refusal::Blocked { retry_after } = refusal {
+            return Problem {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                kind: "too-many-failed-authentications",
+                title: "Too many failed authentications from this address",
+                detail: refusal.to_string(),
+                field: None,
+                retry_after_secs: Some(crate::auth::whole_seconds(retry_after)),
+            };
+        }
         let (status, kind, title) = if refusal.is_unauthenticated() {
             (
                 StatusCode::UNAUTHORIZED,

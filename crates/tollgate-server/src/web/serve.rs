@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::activity::{Activity, Tracked};
+use super::auth::Peer;
 use super::own_wake::OwnWakes;
 use super::problem::Problem;
-use crate::auth::Strikes;
 use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
 use crate::net::calm::Calm;
 use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT, NEVER, after};
@@ -138,7 +138,11 @@ async fn connection(
     timed_out: prometheus::IntCounter,
 ) {
     let started = Instant::now();
-    let Admitted { stream, place, .. } = admitted;
+    let Admitted {
+        stream,
+        place,
+        peer,
+    } = admitted;
     let handshake = Stream::open(stream, tls.as_deref());
     let stream = match tokio::time::timeout(limits.request_timeout.min(NEVER), handshake).await {
         Ok(Ok(stream)) => stream,
@@ -156,7 +160,7 @@ async fn connection(
         router,
         activity: Arc::clone(&activity),
         stall: limits.request_timeout,
-        strikes: Strikes::default(),
+        peer: Peer(peer),
     };
     // A request's body wakes the connection's task while it runs (see `own_wake`).
     let mut connection = OwnWakes::new(builder.serve_connection_with_upgrades(

@@ -35,5 +35,6 @@ mod redis_tls;
 mod reload;
 mod resp;
 mod resp_decoder;
+mod security;
 mod store_config;
 mod tls;

@@ -53,6 +53,17 @@ pub async fn decide(
     metrics: &EnvoyMetrics,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, Refused> {
+    // A descriptor's own `limit` is a limit the client chooses: refused where inline policies
+    // (the other way a client names its numbers) are, by the core's one switch.
+    if !limiter.live().inline_policies
+        && let Some(i) = request.descriptors.iter().position(|d| d.limit.is_some())
+    {
+        return Err(Refused::Invalid(format!(
+            "descriptors[{i}].limit: a request's own limit is refused on this server \
+             (http.inline_policies = false: clients may not choose their limits); drop the \
+             override and let the configured limit apply"
+        )));
+    }
     let mut plan = Plan::new(loaded, metrics, request)?;
     rounds::refund(limiter, &plan.name, &mut plan.buckets, plan.algorithm).await?;
     // Under the server-wide shadow switch no descriptor denies the request, and charged per

@@ -4,7 +4,7 @@
 //! already open.
 
 use super::{After, Session, Shared, arity};
-use crate::auth::{Frontend, MAX_RESP_FAILURES, Scope, Scopes, Token, delay};
+use crate::auth::{Caller, Frontend, Refusal, Scope, Scopes, Token, Tokens};
 use crate::resp::codec::Reply;
 
 /// Who a connection authenticated as.
@@ -45,17 +45,32 @@ pub(super) fn access(shared: &Shared, session: &Session) -> Access {
     }
 }
 
-/// A wrong user or password.
-pub(super) struct WrongPass;
+/// A wrong user or password, or an address refused for failing too often.
+pub(super) struct WrongPass(pub(super) Refusal);
 
-/// Who `user` (`None`: `AUTH <password>`, which names no user) proves to be with `password`.
+/// Who `user` (`None`: `AUTH <password>`, which names no user) proves to be with `password`,
+/// through the one path every secret takes ([`crate::auth::Auth::attempt`]): a wrong one is
+/// counted against the connection's address, and a blocked address is refused unchecked.
+pub(super) fn login(
+    shared: &Shared,
+    session: &Session,
+    user: Option<&[u8]>,
+    password: &[u8],
+) -> Result<User, Refusal> {
+    let caller = Caller::new(Frontend::Resp, session.peer);
+    shared
+        .limiter
+        .auth()
+        .attempt(caller, |tokens| prove(shared, tokens, user, password))
+}
+
+/// Who `user` proves to be with `password` under `tokens`.
 ///
 /// `[resp] password` is the user `default`'s. `AUTH <password>` is also taken as any token's
 /// secret, so that clients that only know the one-argument form can use a token. Without a
 /// password or tokens, the user `default` takes any password (as Redis's `nopass` default
 /// user does), so a client configured with one still connects.
-pub(super) fn login(shared: &Shared, user: Option<&[u8]>, password: &[u8]) -> Option<User> {
-    let tokens = shared.limiter.auth().tokens();
+fn prove(shared: &Shared, tokens: &Tokens, user: Option<&[u8]>, password: &[u8]) -> Option<User> {
     let default = user.is_none_or(|u| u == b"default");
     if default && let Some(secret) = &shared.password {
         if secret.matches(password) {
@@ -71,26 +86,17 @@ pub(super) fn login(shared: &Shared, user: Option<&[u8]>, password: &[u8]) -> Op
     token.map(|t| User::Token(t.clone()))
 }
 
-/// The answer to a wrong `AUTH` (or `HELLO ... AUTH`): Redis's `WRONGPASS`, counted, held
-/// back a little longer each time on this connection, and the connection closed at the
-/// [`MAX_RESP_FAILURES`]th.
-pub(super) async fn wrong_pass(shared: &Shared, session: &mut Session) -> (Reply, After) {
-    shared.limiter.auth().failed(Frontend::Resp);
-    session.failures = session.failures.saturating_add(1);
-    let wait = delay(session.failures);
-    if !wait.is_zero() {
-        tokio::time::sleep(wait).await;
+/// The answer to a wrong `AUTH` (or `HELLO ... AUTH`): Redis's `WRONGPASS`, held back a little
+/// longer for each failure from the address; once the address failed too often, `-ERR` saying
+/// so, and the connection closed.
+pub(super) async fn wrong_pass(refusal: Refusal) -> (Reply, After) {
+    match refusal.held_back().await {
+        blocked @ Refusal::Blocked { .. } => (Reply::err(blocked.to_string()), After::Close),
+        _ => (
+            Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into()),
+            After::Continue,
+        ),
     }
-    let reply =
-        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into());
-    if session.failures >= MAX_RESP_FAILURES {
-        tracing::info!(
-            failures = session.failures,
-            "a RESP connection failed AUTH too often; closed"
-        );
-        return (reply, After::Close);
-    }
-    (reply, After::Continue)
 }
 
 /// `AUTH [user] password`.
@@ -113,6 +119,6 @@ pub(super) fn auth(
         [_, user, password] => (Some(user), password),
         _ => return Ok(arity("auth")),
     };
-    session.user = Some(login(shared, user, password).ok_or(WrongPass)?);
+    session.user = Some(login(shared, session, user, password).map_err(WrongPass)?);
     Ok(Reply::Simple("OK"))
 }

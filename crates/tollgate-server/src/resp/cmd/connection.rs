@@ -33,7 +33,7 @@ pub(super) fn hello(
     while let Some((option, tail)) = rest.split_first() {
         match (option.to_ascii_lowercase().as_slice(), tail) {
             (b"auth", [name, password, more @ ..]) => {
-                user = Some(login(shared, Some(name), password).ok_or(WrongPass)?);
+                user = Some(login(shared, session, Some(name), password).map_err(WrongPass)?);
                 rest = more;
             }
             (b"setname", [client, more @ ..]) => {

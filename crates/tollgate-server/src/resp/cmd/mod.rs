@@ -9,6 +9,7 @@ mod connection;
 mod server;
 mod throttle;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -90,19 +91,20 @@ pub(super) struct Session {
     name: Option<Vec<u8>>,
     /// Whom `AUTH` proved the connection to be; `None`: no one yet.
     user: Option<auth::User>,
-    /// Wrong `AUTH`s so far.
-    failures: u32,
+    /// The TCP peer's address, whose failed `AUTH`s are counted (with its other connections'
+    /// and its failures on the other front ends).
+    peer: IpAddr,
 }
 
 impl Session {
-    /// A new connection's.
-    pub(super) fn new(shared: &Shared) -> Session {
+    /// A new connection's, from `peer`.
+    pub(super) fn new(shared: &Shared, peer: IpAddr) -> Session {
         Session {
             id: shared.next_id.fetch_add(1, Ordering::Relaxed),
             resp3: false,
             name: None,
             user: None,
-            failures: 0,
+            peer,
         }
     }
 }
@@ -196,11 +198,11 @@ pub(super) async fn execute(
         "quit" => return (Reply::Simple("OK"), After::Close),
         "hello" => match connection::hello(shared, session, args) {
             Ok(reply) => reply,
-            Err(auth::WrongPass) => return auth::wrong_pass(shared, session).await,
+            Err(auth::WrongPass(refusal)) => return auth::wrong_pass(refusal).await,
         },
         "auth" => match auth::auth(shared, session, args) {
             Ok(reply) => reply,
-            Err(auth::WrongPass) => return auth::wrong_pass(shared, session).await,
+            Err(auth::WrongPass(refusal)) => return auth::wrong_pass(refusal).await,
         },
         "client" => connection::client(session, args),
         "select" => match args {

@@ -14,11 +14,11 @@ use serde_json::Value;
 use super::Tollgate;
 
 /// `app`'s secret (a file): it may decide.
-pub const APP: &str = "app-9f2c4e71b0";
+pub const APP: &str = "app-9f2c4e71b0d5a3";
 /// `viewer`'s secret (an environment variable): it may read.
 pub const VIEWER: &str = "viewer-5d83aa10e4";
 /// `ops`'s secret (a file): it may do everything.
-pub const OPS: &str = "ops-c1e07b6d29";
+pub const OPS: &str = "ops-c1e07b6d29f48e";
 /// A secret no token has.
 pub const WRONG: &str = "wrong-0000000000";
 /// The variable `viewer`'s secret is in.

@@ -1,5 +1,7 @@
-//! Reading the config directory: every regular file below it (links followed, dot-named
-//! entries skipped), sorted by path, within bounds on their number and size.
+//! Reading the config directory: every file below it (links followed, dot-named entries
+//! skipped), sorted by path, within bounds on their number and size, each through the server's
+//! one file reader ([`crate::files`]): an entry that is not a regular file or a directory (a
+//! FIFO, a device) refuses the directory, naming it.
 
 use std::path::{Path, PathBuf};
 
@@ -53,14 +55,22 @@ fn walk(
                 });
             }
             walk(&path, depth + 1, files, total)?;
-        } else if meta.is_file() {
+        } else {
             if files.len() >= MAX_FILES {
                 return Err(LoadError {
                     file: Some(dir.to_owned()),
                     message: format!("more than {MAX_FILES} files"),
                 });
             }
-            let bytes = std::fs::read(&path).map_err(|e| fail(&path, "read", e))?;
+            // Through the one file reader: what is not a regular file (a FIFO, a device, a
+            // socket) is refused by path and reason rather than waited on or skipped unsaid, and
+            // one file cannot exceed its own cap.
+            let bytes = crate::files::read(&path, crate::files::Kind::EnvoyYaml).map_err(|e| {
+                LoadError {
+                    file: Some(path.clone()),
+                    message: e.why.to_string(),
+                }
+            })?;
             *total += bytes.len();
             if *total > MAX_TOTAL_BYTES {
                 return Err(LoadError {
@@ -71,7 +81,7 @@ fn walk(
                     ),
                 });
             }
-            files.push((path, bytes));
+            files.push((path, bytes.to_vec()));
         }
     }
     Ok(())
