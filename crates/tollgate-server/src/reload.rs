@@ -43,22 +43,34 @@ pub(crate) async fn watch(
     let applied = Ok(Arc::new(
         running.config_text.clone().unwrap_or_default().into_bytes(),
     ));
-    watch::on_change(read, applied, shutdown, |now, forced| {
-        reload(
-            &path,
-            now.as_ref().map(|bytes| bytes.as_slice()),
-            &running,
-            &state,
-            envoy.as_deref(),
-            forced,
-        );
-    })
-    .await;
+    // The watcher hands each change over, and they are applied here one after the other: a
+    // reload that names another store waits for it to answer (a few seconds at most), and the
+    // next change must not overtake it.
+    let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();
+    let watching = watch::on_change(read, applied, shutdown, move |now, forced| {
+        // The receiver outlives the watcher: this cannot fail.
+        let _ = changes.send((now.clone(), forced));
+    });
+    let applying = async {
+        while let Some((now, forced)) = changed.recv().await {
+            reload(
+                &path,
+                now.as_ref().map(|bytes| bytes.as_slice()),
+                &running,
+                &state,
+                envoy.as_deref(),
+                forced,
+            )
+            .await;
+        }
+    };
+    tokio::join!(watching, applying);
 }
 
 /// Puts `bytes`, the file at `path` as just read (or why it could not be), in force, or logs why
-/// not and keeps the running config.
-fn reload(
+/// not and keeps the running config. A file that names a store that can never work (as a
+/// start would refuse it) is refused whole.
+async fn reload(
     path: &std::path::Path,
     bytes: Result<&[u8], &ConfigError>,
     running: &Settings,
@@ -93,8 +105,18 @@ fn reload(
     if changed
         .iter()
         .any(|c| matches!(*c, "store.url" | "store.postgres" | "store.timeout"))
+        && let Err(error) = check_new_store(&settings).await
     {
-        tokio::spawn(check_new_store(settings.clone()));
+        state.metrics().reloaded(false);
+        tracing::error!(
+            store = %settings.store,
+            error = %crate::error::plain(&error),
+            trigger = why,
+            "config reload refused: the store the config file names can never work as \
+             configured, and a restart would refuse it; fix [store] url (the running config \
+             stays in force)"
+        );
+        return;
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
     state.auth().reload(settings.auth.clone());
@@ -114,26 +136,24 @@ fn reload(
 }
 
 /// Asks the store a reloaded file names, which the running server does not use before a
-/// restart, as `config check` does: one that can never work (no such database or DB index,
-/// credentials refused) is logged as an error now, rather than found when a restart refuses
-/// it; one that does not answer is only noted. The running store and policies are unchanged
-/// either way.
-async fn check_new_store(settings: Settings) {
+/// restart, as `config check` does: an error when it can never work as configured (a host name
+/// that does not resolve, no trust roots, a certificate not trusted, no such database or DB
+/// index, credentials refused); one that does not answer is only noted.
+async fn check_new_store(settings: &Settings) -> Result<(), tollgate::StoreError> {
     let store = settings.store.to_string();
-    match crate::store::probe(&settings, crate::store::WARM_UP).await {
+    match crate::store::probe(settings, crate::store::WARM_UP).await {
         Ok(()) => {
-            tracing::info!(%store, "the store the config file names answers; it takes effect on restart")
+            tracing::info!(%store, "the store the config file names answers; it takes effect on restart");
+            Ok(())
         }
-        Err(e) if e.kind() == tollgate::ErrorKind::Config => tracing::error!(
-            %store,
-            error = %crate::error::plain(&e),
-            "the store the config file names can never work as configured: a restart would be \
-             refused; fix [store] url (the running store stays in use)"
-        ),
-        Err(e) => tracing::warn!(
-            %store,
-            error = %e,
-            "the store the config file names does not answer now; it takes effect on restart"
-        ),
+        Err(e) if e.kind() == tollgate::ErrorKind::Config => Err(e),
+        Err(e) => {
+            tracing::warn!(
+                %store,
+                error = %e,
+                "the store the config file names does not answer now; it takes effect on restart"
+            );
+            Ok(())
+        }
     }
 }

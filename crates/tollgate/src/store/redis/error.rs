@@ -17,7 +17,7 @@ use crate::StoreError;
 /// Never going to work ([`StoreError::Config`], in plain words): a password Redis asks for and
 /// the URL does not give (`NOAUTH`), credentials refused (`WRONGPASS`, a failed `AUTH`), a DB
 /// index the server does not have (`SELECT`: `DB index is out of range`), a URL the client
-/// cannot use.
+/// cannot use, a TLS certificate not trusted or not for the URL's host.
 pub(crate) fn store_error(e: RedisError) -> StoreError {
     if let Some(why) = never_works(&e) {
         return StoreError::Config(why);
@@ -70,6 +70,12 @@ fn never_works(e: &RedisError) -> Option<String> {
             "the Redis server has no such DB index as the URL names: {} (a server has \
              `databases` of them, 16 by default, numbered from 0)",
             e.detail().unwrap_or("SELECT refused")
+        )),
+        // rustls's words: "invalid peer certificate: UnknownIssuer", "...: NotValidForName".
+        _ if e.to_string().contains("invalid peer certificate") => Some(format!(
+            "the Redis server's TLS certificate is not trusted ({e}): check that the CA that \
+             signed it is among the system's root certificates (or in the file SSL_CERT_FILE \
+             names), and that the URL's host is one the certificate names"
         )),
         _ => None,
     }
