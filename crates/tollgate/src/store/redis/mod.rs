@@ -118,7 +118,8 @@ enum Connection {
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), tollgate::StoreError> {
-/// // A single Redis connects lazily: building needs no server yet.
+/// // A single Redis connects lazily: building tries one connection, and a Redis that is down
+/// // is no error.
 /// let store = RedisStore::builder("redis://127.0.0.1:6379/2")
 ///     .timeout(Duration::from_millis(20))
 ///     .max_batch(128)
