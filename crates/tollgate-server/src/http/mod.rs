@@ -86,8 +86,7 @@ fn admin_routes() -> Router<Arc<Limiter>> {
 /// `/v1/buckets/...`), a 404 that says where it moved.
 async fn not_here(uri: Uri, admin: Arc<str>) -> Problem {
     let path = uri.path();
-    let operators =
-        matches!(path, "/metrics" | "/v1/policies") || path.starts_with("/v1/buckets/");
+    let operators = matches!(path, "/metrics" | "/v1/policies") || path.starts_with("/v1/buckets/");
     if operators {
         Problem::moved_to_admin(path, &admin)
     } else {

@@ -96,7 +96,8 @@ async fn the_data_port_says_where_the_operators_endpoints_moved() {
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
-        let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
         let detail = body["detail"].as_str().unwrap();
         assert!(
             detail.contains(&format!("served on the admin listener ({admin})")),

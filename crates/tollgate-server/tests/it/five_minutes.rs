@@ -112,7 +112,11 @@ fn the_page_holds_the_five_minute_blocks() {
 fn the_five_minute_setup_runs_as_written() {
     require("openssl", &["version"], "sudo apt-get install -y openssl");
     require("curl", &["--version"], "sudo apt-get install -y curl");
-    require("redis-cli", &["--version"], "sudo apt-get install -y redis-tools");
+    require(
+        "redis-cli",
+        &["--version"],
+        "sudo apt-get install -y redis-tools",
+    );
     require(
         "python3",
         &["-c", "import ensurepip, venv"],
@@ -167,7 +171,10 @@ fn the_five_minute_setup_runs_as_written() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(finished, "still running after {WITHIN:?}:\n{said}");
-    assert!(out.status.success(), "{PAGE}'s five-minute setup failed:\n{said}");
+    assert!(
+        out.status.success(),
+        "{PAGE}'s five-minute setup failed:\n{said}"
+    );
 }
 
 fn root() -> std::path::PathBuf {

@@ -127,7 +127,10 @@ async fn the_image_root_filesystem_runs_the_server_as_its_user() {
         None => None,
     };
     let said = stderr_of(server);
-    assert!(banner.contains(&format!("config: {}", image.config)), "{banner} {said}");
+    assert!(
+        banner.contains(&format!("config: {}", image.config)),
+        "{banner} {said}"
+    );
     let healthz = healthz.unwrap_or_else(|| panic!("no answer at {addr:?}: {banner} {said}"));
     assert_eq!(healthz.status(), reqwest::StatusCode::OK);
 }

@@ -43,7 +43,6 @@ async fn rediss_decides_in_redis_when_the_ca_is_trusted() {
         matches!(&keys, Reply::Array(items) if items.len() == 1),
         "{keys:?}"
     );
-
 }
 
 /// Issue 44, point 3: without the CA, the server used to start and answer every decision with
@@ -57,7 +56,10 @@ fn rediss_refuses_to_start_on_a_certificate_not_trusted_or_no_trust_roots() {
     refused_at_start_with(
         url,
         &[],
-        &["the Redis server's TLS certificate is not trusted", "UnknownIssuer"],
+        &[
+            "the Redis server's TLS certificate is not trusted",
+            "UnknownIssuer",
+        ],
     );
     // An empty directory of roots, as a root filesystem with an empty /etc/ssl/certs.
     let empty = tempfile::tempdir().unwrap();
@@ -65,12 +67,18 @@ fn rediss_refuses_to_start_on_a_certificate_not_trusted_or_no_trust_roots() {
     refused_at_start_with(
         url,
         &[("SSL_CERT_DIR", empty)],
-        &["no root certificate to check the server's with", "SSL_CERT_FILE"],
+        &[
+            "no root certificate to check the server's with",
+            "SSL_CERT_FILE",
+        ],
     );
     // Roots that cannot be read.
     refused_at_start_with(
         url,
         &[("SSL_CERT_FILE", "/nonexistent/ca.pem")],
-        &["the root certificates to check the server's with cannot be read", "/nonexistent/ca.pem"],
+        &[
+            "the root certificates to check the server's with cannot be read",
+            "/nonexistent/ca.pem",
+        ],
     );
 }

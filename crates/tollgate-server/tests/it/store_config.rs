@@ -160,7 +160,11 @@ fn a_host_name_that_does_not_resolve_is_refused_at_start() {
         "--store",
         "postgres://postgres@a.invalid:1,127.0.0.1:1/postgres",
     ]);
-    assert!(server.banner.contains("store: postgres"), "{}", server.banner);
+    assert!(
+        server.banner.contains("store: postgres"),
+        "{}",
+        server.banner
+    );
 }
 
 #[test]
@@ -294,7 +298,11 @@ fn a_reload_naming_a_store_that_can_never_work_is_refused() {
 fn get(addr: &str, path: &str) -> String {
     use std::io::Write;
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     response

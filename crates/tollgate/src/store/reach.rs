@@ -119,7 +119,10 @@ mod tests {
         let Err(StoreError::Config(why)) = some_host_resolves("Redis", &none, WITHIN).await else {
             panic!("no host resolves, and it was taken");
         };
-        assert!(why.starts_with("none of the Redis host names resolves"), "{why}");
+        assert!(
+            why.starts_with("none of the Redis host names resolves"),
+            "{why}"
+        );
         assert!(why.contains("\"b.invalid\""), "{why}");
     }
 

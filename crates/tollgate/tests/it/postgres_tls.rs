@@ -150,10 +150,18 @@ async fn no_trust_roots_are_refused_when_built() {
 #[tokio::test]
 async fn a_host_name_that_does_not_resolve_is_refused_when_built() {
     let error = refused("postgres://postgres@nonexistent.invalid:5432/postgres").await;
-    assert!(error.to_string().contains("\"nonexistent.invalid\""), "{error}");
+    assert!(
+        error.to_string().contains("\"nonexistent.invalid\""),
+        "{error}"
+    );
     assert!(error.to_string().contains("does not resolve"), "{error}");
     let error = refused("postgres://postgres@a.invalid,b.invalid/postgres").await;
-    assert!(error.to_string().contains("none of the PostgreSQL host names"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("none of the PostgreSQL host names"),
+        "{error}"
+    );
     // One that resolves (and is down): an outage, not a typo.
     store("postgres://postgres@a.invalid:1,127.0.0.1:1/postgres").await;
 }

@@ -75,11 +75,17 @@ async fn redis_db_index_out_of_range_is_a_config_error_and_down_is_not() {
 /// failed as an outage (served with the fail policy); of several seed nodes, when none resolves.
 #[tokio::test]
 async fn redis_host_names_that_do_not_resolve_are_refused_when_built() {
-    let Err(error) = RedisStore::builder("redis://nonexistent.invalid:6379").build().await else {
+    let Err(error) = RedisStore::builder("redis://nonexistent.invalid:6379")
+        .build()
+        .await
+    else {
         panic!("built on a host name that does not resolve");
     };
     assert_eq!(error.kind(), ErrorKind::Config, "{error}");
-    assert!(error.to_string().contains("\"nonexistent.invalid\""), "{error}");
+    assert!(
+        error.to_string().contains("\"nonexistent.invalid\""),
+        "{error}"
+    );
     let Err(error) = RedisStore::builder("redis://a.invalid:6379")
         .cluster(["redis://a.invalid:6379", "redis://b.invalid:6379"])
         .build()
@@ -88,5 +94,10 @@ async fn redis_host_names_that_do_not_resolve_are_refused_when_built() {
         panic!("built on seed nodes none of which resolves");
     };
     assert_eq!(error.kind(), ErrorKind::Config, "{error}");
-    assert!(error.to_string().contains("none of the Redis host names resolves"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("none of the Redis host names resolves"),
+        "{error}"
+    );
 }
