@@ -18,13 +18,14 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Configures a [`PostgresStore`].
 ///
-/// ```
+/// ```no_run
 /// use std::time::Duration;
 /// use tollgate::PostgresStore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), tollgate::StoreError> {
-/// // Building checks the settings; a database that does not answer now is no error.
+/// // Building checks the settings and tries one connection: a database that does not answer
+/// // now is no error, one that refuses the role or the database is.
 /// let store = PostgresStore::builder("postgres://tollgate@127.0.0.1:5432/tollgate")
 ///     .schema("limits")
 ///     .connections(8)

@@ -22,7 +22,7 @@ use crate::{Decision, Policy, StoreError, Verdict};
 
 /// How serialization failures are retried.
 ///
-/// ```
+/// ```no_run
 /// use std::time::Duration;
 /// use tollgate::PostgresStore;
 /// use tollgate::store::postgres::{GiveUp, Isolation, Retry};
