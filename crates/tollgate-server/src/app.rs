@@ -133,9 +133,10 @@ impl App {
         web::auth::authenticate(router, Arc::clone(&self.limiter))
     }
 
-    /// The data port's routes: with an admin listener, only what a client needs to be limited.
-    fn data_router(&self) -> Router {
-        let router = http::data_router(Arc::clone(&self.limiter));
+    /// The data port's routes beside the admin listener `admin` (`http://ADDRESS`): only what
+    /// a client needs to be limited.
+    fn data_router(&self, admin: String) -> Router {
+        let router = http::data_router(Arc::clone(&self.limiter), admin);
         let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::routes(Arc::clone(envoy))),
             None => router,
@@ -248,7 +249,10 @@ impl Server {
         // With an admin listener, the operators' endpoints are there and gone from the data
         // port; without, the data port serves both.
         let router = match &self.admin {
-            Some(_) => self.app.data_router(),
+            Some(admin) => {
+                let scheme = if admin.tls.is_some() { "https" } else { "http" };
+                self.app.data_router(format!("{scheme}://{}", admin.addr))
+            }
             None => self.app.router(),
         };
         let admin_router = self.app.admin_router();

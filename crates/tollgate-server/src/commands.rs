@@ -94,7 +94,8 @@ const STORE_CHECK: Duration = Duration::from_secs(2);
 /// or that it cannot be reached now (not an error: a check run where the store is not, as in
 /// CI, must pass, and the server would start and answer with its fail policy meanwhile); or
 /// the error, when the store can never work as configured (no such database or DB index,
-/// credentials refused, a URL the driver cannot use), which a start would refuse too.
+/// credentials refused, a URL the driver cannot use, a host name that does not resolve, no TLS
+/// roots, a certificate not trusted), which a start would refuse too.
 fn check_store(config: &Config) -> Result<String, ServeError> {
     let settings = settings::Settings::resolve(settings::Overrides::default(), Some(config));
     if settings.store == StoreSpec::Memory {

@@ -42,8 +42,9 @@ pub enum ServeError {
         /// Why.
         source: StoreError,
     },
-    /// The store answered that it can never work as configured (no such database or DB index,
-    /// credentials refused): `--store` / `[store] url` is to fix.
+    /// The store can never work as configured (no such database or DB index, credentials
+    /// refused, a host name that does not resolve, no TLS roots, a certificate not trusted):
+    /// `--store` / `[store] url` is to fix.
     #[error("cannot use the store ({store}): {}; fix --store or [store] url", plain(.source))]
     Unusable {
         /// The store asked for.

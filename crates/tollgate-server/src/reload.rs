@@ -85,7 +85,7 @@ pub(crate) async fn watch(
                     ))
                 }),
             };
-            reload(loaded, &running, &state, envoy.as_deref(), why);
+            reload(loaded, &running, &state, envoy.as_deref(), why).await;
         }
     })
     .await;
@@ -114,8 +114,10 @@ fn drops_credentials(tokens: bool, password: bool, new: &Settings) -> Option<&'s
 }
 
 /// Puts `loaded`, the settings the file now asks for (or why it could not be read or was
-/// refused), in force, or logs why not and keeps the running config.
-fn reload(
+/// refused), in force, or logs why not and keeps the running config. A file that names a store
+/// that can never work (as a start would refuse it) is refused whole; the watcher waits for
+/// this (a few seconds at most) before it looks at the next change.
+async fn reload(
     loaded: Result<Settings, ConfigError>,
     running: &Settings,
     state: &Limiter,
@@ -152,8 +154,18 @@ fn reload(
     if changed
         .iter()
         .any(|c| matches!(*c, "store.url" | "store.postgres" | "store.timeout"))
+        && let Err(error) = check_new_store(&settings).await
     {
-        tokio::spawn(check_new_store(settings.clone()));
+        state.metrics().reloaded(false);
+        tracing::error!(
+            store = %settings.store,
+            error = %crate::error::plain(&error),
+            trigger = why,
+            "config reload refused: the store the config file names can never work as \
+             configured, and a restart would refuse it; fix [store] url (the running config \
+             stays in force)"
+        );
+        return;
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
     state.auth().reload(settings.auth.clone());
@@ -173,27 +185,25 @@ fn reload(
 }
 
 /// Asks the store a reloaded file names, which the running server does not use before a
-/// restart, as `config check` does: one that can never work (no such database or DB index,
-/// credentials refused) is logged as an error now, rather than found when a restart refuses
-/// it; one that does not answer is only noted. The running store and policies are unchanged
-/// either way.
-async fn check_new_store(settings: Settings) {
+/// restart, as `config check` does: an error when it can never work as configured (a host name
+/// that does not resolve, no trust roots, a certificate not trusted, no such database or DB
+/// index, credentials refused); one that does not answer is only noted.
+async fn check_new_store(settings: &Settings) -> Result<(), tollgate::StoreError> {
     let store = settings.store.to_string();
-    match crate::store::probe(&settings, crate::store::WARM_UP).await {
+    match crate::store::probe(settings, crate::store::WARM_UP).await {
         Ok(()) => {
-            tracing::info!(%store, "the store the config file names answers; it takes effect on restart")
+            tracing::info!(%store, "the store the config file names answers; it takes effect on restart");
+            Ok(())
         }
-        Err(e) if e.kind() == tollgate::ErrorKind::Config => tracing::error!(
-            %store,
-            error = %crate::error::plain(&e),
-            "the store the config file names can never work as configured: a restart would be \
-             refused; fix [store] url (the running store stays in use)"
-        ),
-        Err(e) => tracing::warn!(
-            %store,
-            error = %e,
-            "the store the config file names does not answer now; it takes effect on restart"
-        ),
+        Err(e) if e.kind() == tollgate::ErrorKind::Config => Err(e),
+        Err(e) => {
+            tracing::warn!(
+                %store,
+                error = %e,
+                "the store the config file names does not answer now; it takes effect on restart"
+            );
+            Ok(())
+        }
     }
 }
 

@@ -29,26 +29,46 @@ use crate::web::problem::Problem;
 /// [`crate::web::auth::authenticate`] let in (a commit gives back only what its own reservation
 /// took, so it is part of deciding; a reset is an administrator's).
 pub fn router(limiter: Arc<Limiter>) -> Router {
-    data_router(Arc::clone(&limiter)).merge(admin_routes(limiter))
+    client_routes()
+        .merge(admin_routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(limiter)
 }
 
 /// What a client needs to be limited: `/v1/check`, `/v1/reserve`, `/v1/commit`, and the
-/// health probes.
-pub fn data_router(limiter: Arc<Limiter>) -> Router {
-    let check = require(Scope::Check);
-    Router::new()
-        .route("/v1/check", post(check::check).layer(check))
-        .route("/v1/reserve", post(settle::reserve).layer(check))
-        .route("/v1/commit", post(settle::commit).layer(check))
+/// health probes; for the data port beside an admin listener, which `admin` names
+/// (`http://ADDRESS`): a request for an operators' path is told it is served there.
+pub fn data_router(limiter: Arc<Limiter>, admin: String) -> Router {
+    let admin: Arc<str> = admin.into();
+    client_routes()
+        .fallback(move |uri: Uri| not_here(uri, Arc::clone(&admin)))
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(limiter)
+}
+
+/// The admin listener's routes: the operators' ones and the health probes.
+pub fn admin_router(limiter: Arc<Limiter>) -> Router {
+    admin_routes()
         .merge(probes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(limiter)
 }
 
+/// `/v1/check`, `/v1/reserve`, `/v1/commit`, and the health probes.
+fn client_routes() -> Router<Arc<Limiter>> {
+    let check = require(Scope::Check);
+    Router::new()
+        .route("/v1/check", post(check::check).layer(check))
+        .route("/v1/reserve", post(settle::reserve).layer(check))
+        .route("/v1/commit", post(settle::commit).layer(check))
+        .merge(probes())
+}
+
 /// What operators use, which reads or changes any client's bucket: `/v1/buckets`,
 /// `/v1/policies`, `/metrics`.
-fn admin_routes(limiter: Arc<Limiter>) -> Router {
+fn admin_routes() -> Router<Arc<Limiter>> {
     let read = require(Scope::Read);
     let admin = require(Scope::Admin);
     Router::new()
@@ -60,15 +80,18 @@ fn admin_routes(limiter: Arc<Limiter>) -> Router {
         )
         .route("/v1/policies", get(policies::list).layer(read))
         .route("/metrics", get(health::metrics).layer(admin))
-        .with_state(limiter)
 }
 
-/// The admin listener's routes: the operators' ones and the health probes.
-pub fn admin_router(limiter: Arc<Limiter>) -> Router {
-    admin_routes(Arc::clone(&limiter))
-        .merge(probes().with_state(limiter))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+/// 404 on the data port; for a path of the operators' (a scraper's `/metrics`, `/v1/policies`,
+/// `/v1/buckets/...`), a 404 that says where it moved.
+async fn not_here(uri: Uri, admin: Arc<str>) -> Problem {
+    let path = uri.path();
+    let operators = matches!(path, "/metrics" | "/v1/policies") || path.starts_with("/v1/buckets/");
+    if operators {
+        Problem::moved_to_admin(path, &admin)
+    } else {
+        Problem::not_found(path)
+    }
 }
 
 fn probes() -> Router<Arc<Limiter>> {

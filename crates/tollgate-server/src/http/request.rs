@@ -115,14 +115,14 @@ impl CheckRequest {
                 (Target::Named { names, .. }, Some(Value::Object(each))) => {
                     Cost::Each(each_cost(names, each)?)
                 }
-                _ => Cost::All(integer(&fields, "cost")?.unwrap_or(1)),
+                _ => Cost::All(integer(&fields, "cost", 0)?.unwrap_or(1)),
             };
             return Ok(CheckRequest { key, target, cost });
         }
-        let cost = integer(&fields, "cost")?.unwrap_or(1);
-        let capacity = integer(&fields, "capacity")?.ok_or_else(|| missing("capacity"))?;
-        let refill = integer(&fields, "refill")?.ok_or_else(|| missing("refill"))?;
-        let period_ms = integer(&fields, "period_ms")?.ok_or_else(|| missing("period_ms"))?;
+        let cost = integer(&fields, "cost", 0)?.unwrap_or(1);
+        let capacity = integer(&fields, "capacity", 1)?.ok_or_else(|| missing("capacity"))?;
+        let refill = integer(&fields, "refill", 1)?.ok_or_else(|| missing("refill"))?;
+        let period_ms = integer(&fields, "period_ms", 1)?.ok_or_else(|| missing("period_ms"))?;
 
         let policy = Policy::token_bucket(capacity, refill, Duration::from_millis(period_ms))
             .map_err(|e| {
@@ -263,8 +263,13 @@ fn key(fields: &Map<String, Value>) -> Result<String, Problem> {
     }
 }
 
-/// A non-negative integer field, `None` when absent.
-fn integer(fields: &Map<String, Value>, name: &'static str) -> Result<Option<u64>, Problem> {
+/// An integer field of `least` or more, `None` when absent. A value below `least` that is a
+/// whole number is left to the policy's own check, which names the field the same way.
+fn integer(
+    fields: &Map<String, Value>,
+    name: &'static str,
+    least: u64,
+) -> Result<Option<u64>, Problem> {
     match fields.get(name) {
         None => Ok(None),
         Some(value) => value.as_u64().map(Some).ok_or_else(|| {
@@ -276,7 +281,7 @@ fn integer(fields: &Map<String, Value>, name: &'static str) -> Result<Option<u64
             Problem::invalid_field(
                 name,
                 format!(
-                    "{name} must be an integer from 0 to {}, not {found}",
+                    "{name} must be an integer from {least} to {}, not {found}",
                     u64::MAX
                 ),
             )

@@ -396,8 +396,9 @@ fn bucket(
         value.parse().map_err(|_| {
             Problem::invalid_field(
                 name,
+                // Each of the three is 1 at least (a policy of zeros limits nothing).
                 format!(
-                    "{name} must be an integer from 0 to {}, not {value:?}",
+                    "{name} must be an integer from 1 to {}, not {value:?}",
                     u64::MAX
                 ),
             )

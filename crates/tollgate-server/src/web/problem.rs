@@ -145,6 +145,17 @@ impl Problem {
         }
     }
 
+    /// 404 on the data port for a path the admin listener at `admin` serves.
+    pub fn moved_to_admin(path: &str, admin: &str) -> Problem {
+        Problem {
+            detail: format!(
+                "{path} is served on the admin listener ({admin}), not on this port ([admin] \
+                 listen in the config file)"
+            ),
+            ..Problem::not_found(path)
+        }
+    }
+
     /// 405 for a known path asked with the wrong method.
     pub fn method_not_allowed(method: &str, path: &str) -> Problem {
         Problem {

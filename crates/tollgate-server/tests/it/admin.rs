@@ -75,3 +75,41 @@ async fn the_admin_listener_takes_the_operators_endpoints_off_the_data_port() {
         .unwrap();
     assert!(support::metric(&text, r#"tollgate_connections_total{listener="admin"}"#) >= 1.0);
 }
+
+/// Issue 44, point 6: with `examples/tollgate.toml`, a scraper pointed at the data port got a
+/// bare 404 for `/metrics`, with no hint that it moved. The 404 says where it is served now.
+#[tokio::test]
+async fn the_data_port_says_where_the_operators_endpoints_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = support::write(
+        dir.path(),
+        "tollgate.toml",
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[policies.api]\ncapacity = 5\nperiod = \"1h\"\n",
+    );
+    let server = Tollgate::start(&["--config", path.to_str().unwrap()]);
+    let admin = format!("http://{}", server.admin_addr());
+    let client = Client::new();
+    for path in ["/metrics", "/v1/policies", "/v1/buckets/api/alice"] {
+        let response = client
+            .get(format!("http://{}{path}", server.addr))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
+        let body: serde_json::Value =
+            serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&format!("served on the admin listener ({admin})")),
+            "{path}: {detail}"
+        );
+    }
+    // Other paths are just not found.
+    let response = client
+        .get(format!("http://{}/nothing", server.addr))
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    assert_eq!(body["detail"], "nothing is served at /nothing");
+}

@@ -7,7 +7,8 @@
 //! A labelled family appears in a scrape only once it has a series, so the server is started
 //! with everything the queries read turned on (the Envoy gRPC listener on the example config
 //! directory, a memory store of two keys so that the third is refused as `full` and answered by
-//! the fail policy) and given a little traffic first.
+//! the fail policy) and given a little traffic first; and a second one on Redis (leases), with
+//! `[auth]` and a cap of one HTTP connection, is refused a request and a connection.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support::envoy::{ask, client, descriptor, request};
 use crate::support::{Tollgate, check, get};
+use tollgate_testkit::TestRedis;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -309,9 +311,60 @@ async fn scrape_of_a_busy_server() -> String {
     get(&http, &server, "/metrics").await
 }
 
+/// A scrape of a server on Redis (whose leases' counters are exported), with `[auth]` and an
+/// HTTP listener of one connection, after a request without a token and a connection over the
+/// cap: the families of auth failures and refused connections appear.
+async fn scrape_of_a_guarded_server(redis: &TestRedis) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::support::write(
+        dir.path(),
+        "tollgate.toml",
+        "[http]\nmax_connections = 1\n\n[auth.tokens.ops]\nsecret_env = \"OPS_TOKEN\"\n\
+         scopes = [\"check\", \"read\", \"admin\"]\n\n[policies.hot]\ncapacity = 100\n\
+         period = \"1s\"\nlease = true\n",
+    );
+    let server = Tollgate::start_with_env(
+        &["--config", config.to_str().unwrap(), "--store", redis.url()],
+        &[("OPS_TOKEN", "s3cret-ops-token")],
+    );
+    let http = Client::new();
+    let anonymous = http
+        .post(format!("http://{}/v1/check", server.addr))
+        .body(r#"{"policy": "hot", "key": "a"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), reqwest::StatusCode::UNAUTHORIZED);
+    drop(http);
+    // One connection held open, and one more: refused over the cap.
+    let held = std::net::TcpStream::connect(server.addr).unwrap();
+    let over = reqwest::get(format!("http://{}/healthz", server.addr)).await;
+    assert!(
+        over.is_err() || over.unwrap().status() == reqwest::StatusCode::SERVICE_UNAVAILABLE,
+        "a connection over the cap was served"
+    );
+    drop(held);
+    // The held connection's slot comes back once the server sees it closed.
+    for _ in 0..100 {
+        let scrape = Client::new()
+            .get(format!("http://{}/metrics", server.addr))
+            .bearer_auth("s3cret-ops-token")
+            .send()
+            .await;
+        if let Ok(scrape) = scrape
+            && scrape.status().is_success()
+        {
+            return scrape.text().await.unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no scrape of the guarded server");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_and_alerts_query_only_exported_series() {
-    let scrape = scrape_of_a_busy_server().await;
+    let redis = TestRedis::start().expect("start redis-server");
+    let scrape = scrape_of_a_busy_server().await + &scrape_of_a_guarded_server(&redis).await;
     let exported = exported(&scrape);
     // The traffic made the families that only show once used.
     for family in [
@@ -319,6 +372,9 @@ async fn the_dashboard_and_alerts_query_only_exported_series() {
         "tollgate_fail_policy_decisions_total",
         "tollgate_envoy_total_hits_total",
         "tollgate_store_call_duration_seconds_bucket",
+        "tollgate_auth_failures_total",
+        "tollgate_connections_refused_total",
+        "tollgate_lease_decisions_total",
     ] {
         assert!(exported.contains(family), "no {family} in\n{scrape}");
     }
@@ -349,6 +405,11 @@ async fn the_dashboard_and_alerts_query_only_exported_series() {
         "tollgate_fail_policy_decisions_total",
         "tollgate_config_reloads_total",
         "tollgate_connections",
+        "tollgate_connections_max",
+        "tollgate_connections_refused_total",
+        "tollgate_auth_failures_total",
+        "tollgate_lease_decisions_total",
+        "tollgate_lease_tokens_lost_total",
         "tollgate_envoy_over_limit_total",
         "tollgate_envoy_config_loads_total",
     ] {

@@ -722,3 +722,48 @@ fn http_errors_before_any_endpoint_are_problems_too() {
         );
     }
 }
+
+/// Issue 44, point 6: `"capacity": -1` was answered "must be an integer from 0 to …", while 0
+/// is refused too. Each inline number says its real range; `cost` starts at 0 (a peek).
+#[tokio::test]
+async fn a_number_out_of_range_is_told_the_real_range() {
+    use crate::support::{self, Tollgate};
+    let server = Tollgate::start(&[]);
+    let client = Client::new();
+    let max = u64::MAX;
+    for field in ["capacity", "refill", "period_ms"] {
+        let mut body = json!({"key": "k", "capacity": 10, "refill": 10, "period_ms": 1000});
+        body[field] = json!(-1);
+        let (status, problem) = support::check(&client, &server, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(problem["field"], field);
+        assert_eq!(
+            problem["detail"],
+            format!("{field} must be an integer from 1 to {max}, not a negative number")
+        );
+        body[field] = json!(0);
+        let (status, problem) = support::check(&client, &server, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+        assert_eq!(problem["field"], field, "{problem}");
+    }
+    let body = json!({"key": "k", "capacity": 10, "refill": 10, "period_ms": 1000, "cost": -1});
+    let (_, problem) = support::check(&client, &server, body).await;
+    assert_eq!(
+        problem["detail"],
+        format!("cost must be an integer from 0 to {max}, not a negative number")
+    );
+    // The bucket read takes the numbers in its query string, and says the same range.
+    let response = client
+        .get(format!(
+            "http://{}/v1/buckets/inline/k?capacity=-1&refill=1&period_ms=1",
+            server.addr
+        ))
+        .send()
+        .await
+        .unwrap();
+    let problem: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    assert_eq!(
+        problem["detail"],
+        format!("capacity must be an integer from 1 to {max}, not \"-1\"")
+    );
+}

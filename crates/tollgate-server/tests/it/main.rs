@@ -22,6 +22,7 @@ mod envoy_mtls;
 mod envoy_reflection;
 mod examples;
 mod faults;
+mod five_minutes;
 mod flood;
 mod hostile_input;
 mod http;

@@ -1,7 +1,8 @@
 //! A typo never turns limiting off: a store that can never work as configured (no
-//! such database or DB index, credentials refused, a URL the driver cannot use) stops the
-//! server at start and fails `config check`, in plain words; a store that is merely down is
-//! served with the fail policy, and only noted by `config check`.
+//! such database or DB index, credentials refused, a URL the driver cannot use, a host name
+//! that does not resolve, no trust roots, a certificate not trusted) stops the server at start,
+//! fails `config check` and is refused by a reload, in plain words; a store that is merely down
+//! is served with the fail policy, and only noted by `config check`.
 
 use std::io::Read;
 use std::path::Path;
@@ -15,13 +16,18 @@ use tollgate_testkit::{TestPostgres, TestRedis};
 use crate::support::{self, Tollgate, config_check};
 
 /// Runs `tollgate args` to its exit (killed after 10 s: a store refused must not leave a server
-/// running); its exit code, its stderr, and how long it ran.
-fn run(args: &[&str]) -> (i32, String, Duration) {
+/// running), with `env` set (and the machine's own `SSL_CERT_FILE` and `SSL_CERT_DIR` not:
+/// the system's roots are then where the TLS client looks by itself); its exit code, its
+/// stderr, and how long it ran.
+fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, Duration) {
     let clock = MonotonicClock::new();
     let started = clock.now();
     let elapsed = || Duration::from(clock.now() - started);
     let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args(args)
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -50,7 +56,12 @@ fn run(args: &[&str]) -> (i32, String, Duration) {
 /// Starts the server on `store`: it must exit 1 within a few seconds, saying `says` and naming
 /// what to fix.
 fn refused_at_start(store: &str, says: &[&str]) {
-    let (code, stderr, took) = run(&["--listen", "127.0.0.1:0", "--store", store]);
+    refused_at_start_with(store, &[], says);
+}
+
+/// [`refused_at_start`] with environment variables `env` set.
+pub(crate) fn refused_at_start_with(store: &str, env: &[(&str, &str)], says: &[&str]) {
+    let (code, stderr, took) = run(&["--listen", "127.0.0.1:0", "--store", store], env);
     assert_eq!(code, 1, "--store {store}: {stderr}");
     assert!(
         took < Duration::from_secs(5),
@@ -129,6 +140,43 @@ fn a_redis_password_missing_or_wrong_is_refused_at_start() {
     assert!(server.banner.contains("store: redis"), "{}", server.banner);
 }
 
+/// Issue 44, point 3: a host name that does not resolve used to start, serving every decision
+/// with the fail policy (`allow` by default) and a WARN line.
+#[test]
+fn a_host_name_that_does_not_resolve_is_refused_at_start() {
+    // `.invalid` is reserved never to exist (RFC 2606).
+    let says = ["\"nonexistent.invalid\"", "does not resolve"];
+    refused_at_start("redis://nonexistent.invalid:6379/0", &says);
+    refused_at_start("postgres://postgres@nonexistent.invalid/postgres", &says);
+    // Of several hosts, none resolves.
+    let none = ["none of the Redis host names resolves", "\"b.invalid\""];
+    refused_at_start("redis://a.invalid:6379,redis://b.invalid:6379", &none);
+    refused_at_start(
+        "postgres://postgres@a.invalid:5432,b.invalid:5432/postgres",
+        &["none of the PostgreSQL host names resolves"],
+    );
+    // One resolves (and is down): an outage, served with the fail policy.
+    let server = Tollgate::start(&[
+        "--store",
+        "postgres://postgres@a.invalid:1,127.0.0.1:1/postgres",
+    ]);
+    assert!(
+        server.banner.contains("store: postgres"),
+        "{}",
+        server.banner
+    );
+}
+
+#[test]
+fn config_check_refuses_a_host_name_that_does_not_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = file_naming(dir.path(), "redis://nonexistent.invalid:6379/0");
+    let (ok, out, err) = config_check(&file);
+    assert!(!ok, "{out}");
+    assert!(err.contains("\"nonexistent.invalid\" "), "{err}");
+    assert!(err.contains("does not resolve"), "{err}");
+}
+
 #[test]
 fn a_store_that_is_down_is_served_with_the_fail_policy() {
     let server = Tollgate::start(&["--store", "redis://127.0.0.1:1/0"]);
@@ -186,8 +234,10 @@ fn config_check_passes_when_the_store_is_merely_down() {
     assert!(out.contains("not reachable from here"), "{out}");
 }
 
+/// Issue 44, point 3: such a reload used to log the store as an error and put the rest of the
+/// file (its policies) in force anyway; it is refused whole now, as a bad edit is.
 #[test]
-fn a_reload_naming_a_store_that_can_never_work_logs_it_as_an_error() {
+fn a_reload_naming_a_store_that_can_never_work_is_refused() {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let redis = TestRedis::start().expect("start redis-server");
@@ -205,9 +255,22 @@ fn a_reload_naming_a_store_that_can_never_work_logs_it_as_an_error() {
         .read_line(&mut banner)
         .unwrap();
     assert!(banner.contains("store: redis"), "{banner}");
-    file_naming(
+    let addr: String = banner
+        .split("listening on http://")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+        .collect();
+    // Another store that can never work, and a policy raised.
+    support::write(
         dir.path(),
-        &format!("redis://127.0.0.1:{}/99", redis.port()),
+        "tollgate.toml",
+        &format!(
+            "[store]\nurl = \"redis://127.0.0.1:{}/99\"\n\n[policies.api]\ncapacity = 20\n\
+             refill = 10\nperiod = \"1s\"\n",
+            redis.port()
+        ),
     );
     let clock = MonotonicClock::new();
     let started = clock.now();
@@ -220,10 +283,27 @@ fn a_reload_naming_a_store_that_can_never_work_logs_it_as_an_error() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    // Still serving, on the store it started with.
+    // Still serving, on the store and the policies it started with.
     assert!(child.try_wait().unwrap().is_none(), "{said}");
+    let policies = get(&addr, "/v1/policies");
     child.kill().unwrap();
     let _ = child.wait();
+    assert!(said.contains("config reload refused"), "{said}");
     assert!(said.contains("can never work"), "{said}");
     assert!(said.contains("DB index is out of range"), "{said}");
+    assert!(policies.contains("\"capacity\":10"), "{policies}");
+}
+
+/// The response to `GET path` from the HTTP server at `addr`, head and body.
+fn get(addr: &str, path: &str) -> String {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
 }

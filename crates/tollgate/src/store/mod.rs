@@ -40,6 +40,8 @@ pub mod lease;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod reach;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod settle;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tokio_postgres::NoTls;
-use tollgate::{Check, ErrorKind, Policy, PostgresStore, Store};
+use tollgate::{Check, ErrorKind, Policy, PostgresStore, Store, StoreError};
 use tollgate_testkit::{TestCa, TestPostgres};
 
 /// `url` with `query` appended.
@@ -14,12 +14,24 @@ fn with(pg: &TestPostgres, query: &str) -> String {
     format!("{}?{query}", pg.url())
 }
 
-async fn store(url: &str) -> PostgresStore {
+async fn built(url: &str) -> Result<PostgresStore, StoreError> {
     PostgresStore::builder(url)
         .timeout(Duration::from_secs(5))
         .build()
         .await
-        .expect("the store builds")
+}
+
+async fn store(url: &str) -> PostgresStore {
+    built(url).await.expect("the store builds")
+}
+
+/// Building the store at `url` is refused as settings that can never work: the error.
+async fn refused(url: &str) -> StoreError {
+    let Err(error) = built(url).await else {
+        panic!("{url}: built, and every decision would be left to the fail policy");
+    };
+    assert_eq!(error.kind(), ErrorKind::Config, "{url}: {error}");
+    error
 }
 
 /// How many of the store's sessions (application name `tollgate`) are over TLS, and in all.
@@ -55,6 +67,8 @@ async fn verify_full_with_the_servers_ca_connects_over_tls_and_decides() {
     assert_eq!(over_tls, all, "every session of the store is over TLS");
 }
 
+/// A certificate that can never pass is refused when the store is built (issue 44, point 3),
+/// not found by the first decision and served with the fail policy.
 #[tokio::test]
 async fn a_certificate_from_another_ca_is_refused_plainly() {
     let pg = TestPostgres::start_tls().expect("start PostgreSQL with TLS");
@@ -64,8 +78,7 @@ async fn a_certificate_from_another_ca_is_refused_plainly() {
             &pg,
             &format!("sslmode={mode}&sslrootcert={}", other.cert.display()),
         );
-        let error = store(&url).await.ready().await.unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Config, "{mode}: {error}");
+        let error = refused(&url).await;
         assert!(error.to_string().contains("not trusted"), "{mode}: {error}");
         assert!(
             error.to_string().contains("UnknownIssuer"),
@@ -89,24 +102,14 @@ async fn verify_ca_ignores_the_name_and_verify_full_does_not() {
         .ready()
         .await
         .expect("verify-ca does not check the name");
-    let error = store(&format!("{url}&sslmode=verify-full"))
-        .await
-        .ready()
-        .await
-        .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Config, "{error}");
+    let error = refused(&format!("{url}&sslmode=verify-full")).await;
     assert!(error.to_string().contains("not valid for name"), "{error}");
 }
 
 #[tokio::test]
 async fn require_against_a_server_without_tls_fails_plainly() {
     let pg = TestPostgres::start().expect("start PostgreSQL");
-    let error = store(&with(&pg, "sslmode=require"))
-        .await
-        .ready()
-        .await
-        .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Config, "{error}");
+    let error = refused(&with(&pg, "sslmode=require")).await;
     assert!(error.to_string().contains("does not offer TLS"), "{error}");
     // prefer (libpq's default) goes on in the clear.
     store(&with(&pg, "sslmode=prefer"))
@@ -125,4 +128,40 @@ async fn an_unknown_sslmode_is_refused_when_built() {
         .unwrap();
     assert_eq!(error.kind(), ErrorKind::Config, "{error}");
     assert!(error.to_string().contains("verify-full"), "{error}");
+}
+
+/// No root certificate to check the server's with: refused when built, naming sslrootcert.
+#[tokio::test]
+async fn no_trust_roots_are_refused_when_built() {
+    let empty = std::env::temp_dir().join(format!("tollgate-no-roots-{}.pem", std::process::id()));
+    std::fs::write(&empty, "").unwrap();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:1/postgres?sslmode=verify-full&sslrootcert={}",
+        empty.display()
+    );
+    let error = refused(&url).await;
+    let _ = std::fs::remove_file(&empty);
+    assert!(error.to_string().contains("no root certificate"), "{error}");
+    assert!(error.to_string().contains("sslrootcert"), "{error}");
+}
+
+/// A host name that does not resolve is refused when built (issue 44, point 3); of several
+/// hosts, only when none resolves.
+#[tokio::test]
+async fn a_host_name_that_does_not_resolve_is_refused_when_built() {
+    let error = refused("postgres://postgres@nonexistent.invalid:5432/postgres").await;
+    assert!(
+        error.to_string().contains("\"nonexistent.invalid\""),
+        "{error}"
+    );
+    assert!(error.to_string().contains("does not resolve"), "{error}");
+    let error = refused("postgres://postgres@a.invalid,b.invalid/postgres").await;
+    assert!(
+        error
+            .to_string()
+            .contains("none of the PostgreSQL host names"),
+        "{error}"
+    );
+    // One that resolves (and is down): an outage, not a typo.
+    store("postgres://postgres@a.invalid:1,127.0.0.1:1/postgres").await;
 }

@@ -18,13 +18,14 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Configures a [`PostgresStore`].
 ///
-/// ```
+/// ```no_run
 /// use std::time::Duration;
 /// use tollgate::PostgresStore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), tollgate::StoreError> {
-/// // It connects lazily: building checks the settings, not the database.
+/// // Building checks the settings and tries one connection: a database that does not answer
+/// // now is no error, one that refuses the role or the database is.
 /// let store = PostgresStore::builder("postgres://tollgate@127.0.0.1:5432/tollgate")
 ///     .schema("limits")
 ///     .connections(8)
@@ -223,14 +224,19 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// Checks the configuration. Connects lazily: a database that is down now makes calls
-    /// fail (transiently) until it is up.
+    /// Checks the configuration, and tries one connection. A database that does not answer
+    /// now is no error: calls fail (transiently) until it is up.
     ///
     /// Fails with [`StoreError::Config`] for a schema or table name that is not a plain
     /// identifier, a URL that does not parse, or outside a Tokio runtime (the store runs its
-    /// cleanup on one); and for a setting of zero, naming it: `timeout` (every decision would
+    /// cleanup on one); for a setting of zero, naming it: `timeout` (every decision would
     /// go to the fail policy), `connections`, `max_batch`, `max_in_flight`,
-    /// `retry.max_attempts`, `cleanup_batch`, or a `cleanup_interval` of zero.
+    /// `retry.max_attempts`, `cleanup_batch`, or a `cleanup_interval` of zero; and for
+    /// settings that can never work, found here rather than left to the fail policy: host
+    /// names the resolver says do not exist (of several, when none resolves), TLS that
+    /// `sslmode` asks to check with no root certificate to check with, and what the one
+    /// connection is refused for (no such database or role, a password refused, a
+    /// certificate not trusted or not for the host).
     ///
     /// ```
     /// use tollgate::{PostgresStore, StoreError};
@@ -281,6 +287,11 @@ impl PostgresStoreBuilder {
             stats: PostgresStats::default(),
             row_hasher: foldhash::fast::FixedState::default(),
         });
+        // Settings that can never work fail here, not as an outage the fail policy answers.
+        let reach = self.timeout.max(Duration::from_secs(1));
+        let hosts = inner.pool.host_names();
+        crate::store::reach::some_host_resolves("PostgreSQL", &hosts, reach).await?;
+        inner.pool.first_connection().await?;
         if let Some(every) = self.cleanup_interval {
             runtime.spawn(cleanup_loop(Arc::downgrade(&inner), every));
         }

@@ -282,6 +282,41 @@ impl Pool {
             .map(StoreError::Config)
     }
 
+    /// Connects once and keeps nothing: [`StoreError::Config`] when the database refuses the
+    /// settings for good (no such database or role, a password refused, a TLS certificate not
+    /// trusted or not for the host, TLS required and not offered); `Ok` when it accepts them,
+    /// or does not answer now (an outage the store outlives).
+    pub(crate) async fn first_connection(&self) -> Result<(), StoreError> {
+        let bound = self.connector.bound();
+        match tokio::time::timeout(bound, self.connector.open()).await {
+            Ok(Err(never @ StoreError::Config(_))) => Err(never),
+            Ok(_) | Err(_) => Ok(()),
+        }
+    }
+
+    /// The TCP hosts and ports of the URL whose names must resolve, or none when it reaches the
+    /// server without a resolver (a Unix socket, or `hostaddr` given).
+    pub(crate) fn host_names(&self) -> Vec<(String, u16)> {
+        let config = &self.connector.setup.config;
+        if !config.get_hostaddrs().is_empty() {
+            return Vec::new();
+        }
+        let ports = config.get_ports();
+        let mut names = Vec::new();
+        for (i, host) in config.get_hosts().iter().enumerate() {
+            match host {
+                tokio_postgres::config::Host::Tcp(name) => {
+                    // One port for every host, or one each; 5432 when none is given.
+                    let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+                    names.push((name.clone(), port));
+                }
+                #[cfg(unix)]
+                tokio_postgres::config::Host::Unix(_) => return Vec::new(),
+            }
+        }
+        names
+    }
+
     /// How many connections the pool holds.
     pub(crate) fn size(&self) -> usize {
         self.slots.len()

@@ -23,7 +23,7 @@ use crate::{Decision, Policy, StoreError, Verdict};
 /// How serialization failures are retried: [`Retry::default`], changed by its setters (its
 /// fields are there to read; more may come, so it is not built as a literal).
 ///
-/// ```
+/// ```no_run
 /// use std::time::Duration;
 /// use tollgate::PostgresStore;
 /// use tollgate::store::postgres::{GiveUp, Isolation, Retry};

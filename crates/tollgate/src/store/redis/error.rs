@@ -16,9 +16,10 @@ use crate::StoreError;
 ///
 /// Settings that can never work (a password Redis asks for and the URL does not give,
 /// `NOAUTH`; credentials refused, `WRONGPASS` or a failed `AUTH`; a DB index the server does
-/// not have, `SELECT`: `DB index is out of range`; a URL the client cannot use) are said in
-/// plain words, as an outage: this is a failure of a store that was built and served (a
-/// password changed under it, found when it connects again), which the fail policy answers.
+/// not have, `SELECT`: `DB index is out of range`; a URL the client cannot use; a TLS
+/// certificate not trusted or not for the URL's host) are said in plain words, as an outage:
+/// this is a failure of a store that was built and served (a password changed under it, a
+/// certificate replaced, found when it connects again), which the fail policy answers.
 /// [`setup_error`] says the same as a [`StoreError::Config`] where the store is built or
 /// probed.
 pub(crate) fn store_error(e: RedisError) -> StoreError {
@@ -88,6 +89,12 @@ fn never_works(e: &RedisError) -> Option<String> {
             "the Redis server has no such DB index as the URL names: {} (a server has \
              `databases` of them, 16 by default, numbered from 0)",
             e.detail().unwrap_or("SELECT refused")
+        )),
+        // rustls's words: "invalid peer certificate: UnknownIssuer", "...: NotValidForName".
+        _ if e.to_string().contains("invalid peer certificate") => Some(format!(
+            "the Redis server's TLS certificate is not trusted ({e}): check that the CA that \
+             signed it is among the system's root certificates (or in the file SSL_CERT_FILE \
+             names), and that the URL's host is one the certificate names"
         )),
         _ => None,
     }

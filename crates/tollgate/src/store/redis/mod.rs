@@ -79,6 +79,7 @@
 #[cfg(feature = "__bench")]
 #[doc(hidden)]
 pub mod bench;
+mod connect;
 mod error;
 mod keys;
 mod nodes;
@@ -89,6 +90,7 @@ mod settle;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
@@ -120,7 +122,8 @@ enum Connection {
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), tollgate::StoreError> {
-/// // A single Redis connects lazily: building needs no server yet.
+/// // A single Redis connects lazily: building tries one connection, and a Redis that is down
+/// // is no error.
 /// let store = RedisStore::builder("redis://127.0.0.1:6379/2")
 ///     .timeout(Duration::from_millis(20))
 ///     .max_batch(128)
@@ -289,6 +292,14 @@ impl RedisStoreBuilder {
     /// `max_batch` or `max_in_flight` of zero is a [`StoreError::Config`] naming it: a zero
     /// timeout would hand every decision to the fail policy (failing open, limiting nothing).
     ///
+    /// Settings that can never work are a [`StoreError::Config`] too, found here rather than
+    /// left to the fail policy: host names the resolver says do not exist (of several seed
+    /// nodes, when none resolves), a `rediss://` URL on a system whose root certificates
+    /// cannot be read or hold none, and what one connection tried now (within the timeout, at
+    /// least 1 s) is refused for: a certificate not trusted or not for the host, a password
+    /// or DB index refused. A Redis that does not answer now is no error: calls fail
+    /// transiently until it does.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{RedisStore, StoreError};
@@ -330,6 +341,18 @@ impl RedisStoreBuilder {
                     .unwrap_or("it does not parse (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])")
             ))
         };
+        let infos = self
+            .urls
+            .iter()
+            .map(|url| url.as_str().into_connection_info())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(config_error)?;
+        // What must answer within the time allowed to reach Redis.
+        let reach = self.timeout.max(Duration::from_secs(1));
+        connect::hosts_resolve(&infos, reach).await?;
+        if connect::any_tls(&infos) {
+            connect::trust_roots()?;
+        }
         let scripts = Scripts::new();
         let mut nodes = None;
         let connection = if self.urls.len() > 1 {
@@ -348,6 +371,7 @@ impl RedisStoreBuilder {
             Connection::Cluster(conn)
         } else {
             let client = redis::Client::open(self.urls[0].as_str()).map_err(config_error)?;
+            connect::first_connection(&client, reach).await?;
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(self.timeout.max(Duration::from_millis(200))))
                 .set_response_timeout(Some(self.timeout.max(Duration::from_secs(1))))
