@@ -21,6 +21,7 @@ use tower_service::Service;
 
 use crate::auth::{Caller, Frontend, Grant, Scope};
 use crate::limiter::Limiter;
+use crate::web::body;
 use crate::web::problem::Problem;
 
 /// Paths answered without a token: probes must work without a secret.
@@ -112,7 +113,17 @@ where
     fn call(&mut self, mut request: Request) -> Answer<S::Future> {
         match self.guard.refuse(&mut request) {
             None => Answer::Inner(self.inner.call(request)),
-            Some(refused) => Answer::Refused(refused),
+            Some(refused) => {
+                let body = std::mem::take(request.body_mut());
+                Answer::Refused(Box::pin(async move {
+                    // Over HTTP/2, an answer given before the request's body has arrived ends
+                    // the stream with a reset, which clients (curl: "Stream error in the
+                    // HTTP/2 framing layer") report instead of the 401: read what the client
+                    // is sending first, up to the bound every body has.
+                    let _ = body::drain(body).await;
+                    refused.await
+                }))
+            }
         }
     }
 }

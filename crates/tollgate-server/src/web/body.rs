@@ -33,3 +33,9 @@ fn stalled<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a BodyStall
     }
     None
 }
+
+/// Reads `body` to its end, or to [`MAX_BODY_BYTES`], and drops it: for an answer that needs
+/// nothing of it but must not be sent before it arrived.
+pub async fn drain(body: Body) -> Result<(), Problem> {
+    read(body).await.map(drop)
+}
