@@ -48,6 +48,20 @@ pub enum CheckError {
     /// The store cannot decide this check as asked (see the message).
     #[error("{0}")]
     Unsupported(&'static str),
+    /// The store's clock read a time past the latest a bucket can be decided at
+    /// ([`MAX_NOW`](crate::algorithm::gcra::MAX_NOW), in 2116): nothing was decided or
+    /// written. The clock is wrong, not the check: [`StoreError::kind`] reports it as
+    /// [`ErrorKind::Incompatible`] (not transient), so the fail policy answers and it is
+    /// reported loudly.
+    #[error(
+        "the clock reads {now:?} since the UNIX epoch, past the latest time a bucket can hold ({max:?})"
+    )]
+    ClockOutOfRange {
+        /// The clock's reading, since the UNIX epoch.
+        now: Duration,
+        /// The latest reading decided.
+        max: Duration,
+    },
 }
 
 /// Why a store could not decide. [`StoreError::kind`] tells a caller what to do about it: a
@@ -122,7 +136,8 @@ pub enum ErrorKind {
     Timeout,
     /// [`StoreError::Unavailable`]: transient.
     Unavailable,
-    /// [`StoreError::Incompatible`]: a bug or a misconfiguration.
+    /// [`StoreError::Incompatible`], and a clock out of range
+    /// ([`CheckError::ClockOutOfRange`]): a bug or a misconfiguration.
     Incompatible,
     /// [`StoreError::Config`]: found when the store is built.
     Config,
@@ -147,6 +162,8 @@ impl StoreError {
     /// The kind of this failure.
     pub fn kind(&self) -> ErrorKind {
         match self {
+            // The store's clock, not the request, is wrong.
+            StoreError::Check(CheckError::ClockOutOfRange { .. }) => ErrorKind::Incompatible,
             StoreError::Check(_) => ErrorKind::Check,
             StoreError::Full { .. } => ErrorKind::Full,
             StoreError::Timeout(_) => ErrorKind::Timeout,

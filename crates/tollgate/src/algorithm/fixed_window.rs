@@ -64,13 +64,14 @@ pub struct FixedWindowOutcome {
     until_end: Nanos,
 }
 
-/// Evaluates taking `cost` at `now`.
+/// Evaluates taking `cost` at `now` (refused past [`MAX_NOW`](crate::algorithm::gcra::MAX_NOW)).
 pub fn decide(
     policy: &Policy,
     state: FixedWindowState,
     now: Nanos,
     cost: u64,
 ) -> Result<FixedWindowOutcome, CheckError> {
+    crate::algorithm::gcra::check_now(now)?;
     let limit = policy.capacity();
     if cost > limit {
         return Err(CheckError::CostExceedsCapacity {

@@ -305,9 +305,13 @@ impl<C: Clock> MemoryStore<C> {
         self.inner.buckets.allocated_bytes() + self.inner.windows.allocated_bytes()
     }
 
+    /// The clock's reading, refused past [`MAX_NOW`](crate::algorithm::gcra::MAX_NOW): a
+    /// later `tat` would set a cell's lock bit, on which every check would wait forever.
     #[inline]
-    fn now(&self) -> Nanos {
-        self.inner.clock.now()
+    fn now(&self) -> Result<Nanos, CheckError> {
+        let now = self.inner.clock.now();
+        algorithm::gcra::check_now(now)?;
+        Ok(now)
     }
 
     /// One check: reads the clock once, and builds the decision once, from what the bucket's
@@ -319,8 +323,8 @@ impl<C: Clock> MemoryStore<C> {
         key: BucketKey<'_>,
         cost: u64,
     ) -> Result<Decision, StoreError> {
-        let now = self.now();
-        if policy.algorithm() != Algorithm::TokenBucket {
+        let now = self.now()?;
+        if policy.algorithm() != Algorithm::TokenBucket || key.is_named() {
             return self.check_window(policy, key, cost, now);
         }
         let gcra = Gcra::new(policy);
@@ -372,8 +376,14 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// One check of a window algorithm, under its cell's mutex. Out of line: the token-bucket
-    /// path, inlined into callers, does not carry it.
+    /// One check of a window algorithm, or of a named token bucket, under its cell's mutex.
+    /// Out of line: the token-bucket path, inlined into callers, does not carry it.
+    ///
+    /// A named token bucket lives here, beside the policy it was last written under, because
+    /// its numbers may change under its name (a reload): its `tat` is then rebased to the new
+    /// numbers (the same level, capped at the new capacity) and written so at once, even by a
+    /// denial or a peek, so that it refills at the new pace from this moment on. A bucket
+    /// named by its numbers never changes them, so it keeps the one-word cell.
     #[inline(never)]
     fn check_window(
         &self,
@@ -388,6 +398,13 @@ impl<C: Clock> MemoryStore<C> {
             .with_room(now, || {
                 table.with_cell(key, now, count, |cell| {
                     let mut window = cell.lock();
+                    if let Some(old) = window.policy
+                        && old != *policy
+                        && policy.algorithm() == Algorithm::TokenBucket
+                    {
+                        window.state = algorithm::rebase(&window.state, &old, policy, now);
+                        window.policy = Some(*policy);
+                    }
                     let outcome = algorithm::evaluate(policy, &window.state, now, cost)?;
                     if outcome.allowed() && cost > 0 {
                         outcome.apply(&mut window.state);
