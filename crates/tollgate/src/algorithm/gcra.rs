@@ -202,23 +202,27 @@ impl Gcra {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn rebase(&self, from: &Gcra, tat: Nanos, now: Nanos) -> Nanos {
+        self.rebase_in(from, tat, now, Nanos::new(1))
+    }
+
+    /// [`Gcra::rebase`] for a store whose clock counts in `unit`s (Redis and PostgreSQL count
+    /// microseconds): `tat`, `now` and both policies' numbers are whole units, and so is the
+    /// result, which is then what the store's own port computes in its unit (the new level
+    /// rounded down to a whole unit of time, not to a nanosecond).
+    pub fn rebase_in(&self, from: &Gcra, tat: Nanos, now: Nanos, unit: Nanos) -> Nanos {
         if tat <= now || from == self {
             return tat;
         }
-        let (t, tau) = (
-            i128::from(from.emission_interval.as_u64()),
-            i128::from(from.tolerance.as_u64()),
-        );
-        let (t_new, tau_new) = (
-            i128::from(self.emission_interval.as_u64()),
-            i128::from(self.tolerance.as_u64()),
-        );
+        let unit = i128::from(unit.as_u64().max(1));
+        let units = |n: Nanos| i128::from(n.as_u64()) / unit;
+        let (t, tau) = (units(from.emission_interval), units(from.tolerance));
+        let (t_new, tau_new) = (units(self.emission_interval), units(self.tolerance));
         // The level in units of 1/t token (negative in debt), then in units of 1/t' token,
         // rounded down: a fraction of a token is never rounded into one.
-        let level = tau - i128::from((tat - now).as_u64());
-        let backlog = tau_new - (level * t_new).div_euclid(t);
+        let level = tau - units(tat - now);
+        let backlog = tau_new - (level * t_new).div_euclid(t.max(1));
         let most = self.tolerance.max(self.tolerance.saturating_mul(2).min(MAX_DEBT));
-        let backlog = backlog.clamp(0, i128::from(most.as_u64()));
+        let backlog = backlog.clamp(0, units(most)) * unit;
         // Within [0, 2^62]: the cast is exact.
         now.saturating_add(Nanos::new(backlog as u64))
     }
