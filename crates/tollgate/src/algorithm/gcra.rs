@@ -101,6 +101,16 @@ impl Gcra {
         }
     }
 
+    /// The constants of a token bucket whose emission interval is `t` and tolerance `tau` (a
+    /// multiple of it): the numbers a store wrote beside a bucket's `tat`.
+    pub(crate) fn from_parts(t: Nanos, tau: Nanos) -> Gcra {
+        Gcra {
+            emission_interval: t,
+            tolerance: tau,
+            capacity: tau.as_u64() / t.as_u64().max(1),
+        }
+    }
+
     /// Evaluates taking `cost` tokens at `now` from the bucket whose state is `tat`
     /// (`Nanos::ZERO` for a key never seen). A `now` past [`MAX_NOW`] is refused.
     #[inline]
