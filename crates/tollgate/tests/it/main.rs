@@ -23,6 +23,7 @@ mod postgres_garbage;
 mod postgres_schema;
 mod postgres_tls;
 mod postgres_windows;
+mod rebase;
 mod redis_cluster;
 mod redis_cluster_nodes;
 mod redis_conformance;
