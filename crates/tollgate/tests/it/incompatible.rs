@@ -180,13 +180,21 @@ async fn another_layout_in_postgres_fails_readiness_until_migrated() {
         .await
         .unwrap();
     tokio::spawn(connection);
+    // The table as the previous layout (v2) made it: no numbers beside the tat.
     client
-        .batch_execute("COMMENT ON TABLE tollgate.layout IS 'tollgate layout v3'")
+        .batch_execute(
+            "ALTER TABLE tollgate.layout DROP COLUMN t, DROP COLUMN tau;
+             COMMENT ON TABLE tollgate.layout IS 'tollgate layout v2'",
+        )
         .await
         .unwrap();
     let error = store.ready().await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Incompatible);
-    assert!(error.to_string().contains("layout v3"), "{error}");
+    assert!(error.to_string().contains("layout v2"), "{error}");
     store.migrate().await.unwrap();
     store.ready().await.unwrap();
+    // Migrated in place: the numbers are back beside the tat, and decisions go on.
+    let policy = Policy::per_second(2).unwrap();
+    let check = [Check::new(policy, b"k", 1).named("api")];
+    assert!(store.decide(&check).await.unwrap().allowed());
 }

@@ -211,7 +211,7 @@ impl Inner {
         Ok(Some(decisions))
     }
 
-    /// Cost 0: reads the row `bucket`, writes nothing.
+    /// Cost 0: reads the row `bucket`, and writes nothing but a rebase to new numbers.
     pub(super) async fn peek(
         &self,
         deadline: Instant,
@@ -219,7 +219,7 @@ impl Inner {
         bucket: &[u8],
     ) -> Result<Decision, StoreError> {
         let now_param = self.now_param();
-        let params: [&(dyn ToSql + Sync); 2] = [&bucket, &now_param];
+        let params: [&(dyn ToSql + Sync); 4] = [&bucket, &now_param, &units.t, &units.tau];
         let row = self
             .run(deadline, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.peek_one, &params).await
