@@ -20,6 +20,22 @@ const MAX_EXACT: u128 = 1 << 52;
 /// One microsecond, the script's unit of time.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
+/// The latest time the scripts decide at: 2^52 µs after the UNIX epoch (September 2112), so
+/// that `now + tau` (tau < 2^52) stays an exact double. The scripts refuse a later `TIME` with
+/// an error; a test's injected clock is refused here, before the call.
+pub(crate) const MAX_NOW_US: u64 = (1 << 52) - 1;
+
+/// Refuses an injected clock reading past [`MAX_NOW_US`].
+pub(crate) fn check_now(now: Nanos) -> Result<(), CheckError> {
+    if now.as_u64() / 1000 > MAX_NOW_US {
+        return Err(CheckError::ClockOutOfRange {
+            now: now.into(),
+            max: Duration::from_micros(MAX_NOW_US),
+        });
+    }
+    Ok(())
+}
+
 /// `bucket.lua`'s prelude on one Redis: its buckets are `KEYS`; `read_rest` reads those it did
 /// not take first (from `from` on) with one `MGET`, as they share one slot; one for every 4096
 /// of them, as Lua's `unpack` gives at most about 8,000 values (`LUAI_MAXCSTACK`: beyond, "too

@@ -32,6 +32,11 @@ else
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
+-- Past 2^52 µs (2112), now + tau would leave the doubles' exact range: refused (script.rs).
+if now > 4503599627370495 then
+  return redis.error_reply('tollgate: the clock reads ' .. string.format('%d', now)
+    .. ' µs since the UNIX epoch, past 2^52 µs (2112), the latest time it decides at')
+end
 
 local max, min = math.max, math.min
 local n = #KEYS
