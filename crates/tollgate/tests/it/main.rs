@@ -6,6 +6,7 @@ mod conformance;
 mod faults;
 
 mod builder_settings;
+mod clock_range;
 mod concurrency;
 mod incompatible;
 mod lease;
