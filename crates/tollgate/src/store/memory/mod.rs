@@ -4,7 +4,9 @@
 //! bucket's stored key: its policy's name (or numbers) and the user's key (keys come from
 //! clients; a seeded hasher keeps them from aiming at one shard). A token-bucket check on a
 //! known key takes its shard's read lock (shared: checks never wait for each other), reads the
-//! key's cell and updates it with one compare-and-swap; a denial writes nothing. A new key
+//! key's cell and updates it with one compare-and-swap; a denial writes nothing. (A bucket named
+//! by a policy name, whose numbers may change under it, is a window's cell instead: see
+//! `check_window`.) A new key
 //! takes its shard's write lock once, to insert. A key that a thread checks again and again
 //! (a global limit, a busy tenant) moves to a cell of its own that the thread caches, and its
 //! checks then skip the hash, the probe and the lock (see `hot.rs`: a few such keys per shard).
@@ -20,7 +22,8 @@
 //! full bucket: an over-grant.
 //!
 //! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 40 bytes
-//! and a window's 120, plus hashbrown's control byte and its spare capacity (a shard's table is
+//! and a window's 120 (a named token bucket takes a window's: it keeps the policy it was
+//! written under beside it, see `check_window`), plus hashbrown's control byte and its spare capacity (a shard's table is
 //! at most 7/8 full, and at most twice as large as its entries since its last sweep), plus the
 //! stored key's own length when the policy's name (or numbers) and the key exceed 29 bytes,
 //! plus 16 bytes per entry of a sliding log (at most [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT)
