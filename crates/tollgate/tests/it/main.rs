@@ -31,6 +31,7 @@ mod redis_conformance;
 mod redis_exactness;
 mod redis_faults;
 mod redis_garbage;
+mod redis_rebase;
 mod redis_runs;
 mod redis_take_first;
 mod redis_windows;
