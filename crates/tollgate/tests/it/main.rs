@@ -21,6 +21,7 @@ mod postgres_conformance;
 mod postgres_exactness;
 mod postgres_faults;
 mod postgres_garbage;
+mod postgres_rebase;
 mod postgres_schema;
 mod postgres_tls;
 mod postgres_windows;
