@@ -163,7 +163,10 @@ impl Degenerate<'_> {
     /// or the rate is): the look at the key's bucket is taken under them, as a bucket is read
     /// under the numbers it is asked with (tollgate keeps its level across a change of them).
     pub(super) fn policy(&self) -> Option<Policy> {
-        let (limit, emission) = (u64::try_from(self.limit).ok()?, u64::try_from(self.emission).ok()?);
+        let (limit, emission) = (
+            u64::try_from(self.limit).ok()?,
+            u64::try_from(self.emission).ok()?,
+        );
         (limit >= 1 && emission >= 1 && self.tolerance >= 0)
             .then(|| Policy::token_bucket(limit, 1, Duration::from_nanos(emission)).ok())
             .flatten()

@@ -231,7 +231,9 @@ impl Gcra {
         // rounded down: a fraction of a token is never rounded into one.
         let level = tau - units(tat - now);
         let backlog = tau_new - (level * t_new).div_euclid(t.max(1));
-        let most = self.tolerance.max(self.tolerance.saturating_mul(2).min(MAX_DEBT));
+        let most = self
+            .tolerance
+            .max(self.tolerance.saturating_mul(2).min(MAX_DEBT));
         let backlog = backlog.clamp(0, units(most)) * unit;
         // Within [0, 2^62]: the cast is exact.
         now.saturating_add(Nanos::new(backlog as u64))

@@ -179,7 +179,10 @@ fn a_reading_at_2_pow_63_is_refused_and_the_next_check_returns() {
             matches!(error, StoreError::Check(CheckError::ClockOutOfRange { .. })),
             "{error}"
         );
-        assert!(error.to_string().contains("9223372036.854775808s"), "{error}");
+        assert!(
+            error.to_string().contains("9223372036.854775808s"),
+            "{error}"
+        );
     }
     assert_eq!(verdicts.2.unwrap().decisions()[0].remaining(), 2);
 }

@@ -47,7 +47,11 @@ fn level(policy: &Policy, backlog: u64) -> BigRational {
 fn wait(level: &BigRational, cost: u64, t: u64) -> u64 {
     let missing = rat(cost) - level;
     if missing.is_positive() {
-        (missing * rat(t)).ceil().to_integer().to_u64().expect("fits")
+        (missing * rat(t))
+            .ceil()
+            .to_integer()
+            .to_u64()
+            .expect("fits")
     } else {
         0
     }

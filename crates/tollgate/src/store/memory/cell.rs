@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::table::Cell;
-use crate::algorithm::{self, BucketState};
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::{self, BucketState};
 use crate::{Algorithm, Nanos, Policy};
 
 /// The lock bit of a token-bucket cell. A stored `tat` is at most `now + MAX_TOLERANCE`, below

@@ -192,8 +192,7 @@ fn decide_held<C: Clock>(
     let (verdict, write) = f(&mut states, now)?;
     // A bucket rebased to new numbers is written so even when nothing is taken: it refills at
     // the new pace from now on.
-    for (((cell, state), check), rebased) in held.iter_mut().zip(states).zip(checks).zip(rebased)
-    {
+    for (((cell, state), check), rebased) in held.iter_mut().zip(states).zip(checks).zip(rebased) {
         if write || rebased {
             cell.set(state, (check.cost > 0 || rebased).then_some(check.policy));
         }

@@ -875,8 +875,10 @@ mod tests {
         );
         let args = sent(&cmd);
         assert_eq!(args[2], "1");
-        let takes = [100_000, 100_000, 200_000, 100_000, 100_000, 100_000, 100_000]
-            .map(|took| format!("{took} 100000 1000000"));
+        let takes = [
+            100_000, 100_000, 200_000, 100_000, 100_000, 100_000, 100_000,
+        ]
+        .map(|took| format!("{took} 100000 1000000"));
         let tail = [decided, takes.to_vec(), vec!["7".into()]].concat();
         assert_eq!(args[4..8], head);
         assert_eq!(args[8..8 + tail.len()], tail);

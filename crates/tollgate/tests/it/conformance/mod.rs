@@ -60,7 +60,9 @@ impl Model {
     /// rebased as the store does in its unit.
     fn state(&self, c: &Check<'_>, policy: &Policy, now: Nanos, unit: Nanos) -> BucketState {
         match self.states.get(&bucket(c)) {
-            Some((BucketState::TokenBucket(tat), under)) if policy.algorithm() == Algorithm::TokenBucket => {
+            Some((BucketState::TokenBucket(tat), under))
+                if policy.algorithm() == Algorithm::TokenBucket =>
+            {
                 let tat = Gcra::new(policy).rebase_in(&Gcra::new(under), *tat, now, unit);
                 BucketState::TokenBucket(tat)
             }
@@ -436,7 +438,10 @@ pub async fn a_raised_limit_never_lengthens_a_wait<H: Harness>(h: &H) {
         "a raised limit lengthened the wait: {:?}",
         raised.retry_after()
     );
-    assert!(raised.retry_after() >= expected && raised.retry_after() - expected < Duration::from_micros(2));
+    assert!(
+        raised.retry_after() >= expected
+            && raised.retry_after() - expected < Duration::from_micros(2)
+    );
     h.advance(raised.retry_after());
     assert!(d.named("api", after, key, 1).await.allowed());
 }
