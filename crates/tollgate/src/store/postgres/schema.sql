@@ -290,12 +290,16 @@ BEGIN
             ends := ends || 0;
         ELSIF kinds[j] = 1 THEN
             win := coalesce(st[1], 0); cnt := coalesce(st[2], 0); w0 := coalesce(st[3], 0);
+            -- A new width: a window that has not ended keeps its count, in its own width,
+            -- until it ends (fixed_window.rs).
             IF w0 <> 0 AND w0 <> w THEN
-                IF at >= (win + 1) * w0 THEN cnt := 0; END IF;
-                win := at / w;
+                IF at < (win + 1) * w0 THEN
+                    w := w0;
+                ELSE
+                    cnt := 0; win := at / w;
+                END IF;
             END IF;
-            idx := at / w;
-            IF win < idx THEN win := idx; cnt := 0; END IF;
+            IF win < at / w THEN win := at / a[j]; cnt := 0; w := a[j]; END IF;
             ok := ok || (cost[j] = 0 OR cnt + cost[j] <= b[j]);
             new_state := ARRAY[win, cnt + cost[j], w];
             ends := ends || ((win + 1) * w);

@@ -193,21 +193,22 @@ local fixed_window = {
   -- eval reads the state and never writes it (a denial changes nothing, even when a later
   -- check of the same run takes from the bucket); apply writes what eval computed.
   eval = function(s, width, limit, cost)
-    local window, count = s.window, s.count
-    -- A new width: the count of a window that has not ended carries over (fixed_window.rs).
+    local window, count, w = s.window, s.count, width
+    -- A new width: a window that has not ended keeps its count, in its own width, until it
+    -- ends; an ended one is forgotten (fixed_window.rs).
     if s.width ~= 0 and s.width ~= width then
-      if now >= (window + 1) * s.width then
-        count = 0
+      if now < (window + 1) * s.width then
+        w = s.width
+      else
+        window, count = floor(now / width), 0
       end
-      window = floor(now / width)
     end
-    local index = floor(now / width)
     -- A clock that stepped back into an earlier window keeps counting the later one.
-    if window < index then
-      window, count = index, 0
+    if window < floor(now / w) then
+      window, count, w = floor(now / width), 0, width
     end
-    return { s = s, window = window, count = count, width = width, limit = limit, cost = cost,
-             until_end = (window + 1) * width - now,
+    return { s = s, window = window, count = count, width = w, limit = limit, cost = cost,
+             until_end = (window + 1) * w - now,
              allowed = cost == 0 or count + cost <= limit }
   end,
   answer = function(c, taken)

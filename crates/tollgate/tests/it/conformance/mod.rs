@@ -509,6 +509,29 @@ pub async fn window_numbers_change_under_a_named_bucket<H: Harness>(h: &H) {
     }
 }
 
+/// A fixed window's limit raised by narrowing its width (10 per 10 s to 10 per 7 s): the count
+/// of the old window ends with it, never with a later window of the new width, so a denial
+/// waits no longer than it did (it once waited until the 7 s window's end, 4 s later).
+pub async fn a_narrower_window_never_lengthens_a_wait<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let key = b"conf:narrower";
+    let ten = Policy::fixed_window(10, Duration::from_secs(10)).unwrap();
+    let seven = Policy::fixed_window(10, Duration::from_secs(7)).unwrap();
+    // To 1 s past a multiple of 70 s, where windows of both widths begin.
+    let now = Nanos::from(Duration::from_secs(70)).as_u64();
+    let past = h.now().as_u64() % now;
+    h.advance(Duration::from_nanos(now - past + 1_000_000_000));
+    assert!(d.named("w", ten, key, 6).await.allowed());
+    h.advance(Duration::from_secs(7));
+    assert!(d.named("w", seven, key, 1).await.allowed());
+    h.advance(Duration::from_secs(1));
+    let denied = d.named("w", seven, key, 5).await;
+    assert!(!denied.allowed());
+    assert_eq!(denied.retry_after(), Duration::from_secs(1));
+    h.advance(denied.retry_after());
+    assert!(d.named("w", seven, key, 5).await.allowed());
+}
+
 /// Reserve an estimate, commit what was used: the difference comes back, or is taken as debt.
 pub async fn reservations_refunds_and_resets<H: Harness>(h: &H)
 where
@@ -758,7 +781,8 @@ macro_rules! conformance_tests {
     ($harness:expr) => {
         $crate::conformance_tests!($harness; token_bucket);
         $crate::conformance_tests!(@cases $harness; windows_decide_like_the_model,
-            window_numbers_change_under_a_named_bucket, a_window_peek_says_when_the_next_token_comes);
+            window_numbers_change_under_a_named_bucket, a_window_peek_says_when_the_next_token_comes,
+            a_narrower_window_never_lengthens_a_wait);
     };
     ($harness:expr; token_bucket) => {
         $crate::conformance_tests!(@cases $harness;
