@@ -102,7 +102,9 @@ impl Gcra {
     }
 
     /// The constants of a token bucket whose emission interval is `t` and tolerance `tau` (a
-    /// multiple of it): the numbers a store wrote beside a bucket's `tat`.
+    /// multiple of it): the numbers a store wrote beside a bucket's `tat` (Redis hands them
+    /// back for the client's replay).
+    #[cfg(feature = "redis")]
     pub(crate) fn from_parts(t: Nanos, tau: Nanos) -> Gcra {
         Gcra {
             emission_interval: t,
