@@ -87,6 +87,20 @@ pub enum CheckError {
         /// The most it may be: reserved plus capacity.
         most: u64,
     },
+    /// The store's clock read a time past the latest a bucket can be decided at
+    /// ([`MAX_NOW`](crate::algorithm::gcra::MAX_NOW), in 2116): nothing was decided or
+    /// written. The clock is wrong, not the check: [`StoreError::kind`] reports it as
+    /// [`ErrorKind::Incompatible`] (not transient), so the fail policy answers and it is
+    /// reported loudly.
+    #[error(
+        "the clock reads {now:?} since the UNIX epoch, past the latest time a bucket can hold ({max:?})"
+    )]
+    ClockOutOfRange {
+        /// The clock's reading, since the UNIX epoch.
+        now: Duration,
+        /// The latest reading decided.
+        max: Duration,
+    },
 }
 
 /// Why a store could not decide. [`StoreError::kind`] tells a caller what to do about it: a
@@ -212,7 +226,8 @@ pub enum ErrorKind {
     Timeout,
     /// [`StoreError::Unavailable`]: transient.
     Unavailable,
-    /// [`StoreError::Incompatible`]: a bug or a misconfiguration.
+    /// [`StoreError::Incompatible`], and a clock out of range
+    /// ([`CheckError::ClockOutOfRange`]): a bug or a misconfiguration.
     Incompatible,
     /// [`StoreError::Config`]: settings that can never work, found when the store is built
     /// or probed with [`Store::ready`](crate::Store::ready) (what a program asks before it
@@ -241,6 +256,8 @@ impl StoreError {
     /// The kind of this failure.
     pub fn kind(&self) -> ErrorKind {
         match self {
+            // The store's clock, not the request, is wrong.
+            StoreError::Check(CheckError::ClockOutOfRange { .. }) => ErrorKind::Incompatible,
             StoreError::Check(_) => ErrorKind::Check,
             StoreError::Full { .. } => ErrorKind::Full,
             StoreError::Timeout(_) => ErrorKind::Timeout,

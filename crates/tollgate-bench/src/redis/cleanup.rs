@@ -12,8 +12,8 @@ pub(crate) async fn delete_run(
 ) -> Result<u64, BenchError> {
     let patterns = [
         format!("bench:*:{run_id}:*"),
-        // tollgate's layout wraps the user key in a hash tag: `tollgate:v2:{<key>}:tb:...`.
-        format!("tollgate:v2:{{bench:tollgate:{run_id}:*"),
+        // tollgate's layout wraps the user key in a hash tag: `tollgate:v3:{<key>}:tb:...`.
+        format!("tollgate:v3:{{bench:tollgate:{run_id}:*"),
     ];
     let mut deleted = 0;
     for pattern in &patterns {

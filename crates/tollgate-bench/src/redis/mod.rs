@@ -6,7 +6,7 @@
 //! the caller's runtime, each checking one token in a loop for the cell's duration, and counts
 //! Redis's own `INFO commandstats` before and after. Then the over-grant test runs per approach.
 //! Every key is under `bench:<approach>:<run-id>:` (tollgate's under
-//! `tollgate:v2:{bench:tollgate:<run-id>:...}`) and deleted at the end.
+//! `tollgate:v3:{bench:tollgate:<run-id>:...}`) and deleted at the end.
 
 mod approach;
 mod baseline_lua;

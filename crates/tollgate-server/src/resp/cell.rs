@@ -159,6 +159,19 @@ pub(super) struct Degenerate<'a> {
 }
 
 impl Degenerate<'_> {
+    /// The bucket these numbers make when only the quantity is negative (`None` when the burst
+    /// or the rate is): the look at the key's bucket is taken under them, as a bucket is read
+    /// under the numbers it is asked with (tollgate keeps its level across a change of them).
+    pub(super) fn policy(&self) -> Option<Policy> {
+        let (limit, emission) = (
+            u64::try_from(self.limit).ok()?,
+            u64::try_from(self.emission).ok()?,
+        );
+        (limit >= 1 && emission >= 1 && self.tolerance >= 0)
+            .then(|| Policy::token_bucket(limit, 1, Duration::from_nanos(emission)).ok())
+            .flatten()
+    }
+
     /// The module's reply for a key whose bucket is full again in `ttl` nanoseconds (0 for a
     /// key it does not hold): limited when `max(tat, now) + increment − τ` is after now;
     /// otherwise allowed, and the module then writes the new time with the rest of the wait as
@@ -287,16 +300,19 @@ mod tests {
 
     #[test]
     fn the_key_alone_names_the_bucket_when_its_numbers_change() {
+        // The key alone names the bucket, and its level carries over a change of numbers
+        // (tollgate's contract; the module keeps the bucket's time instead): spent stays spent,
+        // and the new numbers refill it at their pace from there.
         run(&[
-            // 3 tokens of a 10-per-10 s bucket (T = 1 s, limit 10).
+            // All 10 tokens of a 10-per-10 s bucket (T = 1 s, limit 10).
             (0, "CL.THROTTLE k 9 10 10 10", [0, 10, 0, -1, 10]),
-            // The same key under 5 per 5 s (T = 1 s, limit 5, τ = 5 s): the tat 10 s away is
-            // 5 s past what the new bucket holds, so the next token is 6 s away.
-            (0, "CL.THROTTLE k 4 5 5", [1, 5, 0, 6, 10]),
-            // A look under those numbers is limited too, 5 s from being back within τ.
-            (0, "CL.THROTTLE k 4 5 5 0", [1, 5, 0, 5, 10]),
-            // And under 1 per day: the tat (10 s away) is within τ = 2 days, allowed.
-            (0, "CL.THROTTLE k 1 1 86400", [0, 2, 0, -1, 86_410]),
+            // The same key under 5 per 5 s (T = 1 s, limit 5): still spent, a token in 1 s (the
+            // module, which keeps the time, says 6 s).
+            (0, "CL.THROTTLE k 4 5 5", [1, 5, 0, 1, 5]),
+            // A look under those numbers (allowed, as a look is): spent, full in 5 s.
+            (0, "CL.THROTTLE k 4 5 5 0", [0, 5, 0, -1, 5]),
+            // Under 1 per day (limit 2): spent, a token in a day.
+            (0, "CL.THROTTLE k 1 1 86400", [1, 2, 0, 86_400, 172_800]),
         ]);
     }
 

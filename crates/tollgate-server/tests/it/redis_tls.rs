@@ -38,7 +38,7 @@ async fn rediss_decides_in_redis_when_the_ca_is_trusted() {
     let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
     assert_eq!(body["remaining"], 9);
     // The bucket is in Redis, not in the server's memory.
-    let keys = redis.cmd(&[b"KEYS", b"tollgate:v2:*"]).unwrap();
+    let keys = redis.cmd(&[b"KEYS", b"tollgate:v3:*"]).unwrap();
     assert!(
         matches!(&keys, Reply::Array(items) if items.len() == 1),
         "{keys:?}"

@@ -4,10 +4,11 @@
 //!
 //! **A limit that changes.** A bucket is named by its policy's name, not its numbers, so an
 //! operator may change them under it. A new limit applies to the count already taken in the
-//! current window (lowered below it, the window denies until it ends). A new width: until the
-//! window counted under the old width ends, its count counts in whichever window of the new
-//! width holds `now`; once it has ended, counting starts afresh. Either way no count is
-//! forgotten before the window it was taken in ends.
+//! current window (lowered below it, the window denies until it ends). A new width: the window
+//! counted under the old width keeps its count, under the new limit, until it ends; then
+//! counting starts afresh in windows of the new width. So no count is forgotten before the
+//! window it was taken in ends, none is held longer (a raised limit never lengthens a wait:
+//! a denial waits at most until that end), and a retry it answers is exact.
 
 use crate::{CheckError, Decision, Nanos, Policy};
 
@@ -64,13 +65,14 @@ pub struct FixedWindowOutcome {
     until_end: Nanos,
 }
 
-/// Evaluates taking `cost` at `now`.
+/// Evaluates taking `cost` at `now` (refused past [`MAX_NOW`](crate::algorithm::gcra::MAX_NOW)).
 pub fn decide(
     policy: &Policy,
     state: FixedWindowState,
     now: Nanos,
     cost: u64,
 ) -> Result<FixedWindowOutcome, CheckError> {
+    crate::algorithm::gcra::check_now(now)?;
     let limit = policy.capacity();
     if cost > limit {
         return Err(CheckError::CostExceedsCapacity {
@@ -79,19 +81,19 @@ pub fn decide(
         });
     }
     let width = policy.period_nanos().as_u64();
-    let index = now.as_u64() / width;
     let state = carry_over(state, width, now);
-    // A clock that stepped back into an earlier window keeps counting the later one.
-    let state = if state.window >= index {
+    // A clock that stepped back into an earlier window keeps counting the later one. (The
+    // state's width is the policy's, or the old one while its window ends first.)
+    let state = if state.window >= now.as_u64() / state.width {
         state
     } else {
         FixedWindowState {
-            window: index,
+            window: now.as_u64() / width,
             count: 0,
             width,
         }
     };
-    let end = Nanos::new(state.window.saturating_add(1).saturating_mul(width));
+    let end = Nanos::new(state.window.saturating_add(1).saturating_mul(state.width));
     Ok(FixedWindowOutcome {
         limit,
         allowed: cost == 0 || state.count + cost <= limit,
@@ -101,20 +103,20 @@ pub fn decide(
     })
 }
 
-/// The state under a new width: the count of a window that has not ended moves to the window
-/// of `width` that holds `now`; an ended one is forgotten.
+/// The state under a new width: a window that has not ended keeps its count, in its own window
+/// and width, until it ends (so a count is held neither longer nor shorter than without the
+/// change, and a retry it answers is exact); an ended one is forgotten.
 fn carry_over(state: FixedWindowState, width: u64, now: Nanos) -> FixedWindowState {
     if state.width == width || state.width == 0 {
         return FixedWindowState { width, ..state };
     }
     let old_end = state.window.saturating_add(1).saturating_mul(state.width);
+    if now.as_u64() < old_end {
+        return state;
+    }
     FixedWindowState {
         window: now.as_u64() / width,
-        count: if now.as_u64() < old_end {
-            state.count
-        } else {
-            0
-        },
+        count: 0,
         width,
     }
 }
@@ -207,6 +209,33 @@ mod tests {
         assert_eq!(o.decision(false).retry_after(), Duration::from_millis(1500));
     }
 
+    /// A faster pace in narrower windows that do not line up with the old one: the count of
+    /// the old window ends with it, never with a later window of the new width (which would
+    /// lengthen the wait of a raised limit: it once waited until 14 s here, not 10 s).
+    #[test]
+    fn a_raised_limit_in_narrower_windows_never_lengthens_a_wait() {
+        let ten = Policy::fixed_window(10, Duration::from_secs(10)).unwrap();
+        let seven = Policy::fixed_window(10, Duration::from_secs(7)).unwrap();
+        let at = |s: u64| Nanos::new(s * 1000 * MS);
+        let spent = decide(&ten, FixedWindowState::default(), at(1), 6)
+            .unwrap()
+            .new_state();
+        let before = decide(&ten, spent, at(9), 5).unwrap().decision(false);
+        let one = decide(&seven, spent, at(8), 1).unwrap();
+        assert!(one.allowed());
+        let denied = decide(&seven, one.new_state(), at(9), 5).unwrap();
+        assert!(!denied.allowed());
+        let wait = denied.decision(false).retry_after();
+        assert!(wait <= before.retry_after(), "{wait:?}");
+        assert_eq!(wait, Duration::from_secs(1));
+        // Then windows of 7 s, afresh.
+        assert!(
+            decide(&seven, one.new_state(), at(10), 10)
+                .unwrap()
+                .allowed()
+        );
+    }
+
     #[test]
     fn a_new_width_carries_the_count_of_a_window_that_has_not_ended() {
         let minute = Policy::fixed_window(10, Duration::from_secs(60)).unwrap();
@@ -220,10 +249,11 @@ mod tests {
         )
         .unwrap()
         .new_state();
-        // At 90 s under 10 per second: the count carries into [90 s, 91 s).
+        // At 90 s under 10 per second: the minute keeps its count until it ends, at 120 s, and
+        // the retry says so (it once said 1 s, and a client that waited it was denied again).
         let o = decide(&second, spent, Nanos::new(90_000 * MS), 1).unwrap();
         assert!(!o.allowed());
-        assert_eq!(o.decision(false).retry_after(), Duration::from_secs(1));
+        assert_eq!(o.decision(false).retry_after(), Duration::from_secs(30));
         // The count stands until the minute it was counted in ends.
         assert!(
             !decide(&second, spent, Nanos::new(119_999 * MS), 1)

@@ -17,6 +17,24 @@ use crate::{CheckError, Decision, Nanos, Policy};
 /// refills in under 35 years).
 pub const MAX_DEBT: Nanos = Nanos::new((1 << 51) * 1000);
 
+/// The latest clock reading a bucket can be decided at: 2^62 ns after the UNIX epoch, in
+/// February 2116. A state is at most [`MAX_TOLERANCE`](crate::MAX_TOLERANCE) (2^62 ns) past
+/// `now`, so every `tat` stays below 2^63, which the memory store's cells need (their top bit
+/// is a lock). A reading past it is refused with [`CheckError::ClockOutOfRange`].
+pub const MAX_NOW: Nanos = Nanos::new((1 << 62) - 1);
+
+/// Refuses a clock reading past [`MAX_NOW`].
+#[inline]
+pub(crate) fn check_now(now: Nanos) -> Result<(), CheckError> {
+    if now > MAX_NOW {
+        return Err(CheckError::ClockOutOfRange {
+            now: now.into(),
+            max: MAX_NOW.into(),
+        });
+    }
+    Ok(())
+}
+
 /// The constants of one token-bucket policy.
 ///
 /// ```
@@ -83,10 +101,23 @@ impl Gcra {
         }
     }
 
+    /// The constants of a token bucket whose emission interval is `t` and tolerance `tau` (a
+    /// multiple of it): the numbers a store wrote beside a bucket's `tat` (Redis hands them
+    /// back for the client's replay).
+    #[cfg(feature = "redis")]
+    pub(crate) fn from_parts(t: Nanos, tau: Nanos) -> Gcra {
+        Gcra {
+            emission_interval: t,
+            tolerance: tau,
+            capacity: tau.as_u64() / t.as_u64().max(1),
+        }
+    }
+
     /// Evaluates taking `cost` tokens at `now` from the bucket whose state is `tat`
-    /// (`Nanos::ZERO` for a key never seen).
+    /// (`Nanos::ZERO` for a key never seen). A `now` past [`MAX_NOW`] is refused.
     #[inline]
     pub fn decide(&self, tat: Nanos, now: Nanos, cost: u64) -> Result<GcraOutcome, CheckError> {
+        check_now(now)?;
         self.check_cost(cost)?;
         Ok(self.evaluate(tat, now, cost))
     }
@@ -153,6 +184,61 @@ impl Gcra {
         let most = now.saturating_add(self.tolerance.saturating_mul(2).min(MAX_DEBT));
         let charged = base.saturating_add(self.emission_interval.saturating_mul(amount));
         base.max(charged.min(most))
+    }
+
+    /// The `tat` under these numbers of a bucket whose state is `tat` under `from`'s: the same
+    /// level at `now` (its tokens, or its debt as negative tokens), capped at this capacity,
+    /// to refill at this pace from there. A change of numbers (a reload, new arguments) thus
+    /// neither hands out a fresh burst nor lengthens a wait it did not slow: the wait for
+    /// any cost becomes `ceil(wait × t' / t)`, never longer at a rate as high or higher. A
+    /// full bucket stays as it is (full under any numbers). The new level is rounded down
+    /// (the new `tat` up), so a change never creates a token. A debt deeper than one new
+    /// capacity (or than [`MAX_DEBT`]) is kept at that: the most a bucket of these numbers
+    /// owes after any charge.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::gcra::Gcra;
+    /// use tollgate::{Nanos, Policy};
+    ///
+    /// // 3 every 30 s, spent; then raised to 6 every 10 s: the bucket holds what it held.
+    /// let old = Gcra::new(&Policy::token_bucket(3, 1, Duration::from_secs(10))?);
+    /// let new = Gcra::new(&Policy::token_bucket(6, 6, Duration::from_secs(10))?);
+    /// let now = Nanos::new(100_000_000_000);
+    /// let tat = old.decide(Nanos::ZERO, now, 3)?.new_tat();
+    /// let denied = old.decide(tat, now, 1)?.decision(false);
+    /// assert_eq!(denied.retry_after(), Duration::from_secs(10));
+    /// let rebased = new.rebase(&old, tat, now);
+    /// let now_denied = new.decide(rebased, now, 1)?.decision(false);
+    /// assert_eq!((now_denied.remaining(), now_denied.retry_after()), (0, Duration::from_nanos(1_666_666_667)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rebase(&self, from: &Gcra, tat: Nanos, now: Nanos) -> Nanos {
+        self.rebase_in(from, tat, now, Nanos::new(1))
+    }
+
+    /// [`Gcra::rebase`] for a store whose clock counts in `unit`s (Redis and PostgreSQL count
+    /// microseconds): `tat`, `now` and both policies' numbers are whole units, and so is the
+    /// result, which is then what the store's own port computes in its unit (the new level
+    /// rounded down to a whole unit of time, not to a nanosecond).
+    pub fn rebase_in(&self, from: &Gcra, tat: Nanos, now: Nanos, unit: Nanos) -> Nanos {
+        if tat <= now || from == self {
+            return tat;
+        }
+        let unit = i128::from(unit.as_u64().max(1));
+        let units = |n: Nanos| i128::from(n.as_u64()) / unit;
+        let (t, tau) = (units(from.emission_interval), units(from.tolerance));
+        let (t_new, tau_new) = (units(self.emission_interval), units(self.tolerance));
+        // The level in units of 1/t token (negative in debt), then in units of 1/t' token,
+        // rounded down: a fraction of a token is never rounded into one.
+        let level = tau - units(tat - now);
+        let backlog = tau_new - (level * t_new).div_euclid(t.max(1));
+        let most = self
+            .tolerance
+            .max(self.tolerance.saturating_mul(2).min(MAX_DEBT));
+        let backlog = backlog.clamp(0, units(most)) * unit;
+        // Within [0, 2^62]: the cast is exact.
+        now.saturating_add(Nanos::new(backlog as u64))
     }
 
     /// Whether a bucket with state `tat` is full at `now` (and so can be forgotten: a missing key

@@ -103,14 +103,47 @@ pub enum Outcome {
     SlidingWindowCounter(SlidingCounterOutcome),
 }
 
+/// `state`, written under the numbers of `from`, as a bucket of `to`'s numbers at `now`: what
+/// a store does before deciding on a bucket whose policy's numbers changed under its name.
+/// A token bucket keeps its level, capped at the new capacity ([`Gcra::rebase`]); a window
+/// keeps its counts, which carry the width they were counted in, so it is returned as it is.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::{evaluate, rebase, BucketState};
+/// use tollgate::{Nanos, Policy};
+///
+/// let old = Policy::token_bucket(3, 1, Duration::from_secs(10))?;
+/// let raised = Policy::token_bucket(6, 6, Duration::from_secs(10))?;
+/// let now = Nanos::new(1 << 40);
+/// let mut state = BucketState::new(&old);
+/// evaluate(&old, &state, now, 3)?.apply(&mut state); // spent
+/// let state = rebase(&state, &old, &raised, now);
+/// let decision = evaluate(&raised, &state, now, 1)?.decision(false);
+/// // Still spent, and the next token comes at the raised pace: 10 s / 6.
+/// assert_eq!(decision.remaining(), 0);
+/// assert_eq!(decision.retry_after(), Duration::from_nanos(1_666_666_667));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn rebase(state: &BucketState, from: &Policy, to: &Policy, now: Nanos) -> BucketState {
+    match state {
+        BucketState::TokenBucket(tat) if from.algorithm() == Algorithm::TokenBucket => {
+            BucketState::TokenBucket(Gcra::new(to).rebase(&Gcra::new(from), *tat, now))
+        }
+        other => other.clone(),
+    }
+}
+
 /// Evaluates taking `cost` at `now` from `state` under `policy`. A state of another algorithm
-/// than the policy's (a key whose policy changed kind) is read as a key never seen.
+/// than the policy's (a key whose policy changed kind) is read as a key never seen. A `now`
+/// past [`MAX_NOW`](gcra::MAX_NOW) is refused ([`CheckError::ClockOutOfRange`]).
 pub fn evaluate(
     policy: &Policy,
     state: &BucketState,
     now: Nanos,
     cost: u64,
 ) -> Result<Outcome, CheckError> {
+    gcra::check_now(now)?;
     let fresh;
     let state = if matches_algorithm(state, policy.algorithm()) {
         state

@@ -68,13 +68,14 @@ pub struct SlidingCounterOutcome {
     allowed: bool,
 }
 
-/// Evaluates taking `cost` at `now`.
+/// Evaluates taking `cost` at `now` (refused past [`MAX_NOW`](crate::algorithm::gcra::MAX_NOW)).
 pub fn decide(
     policy: &Policy,
     state: SlidingCounterState,
     now: Nanos,
     cost: u64,
 ) -> Result<SlidingCounterOutcome, CheckError> {
+    crate::algorithm::gcra::check_now(now)?;
     let limit = policy.capacity();
     if cost > limit {
         return Err(CheckError::CostExceedsCapacity {

@@ -79,13 +79,14 @@ pub struct SlidingLogOutcome {
     last_expiry: Nanos,
 }
 
-/// Evaluates taking `cost` at `now`.
+/// Evaluates taking `cost` at `now` (refused past [`MAX_NOW`](crate::algorithm::gcra::MAX_NOW)).
 pub fn decide(
     policy: &Policy,
     state: &SlidingLogState,
     now: Nanos,
     cost: u64,
 ) -> Result<SlidingLogOutcome, CheckError> {
+    crate::algorithm::gcra::check_now(now)?;
     let limit = policy.capacity();
     if cost > limit {
         return Err(CheckError::CostExceedsCapacity {

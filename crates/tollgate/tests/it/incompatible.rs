@@ -22,7 +22,7 @@ async fn a_key_of_another_type_is_incompatible_counted_and_fails_readiness() {
     let store = RedisStore::connect(redis.url()).await.unwrap();
     redis_cmd(
         redis.port(),
-        &[b"SET", b"tollgate:v2:{alice}:sl:=log", b"not a list"],
+        &[b"SET", b"tollgate:v3:{alice}:sl:=log", b"not a list"],
     )
     .unwrap();
     let log = Policy::sliding_window_log(5, Duration::from_secs(60)).unwrap();
@@ -157,11 +157,13 @@ async fn another_layout_in_redis_fails_readiness() {
     let store = RedisStore::connect(redis.url()).await.unwrap();
     store.ready().await.unwrap();
     let layout = redis_cmd(redis.port(), &[b"GET", b"tollgate:layout"]).unwrap();
-    assert_eq!(layout.as_str(), Some("v2"), "{layout:?}");
-    redis_cmd(redis.port(), &[b"SET", b"tollgate:layout", b"v3"]).unwrap();
+    assert_eq!(layout.as_str(), Some("v3"), "{layout:?}");
+    // A server of the previous layout (v2: a token bucket's tat without its numbers) got there
+    // first.
+    redis_cmd(redis.port(), &[b"SET", b"tollgate:layout", b"v2"]).unwrap();
     let error = store.ready().await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Incompatible);
-    assert!(error.to_string().contains("\"v3\""), "{error}");
+    assert!(error.to_string().contains("\"v2\""), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,13 +180,21 @@ async fn another_layout_in_postgres_fails_readiness_until_migrated() {
         .await
         .unwrap();
     tokio::spawn(connection);
+    // The table as the previous layout (v2) made it: no numbers beside the tat.
     client
-        .batch_execute("COMMENT ON TABLE tollgate.layout IS 'tollgate layout v3'")
+        .batch_execute(
+            "ALTER TABLE tollgate.layout DROP COLUMN t, DROP COLUMN tau;
+             COMMENT ON TABLE tollgate.layout IS 'tollgate layout v2'",
+        )
         .await
         .unwrap();
     let error = store.ready().await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Incompatible);
-    assert!(error.to_string().contains("layout v3"), "{error}");
+    assert!(error.to_string().contains("layout v2"), "{error}");
     store.migrate().await.unwrap();
     store.ready().await.unwrap();
+    // Migrated in place: the numbers are back beside the tat, and decisions go on.
+    let policy = Policy::per_second(2).unwrap();
+    let check = [Check::new(policy, b"k", 1).named("api")];
+    assert!(store.decide(&check).await.unwrap().allowed());
 }

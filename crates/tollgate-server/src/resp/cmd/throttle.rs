@@ -53,15 +53,19 @@ pub(super) async fn cl_throttle(shared: &Shared, args: &[&[u8]]) -> Reply {
 }
 
 /// A `CL.THROTTLE` with a negative among its numbers: the module's reply from a look at the
-/// key's bucket (how long until it is full: the same under any numbers), which it leaves as it
-/// is.
+/// key's bucket (how long until it is full), which takes nothing. The look is under the
+/// command's own numbers when only its quantity is negative; else under a bucket of one token a
+/// second, under which a bucket is read as holding at most one token (the look takes nothing,
+/// but, as any check under other numbers, rebases the bucket: never to more tokens).
 async fn degenerate(shared: &Shared, numbers: &Degenerate<'_>) -> Reply {
     if numbers.key.len() > MAX_KEY_BYTES {
         return Reply::Error(format!(
             "Cell error: the key is longer than {MAX_KEY_BYTES} bytes"
         ));
     }
-    let look = Policy::token_bucket(1, 1, Duration::from_secs(1));
+    let look = numbers
+        .policy()
+        .map_or_else(|| Policy::token_bucket(1, 1, Duration::from_secs(1)), Ok);
     let Ok(look) = look else {
         return Reply::Error("Cell error: no policy to look at the bucket with".to_owned());
     };

@@ -4,7 +4,8 @@
 //! checks that span several buckets (all or nothing): a single check works by compare-and-swap
 //! and waits only while a multi-bucket check holds that bucket, for a few nanoseconds.
 //! Window algorithms keep their richer state behind a mutex, with the policy they were last
-//! charged under (to tell when the state is idle).
+//! charged under (to tell when the state is idle); so do named token buckets, whose numbers
+//! may change under their name (the state is rebased from the numbers it was written under).
 
 use std::hint;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,9 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::table::Cell;
-use crate::algorithm::BucketState;
 use crate::algorithm::gcra::Gcra;
-use crate::{Nanos, Policy};
+use crate::algorithm::{self, BucketState};
+use crate::{Algorithm, Nanos, Policy};
 
 /// The lock bit of a token-bucket cell. A stored `tat` is at most `now + MAX_TOLERANCE`, below
 /// 2^63 until the year 2116, so it never sets this bit by itself.
@@ -124,10 +125,17 @@ impl<'a> Held<'a> {
         Held::Window(cell.lock())
     }
 
-    pub(crate) fn state(&self) -> BucketState {
+    /// The state as a bucket of `policy` at `now`, and whether it was rebased from other
+    /// numbers (a named token bucket whose policy changed: see `algorithm::rebase`).
+    pub(crate) fn state_for(&self, policy: &Policy, now: Nanos) -> (BucketState, bool) {
         match self {
-            Held::Tat { tat, .. } => BucketState::TokenBucket(Nanos::new(*tat)),
-            Held::Window(guard) => guard.state.clone(),
+            Held::Tat { tat, .. } => (BucketState::TokenBucket(Nanos::new(*tat)), false),
+            Held::Window(guard) => match guard.policy {
+                Some(old) if old != *policy && policy.algorithm() == Algorithm::TokenBucket => {
+                    (algorithm::rebase(&guard.state, &old, policy, now), true)
+                }
+                _ => (guard.state.clone(), false),
+            },
         }
     }
 

@@ -4,7 +4,9 @@
 //! bucket's stored key: its policy's name (or numbers) and the user's key (keys come from
 //! clients; a seeded hasher keeps them from aiming at one shard). A token-bucket check on a
 //! known key takes its shard's read lock (shared: checks never wait for each other), reads the
-//! key's cell and updates it with one compare-and-swap; a denial writes nothing. A new key
+//! key's cell and updates it with one compare-and-swap; a denial writes nothing. (A bucket named
+//! by a policy name, whose numbers may change under it, is a window's cell instead: see
+//! `check_window`.) A new key
 //! takes its shard's write lock once, to insert. A key that a thread checks again and again
 //! (a global limit, a busy tenant) moves to a cell of its own that the thread caches, and its
 //! checks then skip the hash, the probe and the lock (see `hot.rs`: a few such keys per shard).
@@ -20,7 +22,8 @@
 //! full bucket: an over-grant.
 //!
 //! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 40 bytes
-//! and a window's 120, plus hashbrown's control byte and its spare capacity (a shard's table is
+//! and a window's 120 (a named token bucket takes a window's: it keeps the policy it was
+//! written under beside it, see `check_window`), plus hashbrown's control byte and its spare capacity (a shard's table is
 //! at most 7/8 full, and at most twice as large as its entries since its last sweep), plus the
 //! stored key's own length when the policy's name (or numbers) and the key exceed 29 bytes,
 //! plus 16 bytes per entry of a sliding log (at most [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT)
@@ -323,9 +326,13 @@ impl<C: Clock> MemoryStore<C> {
         self.inner.buckets.allocated_bytes() + self.inner.windows.allocated_bytes()
     }
 
+    /// The clock's reading, refused past [`MAX_NOW`](crate::algorithm::gcra::MAX_NOW): a
+    /// later `tat` would set a cell's lock bit, on which every check would wait forever.
     #[inline]
-    fn now(&self) -> Nanos {
-        self.inner.clock.now()
+    fn now(&self) -> Result<Nanos, CheckError> {
+        let now = self.inner.clock.now();
+        algorithm::gcra::check_now(now)?;
+        Ok(now)
     }
 
     /// One check: reads the clock once, and builds the decision once, from what the bucket's
@@ -337,8 +344,8 @@ impl<C: Clock> MemoryStore<C> {
         key: BucketKey<'_>,
         cost: u64,
     ) -> Result<Decision, StoreError> {
-        let now = self.now();
-        if policy.algorithm() != Algorithm::TokenBucket {
+        let now = self.now()?;
+        if policy.algorithm() != Algorithm::TokenBucket || key.is_named() {
             return self.check_window(policy, key, cost, now);
         }
         let gcra = Gcra::new(policy);
@@ -390,8 +397,14 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// One check of a window algorithm, under its cell's mutex. Out of line: the token-bucket
-    /// path, inlined into callers, does not carry it.
+    /// One check of a window algorithm, or of a named token bucket, under its cell's mutex.
+    /// Out of line: the token-bucket path, inlined into callers, does not carry it.
+    ///
+    /// A named token bucket lives here, beside the policy it was last written under, because
+    /// its numbers may change under its name (a reload): its `tat` is then rebased to the new
+    /// numbers (the same level, capped at the new capacity) and written so at once, even by a
+    /// denial or a peek, so that it refills at the new pace from this moment on. A bucket
+    /// named by its numbers never changes them, so it keeps the one-word cell.
     #[inline(never)]
     fn check_window(
         &self,
@@ -406,6 +419,13 @@ impl<C: Clock> MemoryStore<C> {
             .with_room(now, || {
                 table.with_cell(key, now, count, |cell| {
                     let mut window = cell.lock();
+                    if let Some(old) = window.policy
+                        && old != *policy
+                        && policy.algorithm() == Algorithm::TokenBucket
+                    {
+                        window.state = algorithm::rebase(&window.state, &old, policy, now);
+                        window.policy = Some(*policy);
+                    }
                     let outcome = algorithm::evaluate(policy, &window.state, now, cost)?;
                     if outcome.allowed() && cost > 0 {
                         outcome.apply(&mut window.state);

@@ -40,8 +40,11 @@ struct Place {
 
 impl<'a> TableRef<'a> {
     fn of<C: Clock>(store: &'a MemoryStore<C>, check: &Check<'_>) -> TableRef<'a> {
+        // As `MemoryStore::check_in` places them: named token buckets beside their numbers.
         match check.policy.algorithm() {
-            Algorithm::TokenBucket => TableRef::Buckets(&store.inner.buckets),
+            Algorithm::TokenBucket if check.name.is_none() => {
+                TableRef::Buckets(&store.inner.buckets)
+            }
             _ => TableRef::Windows(&store.inner.windows),
         }
     }
@@ -134,7 +137,7 @@ pub(super) fn with_held<C: Clock>(
     let count = &store.inner.count;
     loop {
         // Insert missing keys first, one shard at a time, holding nothing else.
-        let now = store.now();
+        let now = store.now()?;
         for (key, table) in keys.iter().zip(&tables) {
             match table {
                 TableRef::Buckets(t) => t.ensure(*key, now, count)?,
@@ -180,11 +183,18 @@ fn decide_held<C: Clock>(
         }
     }
     let mut held: Vec<Held<'_>> = held.into_iter().flatten().collect();
-    let mut states: Vec<BucketState> = held.iter().map(Held::state).collect();
-    let (verdict, write) = f(&mut states, store.now())?;
-    if write {
-        for ((cell, state), check) in held.iter_mut().zip(states).zip(checks) {
-            cell.set(state, (check.cost > 0).then_some(check.policy));
+    let now = store.now()?;
+    let (mut states, rebased): (Vec<BucketState>, Vec<bool>) = held
+        .iter()
+        .zip(checks)
+        .map(|(cell, check)| cell.state_for(&check.policy, now))
+        .unzip();
+    let (verdict, write) = f(&mut states, now)?;
+    // A bucket rebased to new numbers is written so even when nothing is taken: it refills at
+    // the new pace from now on.
+    for (((cell, state), check), rebased) in held.iter_mut().zip(states).zip(checks).zip(rebased) {
+        if write || rebased {
+            cell.set(state, (check.cost > 0 || rebased).then_some(check.policy));
         }
     }
     Ok(Some(verdict))

@@ -197,6 +197,13 @@ pub(crate) struct BucketKey<'a> {
 }
 
 impl<'a> BucketKey<'a> {
+    /// Whether the bucket is named by a policy name (whose numbers may change under it) rather
+    /// than by its numbers: its prefix's tag.
+    #[inline]
+    pub(crate) fn is_named(&self) -> bool {
+        self.prefix.first() == Some(&1)
+    }
+
     #[inline]
     pub(crate) fn new(prefix: &'a Prefix, key: &'a [u8]) -> BucketKey<'a> {
         BucketKey {

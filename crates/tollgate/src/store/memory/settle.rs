@@ -27,7 +27,9 @@ impl<C: Clock> Settle for MemoryStore<C> {
             let prefix = Prefix::of_check(check)?;
             let key = BucketKey::new(&prefix, check.key);
             match check.policy.algorithm() {
-                Algorithm::TokenBucket => self.inner.buckets.remove(key, &self.inner.count),
+                Algorithm::TokenBucket if check.name.is_none() => {
+                    self.inner.buckets.remove(key, &self.inner.count)
+                }
                 _ => self.inner.windows.remove(key, &self.inner.count),
             }
         }
@@ -45,7 +47,7 @@ impl<C: Clock> MemoryStore<C> {
         settle::validate(once, adjustments)?;
         let mut adjustments = Cow::Borrowed(adjustments);
         if let Some(once) = once {
-            let now = self.now();
+            let now = self.now()?;
             let until = now.saturating_add(Nanos::from(once.ttl));
             match self.inner.once.lock().record(once.id, until, now) {
                 Recorded::New => {}

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::algorithm::gcra::Gcra;
 use crate::algorithm::{BucketState, decide_all};
 use crate::{Algorithm, Check, CheckError, Nanos, Policy, PolicyError, StoreError, Verdict};
 
@@ -184,7 +185,10 @@ impl Call {
     }
 
     /// Replays the call on the state the function locked. `reply` is `{now, the tat of each
-    /// key before, then after}`; the replay must end in the state the function wrote.
+    /// key before (under the numbers of the first check naming it), then after}`; the replay
+    /// must end in the state the function wrote. A key a later check names under other
+    /// numbers (a policy changed between two coalesced checks) is rebased there, as the
+    /// function does.
     pub(crate) fn replay(&self, reply: &[i64]) -> Result<Vec<Verdict>, StoreError> {
         let malformed = || StoreError::incompatible("malformed reply from the decide function");
         let (&now, tats) = reply.split_first().ok_or_else(malformed)?;
@@ -199,6 +203,7 @@ impl Call {
             let tat = tat_of(tat, now_us).ok_or_else(|| garbage(&self.keys, Some(k)))?;
             states.push(BucketState::TokenBucket(tat));
         }
+        let mut under: Vec<Option<Gcra>> = vec![None; states.len()];
         let mut verdicts = Vec::with_capacity(self.sizes.len());
         let mut first = 0;
         for &size in &self.sizes {
@@ -212,6 +217,14 @@ impl Call {
                 .iter()
                 .map(|&k| usize::try_from(k - 1).unwrap_or(0))
                 .collect();
+            for (&k, (policy, _)) in slots.iter().zip(&checks) {
+                let gcra = Gcra::new(policy);
+                if let (Some(from), BucketState::TokenBucket(tat)) = (under[k], &states[k]) {
+                    states[k] =
+                        BucketState::TokenBucket(gcra.rebase_in(&from, *tat, now, MICROSECOND));
+                }
+                under[k] = Some(gcra);
+            }
             let mut held: Vec<BucketState> = slots.iter().map(|&k| states[k].clone()).collect();
             let verdict = decide_all(&checks, &mut held, now)?;
             if verdict.allowed() {

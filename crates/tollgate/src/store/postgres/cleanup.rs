@@ -40,7 +40,7 @@ pub(super) async fn cleanup_loop(inner: Weak<Inner>, every: Duration) {
 
 impl Inner {
     async fn cleanup_idle(&self) -> Result<u64, StoreError> {
-        let now_param = self.now_param();
+        let now_param = self.now_param()?;
         loop {
             let lease = self.pool.get().await?;
             let params: [&(dyn ToSql + Sync); 2] = [&now_param, &self.cleanup_batch];

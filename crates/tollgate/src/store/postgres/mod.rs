@@ -181,8 +181,15 @@ impl Inner {
     }
 
     /// The time to pass to the statements: `None` lets the database read its own clock.
-    fn now_param(&self) -> Option<i64> {
-        self.inject_time
-            .then(|| i64::try_from(self.local_now().as_u64() / 1000).unwrap_or(i64::MAX))
+    /// The injected time in µs (tests), or `None` for `clock_timestamp()`. An injected reading
+    /// past [`MAX_NOW`](crate::algorithm::gcra::MAX_NOW) is refused before anything is sent:
+    /// the replay could not decide at it.
+    fn now_param(&self) -> Result<Option<i64>, StoreError> {
+        if !self.inject_time {
+            return Ok(None);
+        }
+        let now = self.local_now();
+        crate::algorithm::gcra::check_now(now)?;
+        Ok(Some(i64::try_from(now.as_u64() / 1000).unwrap_or(i64::MAX)))
     }
 }

@@ -146,8 +146,25 @@ impl Drop for Load {
 }
 
 /// Reads a bucket's state without taking anything (cost 0).
-const PEEK_ONE: &str = r#"SELECT coalesce($2::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint),
-       (SELECT tat FROM "@schema@"."@table@" WHERE key = $1::bytea)"#;
+/// Cost 0: reads the row. A bucket whose row has other numbers than `$3, $4` (t, tau) is
+/// rebased to them (schema.sql), and written so, to refill at this pace from now on; the tat
+/// returned is under these numbers.
+const PEEK_ONE: &str = r#"WITH clock AS (
+    SELECT coalesce($2::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) AS now
+), moved AS (
+    UPDATE "@schema@"."@table@" AS b
+    SET tat = "@schema@"."@table@_rebase"(b.tat, b.t, b.tau, $3::bigint, $4::bigint, clock.now),
+        t = $3::bigint, tau = $4::bigint
+    FROM clock
+    WHERE b.key = $1::bytea AND b.tat > clock.now AND b.tat <= clock.now + 4503599627370496
+      AND (b.t <> $3::bigint OR b.tau <> $4::bigint)
+    RETURNING b.tat
+)
+SELECT clock.now,
+       coalesce((SELECT tat FROM moved),
+           (SELECT "@schema@"."@table@_rebase"(b.tat, b.t, b.tau, $3::bigint, $4::bigint, clock.now)
+            FROM "@schema@"."@table@" AS b WHERE b.key = $1::bytea))
+FROM clock"#;
 
 /// Makes buckets full again: their rows go (a token bucket's or a window's).
 const RESET: &str = r#"WITH w AS (

@@ -18,7 +18,7 @@ pub(crate) struct Names {
 const MIGRATION_LOCK: i64 = 0x746f_6c6c_6761_7465; // "tollgate"
 
 /// What `schema.sql` writes as the table's comment: the version of the layout of its rows.
-pub(crate) const LAYOUT: &str = "tollgate layout v2";
+pub(crate) const LAYOUT: &str = "tollgate layout v3";
 
 impl Names {
     /// Reads the table's layout version (its comment).

@@ -11,6 +11,10 @@
 --   tat  the theoretical arrival time (GCRA) in microseconds of the database's clock: the
 --        time at which the bucket is full again. A missing row, or one whose tat has passed,
 --        is a full bucket, so idle rows can be deleted at any time.
+--   t, tau  the emission interval and tolerance (µs) the tat was written under: decided under
+--        other numbers (a named policy changed), the bucket is rebased first (`<table>_rebase`:
+--        its level kept, capped at the new capacity) and written so even when nothing is
+--        taken. 0 in a row written before layout v3: read as the numbers of the check.
 --
 -- The table may be UNLOGGED: rate-limit state is ephemeral, and an unlogged table skips the
 -- write-ahead log. After a crash PostgreSQL empties it (every bucket is full again), and
@@ -22,6 +26,29 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@" (
     key bytea PRIMARY KEY,
     tat bigint NOT NULL
 );
+-- Layout v3: the numbers beside the tat (a v2 table gains them, 0 in its rows).
+ALTER TABLE "@schema@"."@table@" ADD COLUMN IF NOT EXISTS t bigint NOT NULL DEFAULT 0;
+ALTER TABLE "@schema@"."@table@" ADD COLUMN IF NOT EXISTS tau bigint NOT NULL DEFAULT 0;
+
+-- A token bucket's tat under new numbers (tp, taup) at now: a port of Gcra::rebase_in
+-- (algorithm/gcra.rs) in µs, as rebase.lua is for Redis. Its level at now (negative in debt),
+-- in units of 1/t token, becomes units of 1/tp token rounded down (a fraction of a token is
+-- never rounded into one); the new tat is now + clamp(taup - that, 0, what a bucket of the
+-- new numbers can owe). Full (tat <= now), garbage (more than 2^52 µs past now: reported by
+-- the caller, never decided on), unchanged numbers, or numbers unknown (t = 0): as it is. In
+-- numeric: exact whatever the numbers.
+CREATE OR REPLACE FUNCTION "@schema@"."@table@_rebase"(
+    tat bigint, t bigint, tau bigint, tp bigint, taup bigint, now bigint
+) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN tat <= now OR tat > now + 4503599627370496 OR t <= 0 OR (t = tp AND tau = taup)
+            THEN tat
+        ELSE now + least(greatest(taup
+            - (div((tau - (tat - now))::numeric * tp, t)
+               - CASE WHEN mod((tau - (tat - now))::numeric * tp, t) < 0 THEN 1 ELSE 0 END),
+            0), greatest(taup, least(2 * taup, 2251799813685248)))::bigint
+    END
+$$;
 
 -- Decides a list of decisions in order, each all-or-nothing over its checks, with the state of
 -- every bucket carried from one decision to the next: a port of algorithm/gcra.rs (through
@@ -38,13 +65,16 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@" (
 --   t, tau  per check: µs per token (rounded up) and capacity × t;
 --   cost    per check: tokens to take (0 peeks).
 --
--- Returns { now, the tat of each key before the call, then after it }: the caller replays
--- the decisions with the pure functions to report them, and checks that it reaches the same
--- state.
+-- A bucket whose row has other numbers than the check naming it is rebased to the check's
+-- first (and again if a later check of the call names it under others), and written so.
+--
+-- Returns { now, the tat of each key before the call (rebased to the numbers of the first
+-- check naming it), then after it }: the caller replays the decisions with the pure functions
+-- to report them, and checks that it reaches the same state.
 -- The layout's version, which every server checks in its readiness probe: servers of two
 -- layouts would keep separate buckets on one database, so they must not run side by side
 -- unnoticed. `tollgate migrate` (and the first use by a new version) sets it.
-COMMENT ON TABLE "@schema@"."@table@" IS 'tollgate layout v2';
+COMMENT ON TABLE "@schema@"."@table@" IS 'tollgate layout v3';
 
 -- Ids of settlements done at most once (reservations committed), until they expire; expired
 -- ids are deleted by the cleanup.
@@ -58,8 +88,15 @@ CREATE OR REPLACE FUNCTION "@schema@"."@table@_decide"(
 ) RETURNS bigint[] LANGUAGE plpgsql AS $$
 DECLARE
     at_us bigint;
+    raw bigint[];
+    ot bigint[];
+    otau bigint[];
     old bigint[];
     cur bigint[];
+    ct bigint[];
+    ctau bigint[];
+    slot int;
+    seen boolean[];
     first int := 1;
     all_ok boolean;
 BEGIN
@@ -70,23 +107,51 @@ BEGIN
         INSERT INTO "@schema@"."@table@" AS b (key, tat)
         SELECT k, 0 FROM unnest(keys) AS k ORDER BY k
         ON CONFLICT (key) DO UPDATE SET tat = b.tat
-        RETURNING b.key, b.tat
+        RETURNING b.key, b.tat, b.t, b.tau
     )
-    SELECT coalesce(array_agg(locked.tat ORDER BY u.i), '{}') INTO old
+    SELECT coalesce(array_agg(locked.tat ORDER BY u.i), '{}'),
+           coalesce(array_agg(locked.t ORDER BY u.i), '{}'),
+           coalesce(array_agg(locked.tau ORDER BY u.i), '{}')
+    INTO raw, ot, otau
     FROM unnest(keys) WITH ORDINALITY AS u(k, i) JOIN locked ON locked.key = u.k;
     -- The clock is read once the rows are locked: read before, a call that waited for a lock
     -- would decide at a time earlier than the call it waited for, and could deny a token that
     -- call's time had already made.
     at_us := coalesce(now_us, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+    -- Each bucket under the numbers of the first check naming it (a garbage tat as it is).
+    old := raw;
+    ct := ot;
+    ctau := otau;
+    seen := array_fill(false, ARRAY[coalesce(array_length(keys, 1), 0)]);
+    FOR j IN 1 .. coalesce(array_length(idx, 1), 0) LOOP
+        slot := idx[j];
+        IF NOT seen[slot] THEN
+            seen[slot] := true;
+            IF old[slot] >= 0 AND old[slot] <= at_us + 4503599627370496 THEN
+                old[slot] := "@schema@"."@table@_rebase"(old[slot], ct[slot], ctau[slot], t[j], tau[j], at_us);
+            END IF;
+            ct[slot] := t[j];
+            ctau[slot] := tau[j];
+        END IF;
+    END LOOP;
     cur := old;
     FOR d IN 1 .. coalesce(array_length(sizes, 1), 0) LOOP
         all_ok := true;
         FOR j IN first .. first + sizes[d] - 1 LOOP
+            slot := idx[j];
             -- A tat this version never writes denies, and the caller reports it.
-            IF cur[idx[j]] < 0 OR cur[idx[j]] > at_us + 4503599627370496 THEN
+            IF cur[slot] < 0 OR cur[slot] > at_us + 4503599627370496 THEN
                 all_ok := false;
-            ELSIF cost[j] > 0 AND greatest(cur[idx[j]], at_us) + cost[j] * t[j] - at_us > tau[j] THEN
-                all_ok := false;
+            ELSE
+                -- Under other numbers than the last check of this bucket's: rebased first.
+                IF ct[slot] <> t[j] OR ctau[slot] <> tau[j] THEN
+                    cur[slot] := "@schema@"."@table@_rebase"(cur[slot], ct[slot], ctau[slot], t[j], tau[j], at_us);
+                    ct[slot] := t[j];
+                    ctau[slot] := tau[j];
+                END IF;
+                IF cost[j] > 0 AND greatest(cur[slot], at_us) + cost[j] * t[j] - at_us > tau[j] THEN
+                    all_ok := false;
+                END IF;
             END IF;
         END LOOP;
         IF all_ok THEN
@@ -98,9 +163,13 @@ BEGIN
         END IF;
         first := first + sizes[d];
     END LOOP;
-    UPDATE "@schema@"."@table@" AS b SET tat = c.tat
-    FROM unnest(keys, cur, old) AS c(key, tat, was)
-    WHERE b.key = c.key AND c.tat <> c.was;
+    -- What was taken from, and what was rebased and is not full (a full bucket is full under
+    -- any numbers).
+    UPDATE "@schema@"."@table@" AS b SET tat = c.tat, t = c.t, tau = c.tau
+    FROM unnest(keys, cur, raw, ct, ctau, ot, otau) AS c(key, tat, was, t, tau, wt, wtau)
+    WHERE b.key = c.key
+      AND (c.tat <> c.was OR ((c.t <> c.wt OR c.tau <> c.wtau) AND c.tat > at_us
+           AND c.tat <= at_us + 4503599627370496));
     RETURN array_prepend(at_us, old || cur);
 END
 $$;
@@ -134,7 +203,7 @@ CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@_windows" (
 --
 -- Returns { now, allowed (0/1, or 2 when a state is garbage), then per check: the length of its
 -- state before, that state, the length of its state after, that state } (a token bucket's state
--- is {tat}). Garbage: a state this version never writes (another length, a NULL, a negative
+-- is {tat}, rebased to the check's numbers when its row has others, and then written so). Garbage: a state this version never writes (another length, a NULL, a negative
 -- number, a number more than 2^52 past now); nothing is then taken, and a garbage window's
 -- `expires` is cut to the longest a window of its policy lives, so the cleanup deletes it as
 -- it would the window (a garbage token bucket's tat is deleted by the cleanup).
@@ -158,6 +227,9 @@ DECLARE
     new_state bigint[];
     bad boolean;
     spoilt boolean := false;
+    rt bigint;
+    rtau bigint;
+    moved boolean[] := '{}';
 BEGIN
     -- Lock token buckets, then windows, each in key order; a missing row is a new bucket.
     WITH l AS (
@@ -176,8 +248,15 @@ BEGIN
     at := coalesce(now_us, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
     answer := ARRAY[at, 0];
     FOR j IN 1 .. n LOOP
+        moved := moved || false;
         IF kinds[j] = 0 THEN
-            SELECT ARRAY[t.tat] INTO st FROM "@schema@"."@table@" AS t WHERE t.key = keys[j];
+            SELECT ARRAY[t.tat], t.t, t.tau INTO st, rt, rtau
+            FROM "@schema@"."@table@" AS t WHERE t.key = keys[j];
+            -- Under other numbers: rebased (`<table>_rebase`), reported and written so.
+            IF st[1] > at AND st[1] <= at + 4503599627370496 AND (rt <> a[j] OR rtau <> b[j]) THEN
+                st := ARRAY["@schema@"."@table@_rebase"(st[1], rt, rtau, a[j], b[j], at)];
+                moved[j] := true;
+            END IF;
         ELSE
             SELECT x.state INTO st FROM "@schema@"."@table@_windows" AS x WHERE x.key = keys[j];
         END IF;
@@ -211,12 +290,16 @@ BEGIN
             ends := ends || 0;
         ELSIF kinds[j] = 1 THEN
             win := coalesce(st[1], 0); cnt := coalesce(st[2], 0); w0 := coalesce(st[3], 0);
+            -- A new width: a window that has not ended keeps its count, in its own width,
+            -- until it ends (fixed_window.rs).
             IF w0 <> 0 AND w0 <> w THEN
-                IF at >= (win + 1) * w0 THEN cnt := 0; END IF;
-                win := at / w;
+                IF at < (win + 1) * w0 THEN
+                    w := w0;
+                ELSE
+                    cnt := 0; win := at / w;
+                END IF;
             END IF;
-            idx := at / w;
-            IF win < idx THEN win := idx; cnt := 0; END IF;
+            IF win < at / w THEN win := at / a[j]; cnt := 0; w := a[j]; END IF;
             ok := ok || (cost[j] = 0 OR cnt + cost[j] <= b[j]);
             new_state := ARRAY[win, cnt + cost[j], w];
             ends := ends || ((win + 1) * w);
@@ -280,13 +363,18 @@ BEGIN
         IF all_ok AND cost[j] > 0 THEN
             new_state := news[j]::bigint[];
             IF kinds[j] = 0 THEN
-                UPDATE "@schema@"."@table@" SET tat = new_state[1] WHERE key = keys[j];
+                UPDATE "@schema@"."@table@" SET tat = new_state[1], t = a[j], tau = b[j]
+                WHERE key = keys[j];
             ELSE
                 UPDATE "@schema@"."@table@_windows" SET state = new_state, expires = ends[j]
                 WHERE key = keys[j];
             END IF;
             answer := answer || coalesce(array_length(new_state, 1), 0)::bigint || new_state;
         ELSE
+            IF moved[j] THEN
+                UPDATE "@schema@"."@table@" SET tat = st[1], t = a[j], tau = b[j]
+                WHERE key = keys[j];
+            END IF;
             answer := answer || coalesce(array_length(st, 1), 0)::bigint || st;
         END IF;
     END LOOP;

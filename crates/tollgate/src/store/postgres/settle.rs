@@ -48,7 +48,7 @@ impl Settle for PostgresStore {
             );
             units.push(u);
         }
-        let now_param = inner.now_param();
+        let now_param = inner.now_param()?;
         let id: Option<&[u8]> = once.map(|o| o.id);
         let ttl: i64 = once.map_or(0, |o| i64::try_from(o.ttl.as_micros()).unwrap_or(i64::MAX));
         let params: [&(dyn ToSql + Sync); 8] =

@@ -43,19 +43,25 @@ WITH clock AS (
     FROM unnest($1::bytea[], $2::bigint[], $3::bool[], $4::bigint[], $8::bigint[])
         WITH ORDINALITY AS i(key, t, charge, amount, tau, n)
 ), settled AS (
-    INSERT INTO "@schema@"."@table@" AS b (key, tat)
+    INSERT INTO "@schema@"."@table@" AS b (key, tat, t, tau)
     SELECT input.key,
            CASE WHEN input.charge
                 THEN clock.now + least(input.amount * input.t, input.debt)
-                ELSE 0 END
+                ELSE 0 END,
+           input.t, input.tau
     FROM input, clock, go WHERE go.ok ORDER BY input.key
+    -- The row's tat, rebased to these numbers first when it has others (schema.sql).
     ON CONFLICT (key) DO UPDATE SET tat = (
         SELECT CASE
-            WHEN i.charge THEN greatest(b.tat, c.now, least(greatest(b.tat, c.now)
+            WHEN i.charge THEN greatest(r.tat, c.now, least(greatest(r.tat, c.now)
                                      + i.amount * i.t, c.now + i.debt))
-            WHEN b.tat > c.now THEN greatest(b.tat - i.amount * i.t, c.now)
-            ELSE b.tat END
-        FROM input AS i, clock AS c WHERE i.key = excluded.key)
+            WHEN r.tat > c.now THEN greatest(r.tat - i.amount * i.t, c.now)
+            ELSE r.tat END
+        FROM input AS i, clock AS c,
+            LATERAL (SELECT "@schema@"."@table@_rebase"(b.tat, b.t, b.tau, i.t, i.tau, c.now)
+                     AS tat) AS r
+        WHERE i.key = excluded.key),
+        t = excluded.t, tau = excluded.tau
     RETURNING b.key, b.tat
 )
 SELECT clock.now, go.ok, settled.tat, spoilt.garbage

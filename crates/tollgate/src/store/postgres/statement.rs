@@ -32,7 +32,7 @@ impl Inner {
                     .iter()
                     .map(|q| (q.bucket.as_slice(), &q.units, q.cost)),
             );
-            let now_param = self.now_param();
+            let now_param = self.now_param()?;
             let params: [&(dyn ToSql + Sync); 6] = [
                 &call.keys,
                 &call.kinds,
@@ -99,7 +99,7 @@ impl Inner {
         again: bool,
     ) -> Result<Decision, StoreError> {
         let cost_param = i64::try_from(cost).unwrap_or(i64::MAX);
-        let now_param = self.now_param();
+        let now_param = self.now_param()?;
         let params: [&(dyn ToSql + Sync); 5] =
             [&bucket, &cost_param, &units.t, &units.tau, &now_param];
         let row = match self
@@ -152,7 +152,7 @@ impl Inner {
             .collect();
         let t: Vec<i64> = checks.iter().map(|q| q.units.t).collect();
         let tau: Vec<i64> = checks.iter().map(|q| q.units.tau).collect();
-        let now_param = self.now_param();
+        let now_param = self.now_param()?;
         let params: [&(dyn ToSql + Sync); 5] = [&keys, &costs, &t, &tau, &now_param];
         let attempts = match self.isolation {
             Isolation::ReadCommitted => self.retry.max_attempts,
@@ -211,15 +211,15 @@ impl Inner {
         Ok(Some(decisions))
     }
 
-    /// Cost 0: reads the row `bucket`, writes nothing.
+    /// Cost 0: reads the row `bucket`, and writes nothing but a rebase to new numbers.
     pub(super) async fn peek(
         &self,
         deadline: Instant,
         units: &Units,
         bucket: &[u8],
     ) -> Result<Decision, StoreError> {
-        let now_param = self.now_param();
-        let params: [&(dyn ToSql + Sync); 2] = [&bucket, &now_param];
+        let now_param = self.now_param()?;
+        let params: [&(dyn ToSql + Sync); 4] = [&bucket, &now_param, &units.t, &units.tau];
         let row = self
             .run(deadline, self.retry.max_attempts, |conn| async move {
                 conn.client.query_one(&conn.peek_one, &params).await
@@ -247,7 +247,7 @@ impl Inner {
 
     /// One call of the decide function.
     async fn call(&self, deadline: Instant, call: &Call) -> Result<Vec<Verdict>, Failure> {
-        let now_param = self.now_param();
+        let now_param = self.now_param()?;
         let params: [&(dyn ToSql + Sync); 7] = [
             &call.keys,
             &now_param,

@@ -9,11 +9,14 @@
 -- index of ARGV[last] (S, below): the buckets are KEYS on one Redis (b = 0); per cluster node,
 -- they are at the end of ARGV, where they are read without being copied.
 --
--- keys     token buckets, `tollgate:v2:{<escaped user key>}:tb:...` (see keys.rs); the value is
---          the theoretical arrival time in microseconds of Redis's clock; TTL: until the
---          bucket is full again. A missing value (or one of another type, which MGET reads as
---          missing and the first charge overwrites) is a key never seen. A value this version
---          never writes (not a whole number, or more than 2^52 µs, 142 years, past now) is
+-- keys     token buckets, `tollgate:v3:{<escaped user key>}:tb:...` (see keys.rs); the value is
+--          "<tat> <t> <tau>": the theoretical arrival time in microseconds of Redis's clock,
+--          and the emission interval and tolerance (µs) it was written under. A call under
+--          other numbers (a named policy changed) rebases it first (rebase.lua), and writes
+--          it so even when it takes nothing. TTL: until the bucket is full again. A missing
+--          value (or one of another type, which MGET reads as missing and the first charge
+--          overwrites) is a key never seen. A value this version never writes (not three whole
+--          numbers, a tat more than 2^52 µs, 142 years, past now, t = 0, t or tau of 2^52) is
 --          garbage: the decisions on it take nothing and answer 2 (the client reports them
 --          incompatible), the others go on, and the key is given the TTL of a bucket of its
 --          policy at its emptiest (2 tau: a capacity in debt) unless it expires sooner, so it
@@ -28,9 +31,9 @@
 --          k + r in order (a batch of users' checks), are -(k + r × 2^24) with it, or
 --          -(k + r × 2^24 + 2^50) when all are on bucket k (a hot key's batch); k < 2^24 and
 --          r < 2^26 (a bucket from 2^24 on goes in the long form, M = 1).
--- ARGV[last] S, and before it S numbers: what the only check of each of buckets 1 to S takes
---          (cost × t); or -S and one number, when they all take the same (a batch of checks
---          alike, the common case). Those buckets are *taken first*: written at once with
+-- ARGV[last] S, and before it S strings "<took> <t> <tau>": what the only check of each of
+--          buckets 1 to S takes (cost × t), and its policy's numbers; or -S and one string, when
+--          they all take the same (a batch of checks alike, the common case). Those buckets are *taken first*: written at once with
 --          `SET ... NX GET`, as if absent, which reads and writes a new bucket (a user not seen
 --          for a while, the common case) in one command instead of two; a bucket that exists
 --          is only read by it and decided as the others. A bucket so created whose decision
@@ -42,8 +45,8 @@
 -- Lua 5.1 alone, was 1.6 µs before the script kept to one pass over the buckets and, in a batch
 -- of new users, three tables grown to their number (of six), and 1.0 µs after.)
 --
--- Returns { now (negated when this Redis cannot take first), the state read of each key (0 when
--- absent, -1 when garbage), then per decision 1 when it was allowed and taken, 2 when it names a
+-- Returns { now (negated when this Redis cannot take first), the state read of each key as three
+-- numbers (tat, t, tau: 0 0 0 when absent, -1 0 0 when garbage), then per decision 1 when it was allowed and taken, 2 when it names a
 -- garbage key, else 0 }.
 --
 -- Integers only: Lua numbers are doubles, exact below 2^53; the caller refuses tau >= 2^52, and
@@ -60,25 +63,44 @@ else
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
+-- Past 2^52 µs (2112), now + tau would leave the doubles' exact range: refused (script.rs).
+if now > 4503599627370495 then
+  return redis.error_reply('tollgate: the clock reads ' .. string.format('%d', now)
+    .. ' µs since the UNIX epoch, past 2^52 µs (2112), the latest time it decides at')
+end
 
 local tonumber, max, ceil, floor, format = tonumber, math.max, math.ceil, math.floor, string.format
 local type, sub, match = type, string.sub, string.match
--- `out` holds the state read of key k at k + 1, and `tat` its state as decided so far: a
--- bucket was taken from when the two differ (a take only ever moves its state forward).
+-- `was` holds the tat read of key k, and `tat` its state as decided so far: a bucket was taken
+-- from when the two differ (a take only ever moves its state forward), or rebased when
+-- `moved`. `ut` and `utau` are the numbers its tat counts in (false: absent, as any numbers).
 local out = { now }
-local tat, garbage = {}, {}
+local tat, was, ut, utau, moved, garbage = {}, {}, {}, {}, {}, {}
 
 -- Reads key k's value (`false` when absent).
 local furthest = now + 4503599627370496 -- 2^52 µs
 local function read(k, raw)
-  local v = 0
+  local v, t, tau = 0, false, false
   if raw then
-    v = match(raw, '^%d+$') and tonumber(raw)
-    if not v or v > furthest then
-      garbage[k], v = 0, -1
+    local a, b, c = match(raw, '^(%d+) (%d+) (%d+)$')
+    v, t, tau = tonumber(a), tonumber(b), tonumber(c)
+    if not v or v > furthest or t == 0 or t >= 4503599627370496 or tau >= 4503599627370496 then
+      garbage[k], v, t, tau = 0, -1, false, false
     end
   end
-  tat[k], out[k + 1] = v, v
+  tat[k], was[k], ut[k], utau[k] = v, v, t, tau
+  out[3 * k - 1], out[3 * k], out[3 * k + 1] = v, t or 0, tau or 0
+end
+
+-- Bucket k as a bucket of (tp, taup): rebased if it counts in other numbers.
+local function under(k, tp, taup)
+  local t = ut[k]
+  if t ~= tp or utau[k] ~= taup then
+    if t and tat[k] > now then
+      tat[k], moved[k] = rebase(now, tat[k], t, utau[k], tp, taup), true
+    end
+    ut[k], utau[k] = tp, taup
+  end
 end
 
 local n = last
@@ -103,17 +125,20 @@ for k = 1, first do
   -- Checks alike (most of a batch) take alike: their arguments are formatted once.
   if take ~= prev then
     prev = take
-    local took = tonumber(take)
+    local took, t, tau = match(take, '^(%d+) (%d+ %d+)$')
+    took = tonumber(took)
     created = now + took
-    created_s, ttl_s = format('%d', created), format('%d', ceil(took / 1000) + slack)
+    created_s, ttl_s = format('%d %s', created, t), format('%d', ceil(took / 1000) + slack)
   end
-  local was = redis.pcall('SET', keys[b + k], created_s, 'NX', 'GET', 'PX', ttl_s)
-  if was == false then
-    written[k], tat[k], out[k + 1] = created, 0, 0
-  elseif type(was) == 'string' then
-    read(k, was)
+  local got = redis.pcall('SET', keys[b + k], created_s, 'NX', 'GET', 'PX', ttl_s)
+  if got == false then
+    -- Absent: decided from a full bucket, under its check's numbers.
+    read(k, false)
+    written[k] = created
+  elseif type(got) == 'string' then
+    read(k, got)
   else
-    local err = type(was) == 'table' and was.err
+    local err = type(got) == 'table' and got.err
     if err and sub(err, 1, 9) == 'WRONGTYPE' then
       -- Of another type: read as missing, as MGET reads it, and overwritten if charged.
       read(k, false)
@@ -130,7 +155,7 @@ for k = 1, first do
       first, out[1] = 0, -now
       break
     else
-      return take_back(was)
+      return take_back(got)
     end
   end
 end
@@ -179,6 +204,7 @@ while a <= n do
     end
     if step == 0 and not garbage[k] then
       -- A hot bucket's decisions (cost 1), its state kept in a local between them.
+      under(k, tp, taup)
       local v = tat[k]
       for _ = 0, r do
         local new = max(v, now) + tp
@@ -194,18 +220,21 @@ while a <= n do
     else
       for i = 0, r do
         local k = k + i * step
-        local new = max(tat[k], now) + cost * tp
         o = o + 1
         if garbage[k] then
           expire(k, taup)
           out[o] = 2
-        elseif cost == 0 then
-          out[o] = 1
-        elseif new - now <= taup then
-          tat[k] = new
-          out[o] = 1
         else
-          out[o] = 0
+          under(k, tp, taup)
+          local new = max(tat[k], now) + cost * tp
+          if cost == 0 then
+            out[o] = 1
+          elseif new - now <= taup then
+            tat[k] = new
+            out[o] = 1
+          else
+            out[o] = 0
+          end
         end
       end
     end
@@ -217,12 +246,16 @@ while a <= n do
     for i = 1, m do
       local k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       a = a + 3
-      local new = max(tat[k], now) + cost * t[p]
+      local new = 0
       if garbage[k] then
         expire(k, tau[p])
         all, spoilt = false, true
-      elseif cost > 0 and new - now > tau[p] then
-        all = false
+      else
+        under(k, t[p], tau[p])
+        new = max(tat[k], now) + cost * t[p]
+        if cost > 0 and new - now > tau[p] then
+          all = false
+        end
       end
       ks[i], news[i], costs[i] = k, new, cost
     end
@@ -241,11 +274,14 @@ end
 
 for k = 1, nkeys do
   local v = tat[k]
-  if v ~= out[k + 1] then
+  if v ~= was[k] or moved[k] then
     -- A bucket taken first was written with what its only check took.
-    if v ~= written[k] then
+    if v > now and v ~= written[k] then
       local ttl = ceil((v - now) / 1000) + slack
-      redis.call('SET', keys[b + k], format('%d', v), 'PX', format('%d', ttl))
+      redis.call('SET', keys[b + k], format('%d %d %d', v, ut[k], utau[k]), 'PX', format('%d', ttl))
+    elseif v <= now then
+      -- Rebased to full: as a key never seen.
+      redis.call('DEL', keys[b + k])
     end
   elseif written[k] then
     -- Created for a decision that did not take: absent again, as it was.

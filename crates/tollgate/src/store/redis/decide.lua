@@ -6,13 +6,16 @@
 -- batch of coalesced checks on one hot key is decided in arrival order, as if they had come
 -- one by one). Denials and peeks (cost 0) never write.
 --
--- KEYS[i]   the buckets, `tollgate:v2:{<escaped user key>}:<kind>:<name>` (keys.rs), named by
+-- KEYS[i]   the buckets, `tollgate:v3:{<escaped user key>}:<kind>:<name>` (keys.rs), named by
 --           the policy's name or numbers, not by the numbers this call decides with: those
 --           may change under a bucket and its state carries over. The hash tag is the user
 --           key, so every policy of one key lives in one cluster slot.
 --           By kind (every time in microseconds of Redis's clock; a missing key is a key never
 --           seen, so every TTL runs until the state can no longer change a decision):
---   tb  string "<tat>": the theoretical arrival time. TTL: until the bucket is full again.
+--   tb  string "<tat> <t> <tau>": the theoretical arrival time, and the emission interval and
+--       tolerance it was written under: decided under other numbers, it is rebased first
+--       (rebase.lua: its level kept, capped at the new capacity) and written so even when
+--       nothing is taken. TTL: until the bucket is full again.
 --   fw  string "<window> <count> <width>": the window's index (now / width), the cost taken in
 --       it, and the width counted with. TTL: until the window ends.
 --   sc  string "<window> <previous> <current> <width>": the current window's index, the cost
@@ -62,6 +65,11 @@ else
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
+-- Past 2^52 µs (2112), now + tau would leave the doubles' exact range: refused (script.rs).
+if now > 4503599627370495 then
+  return redis.error_reply('tollgate: the clock reads ' .. string.format('%d', now)
+    .. ' µs since the UNIX epoch, past 2^52 µs (2112), the latest time it decides at')
+end
 
 local floor, max, min = math.floor, math.max, math.min
 local huge = 4503599627370496 -- 2^52
@@ -89,20 +97,29 @@ local token_bucket = {
     if bad then
       return { garbage = bad }
     end
-    local tat = 0
-    if v then
-      tat = string.match(v, '^%d+$') and tonumber(v)
-      if not tat or tat > now + huge then
-        return { garbage = 2 }
-      end
+    if not v then
+      return { tat = 0 }
     end
-    return { tat = tat }
+    local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
+    local tat, t, tau = tonumber(a), tonumber(b), tonumber(c)
+    if not tat or tat > now + huge or t == 0 or t >= huge or tau >= huge then
+      return { garbage = 2 }
+    end
+    return { tat = tat, t = t, tau = tau }
   end,
   -- The longest a bucket lives: from a capacity in debt to full.
   ttl = function(t, tau)
     return 2 * tau
   end,
   eval = function(s, t, tau, cost)
+    -- Numbers changed under the bucket's name: its level carries over (rebase.lua), and the
+    -- rebased state is written even if nothing is taken (`moved`).
+    if s.t ~= t or s.tau ~= tau then
+      if s.t and s.tat > now then
+        s.tat, s.moved = rebase(now, s.tat, s.t, s.tau, t, tau), true
+      end
+      s.t, s.tau = t, tau
+    end
     local base = max(s.tat, now)
     local new = base + cost * t
     return { s = s, t = t, tau = tau, cost = cost, base = base, new = new,
@@ -123,7 +140,12 @@ local token_bucket = {
     c.s.tat = c.new
   end,
   store = function(key, s)
-    redis.call('SET', key, string.format('%d', s.tat), 'PX', ceil_ms(s.tat - now))
+    if s.tat > now then
+      redis.call('SET', key, string.format('%d %d %d', s.tat, s.t, s.tau), 'PX', ceil_ms(s.tat - now))
+    else
+      -- Rebased to full: as a key never seen.
+      redis.call('DEL', key)
+    end
   end,
 }
 
@@ -171,21 +193,22 @@ local fixed_window = {
   -- eval reads the state and never writes it (a denial changes nothing, even when a later
   -- check of the same run takes from the bucket); apply writes what eval computed.
   eval = function(s, width, limit, cost)
-    local window, count = s.window, s.count
-    -- A new width: the count of a window that has not ended carries over (fixed_window.rs).
+    local window, count, w = s.window, s.count, width
+    -- A new width: a window that has not ended keeps its count, in its own width, until it
+    -- ends; an ended one is forgotten (fixed_window.rs).
     if s.width ~= 0 and s.width ~= width then
-      if now >= (window + 1) * s.width then
-        count = 0
+      if now < (window + 1) * s.width then
+        w = s.width
+      else
+        window, count = floor(now / width), 0
       end
-      window = floor(now / width)
     end
-    local index = floor(now / width)
     -- A clock that stepped back into an earlier window keeps counting the later one.
-    if window < index then
-      window, count = index, 0
+    if window < floor(now / w) then
+      window, count, w = floor(now / width), 0, width
     end
-    return { s = s, window = window, count = count, width = width, limit = limit, cost = cost,
-             until_end = (window + 1) * width - now,
+    return { s = s, window = window, count = count, width = w, limit = limit, cost = cost,
+             until_end = (window + 1) * w - now,
              allowed = cost == 0 or count + cost <= limit }
   end,
   answer = function(c, taken)
@@ -449,6 +472,9 @@ for _ = 1, tonumber(ARGV[2]) do
       checks[i] = { k, nil }
     else
       local c = alg.eval(state[k], pa, pb, cost)
+      if state[k].moved then
+        dirty[k] = true
+      end
       all = all and c.allowed
       checks[i] = { k, c }
     end

@@ -1,8 +1,8 @@
 //! The Redis key layout.
 //!
 //! ```text
-//! tollgate:v2:{<escaped user key>}:<kind>:=<escaped policy name>
-//! tollgate:v2:{<escaped user key>}:<kind>:#<capacity>:<refill>:<period_ns>
+//! tollgate:v3:{<escaped user key>}:<kind>:=<escaped policy name>
+//! tollgate:v3:{<escaped user key>}:<kind>:#<capacity>:<refill>:<period_ns>
 //! ```
 //!
 //! - A bucket is named by its policy's name (`=`), or by its numbers when the check has no
@@ -12,8 +12,9 @@
 //!   `tb` token bucket (a string), `fw` fixed window (a string), `sl` sliding-window log (a
 //!   list), `sc` sliding-window counter (a string). For windows, `<capacity>` and `<refill>`
 //!   are both the limit and `<period_ns>` is the window.
-//! - `v2` versions the layout: `v1` named every bucket by its numbers and stored windows
-//!   without their width. A change of the stored value or the name moves to the next version
+//! - `v3` versions the layout: `v1` named every bucket by its numbers and stored windows
+//!   without their width; `v2` stored a token bucket's `tat` without the numbers it was
+//!   written under, so a change of a named policy's numbers could not keep its level. A change of the stored value or the name moves to the next version
 //!   and never reads an older value as something else; older keys are ignored and expire by
 //!   their TTLs.
 //! - The user key is the hash tag, so every policy of one key lands in one Redis Cluster slot and
@@ -26,16 +27,16 @@
 use crate::{Algorithm, Check};
 
 /// The prefix of every bucket's key.
-pub(crate) const PREFIX: &str = "tollgate:v2:";
+pub(crate) const PREFIX: &str = "tollgate:v3:";
 
 /// The layout this version writes, recorded under [`LAYOUT_KEY`] (without a TTL) so that
 /// servers of two versions on one Redis notice each other.
-pub(crate) const LAYOUT: &str = "v2";
+pub(crate) const LAYOUT: &str = "v3";
 
 /// Where the layout is recorded.
 pub(crate) const LAYOUT_KEY: &str = "tollgate:layout";
 
-/// `tollgate:v2:{<escaped user key>}`: what every key of `key`'s hash slot starts with.
+/// `tollgate:v3:{<escaped user key>}`: what every key of `key`'s hash slot starts with.
 pub(crate) fn tag_prefix(key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(PREFIX.len() + key.len() + 64);
     out.extend_from_slice(PREFIX.as_bytes());
@@ -113,16 +114,16 @@ mod tests {
     fn layout_is_versioned_and_tagged_by_the_user_key() {
         assert_eq!(
             key(None, b"alice"),
-            b"tollgate:v2:{alice}:tb:#10:5:1000000000"
+            b"tollgate:v3:{alice}:tb:#10:5:1000000000"
         );
         assert_eq!(
             key(None, b"a}b{c% \n\xff"),
-            b"tollgate:v2:{a%7Db%7Bc%25%20%0A%FF}:tb:#10:5:1000000000"
+            b"tollgate:v3:{a%7Db%7Bc%25%20%0A%FF}:tb:#10:5:1000000000"
         );
-        assert_eq!(key(Some("api"), b"alice"), b"tollgate:v2:{alice}:tb:=api");
+        assert_eq!(key(Some("api"), b"alice"), b"tollgate:v3:{alice}:tb:=api");
         assert_eq!(
             key(Some("per hour"), b"alice"),
-            b"tollgate:v2:{alice}:tb:=per%20hour"
+            b"tollgate:v3:{alice}:tb:=per%20hour"
         );
     }
 
@@ -147,9 +148,9 @@ mod tests {
         assert_eq!(
             keys,
             [
-                b"tollgate:v2:{alice}:fw:#7:7:1000000000".to_vec(),
-                b"tollgate:v2:{alice}:sl:#7:7:1000000000".to_vec(),
-                b"tollgate:v2:{alice}:sc:#7:7:1000000000".to_vec(),
+                b"tollgate:v3:{alice}:fw:#7:7:1000000000".to_vec(),
+                b"tollgate:v3:{alice}:sl:#7:7:1000000000".to_vec(),
+                b"tollgate:v3:{alice}:sc:#7:7:1000000000".to_vec(),
             ]
         );
     }

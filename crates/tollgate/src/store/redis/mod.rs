@@ -475,6 +475,9 @@ impl Inner {
         bounded: bool,
     ) -> Result<Vec<Reply>, StoreError> {
         let sent = self.local_now();
+        if self.inject_time {
+            script::check_now(sent)?;
+        }
         let now_us = self.inject_time.then(|| sent.as_u64() / 1000);
         let run = async {
             match self.connection.clone() {

@@ -129,7 +129,7 @@ mod tests {
     fn slots_are_those_redis_computes() {
         assert_eq!(slot(b"a"), 15_495);
         assert_eq!(slot(b"b"), 3_300);
-        assert_eq!(slot(b"tollgate:v2:{b}:tb:=x"), 3_300);
+        assert_eq!(slot(b"tollgate:v3:{b}:tb:=x"), 3_300);
         // An empty tag `{}` does not count: the whole key is hashed.
         assert_eq!(slot(b"{}b"), 6_680);
         assert_eq!(slot(b"x{}{b}"), 10_463);

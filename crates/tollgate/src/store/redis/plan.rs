@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::script::{Encoded, checks};
+use super::script::{Encoded, Take, checks};
 
 /// Calls with at most this many checks find repeated buckets by comparing them with the
 /// buckets before: cheaper than hashing until the comparisons add up.
@@ -16,9 +16,9 @@ pub(crate) struct Plan<'a> {
     /// The index in `keys` of every check (decisions flattened).
     pub(crate) slots: Vec<usize>,
     /// The buckets a single check charges, by index in `keys`, with what that check takes
-    /// (cost × t, µs): taken first or not, whether the call found them absent tells
+    /// (cost × t, µs) and its policy's numbers (t, tau): taken first or not, whether the call found them absent tells
     /// [`TakeFirst`] what taking first is worth.
-    pub(crate) lone: Vec<(usize, u64)>,
+    pub(crate) lone: Vec<(usize, Take)>,
     /// Whether the lone buckets are taken first: then they are the first keys, in order.
     pub(crate) taken_first: bool,
 }
@@ -53,7 +53,7 @@ impl<'a> Plan<'a> {
         let mut lone = Vec::new();
         if buckets_only {
             // Per bucket: the takes of the checks naming it, None once a second one does.
-            let mut take: Vec<Option<Option<u64>>> = vec![None; keys.len()];
+            let mut take: Vec<Option<Option<Take>>> = vec![None; keys.len()];
             for (check, &k) in checks(decisions).zip(&slots) {
                 take[k] = match take[k] {
                     None => Some(check.take()),
@@ -107,7 +107,7 @@ impl<'a> Plan<'a> {
     }
 
     /// What the buckets taken first take, in the order of `keys` (none when not taken first).
-    pub(crate) fn takes(&self) -> &[(usize, u64)] {
+    pub(crate) fn takes(&self) -> &[(usize, Take)] {
         if self.taken_first { &self.lone } else { &[] }
     }
 }
@@ -216,7 +216,16 @@ mod tests {
         let mut plan = Plan::new(&decisions, true);
         let bucket = |d: usize, c: usize| decisions[d][c].bucket.as_slice();
         // First met: hot, alice, peek, bob, carol; lone: alice, bob, carol.
-        assert_eq!(plan.lone, [(1, 200_000), (3, 100_000), (4, 750_000)]);
+        let (t10, t4) = ((100_000, 1_000_000), (250_000, 1_000_000));
+        let take = |took, (t, tau)| (took, t, tau);
+        assert_eq!(
+            plan.lone,
+            [
+                (1, take(200_000, t10)),
+                (3, take(100_000, t10)),
+                (4, take(750_000, t4))
+            ]
+        );
         assert!(plan.takes().is_empty(), "none taken first until asked");
         let before: Vec<&[u8]> = plan.slots.iter().map(|&k| plan.keys[k]).collect();
         plan.take_first();
@@ -230,7 +239,14 @@ mod tests {
                 bucket(3, 0)
             ]
         );
-        assert_eq!(plan.takes(), [(0, 200_000), (1, 100_000), (2, 750_000)]);
+        assert_eq!(
+            plan.takes(),
+            [
+                (0, take(200_000, t10)),
+                (1, take(100_000, t10)),
+                (2, take(750_000, t4))
+            ]
+        );
         let after: Vec<&[u8]> = plan.slots.iter().map(|&k| plan.keys[k]).collect();
         assert_eq!(before, after);
         assert_eq!(plan.slots, [3, 0, 3, 4, 1, 2]);

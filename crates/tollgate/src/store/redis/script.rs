@@ -20,6 +20,22 @@ const MAX_EXACT: u128 = 1 << 52;
 /// One microsecond, the script's unit of time.
 pub(crate) const MICROSECOND: Nanos = Nanos::new(1000);
 
+/// The latest time the scripts decide at: 2^52 µs after the UNIX epoch (September 2112), so
+/// that `now + tau` (tau < 2^52) stays an exact double. The scripts refuse a later `TIME` with
+/// an error; a test's injected clock is refused here, before the call.
+pub(crate) const MAX_NOW_US: u64 = (1 << 52) - 1;
+
+/// Refuses an injected clock reading past [`MAX_NOW_US`].
+pub(crate) fn check_now(now: Nanos) -> Result<(), CheckError> {
+    if now.as_u64() / 1000 > MAX_NOW_US {
+        return Err(CheckError::ClockOutOfRange {
+            now: now.into(),
+            max: Duration::from_micros(MAX_NOW_US),
+        });
+    }
+    Ok(())
+}
+
 /// `bucket.lua`'s prelude on one Redis: its buckets are `KEYS`; `read_rest` reads those it did
 /// not take first (from `from` on) with one `MGET`, as they share one slot; one for every 4096
 /// of them, as Lua's `unpack` gives at most about 8,000 values (`LUAI_MAXCSTACK`: beyond, "too
@@ -77,6 +93,10 @@ local function read_rest(from, read)
 end
 ";
 
+/// `rebase.lua`: a token bucket's state carried to new numbers, which every script that reads
+/// token buckets runs before deciding on one (a port of `Gcra::rebase_in`).
+const REBASE: &str = include_str!("rebase.lua");
+
 /// How a call names its buckets in a cluster.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Keys {
@@ -103,11 +123,11 @@ impl Scripts {
         let decide = include_str!("decide.lua");
         let bucket = include_str!("bucket.lua");
         Scripts {
-            general: Script::new(decide),
-            bucket: Script::new(&format!("{BUCKET_DECLARED}{bucket}")),
-            general_node: Script::new(&format!("{PER_NODE}{COPY_KEYS}{decide}")),
-            bucket_node: Script::new(&format!("{PER_NODE}{BUCKET_PER_NODE}{bucket}")),
-            settle: Script::new(include_str!("settle.lua")),
+            general: Script::new(&format!("{REBASE}{decide}")),
+            bucket: Script::new(&format!("{BUCKET_DECLARED}{REBASE}{bucket}")),
+            general_node: Script::new(&format!("{PER_NODE}{COPY_KEYS}{REBASE}{decide}")),
+            bucket_node: Script::new(&format!("{PER_NODE}{BUCKET_PER_NODE}{REBASE}{bucket}")),
+            settle: Script::new(&format!("{REBASE}{}", include_str!("settle.lua"))),
         }
     }
 
@@ -243,11 +263,16 @@ impl Encoded {
     }
 
     /// What this check takes from a token bucket that is full, in the script's terms (cost ×
-    /// t, µs): `None` for a peek or another algorithm.
-    pub(crate) fn take(&self) -> Option<u64> {
-        (self.gcra.is_some() && self.cost > 0).then(|| self.cost * self.a)
+    /// t, µs), and the numbers a bucket so created is written under (t, tau): `None` for a
+    /// peek or another algorithm.
+    pub(crate) fn take(&self) -> Option<Take> {
+        (self.gcra.is_some() && self.cost > 0).then(|| (self.cost * self.a, self.a, self.b))
     }
 }
+
+/// What a check taken first takes (µs), and its policy's t and tau (µs): `bucket.lua` writes a
+/// bucket it creates as `"<now + took> <t> <tau>"`.
+pub(crate) type Take = (u64, u64, u64);
 
 /// The script's answer to one decision.
 pub(crate) struct Reply {
@@ -331,7 +356,7 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
             let absent = plan
                 .lone
                 .iter()
-                .filter(|&&(k, _)| numbers.get(k + 1) == Some(&0))
+                .filter(|&&(k, _)| numbers.get(3 * k + 1) == Some(&0))
                 .count();
             guess.learn(absent, plan.lone.len() - absent);
         }
@@ -490,14 +515,15 @@ fn command<D: AsRef<[Encoded]>>(
     run.end(&mut cmd);
     if buckets_only {
         let takes = plan.takes();
+        let arg = |(took, t, tau): Take| format!("{took} {t} {tau}");
         match takes.split_first() {
             Some(((_, take), rest)) if rest.iter().all(|(_, t)| t == take) => {
-                cmd.arg(take)
+                cmd.arg(arg(*take))
                     .arg(-i64::try_from(takes.len()).expect("fewer keys than i64::MAX"));
             }
             _ => {
                 for (_, take) in takes {
-                    cmd.arg(take);
+                    cmd.arg(arg(*take));
                 }
                 cmd.arg(takes.len());
             }
@@ -633,16 +659,24 @@ fn replay<D: AsRef<[Encoded]>>(
     };
     let (&now, rest) = numbers.split_first().ok_or_else(|| malformed("empty"))?;
     let now = micros(whole(now)?)?;
-    if rest.len() != keys + decisions.len() {
+    if rest.len() != 3 * keys + decisions.len() {
         return Err(malformed("wrong length"));
     }
-    let (read, flags) = rest.split_at(keys);
-    // A garbage value reads as -1: no state.
-    let mut tats: Vec<Option<Nanos>> = read
-        .iter()
-        .map(|&us| match us {
-            -1 => Ok(None),
-            us => micros(whole(us)?).map(Some),
+    let (read, flags) = rest.split_at(3 * keys);
+    // Per key its tat and the numbers it counts in (0 0 0 when absent); a garbage value reads
+    // as -1: no state.
+    let mut tats: Vec<Option<(Nanos, Option<Gcra>)>> = read
+        .chunks_exact(3)
+        .map(|state| match *state {
+            [-1, ..] => Ok(None),
+            [tat, t, tau] => {
+                let under = match (whole(t)?, whole(tau)?) {
+                    (0, _) => None,
+                    (t, tau) => Some(Gcra::from_parts(micros(t)?, micros(tau)?)),
+                };
+                Ok(Some((micros(whole(tat)?)?, under)))
+            }
+            _ => Err(malformed("a state of three numbers")),
         })
         .collect::<Result<_, _>>()?;
     let mut slots = slots.iter();
@@ -659,7 +693,13 @@ fn replay<D: AsRef<[Encoded]>>(
         let mut outcomes = Vec::with_capacity(checks.len());
         for (check, &k) in checks.iter().zip(&slots) {
             let gcra = check.gcra.ok_or_else(|| malformed("not a token bucket"))?;
-            let tat = tats[k].ok_or_else(|| malformed("no state"))?;
+            let (tat, under) = tats[k].ok_or_else(|| malformed("no state"))?;
+            // Under other numbers, rebased as the script did (and then written so).
+            let tat = match under {
+                Some(from) => gcra.rebase_in(&from, tat, now, MICROSECOND),
+                None => tat,
+            };
+            tats[k] = Some((tat, Some(gcra)));
             let outcome = gcra
                 .decide(tat, now, check.cost)
                 .map_err(StoreError::Check)?;
@@ -675,7 +715,7 @@ fn replay<D: AsRef<[Encoded]>>(
         let mut holds = Vec::with_capacity(checks.len());
         for ((k, outcome), check) in outcomes.iter().zip(checks) {
             if taken && check.cost > 0 {
-                tats[*k] = Some(outcome.new_tat());
+                tats[*k] = Some((outcome.new_tat(), check.gcra));
             }
             let decision = outcome.decision(taken);
             // A token bucket's denial stands, counting down, until its retry.
@@ -837,9 +877,10 @@ mod tests {
         let args = sent(&cmd);
         assert_eq!(args[2], "1");
         let takes = [
-            "100000", "100000", "200000", "100000", "100000", "100000", "100000", "7",
-        ];
-        let tail = [decided, takes.map(String::from).to_vec()].concat();
+            100_000, 100_000, 200_000, 100_000, 100_000, 100_000, 100_000,
+        ]
+        .map(|took| format!("{took} 100000 1000000"));
+        let tail = [decided, takes.to_vec(), vec!["7".into()]].concat();
         assert_eq!(args[4..8], head);
         assert_eq!(args[8..8 + tail.len()], tail);
         assert_eq!(args.len(), 8 + tail.len() + 8);

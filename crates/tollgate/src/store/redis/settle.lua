@@ -2,9 +2,11 @@
 -- reservation committed), a port of Gcra::refund and Gcra::charge in algorithm/gcra.rs, all in
 -- one atomic run, at most once per id.
 --
--- KEYS[1..n] token buckets, `tollgate:v2:{<escaped user key>}:tb:...` (keys.rs; the value is
---            the theoretical arrival time in µs of Redis's clock, TTL until full again);
--- KEYS[n+1]  with a once-id only: `tollgate:v2:{<escaped user key>}:once:<hex id>`, in the
+-- KEYS[1..n] token buckets, `tollgate:v3:{<escaped user key>}:tb:...` (keys.rs; the value is
+--            "<tat> <t> <tau>", the theoretical arrival time in µs of Redis's clock and the
+--            numbers it was written under, rebased to this call's first (rebase.lua); TTL
+--            until full again);
+-- KEYS[n+1]  with a once-id only: `tollgate:v3:{<escaped user key>}:once:<hex id>`, in the
 --            slot of the buckets; it holds "1" for the id's TTL.
 -- ARGV[1]    "" to read Redis's clock (TIME), or a time in µs (tests inject time).
 -- ARGV[2]    "" without a once-id, else its TTL in ms.
@@ -30,6 +32,11 @@ else
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
+-- Past 2^52 µs (2112), now + tau would leave the doubles' exact range: refused (script.rs).
+if now > 4503599627370495 then
+  return redis.error_reply('tollgate: the clock reads ' .. string.format('%d', now)
+    .. ' µs since the UNIX epoch, past 2^52 µs (2112), the latest time it decides at')
+end
 
 local max, min = math.max, math.min
 local n = #KEYS
@@ -44,9 +51,16 @@ for k = 1, n do
   if type(v) == 'table' then
     tat = nil
   elseif v then
-    tat = string.match(v, '^%d+$') and tonumber(v)
-    if tat and tat > now + 4503599627370496 then
+    local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
+    local t, tau = tonumber(b), tonumber(c)
+    tat = tonumber(a)
+    if tat and (tat > now + 4503599627370496 or t == 0 or t >= 4503599627370496
+        or tau >= 4503599627370496) then
       tat = nil
+    elseif tat then
+      -- Under the numbers of this settlement (rebase.lua).
+      local base = 3 + (k - 1) * 4
+      tat = rebase(now, tat, t, tau, tonumber(ARGV[base]), tonumber(ARGV[base + 1]))
     end
   end
   if not tat then
@@ -79,7 +93,7 @@ for k = 1, n do
   end
   out[k + 1] = tat
   if tat > now then
-    redis.call('SET', KEYS[k], string.format('%d', tat), 'PX',
+    redis.call('SET', KEYS[k], string.format('%d %d %d', tat, t, tonumber(ARGV[a + 1])), 'PX',
       string.format('%d', math.ceil((tat - now) / 1000) + slack))
   else
     redis.call('DEL', KEYS[k])

@@ -129,7 +129,11 @@ impl Settle for RedisStore {
             cmd.arg(key);
         }
         match self.inner.inject_time {
-            true => cmd.arg(self.inner.local_now().as_u64() / 1000),
+            true => {
+                let now = self.inner.local_now();
+                script::check_now(now)?;
+                cmd.arg(now.as_u64() / 1000)
+            }
             false => cmd.arg(""),
         };
         match once {

@@ -48,10 +48,28 @@ fn bucket(c: &Check<'_>) -> (Name, Vec<u8>) {
     (name, c.key().to_vec())
 }
 
-/// The pure model: the algorithms over a map of states.
+/// The pure model: the algorithms over a map of states, each with the numbers it was last
+/// written under (a named bucket's may change: its state is then rebased, and written so).
 #[derive(Default)]
 pub struct Model {
-    states: HashMap<(Name, Vec<u8>), BucketState>,
+    states: HashMap<(Name, Vec<u8>), (BucketState, Policy)>,
+}
+
+impl Model {
+    /// The state of `c`'s bucket as a bucket of `policy` (its numbers at the store's unit),
+    /// rebased as the store does in its unit.
+    fn state(&self, c: &Check<'_>, policy: &Policy, now: Nanos, unit: Nanos) -> BucketState {
+        match self.states.get(&bucket(c)) {
+            Some((BucketState::TokenBucket(tat), under))
+                if policy.algorithm() == Algorithm::TokenBucket =>
+            {
+                let tat = Gcra::new(policy).rebase_in(&Gcra::new(under), *tat, now, unit);
+                BucketState::TokenBucket(tat)
+            }
+            Some((state, _)) => state.clone(),
+            None => BucketState::new(policy),
+        }
+    }
 }
 
 impl Model {
@@ -73,12 +91,8 @@ impl Model {
         }
         let mut states: Vec<BucketState> = checks
             .iter()
-            .map(|c| {
-                self.states
-                    .get(&bucket(c))
-                    .cloned()
-                    .unwrap_or_else(|| BucketState::new(c.policy()))
-            })
+            .zip(&policies)
+            .map(|(c, p)| self.state(c, p, now, unit))
             .collect();
         let pairs: Vec<_> = policies
             .iter()
@@ -86,8 +100,8 @@ impl Model {
             .map(|(p, c)| (p, c.cost()))
             .collect();
         let verdict = decide_all(&pairs, &mut states, now)?;
-        for (c, s) in checks.iter().zip(states) {
-            self.states.insert(bucket(c), s);
+        for ((c, s), p) in checks.iter().zip(states).zip(&policies) {
+            self.states.insert(bucket(c), (s, *p));
         }
         let whole = |d: Duration| {
             let n = Nanos::from(d).as_u64();
@@ -112,16 +126,18 @@ impl Model {
         let now = Nanos::new(now.as_u64() / unit.as_u64() * unit.as_u64());
         let mut decisions = Vec::new();
         for (c, adjustment) in adjustments {
-            let gcra = Gcra::new(&c.policy().at_resolution(unit.as_duration()));
-            let tat = match self.states.get(&bucket(c)) {
-                Some(BucketState::TokenBucket(tat)) => *tat,
+            let policy = c.policy().at_resolution(unit.as_duration());
+            let gcra = Gcra::new(&policy);
+            let tat = match self.state(c, &policy, now, unit) {
+                BucketState::TokenBucket(tat) => tat,
                 _ => Nanos::ZERO,
             };
             let tat = match *adjustment {
                 Adjustment::Refund(n) => gcra.refund(tat, now, n),
                 Adjustment::Charge(n) => gcra.charge(tat, now, n),
             };
-            self.states.insert(bucket(c), BucketState::TokenBucket(tat));
+            self.states
+                .insert(bucket(c), (BucketState::TokenBucket(tat), policy));
             let d = gcra.decide(tat, now, 0).unwrap().decision(false);
             let n = Nanos::from(d.reset_after()).as_u64();
             let reset = Duration::from_nanos(n.div_ceil(unit.as_u64()) * unit.as_u64());
@@ -362,36 +378,72 @@ pub async fn windows_decide_like_the_model<H: Harness>(h: &H) {
     }
 }
 
-/// A named bucket keeps its state when its numbers change: no fresh burst, and never more than
-/// the new capacity.
+/// A named bucket keeps its level when its numbers change, capped at the new capacity, and
+/// refills at the new pace from there: no fresh burst, never more than the new capacity.
 pub async fn numbers_change_under_a_named_bucket<H: Harness>(h: &H) {
     let mut d = Driver::new(h);
     let key = b"conf:renamed";
     let slow = Policy::token_bucket(10, 1, Duration::from_secs(60)).unwrap();
     let fast = per_second(20, 20);
     assert!(d.named("api", slow, key, 10).await.allowed());
-    // Raised to 20 per second: the spent bucket is still spent (its tat is 10 minutes away,
-    // which is more than the new tolerance of 1 s).
+    // Raised to 20 per second: the spent bucket is still spent...
     let d1 = d.named("api", fast, key, 1).await;
     assert!(
         !d1.allowed(),
         "a change of numbers handed out a fresh burst"
     );
     assert_eq!(d1.remaining(), 0);
-    // The state is an absolute time: the bucket is full again when it said it would be.
-    h.advance(Duration::from_secs(590));
-    assert!(!d.named("api", fast, key, 1).await.allowed());
-    h.advance(Duration::from_secs(10));
+    // ...and refills at the new pace from where it stood: a token in 50 ms, not in a minute.
+    assert!(d1.retry_after() <= Duration::from_millis(50));
+    h.advance(d1.retry_after());
+    assert!(d.named("api", fast, key, 1).await.allowed());
+    h.advance(Duration::from_secs(1));
     let d2 = d.named("api", fast, key, 0).await;
     assert_eq!(d2.remaining(), 20, "full again, at the new capacity");
     assert!(d.named("api", fast, key, 15).await.allowed());
-    // Lowered to 3: the bucket never holds more than 3, however long it rests.
+    // Lowered to 3: the bucket holds 5, capped at 3; it never holds more.
     let small = per_second(3, 3);
-    assert!(d.named("api", small, key, 0).await.remaining() <= 3);
+    assert_eq!(d.named("api", small, key, 0).await.remaining(), 3);
     h.advance(Duration::from_secs(60));
     assert_eq!(d.named("api", small, key, 0).await.remaining(), 3);
+    // Back and forth under a spent bucket: never a token more than the level.
+    assert!(d.named("api", small, key, 3).await.allowed());
+    for policy in [fast, small, slow, fast] {
+        assert_eq!(d.named("api", policy, key, 0).await.remaining(), 0);
+    }
     // The unnamed bucket of the same numbers is another bucket.
     assert!(d.check(slow, key, 10).await);
+}
+
+/// Issue 44, point 2: under 3 per 30 s a denied key was told 9,956 ms; the limit raised to 6
+/// every 10 s, it was told 20,804 ms. A raised limit never lengthens a wait: the level is
+/// kept and refills at the new pace, so the wait is `ceil(9,956 ms × t' / t)`.
+pub async fn a_raised_limit_never_lengthens_a_wait<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let key = b"conf:raised";
+    let before = Policy::token_bucket(3, 3, Duration::from_secs(30)).unwrap();
+    let after = Policy::token_bucket(6, 6, Duration::from_secs(10)).unwrap();
+    assert!(d.named("api", before, key, 3).await.allowed());
+    h.advance(Duration::from_millis(44));
+    let denied = d.named("api", before, key, 1).await;
+    assert!(!denied.allowed());
+    assert_eq!(denied.retry_after(), Duration::from_millis(9_956));
+    let raised = d.named("api", after, key, 1).await;
+    assert!(!raised.allowed(), "a raised limit handed out a fresh burst");
+    assert_eq!(raised.remaining(), 0);
+    // 9,956 ms × (10 s / 6) / 10 s, rounded up to the store's unit.
+    let expected = Duration::from_nanos(1_659_333_334);
+    assert!(
+        raised.retry_after() <= denied.retry_after(),
+        "a raised limit lengthened the wait: {:?}",
+        raised.retry_after()
+    );
+    assert!(
+        raised.retry_after() >= expected
+            && raised.retry_after() - expected < Duration::from_micros(2)
+    );
+    h.advance(raised.retry_after());
+    assert!(d.named("api", after, key, 1).await.allowed());
 }
 
 /// Named buckets are separate from each other and from unnamed ones.
@@ -455,6 +507,29 @@ pub async fn window_numbers_change_under_a_named_bucket<H: Harness>(h: &H) {
             h.advance(Duration::from_millis(41 * (step % 4)));
         }
     }
+}
+
+/// A fixed window's limit raised by narrowing its width (10 per 10 s to 10 per 7 s): the count
+/// of the old window ends with it, never with a later window of the new width, so a denial
+/// waits no longer than it did (it once waited until the 7 s window's end, 4 s later).
+pub async fn a_narrower_window_never_lengthens_a_wait<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let key = b"conf:narrower";
+    let ten = Policy::fixed_window(10, Duration::from_secs(10)).unwrap();
+    let seven = Policy::fixed_window(10, Duration::from_secs(7)).unwrap();
+    // To 1 s past a multiple of 70 s, where windows of both widths begin.
+    let now = Nanos::from(Duration::from_secs(70)).as_u64();
+    let past = h.now().as_u64() % now;
+    h.advance(Duration::from_nanos(now - past + 1_000_000_000));
+    assert!(d.named("w", ten, key, 6).await.allowed());
+    h.advance(Duration::from_secs(7));
+    assert!(d.named("w", seven, key, 1).await.allowed());
+    h.advance(Duration::from_secs(1));
+    let denied = d.named("w", seven, key, 5).await;
+    assert!(!denied.allowed());
+    assert_eq!(denied.retry_after(), Duration::from_secs(1));
+    h.advance(denied.retry_after());
+    assert!(d.named("w", seven, key, 5).await.allowed());
 }
 
 /// Reserve an estimate, commit what was used: the difference comes back, or is taken as debt.
@@ -816,13 +891,16 @@ where
     h.advance(ms(1250));
     assert!(d.named("debt", p, key, 1).await.allowed());
 
-    // Ten minutes spent under a slower policy of the same name: a charge leaves it as it is.
+    // Spent under a slower policy of the same name, then charged under these numbers: the
+    // bucket is rebased first (spent: 0 tokens), and the charge is one token of debt at this
+    // pace, two tokens' wait (500 ms) before one passes; not the ten minutes the slower
+    // policy would take.
     let slow = Policy::token_bucket(10, 1, Duration::from_secs(60)).unwrap();
     assert!(d.named("deep", slow, key, 10).await.allowed());
     let deep = [(Check::new(p, key, 0).named("deep"), Adjustment::Charge(1))];
     d.settle(&deep).await;
     let wait = d.named("deep", p, key, 0).await.retry_after();
-    assert_eq!(wait, Duration::from_secs(600) + ms(250) - ms(1000));
+    assert_eq!(wait, ms(500));
 }
 
 pub async fn idle_keys_behave_as_new<H: Harness>(h: &H) {
@@ -841,7 +919,8 @@ macro_rules! conformance_tests {
     ($harness:expr) => {
         $crate::conformance_tests!($harness; token_bucket);
         $crate::conformance_tests!(@cases $harness; windows_decide_like_the_model,
-            window_numbers_change_under_a_named_bucket, a_window_peek_says_when_the_next_token_comes);
+            window_numbers_change_under_a_named_bucket, a_window_peek_says_when_the_next_token_comes,
+            a_narrower_window_never_lengthens_a_wait);
     };
     ($harness:expr; token_bucket) => {
         $crate::conformance_tests!(@cases $harness;
@@ -849,7 +928,8 @@ macro_rules! conformance_tests {
             cost_over_capacity_is_an_error, keys_and_policies_are_separate_buckets,
             awkward_keys_never_collide, several_policies_all_or_nothing,
             duplicate_bucket_is_an_error, idle_keys_behave_as_new,
-            numbers_change_under_a_named_bucket, names_separate_buckets,
+            numbers_change_under_a_named_bucket, a_raised_limit_never_lengthens_a_wait,
+            names_separate_buckets,
             reservations_refunds_and_resets, a_settlement_happens_at_most_once,
             a_peek_says_when_the_next_token_comes,
             a_charge_puts_a_bucket_at_most_one_capacity_into_debt,
@@ -878,6 +958,7 @@ pub async fn all_token_bucket_cases<H: Harness>(h: &H) {
     duplicate_bucket_is_an_error(h).await;
     idle_keys_behave_as_new(h).await;
     numbers_change_under_a_named_bucket(h).await;
+    a_raised_limit_never_lengthens_a_wait(h).await;
     names_separate_buckets(h).await;
 }
 
