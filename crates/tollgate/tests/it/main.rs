@@ -27,6 +27,7 @@ mod postgres_schema;
 mod postgres_tls;
 mod postgres_windows;
 mod rebase;
+mod rebase_ports;
 mod redis_cluster;
 mod redis_cluster_nodes;
 mod redis_conformance;

@@ -4,8 +4,9 @@
 //! back with the tat the pure function gives and the new numbers.
 #![cfg(feature = "postgres")]
 
+use crate::rebase_ports::{MICROSECOND, fresh_key, policies};
+
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -15,31 +16,14 @@ use tollgate::store::settle::{Adjustment, Settle};
 use tollgate::{Check, Clock, ManualClock, Nanos, Policy, PostgresStore, Store};
 use tollgate_testkit::TestPostgres;
 
-const MICROSECOND: Nanos = Nanos::new(1000);
-
 fn postgres() -> &'static TestPostgres {
     static PG: OnceLock<TestPostgres> = OnceLock::new();
     PG.get_or_init(|| TestPostgres::start().expect("start PostgreSQL"))
 }
 
-fn fresh_key() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("rebase-{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-fn policies() -> impl Strategy<Value = Policy> {
-    (
-        prop_oneof![1u64..=10, 1u64..=10_000_000],
-        prop_oneof![1u64..=10, 1u64..=10_000_000],
-        prop_oneof![1u64..=10_000_000, 1u64..=100_000_000_000_000_000],
-    )
-        .prop_filter_map("valid", |(c, r, p)| {
-            Policy::token_bucket(c, r, Duration::from_nanos(p)).ok()
-        })
-}
-
+/// `d` in whole microseconds, as PostgreSQL's `bigint` columns hold them.
 fn micros(d: Duration) -> i64 {
-    i64::try_from(Nanos::from(d).as_u64() / 1000).unwrap()
+    i64::try_from(crate::rebase_ports::micros(d)).expect("below 2^63 µs")
 }
 
 proptest! {

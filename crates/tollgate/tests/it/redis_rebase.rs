@@ -4,8 +4,9 @@
 //! with the tat the pure function gives, for numbers up to the store's bounds (2^52 µs).
 #![cfg(feature = "redis")]
 
+use crate::rebase_ports::{MICROSECOND, fresh_key, micros, policies};
+
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -14,31 +15,9 @@ use tollgate::store::settle::{Adjustment, Settle};
 use tollgate::{Check, Clock, ManualClock, Nanos, Policy, RedisStore, Store};
 use tollgate_testkit::{TestRedis, redis_cmd};
 
-const MICROSECOND: Nanos = Nanos::new(1000);
-
 fn redis() -> &'static TestRedis {
     static REDIS: OnceLock<TestRedis> = OnceLock::new();
     REDIS.get_or_init(|| TestRedis::start().expect("start redis-server"))
-}
-
-fn fresh_key() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("rebase-{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-fn policies() -> impl Strategy<Value = Policy> {
-    (
-        prop_oneof![1u64..=10, 1u64..=10_000_000],
-        prop_oneof![1u64..=10, 1u64..=10_000_000],
-        prop_oneof![1u64..=10_000_000, 1u64..=100_000_000_000_000_000],
-    )
-        .prop_filter_map("valid", |(c, r, p)| {
-            Policy::token_bucket(c, r, Duration::from_nanos(p)).ok()
-        })
-}
-
-fn micros(d: Duration) -> u64 {
-    Nanos::from(d).as_u64() / 1000
 }
 
 proptest! {
