@@ -12,8 +12,9 @@ use tollgate_server::options::LogFormat;
 /// How long requests in flight get to finish after a signal before the process exits anyway.
 const GRACE: Duration = Duration::from_secs(10);
 
-/// How long blocking work still running at exit (a file read stuck on a hung file system) is
-/// waited for before the process exits anyway.
+/// How long blocking work still running at exit (a host name lookup the resolver has not
+/// answered) is waited for before the process exits anyway; file reads run on a thread of
+/// their own, which exit does not wait for.
 const BLOCKING_GRACE: Duration = Duration::from_secs(1);
 
 fn main() -> ExitCode {

@@ -103,7 +103,7 @@ fn drops_credentials(tokens: bool, password: bool, new: &Settings) -> Option<&'s
              authentication off (an emptied or truncated file, a deleted [auth] table); to run \
              without tokens, restart the server",
         )
-    } else if (tokens || password) && !new_tokens && !new_password {
+    } else if password && !new_tokens && !new_password {
         Some(
             "the file has neither a token nor [resp] password where one is in force: a reload \
              never switches authentication off; to run without, restart the server",

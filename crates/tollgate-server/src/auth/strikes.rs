@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -69,11 +70,17 @@ struct Record {
 #[derive(Debug, Default)]
 pub struct Strikes {
     table: Mutex<HashMap<IpAddr, Record>>,
+    /// How many of the table's records hold a block: while none does, which is nearly always,
+    /// asking whether an address is blocked takes no lock (every authenticated request asks).
+    blocks: AtomicUsize,
 }
 
 impl Strikes {
     /// How much longer `peer`'s address is refused, if it is.
     pub fn blocked(&self, peer: IpAddr) -> Option<Duration> {
+        if self.blocks.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let address = client_address(peer);
         let now = Instant::now();
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
@@ -83,6 +90,7 @@ impl Strikes {
             // A block served starts the address afresh.
             Some(_) => {
                 table.remove(&address);
+                self.blocks.fetch_sub(1, Ordering::Release);
                 None
             }
             None => None,
@@ -96,6 +104,8 @@ impl Strikes {
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         if table.len() >= MAX_ADDRESSES && !table.contains_key(&address) {
             make_room(&mut table, now);
+            let blocks = table.values().filter(|r| r.blocked_until.is_some()).count();
+            self.blocks.store(blocks, Ordering::Release);
         }
         let record = table.entry(address).or_insert(Record {
             failures: 0,
@@ -108,6 +118,9 @@ impl Strikes {
         record.failures = record.failures.saturating_add(1);
         record.last = now;
         if record.failures >= BLOCK_AFTER {
+            if record.blocked_until.is_none() {
+                self.blocks.fetch_add(1, Ordering::Release);
+            }
             let until = *record.blocked_until.get_or_insert(now + BLOCK_FOR);
             return Penalty::Blocked(until.saturating_duration_since(now));
         }

@@ -8,9 +8,10 @@
 //! itself stops one byte past the cap, in case the file grows meanwhile (`/dev/zero` behind a
 //! symlink swapped in after the look is still bounded).
 //!
-//! Secrets, certificates, keys and CAs are kept by path and by what `fstat` says of the file
-//! (device, inode, length, modification and change times): several listeners sharing one
-//! certificate, polled four times a second, read it once per change ([`read`]).
+//! Certificates, keys and CAs are kept by path and by what `fstat` says of the file (device,
+//! inode, length, modification and change times): several listeners sharing one certificate,
+//! polled four times a second, read it once per change ([`read`]). Secrets are not kept: they
+//! are read only when the config is, and the server holds nothing of them but a digest.
 //!
 //! [`off_workers`] runs such work on one thread of its own, never on the async workers that
 //! serve requests, and gives up waiting after [`READ_TIMEOUT`]: a read stuck on a hung network
@@ -84,9 +85,11 @@ impl Kind {
         }
     }
 
-    /// Whether its contents are kept between reads (see the module's docs).
+    /// Whether its contents are kept between reads (see the module's docs): certificates and
+    /// keys, which several listeners share and poll; never a secret, of which the server keeps
+    /// only a digest.
     fn cached(self) -> bool {
-        !matches!(self, Kind::Config | Kind::EnvoyYaml)
+        matches!(self, Kind::Certificate | Kind::Key | Kind::ClientCa)
     }
 }
 
@@ -141,7 +144,7 @@ pub(crate) fn refusals() -> &'static IntCounterVec {
         let counter = IntCounterVec::new(
             Opts::new(
                 "tollgate_file_refusals_total",
-                "Files refused when read after start (not a regular file, over the kind's size \
+                "Files refused when read (not a regular file, over the kind's size \
                  cap, unreadable), by kind; the state in force stays.",
             ),
             &["kind"],

@@ -113,7 +113,8 @@ impl CheckRequest {
         if let Some(target) = named(&fields)? {
             let cost = match (&target, fields.get("cost")) {
                 (Target::Named { names, .. }, Some(Value::Object(each))) => {
-                    Cost::Each(each_cost(names, each)?)
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    Cost::Each(by_policy("cost", "request's", &names, each)?)
                 }
                 _ => Cost::All(integer(&fields, "cost", 0)?.unwrap_or(1)),
             };
@@ -146,34 +147,37 @@ impl CheckRequest {
     }
 }
 
-/// The costs of `"cost": {"name": n, ...}`, one per name of `names`, in their order: every
-/// policy named, no other.
-fn each_cost(names: &[String], each: &Map<String, Value>) -> Result<Vec<u64>, Problem> {
-    if let Some(other) = each.keys().find(|k| !names.contains(k)) {
+/// The amounts of `"<field>": {"name": n, ...}`, one per name of `names`, in their order: every
+/// policy named, no other (`whose`: what holds the policies, for the messages). The costs of a
+/// check or a reservation, and what a commit used.
+pub(super) fn by_policy(
+    field: &str,
+    whose: &str,
+    names: &[&str],
+    each: &Map<String, Value>,
+) -> Result<Vec<u64>, Problem> {
+    if let Some(other) = each.keys().find(|k| !names.contains(&k.as_str())) {
         return Err(Problem::invalid_field(
-            format!("cost.{other}"),
-            format!("cost names {other:?}, which is not one of the request's policies"),
+            format!("{field}.{other}"),
+            format!("{field} names {other:?}, which is not one of the {whose} policies"),
         ));
     }
     names
         .iter()
-        .map(|name| {
-            let field = format!("cost.{name}");
-            match each.get(name) {
-                None => Err(Problem::invalid_field(
-                    field,
-                    format!("cost.{name} is required: a cost per policy names every policy"),
-                )),
-                Some(value) => value.as_u64().ok_or_else(|| {
-                    Problem::invalid_field(
-                        field,
-                        format!(
-                            "cost.{name} must be an integer from 0 to {}, not {value}",
-                            u64::MAX
-                        ),
-                    )
-                }),
-            }
+        .map(|name| match each.get(*name) {
+            None => Err(Problem::invalid_field(
+                format!("{field}.{name}"),
+                format!("{field}.{name} is required: {field} by policy names every policy"),
+            )),
+            Some(value) => value.as_u64().ok_or_else(|| {
+                Problem::invalid_field(
+                    format!("{field}.{name}"),
+                    format!(
+                        "{field}.{name} must be an integer from 0 to {}, not {value}",
+                        u64::MAX
+                    ),
+                )
+            }),
         })
         .collect()
 }

@@ -19,7 +19,7 @@ use tollgate::store::settle::Once;
 use tollgate::{Algorithm, CheckError, Nanos, Policy, StoreError};
 
 use super::check::{answer, answer_decided};
-use super::request::CheckRequest;
+use super::request::{CheckRequest, by_policy};
 use crate::auth::Grant;
 use crate::limiter::reservation::{Refused, Reserved, ReservedBucket, UsedRefused};
 use crate::limiter::{DecideError, Decided, Entry, Limiter, MAX_KEY_BYTES, Part, Target};
@@ -233,30 +233,7 @@ fn used_each(
             "an inline policy's reservation takes used as a number",
         ));
     }
-    if let Some(other) = each.keys().find(|k| !names.contains(&k.as_str())) {
-        return Err(Problem::invalid_field(
-            format!("used.{other}"),
-            format!("used names {other:?}, which the reservation does not hold"),
-        ));
-    }
-    names
-        .iter()
-        .map(|name| match each.get(*name) {
-            None => Err(Problem::invalid_field(
-                format!("used.{name}"),
-                format!("used.{name} is required: give what each reserved policy used"),
-            )),
-            Some(value) => value.as_u64().ok_or_else(|| {
-                Problem::invalid_field(
-                    format!("used.{name}"),
-                    format!(
-                        "used.{name} must be an integer from 0 to {}, not {value}",
-                        u64::MAX
-                    ),
-                )
-            }),
-        })
-        .collect()
+    by_policy("used", "reservation's", names, each)
 }
 
 /// `GET /v1/buckets/{policy}/{key}`: the bucket's state, as a check of cost 0 answers it.

@@ -162,13 +162,17 @@ async fn a_fifo_in_the_envoy_directory_is_refused_and_the_config_stays() {
         count(&metrics(&server).await, refused) >= 1.0
     })
     .await;
-    grpc(
+    // d.yaml still decides (100 a minute): an unknown domain would be answered without a limit.
+    let decided = grpc(
         server.grpc_addr(),
         request("d", vec![descriptor(&[("k", "v")])]),
         Some(APP),
     )
     .await
     .unwrap();
+    let limit = decided.statuses[0].current_limit.as_ref().expect("a limit");
+    assert_eq!(limit.requests_per_unit, 100);
+    assert_eq!(decided.statuses[0].limit_remaining, 99);
     terminates(server);
 }
 
@@ -228,6 +232,14 @@ async fn a_reload_that_drops_the_only_password_is_refused() {
         metric(&text, failures) >= 1.0
     })
     .await;
+    // The password is still asked for, and still taken.
+    let decide = command(&["TOLLGATE.CHECK", "api", "k"]);
+    assert_eq!(
+        resp(server.resp_addr(), decide.as_bytes()),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    let auth = command(&["AUTH", "pw-for-default-0123"]);
+    assert_eq!(resp(server.resp_addr(), auth.as_bytes()), "+OK\r\n");
 }
 
 /// 3: wrong secrets count per address, across new connections and all three front ends: each

@@ -261,9 +261,7 @@ impl Rejection {
 
 /// `d` in whole seconds, rounded up, at least 1: a denial never says 0.
 fn whole_seconds(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos().div_ceil(1_000_000_000))
-        .unwrap_or(u64::MAX)
-        .max(1)
+    crate::Nanos::from(d).as_secs_ceil().max(1)
 }
 
 /// `text` percent-encoded as gRPC's `grpc-message` must be: bytes outside printable ASCII,

@@ -17,7 +17,7 @@ use super::layer::{MissingKey, Shared};
 use super::response::{self, NO_PEER_ADDR, Rejection, RejectionKind};
 use super::tiers::NamedPolicy;
 use crate::store::settle::Adjustment;
-use crate::{Algorithm, Check, Decision, Verdict};
+use crate::{Algorithm, Check, CheckError, Decision, StoreError, Verdict};
 
 /// A rate-limited service: what [`TollgateLayer`](super::TollgateLayer) wraps around the
 /// inner one. Clones share the layer's limiter.
@@ -238,9 +238,8 @@ async fn commit<B>(
         };
         // The most a commit takes is one capacity of debt: more is charged up to it (the
         // request already ran; keeping only the estimate would charge less).
-        let capacity = named.policy.capacity();
-        let adjustment = Adjustment::commit_within(cost, used, capacity, paid)
-            .unwrap_or_else(|most| Adjustment::commit(cost, most, paid));
+        let most = cost.saturating_add(named.policy.capacity());
+        let adjustment = Adjustment::commit(cost, used.min(most), paid);
         if !adjustment.is_nothing() {
             settled_at.push(i);
             let bucket = Check::new(named.policy, &decided.key, cost).named(&named.name);
@@ -374,26 +373,28 @@ async fn decide_checks(
     checks: &[Check<'_>],
     policies: &[NamedPolicy],
 ) -> Decisions {
-    // A cost above a capacity can never pass: the caller's mistake, answered before the
-    // store is asked, naming the policy.
-    if let Some((check, named)) = checks
-        .iter()
-        .zip(policies)
-        .find(|(c, _)| c.cost() > c.policy().capacity())
-    {
-        return Decisions::Reject(
-            RejectionKind::CostExceedsCapacity {
-                policy: Arc::clone(&named.name),
-                cost: check.cost(),
-                capacity: check.policy().capacity(),
-            },
-            None,
-        );
-    }
     let mut waited = Duration::ZERO;
     loop {
         let verdict: Verdict = match shared.store.decide_dyn(checks).await {
             Ok(verdict) => verdict,
+            // The store refuses a cost above a capacity (it can never pass): the answer names
+            // the policy, found only then.
+            Err(StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity })) => {
+                let named = checks
+                    .iter()
+                    .zip(policies)
+                    .find(|(c, _)| c.cost() > c.policy().capacity())
+                    .map(|(_, named)| Arc::clone(&named.name));
+                let kind = match named {
+                    Some(policy) => RejectionKind::CostExceedsCapacity {
+                        policy,
+                        cost,
+                        capacity,
+                    },
+                    None => RejectionKind::StoreUnavailable,
+                };
+                return Decisions::Reject(kind, None);
+            }
             // A store that failed (and the fail policy is to deny), or cannot decide these
             // policies: unavailable, never a 500.
             Err(_) => return Decisions::Reject(RejectionKind::StoreUnavailable, None),

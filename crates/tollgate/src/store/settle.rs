@@ -485,12 +485,24 @@ impl Reservation {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, thiserror::Error)]
-#[error("{error}")]
+#[derive(Debug)]
 pub struct CommitError {
-    #[source]
     error: StoreError,
     reservation: Option<Reservation>,
+}
+
+/// Says the store error's words and hands on its cause, as the error itself would: a printed
+/// chain says each cause once.
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for CommitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
 }
 
 impl CommitError {

@@ -254,9 +254,9 @@ impl PostgresStoreBuilder {
     ///
     /// # Cancel safety
     ///
-    /// Building makes no connection and waits for nothing: its future answers at its first
-    /// poll, and dropped before then it has done nothing (the background cleanup starts only
-    /// with a store built).
+    /// Building resolves the hosts and tries one connection, within the store timeout, to refuse
+    /// settings that can never work. Dropped before it answers, it has kept nothing (that
+    /// connection is closed, and the background cleanup starts only with a store built).
     pub async fn build(self) -> Result<PostgresStore, StoreError> {
         self.refuse_zeros()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {

@@ -145,8 +145,7 @@ impl Drop for Load {
     }
 }
 
-/// Reads a bucket's state without taking anything (cost 0).
-/// Cost 0: reads the row. A bucket whose row has other numbers than `$3, $4` (t, tau) is
+/// Cost 0: takes nothing, and reads the row. A bucket whose row has other numbers than `$3, $4` (t, tau) is
 /// rebased to them (schema.sql), and written so, to refill at this pace from now on; the tat
 /// returned is under these numbers.
 const PEEK_ONE: &str = r#"WITH clock AS (

@@ -205,8 +205,9 @@ impl RedisStore {
         }
     }
 
-    /// A store on one Redis with the defaults. It connects lazily: a Redis that is down now
-    /// makes calls fail (transiently) until it is up.
+    /// A store on one Redis with the defaults. Building tries one connection, to refuse
+    /// settings that can never work; a Redis that is down now makes calls fail (transiently)
+    /// until it is up.
     ///
     /// # Cancel safety
     ///

@@ -15,8 +15,8 @@
 --            answer: it already covers any backlog and reaches the debt cap).
 --
 -- Returns { now, the tat of each bucket afterwards }, or { -1 } when the once-id was settled
--- before, or { -2, k } when bucket k holds a value this version never writes (not a whole
--- number, more than 2^52 µs past now, a key of another type): then nothing changed but the
+-- before, or { -2, k } when bucket k holds a value this version never writes (not three whole
+-- numbers, more than 2^52 µs past now, a key of another type): then nothing changed but the
 -- garbage key's TTL, cut to the longest a bucket of its policy lives (2 tau) so that it goes
 -- away like one, and the once-id is not recorded.
 --
