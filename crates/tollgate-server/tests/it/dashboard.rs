@@ -311,6 +311,25 @@ async fn scrape_of_a_busy_server() -> String {
     get(&http, &server, "/metrics").await
 }
 
+/// A connection the server has answered on, so that it holds the listener's one slot: the
+/// closed client before it may still be counted for a moment, and a connection opened then
+/// would be the one refused.
+async fn holding_the_only_slot(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for _ in 0..100 {
+        let mut held = tokio::net::TcpStream::connect(addr).await.unwrap();
+        held.write_all(b"GET /healthz HTTP/1.1\r\nhost: tollgate\r\n\r\n")
+            .await
+            .unwrap();
+        let mut head = [0u8; 12];
+        if held.read_exact(&mut head).await.is_ok() && head.ends_with(b" 200") {
+            return held;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no connection to {addr} was served within 2 s");
+}
+
 /// A scrape of a server on Redis (whose leases' counters are exported), with `[auth]` and an
 /// HTTP listener of one connection, after a request without a token and a connection over the
 /// cap: the families of auth failures and refused connections appear.
@@ -337,7 +356,7 @@ async fn scrape_of_a_guarded_server(redis: &TestRedis) -> String {
     assert_eq!(anonymous.status(), reqwest::StatusCode::UNAUTHORIZED);
     drop(http);
     // One connection held open, and one more: refused over the cap.
-    let held = std::net::TcpStream::connect(server.addr).unwrap();
+    let held = holding_the_only_slot(server.addr).await;
     let over = reqwest::get(format!("http://{}/healthz", server.addr)).await;
     assert!(
         over.is_err() || over.unwrap().status() == reqwest::StatusCode::SERVICE_UNAVAILABLE,
