@@ -20,7 +20,7 @@ use crate::net::accept::Acceptor;
 use crate::net::limits::ConnLimits;
 use crate::net::tls::Tls;
 use crate::settings::Settings;
-use crate::{http, reload, resp, store, web};
+use crate::{api, reload, resp, store, web};
 
 /// The server's state, its store open: the decision core, and Envoy's front end if it is on.
 pub struct App {
@@ -123,7 +123,7 @@ impl App {
     /// Every HTTP route: the API, and Envoy's `/json` and `/rlconfig` when gRPC is on; each
     /// request authenticated first when `[auth]` has tokens.
     pub fn router(&self) -> Router {
-        let router = http::router(Arc::clone(&self.limiter));
+        let router = api::router(Arc::clone(&self.limiter));
         let router = match &self.envoy {
             Some((envoy, _)) => router
                 .merge(envoy::json::routes(Arc::clone(envoy)))
@@ -136,7 +136,7 @@ impl App {
     /// The data port's routes beside the admin listener `admin` (`http://ADDRESS`): only what
     /// a client needs to be limited.
     fn data_router(&self, admin: String) -> Router {
-        let router = http::data_router(Arc::clone(&self.limiter), admin);
+        let router = api::data_router(Arc::clone(&self.limiter), admin);
         let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::routes(Arc::clone(envoy))),
             None => router,
@@ -146,7 +146,7 @@ impl App {
 
     /// The operators' routes: buckets, policies, metrics, `/rlconfig`.
     fn admin_router(&self) -> Router {
-        let router = http::admin_router(Arc::clone(&self.limiter));
+        let router = api::admin_router(Arc::clone(&self.limiter));
         let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,

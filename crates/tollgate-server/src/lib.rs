@@ -18,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod app;
 pub mod auth;
 pub mod cli;
@@ -26,7 +27,6 @@ pub mod config;
 pub mod envoy;
 mod error;
 pub mod files;
-pub mod http;
 pub mod limiter;
 pub mod metrics;
 pub mod net;

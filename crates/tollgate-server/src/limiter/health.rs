@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use tollgate::{Clock, ErrorKind, MonotonicClock, Nanos, StoreError};
 
+use super::OnStoreError;
 use crate::metrics::Metrics;
-use crate::options::OnStoreError;
 
 /// The store's health as the server sees it: failures counted by kind, a line logged when it
 /// starts failing and when it answers again (never one per request), and what it answers that

@@ -3,15 +3,16 @@
 //! ([`Target`]) into policies, deciding them all-or-nothing with the one rule for checks that
 //! cannot deny (the rounds of `rounds.rs`), reservations, and the metrics of it all.
 //!
-//! Its answers are its own types ([`Decided`], [`DecideError`]); HTTP, gRPC and RESP each turn
+//! Its answers are its own types ([`Outcome`], [`DecideError`]); HTTP, gRPC and RESP each turn
 //! them into their protocol's answer at their edge.
 
-mod decide;
 pub mod descriptors;
 mod error;
 mod health;
 mod leases;
 mod live;
+mod on_store_error;
+mod outcome;
 mod policies;
 pub mod reservation;
 pub(crate) mod rounds;
@@ -24,16 +25,16 @@ use arc_swap::ArcSwap;
 use tollgate::store::settle::{Adjustment, DynSettle, Once};
 use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 
-pub use decide::{Decided, Part, Shown};
 pub use error::{BuildError, DecideError};
 pub use health::StoreHealth;
 pub use live::{Entry, Live};
+pub use on_store_error::OnStoreError;
+pub use outcome::{Outcome, Part, Shown};
 pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
 pub use target::{MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target};
 
 use crate::auth::{Auth, Tokens};
 use crate::metrics::Metrics;
-use crate::options::OnStoreError;
 use reservation::Signer;
 
 /// What every front end decides through.
@@ -115,7 +116,7 @@ impl Limiter {
 
     /// Decides `checks` on the store: one call, timed for the metrics, its fail-policy answers
     /// counted, the store's recovery noted. Every decision goes through here.
-    pub async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+    pub async fn ask_store(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let started = self.timer.now();
         let result = self.store.decide_dyn(checks).await;
         let took = Duration::from(self.timer.now() - started);

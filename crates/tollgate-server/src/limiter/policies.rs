@@ -15,7 +15,7 @@ pub struct NamedPolicy {
     pub name: Arc<str>,
     /// Its numbers.
     pub policy: Policy,
-    /// Decided and charged, but never denies.
+    /// Outcome and charged, but never denies.
     pub shadow: bool,
     /// Hot buckets are decided from leased tokens (`lease = true`; see `tollgate::store::lease`).
     pub lease: bool,

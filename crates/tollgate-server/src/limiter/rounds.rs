@@ -49,7 +49,7 @@ impl Rounds {
     /// Decides `checks` (their costs as asked) through `limiter` until the request is settled:
     /// allowed, or denied by a check whose denial denies it, as `denies` tells from which
     /// checks deny. A denied request is charged nothing.
-    pub(crate) async fn decide(
+    pub(crate) async fn run(
         &mut self,
         limiter: &Limiter,
         checks: &[Check<'_>],
@@ -80,7 +80,7 @@ impl Rounds {
             } else {
                 checks
             };
-            let verdict = limiter.decide(call).await?;
+            let verdict = limiter.ask_store(call).await?;
             self.paid &= !verdict.by_fail_policy();
             let allowed = verdict.allowed();
             for (i, decision) in verdict.into_decisions().into_iter().enumerate() {
@@ -109,7 +109,7 @@ impl Rounds {
         self.denied[i] || (round > 0 && self.retried_without.get(i) == Some(&true))
     }
 
-    /// The decision of every check, once [`decide`](Self::decide) settled them; `None` if a
+    /// The decision of every check, once [`run`](Self::run) settled them; `None` if a
     /// check has none (the store answered fewer decisions than asked).
     pub(crate) fn decided(&self) -> Option<Vec<Decision>> {
         self.decisions.iter().copied().collect()

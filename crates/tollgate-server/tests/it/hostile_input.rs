@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use proptest::prelude::*;
+use tollgate_server::api::request::CheckRequest;
 use tollgate_server::config::Config;
-use tollgate_server::http::request::CheckRequest;
 use tollgate_server::limiter::descriptors::config::EnvoyConfig;
 
 const BODIES: [&str; 4] = [

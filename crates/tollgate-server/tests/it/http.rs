@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tollgate::store::settle::DynSettle;
 use tollgate::{ManualClock, MemoryStore, MemoryStoreBuilder, Nanos};
 use tollgate_server::limiter::Limiter;
-use tollgate_server::{http, web};
+use tollgate_server::{api, web};
 
 struct Server {
     addr: SocketAddr,
@@ -50,11 +50,7 @@ impl Server {
             tollgate_server::net::limits::HTTP,
             limiter.metrics(),
         );
-        tokio::spawn(web::serve(
-            listener,
-            http::router(limiter),
-            shutdown.clone(),
-        ));
+        tokio::spawn(web::serve(listener, api::router(limiter), shutdown.clone()));
         Server {
             addr,
             clock,

@@ -169,7 +169,7 @@ async fn the_image_reaches_redis_over_tls_with_its_ca_bundle() {
     let said = stderr_of(server);
     let checked = checked.unwrap_or_else(|| panic!("no answer at {addr:?}: {banner} {said}"));
     assert_eq!(checked.status(), reqwest::StatusCode::OK, "{said}");
-    // Decided in Redis, not by the fail policy.
+    // Outcome in Redis, not by the fail policy.
     let keys = redis.cmd(&[b"KEYS", b"tollgate:*:*"]).unwrap();
     assert!(
         matches!(&keys, Reply::Array(items) if !items.is_empty()),

@@ -41,7 +41,7 @@ pub(super) async fn decide_rounds(
             }
             request_over(parts, &all, each)
         };
-        rounds.decide(limiter, &checks, denies).await?;
+        rounds.run(limiter, &checks, denies).await?;
     }
     for ((&b, denied), decision) in counted.iter().zip(rounds.denied).zip(rounds.decisions) {
         buckets[b].denied = denied;

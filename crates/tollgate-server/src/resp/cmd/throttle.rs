@@ -210,7 +210,7 @@ async fn decide_one(
     check: &[Check<'_>; 1],
     counters: &PolicyCounters,
 ) -> Result<Decision, String> {
-    match shared.limiter.decide(check).await {
+    match shared.limiter.ask_store(check).await {
         Ok(verdict) => {
             let decision = verdict.decisions()[0];
             if decision.allowed() && check[0].cost() > 0 {

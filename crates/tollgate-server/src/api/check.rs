@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use tollgate::{Decision, headers};
 
 use super::request::CheckRequest;
-use crate::limiter::{Decided, Entry, Limiter, Target};
+use crate::limiter::{Entry, Limiter, Outcome, Target};
 use crate::web::body;
 use crate::web::problem::Problem;
 
@@ -41,7 +41,7 @@ pub(super) async fn check(State(limiter): State<Arc<Limiter>>, body: Body) -> Re
 /// The answer of a request's decision: the most restrictive part in the top-level fields, and
 /// with `listed` (the request named a list of policies), one entry per policy.
 pub(super) fn answer_decided(
-    decided: &Decided,
+    decided: &Outcome,
     listed: bool,
     extra: Option<(&str, &str)>,
 ) -> Response {

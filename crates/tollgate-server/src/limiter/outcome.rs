@@ -25,7 +25,7 @@ pub struct Part {
     pub shadow_denied: bool,
 }
 
-/// What an answer's top-level fields and headers show (see [`Decided::shown`]).
+/// What an answer's top-level fields and headers show (see [`Outcome::shown`]).
 pub struct Shown<'a> {
     /// The enforced policy they describe; `None` when every policy is a shadow.
     pub entry: Option<&'a Arc<Entry>>,
@@ -34,14 +34,14 @@ pub struct Shown<'a> {
 }
 
 /// A request's decision.
-pub struct Decided {
+pub struct Outcome {
     /// One part per policy, in the request's order.
     pub parts: Vec<Part>,
     /// Whether the store took the tokens (rather than the fail policy answering).
     pub paid: bool,
 }
 
-impl Decided {
+impl Outcome {
     /// Whether the request may go on.
     pub fn allowed(&self) -> bool {
         self.parts
@@ -104,7 +104,7 @@ impl Limiter {
         entries: Vec<Arc<Entry>>,
         key: &[u8],
         cost: u64,
-    ) -> Result<Decided, DecideError> {
+    ) -> Result<Outcome, DecideError> {
         self.decide_entries_by(entries, key, |_| cost).await
     }
 
@@ -115,7 +115,7 @@ impl Limiter {
         entries: Vec<Arc<Entry>>,
         key: &[u8],
         cost_of: impl Fn(usize) -> u64,
-    ) -> Result<Decided, DecideError> {
+    ) -> Result<Outcome, DecideError> {
         // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
         // fault when inline. A configured one was checked against the store when the config
         // was read.
@@ -138,7 +138,7 @@ impl Limiter {
         }
         let enforced_deny =
             |denied: &[bool]| denied.iter().zip(&entries).any(|(&d, e)| d && !e.shadow);
-        if let Err(e) = rounds.decide(self, &checks, enforced_deny).await {
+        if let Err(e) = rounds.run(self, &checks, enforced_deny).await {
             for entry in &entries {
                 entry.counters.error.inc();
             }
@@ -166,7 +166,7 @@ impl Limiter {
                 }
             })
             .collect();
-        Ok(Decided {
+        Ok(Outcome {
             parts,
             paid: rounds.paid,
         })

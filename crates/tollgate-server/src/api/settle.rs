@@ -22,7 +22,7 @@ use super::check::{answer, answer_decided};
 use super::request::{CheckRequest, by_policy};
 use crate::auth::Grant;
 use crate::limiter::reservation::{Refused, Reserved, ReservedBucket, UsedRefused};
-use crate::limiter::{DecideError, Decided, Entry, Limiter, MAX_KEY_BYTES, Part, Target};
+use crate::limiter::{DecideError, Entry, Limiter, MAX_KEY_BYTES, Outcome, Part, Target};
 use crate::web::body;
 use crate::web::problem::Problem;
 
@@ -209,7 +209,7 @@ pub(super) async fn commit(
                     shadow_denied: false,
                 })
                 .collect();
-            answer_decided(&Decided { parts, paid: true }, true, None)
+            answer_decided(&Outcome { parts, paid: true }, true, None)
         }
         Ok(_) => Problem::store_unavailable("the store answered no bucket").into_response(),
         Err(StoreError::Check(CheckError::AlreadySettled)) => Problem::reservation_conflict(
