@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use tollgate::{Decision, headers};
 
 use super::request::CheckRequest;
-use crate::limiter::{Entry, Limiter, Outcome, Target};
+use crate::limiter::{Ask, Entry, Limiter, Outcome};
 use crate::web::body;
 use crate::web::problem::Problem;
 
@@ -22,18 +22,15 @@ pub(super) async fn check(State(limiter): State<Arc<Limiter>>, body: Body) -> Re
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };
-    let entries = match limiter.live().resolve(&request.target) {
-        Ok(entries) => entries,
-        Err(e) => return Problem::from(e).into_response(),
+    let CheckRequest { key, target, cost } = request;
+    let listed = target.listed();
+    let ask = Ask {
+        target,
+        key: key.as_bytes(),
+        cost,
     };
-    match limiter
-        .decide_entries_by(entries, request.key.as_bytes(), |i| request.cost.of(i))
-        .await
-    {
-        Ok(decided) => {
-            let listed = matches!(request.target, Target::Named { listed: true, .. });
-            answer_decided(&decided, listed, None)
-        }
+    match limiter.check(ask).await {
+        Ok(outcome) => answer_decided(&outcome, listed, None),
         Err(e) => Problem::from(e).into_response(),
     }
 }
@@ -134,10 +131,12 @@ fn respond(allowed: bool, body: String, entry: Option<&Entry>, decision: &Decisi
         HeaderValue::from_static("application/json"),
     );
     if let Some(entry) = entry {
-        if let Some(v) = &entry.policy_header {
-            h.insert(RATELIMIT_POLICY.clone(), v.clone());
+        // Built from numbers and a policy's name (letters, digits, `_`, `-`, `.`), quoted:
+        // always valid header text.
+        let policy = headers::rate_limit_policy(&entry.name, &entry.policy);
+        if let Ok(v) = HeaderValue::try_from(policy) {
+            h.insert(RATELIMIT_POLICY.clone(), v);
         }
-        // Built from numbers and a policy's name, quoted: always valid header text.
         if let Ok(v) = HeaderValue::try_from(headers::rate_limit(&entry.name, decision)) {
             h.insert(RATELIMIT.clone(), v);
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tollgate::Policy;
 
-use crate::limiter::{MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target};
+use crate::limiter::{Amount, Cost, MAX_POLICIES_PER_CHECK, Target, by_policy};
 use crate::web::problem::Problem;
 
 const FIELDS: [&str; 7] = [
@@ -38,26 +38,6 @@ pub struct CheckRequest {
     pub cost: Cost,
 }
 
-/// What a request costs its policies.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cost {
-    /// The same for every policy (`"cost": 3`, or 1 when absent).
-    All(u64),
-    /// One per named policy, in the order of [`Target::Named`]'s names (`"cost": {"requests":
-    /// 1, "tokens": 2000}`).
-    Each(Vec<u64>),
-}
-
-impl Cost {
-    /// What the request costs its `i`-th policy.
-    pub fn of(&self, i: usize) -> u64 {
-        match self {
-            Cost::All(cost) => *cost,
-            Cost::Each(costs) => costs.get(i).copied().unwrap_or(0),
-        }
-    }
-}
-
 /// The common shape, `{"policy": "api", "key": "alice", "cost": 1}`, read without building a
 /// JSON tree: the hot path of a configured server. Anything else, and anything wrong, is left
 /// to the field-by-field reading, whose refusals name the field.
@@ -80,10 +60,7 @@ fn one() -> u64 {
 impl CheckRequest {
     /// Parses and validates `body`.
     pub fn parse(body: &[u8]) -> Result<CheckRequest, Problem> {
-        if let Ok(named) = serde_json::from_slice::<Named<'_>>(body)
-            && !named.key.is_empty()
-            && named.key.len() <= MAX_KEY_BYTES
-        {
+        if let Ok(named) = serde_json::from_slice::<Named<'_>>(body) {
             return Ok(CheckRequest {
                 key: named.key.into_owned(),
                 target: Target::Named {
@@ -114,7 +91,9 @@ impl CheckRequest {
             let cost = match (&target, fields.get("cost")) {
                 (Target::Named { names, .. }, Some(Value::Object(each))) => {
                     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                    Cost::Each(by_policy("cost", "request's", &names, each)?)
+                    let costs = by_policy("cost", "request's", &names, &amounts(each))
+                        .map_err(|e| Problem::invalid_field(e.field, e.message))?;
+                    Cost::Each(costs)
                 }
                 _ => Cost::All(integer(&fields, "cost", 0)?.unwrap_or(1)),
             };
@@ -133,12 +112,6 @@ impl CheckRequest {
                 };
                 Problem::invalid_field(field, e.to_string())
             })?;
-        if cost > capacity {
-            return Err(Problem::invalid_field(
-                "cost",
-                format!("cost {cost} exceeds the capacity {capacity}: it can never be allowed"),
-            ));
-        }
         Ok(CheckRequest {
             key,
             target: Target::Inline(policy),
@@ -147,37 +120,15 @@ impl CheckRequest {
     }
 }
 
-/// The amounts of `"<field>": {"name": n, ...}`, one per name of `names`, in their order: every
-/// policy named, no other (`whose`: what holds the policies, for the messages). The costs of a
-/// check or a reservation, and what a commit used.
-pub(super) fn by_policy(
-    field: &str,
-    whose: &str,
-    names: &[&str],
-    each: &Map<String, Value>,
-) -> Result<Vec<u64>, Problem> {
-    if let Some(other) = each.keys().find(|k| !names.contains(&k.as_str())) {
-        return Err(Problem::invalid_field(
-            format!("{field}.{other}"),
-            format!("{field} names {other:?}, which is not one of the {whose} policies"),
-        ));
-    }
-    names
-        .iter()
-        .map(|name| match each.get(*name) {
-            None => Err(Problem::invalid_field(
-                format!("{field}.{name}"),
-                format!("{field}.{name} is required: {field} by policy names every policy"),
-            )),
-            Some(value) => value.as_u64().ok_or_else(|| {
-                Problem::invalid_field(
-                    format!("{field}.{name}"),
-                    format!(
-                        "{field}.{name} must be an integer from 0 to {}, not {value}",
-                        u64::MAX
-                    ),
-                )
-            }),
+/// The amounts of `{"name": n, ...}` as the request gave them, for the core to match with
+/// the policies' names.
+pub(super) fn amounts(each: &Map<String, Value>) -> Vec<(String, Amount)> {
+    each.iter()
+        .map(|(name, value)| {
+            let amount = value
+                .as_u64()
+                .map_or_else(|| Amount::Invalid(value.to_string()), Amount::Tokens);
+            (name.clone(), amount)
         })
         .collect()
 }
@@ -249,16 +200,6 @@ fn named(fields: &Map<String, Value>) -> Result<Option<Target>, Problem> {
 fn key(fields: &Map<String, Value>) -> Result<String, Problem> {
     match fields.get("key") {
         None => Err(missing("key")),
-        Some(Value::String(key)) if key.is_empty() => {
-            Err(Problem::invalid_field("key", "key must not be empty"))
-        }
-        Some(Value::String(key)) if key.len() > MAX_KEY_BYTES => Err(Problem::invalid_field(
-            "key",
-            format!(
-                "key is {} bytes long; at most {MAX_KEY_BYTES} are accepted",
-                key.len()
-            ),
-        )),
         Some(Value::String(key)) => Ok(key.clone()),
         Some(other) => Err(Problem::invalid_field(
             "key",

@@ -5,6 +5,8 @@ use std::fmt;
 
 use tollgate::{CheckError, StoreError};
 
+use super::KeyError;
+
 /// Why a request was not decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecideError {
@@ -28,8 +30,15 @@ pub enum DecideError {
     },
     /// The cost exceeds a policy's capacity: it can never be allowed.
     CostExceedsCapacity(String),
-    /// The key cannot name a bucket.
+    /// The key is empty or too long (the core's one key rule, [`super::check_key`]).
+    Key(KeyError),
+    /// The store refused the key.
     InvalidKey(String),
+    /// A reservation names a window, which cannot give tokens back.
+    NotTokenBucket {
+        /// The policy's name.
+        name: String,
+    },
     /// The store failed and the fail policy is to deny, or it answered what cannot be used.
     Unavailable(String),
 }
@@ -54,6 +63,15 @@ impl fmt::Display for DecideError {
             | DecideError::CostExceedsCapacity(message)
             | DecideError::InvalidKey(message)
             | DecideError::Unavailable(message) => f.write_str(message),
+            DecideError::Key(KeyError { len: 0, .. }) => f.write_str("key must not be empty"),
+            DecideError::Key(KeyError { len, most }) => {
+                write!(f, "key is {len} bytes long; at most {most} are accepted")
+            }
+            DecideError::NotTokenBucket { name } => write!(
+                f,
+                "{name:?} is a window: reservations need a token bucket (a window cannot tell \
+                 which window a returned token was taken in)"
+            ),
             DecideError::InlineRefused => f.write_str(
                 "inline policies (capacity, refill, period_ms) are turned off on this server \
                  (http.inline_policies = false); name a configured policy with \"policy\", see \
@@ -64,6 +82,38 @@ impl fmt::Display for DecideError {
 }
 
 impl std::error::Error for DecideError {}
+
+/// Why a commit settled nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitError {
+    /// The reservation cannot be committed (any more): not this server's, expired, committed
+    /// already, or its policy is no longer a configured token bucket.
+    Conflict(String),
+    /// The caller is not the reservation's owner.
+    Forbidden(String),
+    /// The amounts used are refused: `field` names the one at fault (`used`, `used.tokens`).
+    Used {
+        /// The request's field.
+        field: String,
+        /// What is wrong, for a person.
+        message: String,
+    },
+    /// The store did not settle it.
+    Store(DecideError),
+}
+
+impl fmt::Display for CommitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommitError::Conflict(message)
+            | CommitError::Forbidden(message)
+            | CommitError::Used { message, .. } => f.write_str(message),
+            CommitError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CommitError {}
 
 /// Why a [`Limiter`](super::Limiter) could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -1,12 +1,11 @@
 //! What a reload may change while the server runs: the named policies, whether inline
-//! policies are allowed, and each policy's entry (its metric counters and its
-//! `RateLimit-Policy` header, built once per config rather than once per request).
+//! policies are allowed, and each policy's entry (its metric counters, looked up once per
+//! config rather than once per request).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::http::HeaderValue;
-use tollgate::{Check, Policy, headers};
+use tollgate::{Check, Policy};
 
 use super::{DecideError, Policies, Target};
 use crate::metrics::{INLINE, Metrics, PolicyCounters};
@@ -20,6 +19,10 @@ pub struct Live {
     entries: HashMap<Arc<str>, Arc<Entry>>,
     inline: PolicyCounters,
     inline_name: Arc<str>,
+    /// The counters of [`Target::Chosen`]'s bucket names, looked up at their first request
+    /// (a handful of names, fixed in the front ends' code).
+    chosen: Mutex<Vec<(&'static str, Arc<str>, PolicyCounters)>>,
+    metrics: Arc<Metrics>,
 }
 
 /// One policy of a request, resolved.
@@ -27,35 +30,35 @@ pub struct Entry {
     /// The name its buckets go by (`inline` for an inline policy, whose buckets are named by
     /// their numbers).
     pub name: Arc<str>,
-    /// Whether it is configured (its name names its buckets).
+    /// Whether its name names its buckets (a configured policy's does, and a
+    /// [`Target::Chosen`] bucket's; an inline policy's buckets go by their numbers).
     pub named: bool,
+    /// Whether it is a configured policy (checked against the store when the config was
+    /// read; the client's numbers are checked at each request).
+    pub configured: bool,
     /// Its numbers.
     pub policy: Policy,
     /// Never denies.
     pub shadow: bool,
     /// Its metrics.
     pub counters: PolicyCounters,
-    /// Its `RateLimit-Policy` header.
-    pub policy_header: Option<HeaderValue>,
 }
 
 impl Entry {
     fn new(
         name: Arc<str>,
-        named: bool,
+        (named, configured): (bool, bool),
         policy: Policy,
         shadow: bool,
         counters: PolicyCounters,
     ) -> Entry {
-        // Names are letters, digits, `_`, `-` and `.`, quoted: always valid header text.
-        let policy_header = HeaderValue::try_from(headers::rate_limit_policy(&name, &policy)).ok();
         Entry {
             name,
             named,
+            configured,
             policy,
             shadow,
             counters,
-            policy_header,
         }
     }
 }
@@ -75,13 +78,13 @@ impl Entry {
 
 impl Live {
     /// `policies` in force, their counters in `metrics`.
-    pub fn new(policies: Policies, inline_policies: bool, metrics: &Metrics) -> Live {
+    pub fn new(policies: Policies, inline_policies: bool, metrics: &Arc<Metrics>) -> Live {
         let entries = policies
             .iter()
             .map(|p| {
                 let entry = Entry::new(
                     Arc::clone(&p.name),
-                    true,
+                    (true, true),
                     p.policy,
                     p.shadow,
                     metrics.policy(&p.name),
@@ -95,19 +98,20 @@ impl Live {
             entries,
             inline: metrics.policy(INLINE),
             inline_name: INLINE.into(),
+            chosen: Mutex::new(Vec::new()),
+            metrics: Arc::clone(metrics),
         }
     }
 
-    /// The policies `target` asks for, or why not: an unknown name, or an inline policy where
-    /// they are refused.
+    /// The policies `target` asks for, or why not: an unknown name, or numbers of the
+    /// client's where they are refused.
     pub fn resolve(&self, target: &Target) -> Result<Vec<Arc<Entry>>, DecideError> {
+        if target.chosen_by_client() && !self.inline_policies {
+            return Err(DecideError::InlineRefused);
+        }
         match target {
-            Target::Inline(policy) => {
-                if !self.inline_policies {
-                    return Err(DecideError::InlineRefused);
-                }
-                Ok(vec![self.inline_entry(*policy)])
-            }
+            Target::Inline(policy) => Ok(vec![self.inline_entry(*policy)]),
+            Target::Chosen { policy, bucket } => Ok(vec![self.chosen_entry(*policy, bucket)]),
             Target::Named { names, listed } => names
                 .iter()
                 .map(|name| {
@@ -118,12 +122,32 @@ impl Live {
         }
     }
 
+    /// The entry of a bucket named `bucket` under the client's `policy`.
+    fn chosen_entry(&self, policy: Policy, bucket: &'static str) -> Arc<Entry> {
+        let mut chosen = self.chosen.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = match chosen.iter().position(|(b, ..)| *b == bucket) {
+            Some(at) => at,
+            None => {
+                chosen.push((bucket, bucket.into(), self.metrics.policy(bucket)));
+                chosen.len() - 1
+            }
+        };
+        let (_, name, counters) = &chosen[at];
+        Arc::new(Entry::new(
+            Arc::clone(name),
+            (true, false),
+            policy,
+            false,
+            counters.clone(),
+        ))
+    }
+
     /// An inline policy's entry (allowed here or not: a commit of a reservation taken before
     /// a reload turned them off still settles).
     pub fn inline_entry(&self, policy: Policy) -> Arc<Entry> {
         Arc::new(Entry::new(
             Arc::clone(&self.inline_name),
-            false,
+            (false, false),
             policy,
             false,
             self.inline.clone(),

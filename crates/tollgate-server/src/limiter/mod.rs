@@ -6,6 +6,9 @@
 //! Its answers are its own types ([`Outcome`], [`DecideError`]); HTTP, gRPC and RESP each turn
 //! them into their protocol's answer at their edge.
 
+mod amounts;
+mod ask;
+mod check;
 pub mod descriptors;
 mod error;
 mod health;
@@ -16,7 +19,7 @@ mod outcome;
 mod policies;
 pub mod reservation;
 pub(crate) mod rounds;
-mod target;
+mod settle;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,13 +28,15 @@ use arc_swap::ArcSwap;
 use tollgate::store::settle::{Adjustment, DynSettle, Once};
 use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 
-pub use error::{BuildError, DecideError};
+pub use amounts::{Amount, AmountsError, by_policy};
+pub use ask::{Ask, Cost, KeyError, MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target, check_key};
+pub use error::{BuildError, CommitError, DecideError};
 pub use health::StoreHealth;
 pub use live::{Entry, Live};
 pub use on_store_error::OnStoreError;
 pub use outcome::{Outcome, Part, Shown};
 pub use policies::{MAX_POLICIES, NamedPolicy, Policies};
-pub use target::{MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target};
+pub use settle::{Reservation, Used};
 
 use crate::auth::{Auth, Tokens};
 use crate::metrics::Metrics;
@@ -171,7 +176,7 @@ impl Limiter {
     }
 
     /// Makes the buckets of `checks` full again.
-    pub async fn reset(&self, checks: &[Check<'_>]) -> Result<(), StoreError> {
+    pub(super) async fn reset_checks(&self, checks: &[Check<'_>]) -> Result<(), StoreError> {
         self.store.reset_dyn(checks).await
     }
 

@@ -13,7 +13,7 @@ use tollgate::{Check, Decision};
 
 use super::live::Entry;
 use super::rounds::Rounds;
-use super::{DecideError, Limiter};
+use super::{Cost, DecideError, Limiter};
 
 /// One policy's part of an answer.
 pub struct Part {
@@ -39,14 +39,19 @@ pub struct Outcome {
     pub parts: Vec<Part>,
     /// Whether the store took the tokens (rather than the fail policy answering).
     pub paid: bool,
+    /// The cost exceeds a [`Target::Chosen`](super::Target) bucket's capacity: the answer is a
+    /// look at the bucket, nothing was taken, and the request is denied.
+    pub over_capacity: bool,
 }
 
 impl Outcome {
     /// Whether the request may go on.
     pub fn allowed(&self) -> bool {
-        self.parts
-            .iter()
-            .all(|p| p.decision.allowed() || p.shadow_denied)
+        !self.over_capacity
+            && self
+                .parts
+                .iter()
+                .all(|p| p.decision.allowed() || p.shadow_denied)
     }
 
     /// Whether a shadow policy would have denied it.
@@ -97,29 +102,20 @@ impl Outcome {
 }
 
 impl Limiter {
-    /// Decides `cost` tokens of `key` under `entries` (as [`Live::resolve`](super::Live)
-    /// found them).
-    pub async fn decide_entries(
+    /// Decides `key` under `entries` (as [`Live::resolve`](super::Live) found them), the
+    /// `i`-th costing `cost.of(i)` tokens; with `over_capacity`, only looks (cost 0) and
+    /// counts the request denied.
+    pub(super) async fn decide_entries(
         &self,
         entries: Vec<Arc<Entry>>,
         key: &[u8],
-        cost: u64,
-    ) -> Result<Outcome, DecideError> {
-        self.decide_entries_by(entries, key, |_| cost).await
-    }
-
-    /// Decides `key` under `entries`, the `i`-th costing `cost_of(i)` tokens (requests per
-    /// minute 1, tokens per minute 2,000).
-    pub async fn decide_entries_by(
-        &self,
-        entries: Vec<Arc<Entry>>,
-        key: &[u8],
-        cost_of: impl Fn(usize) -> u64,
+        cost: &Cost,
+        over_capacity: bool,
     ) -> Result<Outcome, DecideError> {
         // A policy the store cannot decide at all (beyond Redis's range, say) is the request's
-        // fault when inline. A configured one was checked against the store when the config
-        // was read.
-        for entry in entries.iter().filter(|e| !e.named) {
+        // fault when the client chose it. A configured one was checked against the store when
+        // the config was read.
+        for entry in entries.iter().filter(|e| !e.configured) {
             if let Err(e) = self.supports(&entry.policy) {
                 return Err(DecideError::Unsupported {
                     field: e.field(),
@@ -130,7 +126,7 @@ impl Limiter {
         let checks: Vec<Check<'_>> = entries
             .iter()
             .enumerate()
-            .map(|(i, e)| e.check(key, cost_of(i)))
+            .map(|(i, e)| e.check(key, if over_capacity { 0 } else { cost.of(i) }))
             .collect();
         let mut rounds = Rounds::new(vec![false; entries.len()]);
         if entries.iter().any(|e| e.shadow) {
@@ -153,7 +149,7 @@ impl Limiter {
             .zip(decisions)
             .map(|(entry, decision)| {
                 let shadow_denied = entry.shadow && !decision.allowed() && enforced_allow;
-                let counter = match (decision.allowed(), shadow_denied) {
+                let counter = match (decision.allowed() && !over_capacity, shadow_denied) {
                     (true, _) => &entry.counters.allowed,
                     (false, true) => &entry.counters.shadow_denied,
                     (false, false) => &entry.counters.denied,
@@ -169,6 +165,7 @@ impl Limiter {
         Ok(Outcome {
             parts,
             paid: rounds.paid,
+            over_capacity,
         })
     }
 }

@@ -271,7 +271,10 @@ impl From<DecideError> for Problem {
                 detail,
             ),
             DecideError::CostExceedsCapacity(_) => Problem::invalid_field("cost", detail),
-            DecideError::InvalidKey(_) => Problem::invalid_field("key", detail),
+            DecideError::InvalidKey(_) | DecideError::Key(_) => {
+                Problem::invalid_field("key", detail)
+            }
+            DecideError::NotTokenBucket { .. } => Problem::invalid_field("policy", detail),
             DecideError::InlineRefused => Problem {
                 status: StatusCode::FORBIDDEN,
                 kind: "inline-policies-refused",

@@ -37,7 +37,9 @@ impl From<DecideError> for Refused {
     fn from(error: DecideError) -> Refused {
         match error {
             DecideError::CostExceedsCapacity(m) | DecideError::InvalidKey(m) => Refused::Invalid(m),
+            e @ DecideError::Key(_) => Refused::Invalid(e.to_string()),
             e @ (DecideError::UnknownPolicy { .. }
+            | DecideError::NotTokenBucket { .. }
             | DecideError::InlineRefused
             | DecideError::Unsupported { .. }
             | DecideError::Unavailable(_)) => Refused::Unavailable(e.to_string()),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tollgate::{Check, Decision, Policy};
 
 use super::{Shared, THROTTLE_BUCKET, arity};
-use crate::limiter::{DecideError, MAX_KEY_BYTES, Target};
+use crate::limiter::{Ask, Cost, DecideError, KeyError, MAX_KEY_BYTES, Target};
 use crate::metrics::PolicyCounters;
 use crate::resp::cell::{self, Degenerate, Parsed, Throttle};
 use crate::resp::codec::Reply;
@@ -178,27 +178,27 @@ pub(super) async fn tollgate_check(shared: &Shared, args: &[&[u8]]) -> Reply {
         }
         _ => return arity("tollgate.check"),
     };
-    if key.is_empty() || key.len() > MAX_KEY_BYTES {
-        return Reply::err(format!("the key must be 1 to {MAX_KEY_BYTES} bytes"));
-    }
-    let target = Target::Named {
-        names: vec![String::from_utf8_lossy(policy).into_owned()],
-        listed: false,
+    let ask = Ask {
+        target: Target::Named {
+            names: vec![String::from_utf8_lossy(policy).into_owned()],
+            listed: false,
+        },
+        key,
+        cost: Cost::All(cost),
     };
-    let entries = match shared.limiter.live().resolve(&target) {
-        Ok(entries) => entries,
-        Err(e) => return Reply::err(e.to_string()),
-    };
-    match shared.limiter.decide_entries(entries, key, cost).await {
-        Ok(decided) => {
-            let shown = &decided.shown().decision;
+    match shared.limiter.check(ask).await {
+        Ok(outcome) => {
+            let shown = &outcome.shown().decision;
             Reply::Array(vec![
-                Reply::Integer(i64::from(decided.allowed())),
+                Reply::Integer(i64::from(outcome.allowed())),
                 Reply::Integer(shown.limit() as i64),
                 Reply::Integer(shown.remaining() as i64),
                 Reply::Integer(shown.retry_after_ms() as i64),
                 Reply::Integer(shown.reset_after_ms() as i64),
             ])
+        }
+        Err(DecideError::Key(KeyError { most, .. })) => {
+            Reply::err(format!("the key must be 1 to {most} bytes"))
         }
         Err(e) => Reply::err(e.to_string()),
     }
