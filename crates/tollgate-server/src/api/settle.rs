@@ -90,7 +90,7 @@ pub(super) async fn get_bucket(
     Path((policy, key)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let target = match bucket(&policy, &query) {
+    let target = match bucket(&limiter, &policy, &query) {
         Ok(target) => target,
         Err(problem) => return problem.into_response(),
     };
@@ -106,7 +106,7 @@ pub(super) async fn delete_bucket(
     Path((policy, key)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let target = match bucket(&policy, &query) {
+    let target = match bucket(&limiter, &policy, &query) {
         Ok(target) => target,
         Err(problem) => return problem.into_response(),
     };
@@ -180,18 +180,25 @@ fn used(fields: &serde_json::Map<String, Value>) -> Result<Used, Problem> {
 
 /// The bucket `{policy}/{key}` names: a configured policy's, or an inline one's by the
 /// numbers of the query string.
-fn bucket(policy: &str, query: &HashMap<String, String>) -> Result<Target, Problem> {
+fn bucket(
+    limiter: &Limiter,
+    policy: &str,
+    query: &HashMap<String, String>,
+) -> Result<Target, Problem> {
     if policy != "inline" {
+        let target = Target::Named {
+            names: vec![policy.to_owned()],
+            listed: false,
+        };
         if let Some(unknown) = query.keys().next() {
+            // A name that is no policy is the first fault to name.
+            limiter.live().resolve(&target)?;
             return Err(Problem::invalid_field(
                 unknown.clone(),
                 format!("unknown parameter {unknown:?}: a configured policy takes none"),
             ));
         }
-        return Ok(Target::Named {
-            names: vec![policy.to_owned()],
-            listed: false,
-        });
+        return Ok(target);
     }
     if let Some(unknown) = query
         .keys()

@@ -3,7 +3,7 @@
 //! metadata, RESP's `AUTH`) and words the refusal in it.
 //!
 //! Without tokens everything is open, as before `[auth]` existed. Once one is configured,
-//! every request needs a token ([`Auth::bearer`]), and each endpoint needs a [`Scope`]:
+//! every request needs a token ([`Auth::admit`]), and each endpoint needs a [`Scope`]:
 //! `check` to decide, `read` to look at buckets and policies, `admin` to reset or refund and
 //! for the server's own pages. The table reloads with the config file ([`Auth::reload`]).
 //!
@@ -18,11 +18,13 @@
 //! let app = Token::new("app", Secret::new(secret), [Scope::Check].into_iter().collect());
 //! let auth = Auth::new(Tokens::new(vec![app]).unwrap(), &metrics);
 //! let caller = Caller::new(Frontend::Http, [192, 0, 2, 1].into());
-//! let grant = auth.bearer(caller, Some(b"Bearer s3cret-s3cret-s3cret")).unwrap();
+//! let bearer = Some(&b"Bearer s3cret-s3cret-s3cret"[..]);
+//! let grant = auth.admit(caller, bearer, Some(Scope::Check)).unwrap();
 //! assert!(grant.allows(Scope::Check).is_ok());
-//! assert!(matches!(grant.allows(Scope::Admin), Err(Refusal::Forbidden { .. })));
-//! assert!(matches!(auth.bearer(caller, None), Err(Refusal::Missing)));
-//! assert!(matches!(auth.bearer(caller, Some(b"Bearer guess")), Err(Refusal::Wrong { .. })));
+//! assert!(matches!(auth.admit(caller, bearer, Some(Scope::Admin)), Err(Refusal::Forbidden { .. })));
+//! assert!(matches!(auth.admit(caller, None, None), Err(Refusal::Missing)));
+//! let guess = Some(&b"Bearer guess"[..]);
+//! assert!(matches!(auth.admit(caller, guess, None), Err(Refusal::Wrong { .. })));
 //! ```
 
 mod secret;
@@ -236,31 +238,52 @@ impl Auth {
         !self.tokens.load().is_empty()
     }
 
-    /// What a request from `caller` with `authorization` (`Bearer <secret>`, the value of
-    /// HTTP's header or gRPC's metadata; `None` if absent) may do.
-    pub fn bearer(&self, caller: Caller, authorization: Option<&[u8]>) -> Result<Grant, Refusal> {
+    /// The one gate every front end's request passes: what `caller`, presenting
+    /// `authorization` (`Bearer <secret>`, the value of HTTP's header or gRPC's metadata;
+    /// `None` when it presents nothing, as a Redis connection that has not authenticated), may
+    /// do, if that includes `scope` (`None`: whatever its token allows, checked later per
+    /// route). Without tokens everything is open. A missing secret is counted; a wrong one is
+    /// counted and struck against the address ([`attempt`](Auth::attempt)), and its refusal
+    /// carries the delay to hold the answer back by ([`Refusal::held_back`]); a blocked
+    /// address is refused unchecked.
+    pub fn admit(
+        &self,
+        caller: Caller,
+        authorization: Option<&[u8]>,
+        scope: Option<Scope>,
+    ) -> Result<Grant, Refusal> {
         if !self.required() {
             return Ok(Grant::Open);
         }
         let Some(value) = authorization else {
-            // No secret is no guess; a blocked address is still told it is blocked.
-            return Err(match self.strikes.blocked(caller.address) {
-                Some(retry_after) => {
-                    self.count(&self.blocked, caller.frontend);
-                    Refusal::Blocked { retry_after }
-                }
-                None => {
-                    self.failed(caller.frontend);
-                    Refusal::Missing
-                }
-            });
+            return Err(self.missing(caller));
         };
         // The scheme is case-insensitive (RFC 9110); the secret is what follows the spaces.
         let secret = match value.get(..7) {
             Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => value[7..].trim_ascii(),
             _ => b"",
         };
-        self.attempt(caller, |tokens| tokens.proved_by(secret).map(Grant::of))
+        let grant = self.attempt(caller, |tokens| tokens.proved_by(secret).map(Grant::of))?;
+        if let Some(scope) = scope {
+            grant.allows(scope)?;
+        }
+        Ok(grant)
+    }
+
+    /// The refusal of a request from `caller` that presents no secret where one is needed,
+    /// counted. No secret is no guess: nothing is struck, but a blocked address is still told
+    /// it is blocked.
+    pub fn missing(&self, caller: Caller) -> Refusal {
+        match self.strikes.blocked(caller.address) {
+            Some(retry_after) => {
+                self.count(&self.blocked, caller.frontend);
+                Refusal::Blocked { retry_after }
+            }
+            None => {
+                self.count(&self.failures, caller.frontend);
+                Refusal::Missing
+            }
+        }
     }
 
     /// `prove`'s answer under the tokens in force (a token, a user, whatever a front end's
@@ -279,7 +302,7 @@ impl Auth {
         if let Some(proved) = prove(&self.tokens.load()) {
             return Ok(proved);
         }
-        self.failed(caller.frontend);
+        self.count(&self.failures, caller.frontend);
         match self.strikes.strike(caller.address) {
             Penalty::Delay(delay) => Err(Refusal::Wrong { delay }),
             Penalty::Blocked(retry_after) => {
@@ -292,11 +315,6 @@ impl Auth {
                 Err(Refusal::Blocked { retry_after })
             }
         }
-    }
-
-    /// Counts a request of `frontend` refused for want of a valid token.
-    pub fn failed(&self, frontend: Frontend) {
-        self.count(&self.failures, frontend);
     }
 
     fn count(&self, counters: &(IntCounter, IntCounter, IntCounter), frontend: Frontend) {

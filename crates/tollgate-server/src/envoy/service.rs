@@ -73,13 +73,11 @@ async fn authorize(envoy: &Envoy, request: &Request<RateLimitRequest>) -> Result
         .get("authorization")
         .map(|v| v.as_bytes());
     let caller = Caller::new(Frontend::Grpc, Peer::of(request.extensions()));
-    let grant = match envoy.limiter().auth().bearer(caller, header) {
-        Ok(grant) => grant,
-        Err(refusal) => return Err(status(refusal.held_back().await)),
-    };
-    grant
-        .allows(super::scope_of(request.get_ref()))
-        .map_err(status)
+    let scope = super::scope_of(request.get_ref());
+    match envoy.limiter().auth().admit(caller, header, Some(scope)) {
+        Ok(_) => Ok(()),
+        Err(refusal) => Err(status(refusal.held_back().await)),
+    }
 }
 
 /// `refusal` in gRPC's words.
@@ -106,7 +104,7 @@ impl crate::web::auth::Guard for Reflection {
             .get(axum::http::header::AUTHORIZATION)
             .map(|v| v.as_bytes());
         let caller = Caller::new(Frontend::Grpc, Peer::of(request.extensions()));
-        let refusal = self.0.limiter().auth().bearer(caller, header).err()?;
+        let refusal = self.0.limiter().auth().admit(caller, header, None).err()?;
         Some(Box::pin(async move {
             use axum::response::IntoResponse;
             status(refusal.held_back().await)

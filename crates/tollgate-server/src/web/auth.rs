@@ -145,7 +145,7 @@ impl Guard for Authenticate {
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes());
         let caller = Caller::new(Frontend::Http, Peer::of(request.extensions()));
-        match auth.bearer(caller, header) {
+        match auth.admit(caller, header, None) {
             Ok(grant) => {
                 request.extensions_mut().insert(grant);
                 None

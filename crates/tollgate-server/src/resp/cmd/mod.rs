@@ -17,7 +17,7 @@ use tollgate::{Clock, MonotonicClock, Nanos};
 
 use super::cell;
 use super::codec::Reply;
-use crate::auth::{Frontend, Scope, Secret};
+use crate::auth::{Caller, Frontend, Scope, Secret};
 use crate::limiter::Limiter;
 use crate::metrics::PolicyCounters;
 
@@ -160,7 +160,8 @@ pub(super) async fn execute(
         match auth::access(shared, session) {
             auth::Access::Open => {}
             auth::Access::Anonymous => {
-                shared.limiter.auth().failed(Frontend::Resp);
+                let caller = Caller::new(Frontend::Resp, session.peer);
+                shared.limiter.auth().missing(caller);
                 return (
                     Reply::Error("NOAUTH Authentication required.".into()),
                     After::Continue,
