@@ -9,10 +9,10 @@
 //!
 //! Wrong secrets are counted per client address across every connection and front end
 //! ([`Strikes`]): each is answered later than the last, and past a threshold the address is
-//! refused for a while ([`Refusal::Blocked`]).
+//! refused for a while ([`AuthError::Blocked`]).
 //!
 //! ```
-//! use tollgate_server::auth::{Auth, Caller, Frontend, Refusal, Scope, Secret, Token, Tokens};
+//! use tollgate_server::auth::{Auth, Caller, Frontend, AuthError, Scope, Secret, Token, Tokens};
 //! let metrics = tollgate_server::metrics::Metrics::new().unwrap();
 //! let secret = b"s3cret-s3cret-s3cret";
 //! let app = Token::new("app", Secret::new(secret), [Scope::Check].into_iter().collect());
@@ -21,10 +21,10 @@
 //! let bearer = Some(&b"Bearer s3cret-s3cret-s3cret"[..]);
 //! let grant = auth.admit(caller, bearer, Some(Scope::Check)).unwrap();
 //! assert!(grant.allows(Scope::Check).is_ok());
-//! assert!(matches!(auth.admit(caller, bearer, Some(Scope::Admin)), Err(Refusal::Forbidden { .. })));
-//! assert!(matches!(auth.admit(caller, None, None), Err(Refusal::Missing)));
+//! assert!(matches!(auth.admit(caller, bearer, Some(Scope::Admin)), Err(AuthError::Forbidden { .. })));
+//! assert!(matches!(auth.admit(caller, None, None), Err(AuthError::Missing)));
 //! let guess = Some(&b"Bearer guess"[..]);
-//! assert!(matches!(auth.admit(caller, guess, None), Err(Refusal::Wrong { .. })));
+//! assert!(matches!(auth.admit(caller, guess, None), Err(AuthError::Wrong { .. })));
 //! ```
 
 mod secret;
@@ -100,11 +100,11 @@ pub enum Grant {
 
 impl Grant {
     /// Whether `scope` is allowed.
-    pub fn allows(&self, scope: Scope) -> Result<(), Refusal> {
+    pub fn allows(&self, scope: Scope) -> Result<(), AuthError> {
         match self {
             Grant::Open => Ok(()),
             Grant::Token { scopes, .. } if scopes.contains(scope) => Ok(()),
-            Grant::Token { name, .. } => Err(Refusal::Forbidden {
+            Grant::Token { name, .. } => Err(AuthError::Forbidden {
                 token: Arc::clone(name),
                 scope,
             }),
@@ -129,7 +129,7 @@ impl Grant {
 
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum AuthError {
     /// No token was given where one is required.
     Missing,
     /// The secret given is no configured token's; the answer is held back `delay` (the
@@ -152,15 +152,15 @@ pub enum Refusal {
     },
 }
 
-impl Refusal {
+impl AuthError {
     /// Whether the client is unknown (HTTP 401) rather than known and not allowed (403).
     pub fn is_unauthenticated(&self) -> bool {
-        matches!(self, Refusal::Missing | Refusal::Wrong { .. })
+        matches!(self, AuthError::Missing | AuthError::Wrong { .. })
     }
 
     /// This refusal, once its answer has been held back as long as it must be.
-    pub async fn held_back(self) -> Refusal {
-        if let Refusal::Wrong { delay } = self
+    pub async fn held_back(self) -> AuthError {
+        if let AuthError::Wrong { delay } = self
             && !delay.is_zero()
         {
             tokio::time::sleep(delay).await;
@@ -169,17 +169,17 @@ impl Refusal {
     }
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for AuthError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Refusal::Missing => f.write_str("this server requires a token: none was given"),
-            Refusal::Wrong { .. } => f.write_str("the token given is not one this server knows"),
-            Refusal::Blocked { retry_after } => write!(
+            AuthError::Missing => f.write_str("this server requires a token: none was given"),
+            AuthError::Wrong { .. } => f.write_str("the token given is not one this server knows"),
+            AuthError::Blocked { retry_after } => write!(
                 f,
                 "too many failed authentications from this address; it is refused for {}s more",
                 whole_seconds(*retry_after)
             ),
-            Refusal::Forbidden { token, scope } => write!(
+            AuthError::Forbidden { token, scope } => write!(
                 f,
                 "the token {token:?} lacks the {scope} scope this request needs"
             ),
@@ -244,14 +244,14 @@ impl Auth {
     /// do, if that includes `scope` (`None`: whatever its token allows, checked later per
     /// route). Without tokens everything is open. A missing secret is counted; a wrong one is
     /// counted and struck against the address ([`attempt`](Auth::attempt)), and its refusal
-    /// carries the delay to hold the answer back by ([`Refusal::held_back`]); a blocked
+    /// carries the delay to hold the answer back by ([`AuthError::held_back`]); a blocked
     /// address is refused unchecked.
     pub fn admit(
         &self,
         caller: Caller,
         authorization: Option<&[u8]>,
         scope: Option<Scope>,
-    ) -> Result<Grant, Refusal> {
+    ) -> Result<Grant, AuthError> {
         if !self.required() {
             return Ok(Grant::Open);
         }
@@ -273,15 +273,15 @@ impl Auth {
     /// The refusal of a request from `caller` that presents no secret where one is needed,
     /// counted. No secret is no guess: nothing is struck, but a blocked address is still told
     /// it is blocked.
-    pub fn missing(&self, caller: Caller) -> Refusal {
+    pub fn missing(&self, caller: Caller) -> AuthError {
         match self.strikes.blocked(caller.address) {
             Some(retry_after) => {
                 self.count(&self.blocked, caller.frontend);
-                Refusal::Blocked { retry_after }
+                AuthError::Blocked { retry_after }
             }
             None => {
                 self.count(&self.failures, caller.frontend);
-                Refusal::Missing
+                AuthError::Missing
             }
         }
     }
@@ -294,17 +294,17 @@ impl Auth {
         &self,
         caller: Caller,
         prove: impl FnOnce(&Tokens) -> Option<T>,
-    ) -> Result<T, Refusal> {
+    ) -> Result<T, AuthError> {
         if let Some(retry_after) = self.strikes.blocked(caller.address) {
             self.count(&self.blocked, caller.frontend);
-            return Err(Refusal::Blocked { retry_after });
+            return Err(AuthError::Blocked { retry_after });
         }
         if let Some(proved) = prove(&self.tokens.load()) {
             return Ok(proved);
         }
         self.count(&self.failures, caller.frontend);
         match self.strikes.strike(caller.address) {
-            Penalty::Delay(delay) => Err(Refusal::Wrong { delay }),
+            Penalty::Delay(delay) => Err(AuthError::Wrong { delay }),
             Penalty::Blocked(retry_after) => {
                 tracing::warn!(
                     address = %client_address(caller.address),
@@ -312,7 +312,7 @@ impl Auth {
                     "an address failed authentication too often; refused for {}s",
                     retry_after.as_secs()
                 );
-                Err(Refusal::Blocked { retry_after })
+                Err(AuthError::Blocked { retry_after })
             }
         }
     }

@@ -8,7 +8,7 @@ use toml::Spanned;
 
 use super::ConfigError;
 use super::file::TokenFile;
-use super::policies::Refuse;
+use super::policies::FaultAt;
 use crate::auth::{Scopes, Secret, Token, Tokens};
 
 /// The longest token name.
@@ -27,7 +27,7 @@ pub(super) fn compile(
     tokens: BTreeMap<String, Spanned<TokenFile>>,
     dir: &Path,
     resp_password: bool,
-    refuse: &Refuse<'_>,
+    refuse: &FaultAt<'_>,
 ) -> Result<Tokens, ConfigError> {
     let mut compiled = Vec::with_capacity(tokens.len());
     let mut spans = Vec::with_capacity(tokens.len());

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::file::{ConnFile, TlsFile};
-use super::policies::Refuse;
+use super::policies::FaultAt;
 use super::{ConfigError, at_least_one, checked, duration};
 use crate::net::limits::ConnGiven;
 use crate::net::tls::TlsFiles;
@@ -25,7 +25,7 @@ pub(super) fn given(
     tls: Option<&Spanned<TlsFile>>,
     http: bool,
     dir: &Path,
-    refuse: &Refuse<'_>,
+    refuse: &FaultAt<'_>,
 ) -> Result<ListenerGiven, ConfigError> {
     let key = |name: &str| format!("{table}.{name}");
     let time = |value: &Option<Spanned<String>>, name: &str| {

@@ -362,7 +362,7 @@ fn checked<T, U>(
     value: Option<Spanned<T>>,
     field: &str,
     check: &dyn Fn(&T) -> Result<U, String>,
-    refuse: &policies::Refuse<'_>,
+    refuse: &policies::FaultAt<'_>,
 ) -> Result<Option<U>, ConfigError> {
     value
         .map(|v| check(v.get_ref()).map_err(|e| refuse(Some(v.span()), field, e)))

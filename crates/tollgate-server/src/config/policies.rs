@@ -17,7 +17,7 @@ const MAX_NAME: usize = 64;
 /// found by `locate`.
 pub(super) fn compile(
     file: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
-    refuse: &Refuse<'_>,
+    refuse: &FaultAt<'_>,
     locate: &dyn Fn(usize) -> (usize, usize),
 ) -> Result<Policies, ConfigError> {
     let Some(file) = file else {
@@ -82,13 +82,13 @@ fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-type Refusal = (Range<usize>, &'static str, String);
+type Fault = (Range<usize>, &'static str, String);
 
 /// Makes the error for a span of the file, a field and a message.
-pub(super) type Refuse<'a> = dyn Fn(Option<Range<usize>>, &str, String) -> ConfigError + 'a;
+pub(super) type FaultAt<'a> = dyn Fn(Option<Range<usize>>, &str, String) -> ConfigError + 'a;
 
 /// A policy's numbers, whether it is in shadow, and whether it is leased.
-fn compile_one(p: &PolicyFile) -> Result<(Policy, bool, bool), Refusal> {
+fn compile_one(p: &PolicyFile) -> Result<(Policy, bool, bool), Fault> {
     let capacity = *p.capacity.get_ref();
     if capacity == 0 {
         return Err((
@@ -144,7 +144,7 @@ fn compile_one(p: &PolicyFile) -> Result<(Policy, bool, bool), Refusal> {
 }
 
 /// The library's refusal, pointed at the key it is about.
-fn refusal(p: &PolicyFile, e: &PolicyError) -> Refusal {
+fn refusal(p: &PolicyFile, e: &PolicyError) -> Fault {
     // Without `refill`, a bucket refills its capacity each period: a refill too fast is the
     // capacity's, and a refill too slow the period's, the numbers the file gave.
     let unsaid = "with no `refill`, the bucket refills its whole capacity each `period`: ";

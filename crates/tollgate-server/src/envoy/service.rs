@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 
 use super::Envoy;
 use super::decide::{self, Refused};
-use crate::auth::{Caller, Frontend, Refusal};
+use crate::auth::{AuthError, Caller, Frontend};
 use crate::web::auth::Peer;
 
 /// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
@@ -81,11 +81,13 @@ async fn authorize(envoy: &Envoy, request: &Request<RateLimitRequest>) -> Result
 }
 
 /// `refusal` in gRPC's words.
-fn status(refusal: Refusal) -> Status {
+fn status(refusal: AuthError) -> Status {
     match refusal {
-        Refusal::Missing | Refusal::Wrong { .. } => Status::unauthenticated(refusal.to_string()),
-        Refusal::Blocked { .. } => Status::resource_exhausted(refusal.to_string()),
-        Refusal::Forbidden { .. } => Status::permission_denied(refusal.to_string()),
+        AuthError::Missing | AuthError::Wrong { .. } => {
+            Status::unauthenticated(refusal.to_string())
+        }
+        AuthError::Blocked { .. } => Status::resource_exhausted(refusal.to_string()),
+        AuthError::Forbidden { .. } => Status::permission_denied(refusal.to_string()),
     }
 }
 
@@ -95,7 +97,7 @@ fn status(refusal: Refusal) -> Status {
 struct Reflection(Arc<Envoy>);
 
 impl crate::web::auth::Guard for Reflection {
-    fn refuse(&self, request: &mut axum::extract::Request) -> Option<crate::web::auth::Refused> {
+    fn refuse(&self, request: &mut axum::extract::Request) -> Option<crate::web::auth::Denial> {
         if !request.uri().path().starts_with("/grpc.reflection.") {
             return None;
         }

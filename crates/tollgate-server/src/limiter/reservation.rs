@@ -69,7 +69,7 @@ pub struct ReservedBucket {
 
 /// Why a commit's `used` amounts were refused (nothing is settled).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UsedRefused {
+pub enum UsedError {
     /// One amount for policies that reserved different costs: it cannot say what each used.
     #[error(
         "the reservation's policies reserved different costs ({0}): give used as an object \
@@ -117,10 +117,10 @@ impl Reserved {
         used: &[u64],
         capacities: &[u64],
         names: &[&str],
-    ) -> Result<Vec<Adjustment>, UsedRefused> {
+    ) -> Result<Vec<Adjustment>, UsedError> {
         let n = self.buckets.len();
         if (used.len(), capacities.len(), names.len()) != (n, n, n) {
-            return Err(UsedRefused::Count {
+            return Err(UsedError::Count {
                 reserved: n,
                 given: used.len(),
             });
@@ -129,7 +129,7 @@ impl Reserved {
             .map(|index| {
                 let bucket = &self.buckets[index];
                 Adjustment::commit_within(bucket.cost, used[index], capacities[index], bucket.paid)
-                    .map_err(|most| UsedRefused::OverDebtCap {
+                    .map_err(|most| UsedError::OverDebtCap {
                         index,
                         name: names[index].to_owned(),
                         used: used[index],
@@ -142,7 +142,7 @@ impl Reserved {
     }
 
     /// One `used` for every bucket, refused when they reserved different costs.
-    pub fn used_alike(&self, used: u64, names: &[&str]) -> Result<Vec<u64>, UsedRefused> {
+    pub fn used_alike(&self, used: u64, names: &[&str]) -> Result<Vec<u64>, UsedError> {
         let first = self.buckets.first().map(|b| b.cost);
         if self.buckets.iter().any(|b| Some(b.cost) != first) {
             let costs: Vec<String> = self
@@ -151,7 +151,7 @@ impl Reserved {
                 .zip(names)
                 .map(|(b, name)| format!("{name} {}", b.cost))
                 .collect();
-            return Err(UsedRefused::NeedsEach(costs.join(", ")));
+            return Err(UsedError::NeedsEach(costs.join(", ")));
         }
         Ok(vec![used; self.buckets.len()])
     }
@@ -159,7 +159,7 @@ impl Reserved {
 
 /// Why a token was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub enum OpenError {
     /// Not a reservation of this server's: malformed, forged, altered or signed under another
     /// secret.
     #[error("not a reservation this server signed (malformed, altered, or under another secret)")]
@@ -224,16 +224,19 @@ impl Signer {
     }
 
     /// The reservation `token` holds, if this server signed it and it has not expired at `now`.
-    pub fn open(&self, token: &str, now: Nanos) -> Result<Reserved, Refused> {
+    pub fn open(&self, token: &str, now: Nanos) -> Result<Reserved, OpenError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(token)
-            .map_err(|_| Refused::Unknown)?;
-        let split = bytes.len().checked_sub(MAC_BYTES).ok_or(Refused::Unknown)?;
+            .map_err(|_| OpenError::Unknown)?;
+        let split = bytes
+            .len()
+            .checked_sub(MAC_BYTES)
+            .ok_or(OpenError::Unknown)?;
         let (signed, mac) = bytes.split_at(split);
-        hmac::verify(&self.key, signed, mac).map_err(|_| Refused::Unknown)?;
-        let reserved = parse(signed).ok_or(Refused::Unknown)?;
+        hmac::verify(&self.key, signed, mac).map_err(|_| OpenError::Unknown)?;
+        let reserved = parse(signed).ok_or(OpenError::Unknown)?;
         if now >= reserved.expires {
-            return Err(Refused::Expired);
+            return Err(OpenError::Expired);
         }
         Ok(reserved)
     }
@@ -348,7 +351,7 @@ mod tests {
         assert_eq!(signer.open(&token, Nanos::new(1_999)), Ok(reserved()));
         assert_eq!(
             signer.open(&token, Nanos::new(2_000)),
-            Err(Refused::Expired)
+            Err(OpenError::Expired)
         );
     }
 
@@ -362,13 +365,13 @@ mod tests {
         );
         assert!(matches!(
             r.used_alike(1_200, &names),
-            Err(UsedRefused::NeedsEach(costs)) if costs == "api 4, tokens 2000"
+            Err(UsedError::NeedsEach(costs)) if costs == "api 4, tokens 2000"
         ));
         // At most one capacity into debt, under the capacity of now.
         assert!(r.adjustments(&[14, 0], &[10, 5_000], &names).is_ok());
         assert!(matches!(
             r.adjustments(&[15, 0], &[10, 5_000], &names),
-            Err(UsedRefused::OverDebtCap {
+            Err(UsedError::OverDebtCap {
                 index: 0,
                 most: 14,
                 ..
@@ -383,7 +386,7 @@ mod tests {
         let now = Nanos::new(1);
         // Another secret.
         let other = Signer::new(Some(b"other")).unwrap();
-        assert_eq!(other.open(&token, now), Err(Refused::Unknown));
+        assert_eq!(other.open(&token, now), Err(OpenError::Unknown));
         // Any byte changed (a larger cost, a later expiry, another key).
         let mut bytes = URL_SAFE_NO_PAD.decode(&token).unwrap();
         for i in 0..bytes.len() {
@@ -391,13 +394,13 @@ mod tests {
             let altered = URL_SAFE_NO_PAD.encode(&bytes);
             assert_eq!(
                 signer.open(&altered, now),
-                Err(Refused::Unknown),
+                Err(OpenError::Unknown),
                 "byte {i}"
             );
             bytes[i] ^= 1;
         }
         for junk in ["", "x", "not base64!", &"A".repeat(100)] {
-            assert_eq!(signer.open(junk, now), Err(Refused::Unknown));
+            assert_eq!(signer.open(junk, now), Err(OpenError::Unknown));
         }
     }
 }

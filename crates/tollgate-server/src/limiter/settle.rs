@@ -8,7 +8,7 @@ use tollgate::store::settle::Once;
 use tollgate::{Algorithm, CheckError, Nanos, StoreError};
 
 use super::amounts::{Amount, by_policy};
-use super::reservation::{Reserved, ReservedBucket, UsedRefused};
+use super::reservation::{Reserved, ReservedBucket, UsedError};
 use super::{Ask, CommitError, DecideError, Limiter, Outcome, Part};
 
 /// A check's outcome, and when allowed, the reservation to commit.
@@ -152,7 +152,7 @@ impl Limiter {
             .adjustments(&used, &capacities, &names)
             .map_err(|refused| {
                 let field = match (&refused, by_name) {
-                    (UsedRefused::OverDebtCap { index, .. }, true) => {
+                    (UsedError::OverDebtCap { index, .. }, true) => {
                         format!("used.{}", names[*index])
                     }
                     _ => "used".to_owned(),

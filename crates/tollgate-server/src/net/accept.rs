@@ -1,6 +1,6 @@
 //! Accepting connections under a listener's caps: at most `max_connections` open at once and
 //! at most `max_connections_per_ip` from one address. A connection over a cap is accepted and
-//! handed back as a [`Refusal`], so that the front end tells the client why in its own protocol
+//! handed back as a [`OverCap`], so that the front end tells the client why in its own protocol
 //! and closes it, rather than leaving it in the kernel's backlog where an honest client would
 //! wait behind it. Failed accepts (out of file descriptors, most often) are counted, logged at
 //! `warn` at most once a [`WARN_EVERY`], and followed by a short back-off.
@@ -51,7 +51,7 @@ pub enum Accepted {
     /// Under every cap: serve it. Dropping it frees its place.
     Admitted(Admitted),
     /// Over a cap: tell the client (within [`REFUSAL_TIME`]) and close.
-    Refused(Refusal),
+    OverCap(OverCap),
 }
 
 /// A connection under the caps.
@@ -65,7 +65,7 @@ pub struct Admitted {
 }
 
 /// A connection over a cap.
-pub struct Refusal {
+pub struct OverCap {
     /// The connection.
     pub stream: TcpStream,
     /// The cap it is over.
@@ -247,7 +247,7 @@ impl Acceptor {
             Err(over) => {
                 self.metrics.refused[over as usize].inc();
                 let refusing = Arc::clone(&self.refusing).try_acquire_owned().ok()?;
-                Some(Accepted::Refused(Refusal {
+                Some(Accepted::OverCap(OverCap {
                     stream,
                     over,
                     _refusing: refusing,

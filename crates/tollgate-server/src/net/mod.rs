@@ -1,9 +1,9 @@
 //! What every listener shares, below the front ends: accepting under caps ([`accept`]), the
 //! limits themselves ([`limits`]), TLS ([`tls`]), the stream a front end serves
-//! ([`stream`]), and a guard against HTTP/2 control-frame floods ([`calm`]).
+//! ([`stream`]), and a guard against HTTP/2 control-frame floods ([`frame_flood`]).
 
 pub mod accept;
-pub mod calm;
+pub mod frame_flood;
 pub mod limits;
 pub mod stream;
 pub mod tls;

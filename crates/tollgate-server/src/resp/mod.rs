@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Secret;
 use crate::limiter::Limiter;
 use crate::net::ListenerSettings;
-use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
+use crate::net::accept::{Accepted, Acceptor, Admitted, OverCap, REFUSAL_TIME};
 use crate::net::limits::{self, ConnLimits};
 use crate::net::stream::Stream;
 use crate::net::tls::Tls;
@@ -112,10 +112,10 @@ pub async fn serve(
                     drop(place);
                 });
             }
-            Accepted::Refused(refusal) => {
+            Accepted::OverCap(refusal) => {
                 let tls = tls.clone();
                 tokio::spawn(tokio::time::timeout(REFUSAL_TIME, async move {
-                    let Refusal { stream, .. } = refusal;
+                    let OverCap { stream, .. } = refusal;
                     if let Ok(mut stream) = Stream::open(stream, tls.as_deref()).await {
                         // As Redis says it when `maxclients` is reached.
                         let _ = stream

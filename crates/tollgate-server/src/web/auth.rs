@@ -59,11 +59,11 @@ pub fn require(scope: Scope) -> Gate<Require> {
 pub trait Guard: Clone {
     /// `None` to let `request` through (perhaps with something added to it), or the answer
     /// that refuses it.
-    fn refuse(&self, request: &mut Request) -> Option<Refused>;
+    fn refuse(&self, request: &mut Request) -> Option<Denial>;
 }
 
 /// A refusal's answer (boxed: refusals are rare, and one of them waits).
-pub type Refused = Pin<Box<dyn Future<Output = Response> + Send>>;
+pub type Denial = Pin<Box<dyn Future<Output = Response> + Send>>;
 
 /// The layer of [`authenticate`] and [`require`]: a service of its own, not
 /// `axum::middleware::from_fn`, which boxes a future and clones the inner service for every
@@ -115,7 +115,7 @@ where
             None => Answer::Inner(self.inner.call(request)),
             Some(refused) => {
                 let body = std::mem::take(request.body_mut());
-                Answer::Refused(Box::pin(async move {
+                Answer::Denied(Box::pin(async move {
                     // Over HTTP/2, an answer given before the request's body has arrived ends
                     // the stream with a reset, which clients (curl: "Stream error in the
                     // HTTP/2 framing layer") report instead of the 401: read what the client
@@ -133,7 +133,7 @@ where
 pub struct Authenticate(Arc<Limiter>);
 
 impl Guard for Authenticate {
-    fn refuse(&self, request: &mut Request) -> Option<Refused> {
+    fn refuse(&self, request: &mut Request) -> Option<Denial> {
         // Without tokens nothing is asked, and no grant is added: [`require`] lets a request
         // without one through, so a server without `[auth]` answers as it always has.
         let auth = self.0.auth();
@@ -162,7 +162,7 @@ impl Guard for Authenticate {
 pub struct Require(Scope);
 
 impl Guard for Require {
-    fn refuse(&self, request: &mut Request) -> Option<Refused> {
+    fn refuse(&self, request: &mut Request) -> Option<Denial> {
         let refusal = request.extensions().get::<Grant>()?.allows(self.0).err()?;
         Some(Box::pin(std::future::ready(
             Problem::from(refusal).into_response(),
@@ -175,7 +175,7 @@ pub enum Answer<F> {
     /// Let through: the inner service answers.
     Inner(F),
     /// Refused: a problem, after the connection's strikes' delay.
-    Refused(Refused),
+    Denied(Denial),
 }
 
 impl<F: Future<Output = Result<Response, Infallible>> + Unpin> Future for Answer<F> {
@@ -184,7 +184,7 @@ impl<F: Future<Output = Result<Response, Infallible>> + Unpin> Future for Answer
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             Answer::Inner(inner) => Pin::new(inner).poll(cx),
-            Answer::Refused(refused) => refused.as_mut().poll(cx).map(Ok),
+            Answer::Denied(refused) => refused.as_mut().poll(cx).map(Ok),
         }
     }
 }

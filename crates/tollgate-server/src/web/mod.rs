@@ -7,10 +7,10 @@ mod activity;
 pub mod auth;
 pub mod body;
 pub mod json;
-mod own_wake;
 mod parse_error;
 pub mod problem;
 mod problems;
+mod repoll;
 mod serve;
 
 pub use activity::BodyStalled;

@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::auth::Refusal;
+use crate::auth::AuthError;
 use crate::limiter::DecideError;
 
 /// An error answer.
@@ -288,11 +288,11 @@ impl From<DecideError> for Problem {
     }
 }
 
-impl From<Refusal> for Problem {
+impl From<AuthError> for Problem {
     /// 401 for a missing or wrong token (with `WWW-Authenticate: Bearer`), 403 for a token
     /// without the scope, 429 with `Retry-After` for an address that failed too often.
-    fn from(refusal: Refusal) -> Problem {
-        if let Refusal::Blocked { retry_after } = refusal {
+    fn from(refusal: AuthError) -> Problem {
+        if let AuthError::Blocked { retry_after } = refusal {
             return Problem {
                 status: StatusCode::TOO_MANY_REQUESTS,
                 kind: "too-many-failed-authentications",

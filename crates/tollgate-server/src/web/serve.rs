@@ -5,7 +5,7 @@
 //! stalls for the request timeout is answered `408`. HTTP/2 connections get keep-alive pings;
 //! every connection is asked to go away after its maximum age and closed after the grace
 //! period, and one that floods `PING`s or `SETTINGS` is answered `GOAWAY`
-//! ([`calm`](crate::net::calm)). A connection over a cap is answered `503` (gRPC:
+//! ([`frame_flood`](crate::net::frame_flood)). A connection over a cap is answered `503` (gRPC:
 //! `UNAVAILABLE`) and closed.
 
 use std::io;
@@ -25,10 +25,10 @@ use tokio_util::task::TaskTracker;
 
 use super::activity::{Activity, Tracked};
 use super::auth::Peer;
-use super::own_wake::OwnWakes;
 use super::problem::Problem;
-use crate::net::accept::{Accepted, Acceptor, Admitted, REFUSAL_TIME, Refusal};
-use crate::net::calm::Calm;
+use super::repoll::Repoll;
+use crate::net::accept::{Accepted, Acceptor, Admitted, OverCap, REFUSAL_TIME};
+use crate::net::frame_flood::FloodGuard;
 use crate::net::limits::{ConnLimits, KEEPALIVE_TIMEOUT, NEVER, after};
 use crate::net::stream::Stream;
 use crate::net::tls::Tls;
@@ -99,7 +99,7 @@ pub async fn serve(
                     timed_out,
                 ));
             }
-            Accepted::Refused(refusal) => {
+            Accepted::OverCap(refusal) => {
                 tasks.spawn(refuse(refusal, Arc::clone(&builder), tls.clone()));
             }
         }
@@ -162,9 +162,9 @@ async fn connection(
         stall: limits.request_timeout,
         peer: Peer(peer),
     };
-    // A request's body wakes the connection's task while it runs (see `own_wake`).
-    let mut connection = OwnWakes::new(builder.serve_connection_with_upgrades(
-        TokioIo::new(Calm::new(ProblemOnParseError::new(stream))),
+    // A request's body wakes the connection's task while it runs (see `repoll`).
+    let mut connection = Repoll::new(builder.serve_connection_with_upgrades(
+        TokioIo::new(FloodGuard::new(ProblemOnParseError::new(stream))),
         TowerToHyperService::new(service),
     ));
     let old_at = after(started, limits.max_age);
@@ -232,8 +232,8 @@ async fn connection(
 }
 
 /// Tells a connection over a cap why, in HTTP/1.1 or HTTP/2 as it speaks, and closes it.
-async fn refuse(refusal: Refusal, builder: Arc<Builder<TokioExecutor>>, tls: Option<Arc<Tls>>) {
-    let Refusal { stream, over, .. } = refusal;
+async fn refuse(refusal: OverCap, builder: Arc<Builder<TokioExecutor>>, tls: Option<Arc<Tls>>) {
+    let OverCap { stream, over, .. } = refusal;
     let cap = over.key();
     let answer = async move {
         let stream = Stream::open(stream, tls.as_deref()).await.ok()?;

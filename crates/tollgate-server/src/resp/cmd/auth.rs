@@ -4,7 +4,7 @@
 //! already open.
 
 use super::{After, Session, Shared, arity};
-use crate::auth::{Caller, Frontend, Refusal, Scope, Scopes, Token, Tokens};
+use crate::auth::{AuthError, Caller, Frontend, Scope, Scopes, Token, Tokens};
 use crate::resp::codec::Reply;
 
 /// Who a connection authenticated as.
@@ -46,7 +46,7 @@ pub(super) fn access(shared: &Shared, session: &Session) -> Access {
 }
 
 /// A wrong user or password, or an address refused for failing too often.
-pub(super) struct WrongPass(pub(super) Refusal);
+pub(super) struct WrongPass(pub(super) AuthError);
 
 /// Who `user` (`None`: `AUTH <password>`, which names no user) proves to be with `password`,
 /// through the one path every secret takes ([`crate::auth::Auth::attempt`]): a wrong one is
@@ -56,7 +56,7 @@ pub(super) fn login(
     session: &Session,
     user: Option<&[u8]>,
     password: &[u8],
-) -> Result<User, Refusal> {
+) -> Result<User, AuthError> {
     let caller = Caller::new(Frontend::Resp, session.peer);
     shared
         .limiter
@@ -89,9 +89,9 @@ fn prove(shared: &Shared, tokens: &Tokens, user: Option<&[u8]>, password: &[u8])
 /// The answer to a wrong `AUTH` (or `HELLO ... AUTH`): Redis's `WRONGPASS`, held back a little
 /// longer for each failure from the address; once the address failed too often, `-ERR` saying
 /// so, and the connection closed.
-pub(super) async fn wrong_pass(refusal: Refusal) -> (Reply, After) {
+pub(super) async fn wrong_pass(refusal: AuthError) -> (Reply, After) {
     match refusal.held_back().await {
-        blocked @ Refusal::Blocked { .. } => (Reply::err(blocked.to_string()), After::Close),
+        blocked @ AuthError::Blocked { .. } => (Reply::err(blocked.to_string()), After::Close),
         _ => (
             Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into()),
             After::Continue,

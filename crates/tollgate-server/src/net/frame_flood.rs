@@ -89,7 +89,7 @@ enum State {
 
 /// `io` with the guard.
 #[derive(Debug)]
-pub struct Calm<S> {
+pub struct FloodGuard<S> {
     io: S,
     state: State,
     client: Frames,
@@ -102,10 +102,10 @@ pub struct Calm<S> {
     reader: Option<Waker>,
 }
 
-impl<S> Calm<S> {
+impl<S> FloodGuard<S> {
     /// Guards `io`.
-    pub fn new(io: S) -> Calm<S> {
-        Calm {
+    pub fn new(io: S) -> FloodGuard<S> {
+        FloodGuard {
             io,
             state: State::Preface(0),
             client: Frames::default(),
@@ -172,7 +172,7 @@ impl<S> Calm<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> Calm<S> {
+impl<S: AsyncWrite + Unpin> FloodGuard<S> {
     /// Writes the `GOAWAY` once the server is between frames; ready when it is out.
     fn poll_goaway(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
@@ -205,7 +205,7 @@ fn calmed() -> io::Error {
     )
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Calm<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for FloodGuard<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -243,7 +243,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Calm<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Calm<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for FloodGuard<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

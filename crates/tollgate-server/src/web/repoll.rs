@@ -1,4 +1,4 @@
-//! [`OwnWakes`]: a connection's future that takes the wake-ups it gives itself while it runs
+//! [`Repoll`]: a connection's future that takes the wake-ups it gives itself while it runs
 //! by polling again, rather than through the runtime.
 //!
 //! hyper's HTTP/1 connection hands a request's body to the handler through a channel of one
@@ -28,7 +28,7 @@ const RUNNING: u8 = 1;
 const WOKEN: u8 = 2;
 
 /// Wraps `F` (pinned on the heap: hyper's connection is not `Unpin`).
-pub(super) struct OwnWakes<F> {
+pub(super) struct Repoll<F> {
     inner: Pin<Box<F>>,
     flag: Arc<Flag>,
     waker: Waker,
@@ -63,13 +63,13 @@ impl Wake for Flag {
     }
 }
 
-impl<F: Future> OwnWakes<F> {
-    pub(super) fn new(inner: F) -> OwnWakes<F> {
+impl<F: Future> Repoll<F> {
+    pub(super) fn new(inner: F) -> Repoll<F> {
         let flag = Arc::new(Flag {
             state: AtomicU8::new(0),
             task: Mutex::new(None),
         });
-        OwnWakes {
+        Repoll {
             inner: Box::pin(inner),
             waker: Waker::from(Arc::clone(&flag)),
             flag,
@@ -83,7 +83,7 @@ impl<F: Future> OwnWakes<F> {
     }
 }
 
-impl<F: Future> Future for OwnWakes<F> {
+impl<F: Future> Future for Repoll<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
@@ -125,7 +125,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::{Context, Poll, Wake, Waker};
 
-    use super::{AGAIN, OwnWakes};
+    use super::{AGAIN, Repoll};
 
     /// Counts the wake-ups the runtime would get.
     struct Count(AtomicUsize);
@@ -173,7 +173,7 @@ mod tests {
         }
     }
 
-    fn poll<F: Future>(future: &mut OwnWakes<F>, waker: &Waker) -> Poll<F::Output> {
+    fn poll<F: Future>(future: &mut Repoll<F>, waker: &Waker) -> Poll<F::Output> {
         Pin::new(future).poll(&mut Context::from_waker(waker))
     }
 
@@ -181,7 +181,7 @@ mod tests {
     fn a_wake_up_during_a_poll_is_a_poll_again_not_a_reschedule() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        let mut future = OwnWakes::new(SelfWaking::new(1));
+        let mut future = Repoll::new(SelfWaking::new(1));
         assert_eq!(poll(&mut future, &waker), Poll::Ready(2));
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
     }
@@ -190,7 +190,7 @@ mod tests {
     fn a_future_that_keeps_waking_itself_still_yields_to_the_runtime() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        let mut future = OwnWakes::new(SelfWaking::new(usize::MAX));
+        let mut future = Repoll::new(SelfWaking::new(usize::MAX));
         assert!(poll(&mut future, &waker).is_pending());
         // It was polled AGAIN times, then handed the wake-up to the runtime.
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
@@ -203,7 +203,7 @@ mod tests {
     fn a_wake_up_from_another_thread_during_a_poll_is_a_poll_again() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        let mut future = OwnWakes::new(SelfWaking {
+        let mut future = Repoll::new(SelfWaking {
             elsewhere: true,
             ..SelfWaking::new(1)
         });
@@ -215,7 +215,7 @@ mod tests {
     fn a_wake_up_reaches_the_waker_of_the_last_poll() {
         let first = Arc::new(Count(AtomicUsize::new(0)));
         let second = Arc::new(Count(AtomicUsize::new(0)));
-        let mut future = OwnWakes::new(std::future::pending::<()>());
+        let mut future = Repoll::new(std::future::pending::<()>());
         assert!(poll(&mut future, &Waker::from(Arc::clone(&first))).is_pending());
         assert!(poll(&mut future, &Waker::from(Arc::clone(&second))).is_pending());
         future.waker.wake_by_ref();
@@ -234,7 +234,7 @@ mod tests {
         }
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        let mut future = OwnWakes::new(Pending);
+        let mut future = Repoll::new(Pending);
         assert!(poll(&mut future, &waker).is_pending());
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
         // As the I/O driver would, from another thread.
