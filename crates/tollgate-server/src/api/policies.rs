@@ -32,7 +32,7 @@ pub(super) async fn list(State(limiter): State<Arc<Limiter>>) -> Response {
         .collect();
     let body = json!({
         "policies": policies,
-        "inline_policies": live.inline_policies,
+        "inline_policies": live.inline_allowed(),
     });
     let mut response = body.to_string().into_response();
     response.headers_mut().insert(

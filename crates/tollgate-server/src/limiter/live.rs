@@ -15,7 +15,7 @@ pub struct Live {
     /// The configured policies.
     pub policies: Policies,
     /// Whether clients may send their own numbers.
-    pub inline_policies: bool,
+    inline_policies: bool,
     entries: HashMap<Arc<str>, Arc<Entry>>,
     inline: PolicyCounters,
     inline_name: Arc<str>,
@@ -101,6 +101,12 @@ impl Live {
             chosen: Mutex::new(Vec::new()),
             metrics: Arc::clone(metrics),
         }
+    }
+
+    /// Whether clients may send their own numbers (`http.inline_policies`), for those who ask;
+    /// the core refuses them itself ([`Live::resolve`]).
+    pub fn inline_allowed(&self) -> bool {
+        self.inline_policies
     }
 
     /// The policies `target` asks for, or why not: an unknown name, or numbers of the

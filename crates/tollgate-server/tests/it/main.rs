@@ -24,6 +24,7 @@ mod examples;
 mod faults;
 mod five_minutes;
 mod flood;
+mod front_door;
 mod hostile_input;
 mod http;
 mod image;

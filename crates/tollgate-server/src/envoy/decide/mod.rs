@@ -57,7 +57,7 @@ pub async fn decide(
 ) -> Result<RateLimitResponse, Refused> {
     // A descriptor's own `limit` is a limit the client chooses: refused where inline policies
     // (the other way a client names its numbers) are, by the core's one switch.
-    if !limiter.live().inline_policies
+    if !limiter.live().inline_allowed()
         && let Some(i) = request.descriptors.iter().position(|d| d.limit.is_some())
     {
         return Err(Refused::Invalid(format!(

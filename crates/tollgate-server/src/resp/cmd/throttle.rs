@@ -13,7 +13,7 @@ use crate::resp::codec::Reply;
 
 /// The refusal of a client-chosen limit where the operator turned those off.
 fn chosen_limits_refused(shared: &Shared) -> Option<String> {
-    (!shared.limiter.live().inline_policies).then(|| {
+    (!shared.limiter.live().inline_allowed()).then(|| {
         "limits chosen by the client are turned off on this server (http.inline_policies = \
          false); use TOLLGATE.CHECK <policy> <key> [cost] with a configured policy"
             .to_owned()
