@@ -73,8 +73,8 @@ impl Decision {
     /// nanoseconds and its time per token (the room is at most `limit` tokens' worth). Every
     /// token-bucket decision is built so, in every store; it only stores, because on the memory
     /// store's path a division and two `Duration`s made on the bucket's freshly loaded state
-    /// kept the CPU from starting on the next check (1M keys on an AMD EPYC: 620–790 ns a check
-    /// before, 420–520 after; docs/performance.md).
+    /// kept the CPU from starting on the next check (the figures: docs/performance.md, "The
+    /// memory store").
     #[inline]
     pub(crate) fn of_tokens(
         allowed: bool,

@@ -465,11 +465,10 @@ impl<C: Clock> MemoryStore<C> {
 
 /// [`Table::with_cached`] for a token bucket: the `tat` decided on this thread's cached hot
 /// cell, if it is `key`'s. Out of line, and `key` by reference. Inlined into every check, the
-/// cached path made a check over 1M keys slower on an AMD EPYC (784–881 ns against 546–610 on
-/// the coarse clock with it out of line, a probe alternating the builds; less in a noisier
-/// sitting): it took the CPU's reordering window from the next check's first loads
-/// (docs/performance.md). Passed by value, the key's four words were stored one by one and
-/// reloaded two at a time, which stalls (store forwarding fails): the hot key took 27 ns, not 18.
+/// cached path made a check over many keys slower: it took the CPU's reordering window from
+/// the next check's first loads. Passed by value, the key's four words were stored one by one
+/// and reloaded two at a time, which stalls (store forwarding fails). The figures:
+/// docs/performance.md, "The memory store".
 #[inline(never)]
 fn cached_tat(
     table: &Table<AtomicU64>,

@@ -52,12 +52,12 @@ impl Prefix {
     /// The prefix of buckets named by `policy`'s numbers, as this thread keeps it: what
     /// `MemoryStore::check` asks at every check, and then hashes or compares at once.
     ///
-    /// Encoding the three varints is about 180 instructions, more than the rest of a check on
-    /// a known key, so each thread keeps the prefix of the last policy it encoded, and a caller
-    /// checking under one policy at a time (the common case) encodes it once per thread and
-    /// then compares five numbers per check. The prefix is shared, not copied: a copy written
+    /// Encoding the three varints costs more than the rest of a check on a known key, so each
+    /// thread keeps the prefix of the last policy it encoded, and a caller checking under one
+    /// policy at a time (the common case) encodes it once per thread and then compares five
+    /// numbers per check. The prefix is shared, not copied: a copy written
     /// just before the key is compared makes the comparison's loads wait for the stores (store
-    /// forwarding fails), about 20 ns a check on an AMD EPYC with the TSC clock.
+    /// forwarding fails; docs/performance.md, "The memory store").
     pub(crate) fn shared_numbers(policy: &Policy) -> Rc<Prefix> {
         let encode = || {
             let (len, words) = number_words(policy);

@@ -123,7 +123,7 @@ impl KeyCount {
 /// A new key refused: the store holds its maximum of keys and sweeping the key's shard freed
 /// none. Kept apart from [`StoreError`] so that a check's result on its way out of the table
 /// (`Result<Nanos, AtCap>`) fits in two registers. A `Result<_, StoreError>` goes through a stack
-/// slot, and copying it out right after it was written stalls the check (about 5 ns of 55).
+/// slot, and copying it out right after it was written stalls the check.
 #[derive(Debug)]
 pub(crate) struct AtCap;
 
