@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 use super::Envoy;
 use super::decide::{self, Refused};
 use crate::auth::{Grant, Scope};
-use crate::limiter::descriptors::config::Unit;
+use crate::descriptors::config::Unit;
 use crate::web::auth::require;
 use crate::web::body;
 use crate::web::problem::Problem;

@@ -6,7 +6,6 @@
 //! Its answers are its own types ([`Outcome`], [`DecideError`]); HTTP, gRPC and RESP each turn
 //! them into their protocol's answer at their edge.
 
-pub mod descriptors;
 mod error;
 mod health;
 mod leases;

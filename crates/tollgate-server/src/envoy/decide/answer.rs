@@ -13,10 +13,10 @@ use tollgate::{Decision, Policy, headers};
 
 use super::plan::{Part, Plan};
 use super::rounds::{denied, over_limit, request_over};
+use crate::descriptors::EnvoyAlgorithm;
+use crate::descriptors::config::{Rule, Unit};
 use crate::envoy::Loaded;
 use crate::envoy::metrics::Counters;
-use crate::limiter::descriptors::EnvoyAlgorithm;
-use crate::limiter::descriptors::config::{Rule, Unit};
 
 /// The response to a request planned as `plan` and decided, under `loaded`.
 pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {

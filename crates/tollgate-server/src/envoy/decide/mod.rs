@@ -14,7 +14,7 @@ mod rounds;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 use super::{EnvoyMetrics, Loaded};
-use crate::limiter::descriptors::Charge;
+use crate::descriptors::Charge;
 use crate::limiter::{DecideError, Limiter};
 use plan::Plan;
 

@@ -7,11 +7,11 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tollgate::{Decision, Policy};
 
 use super::{MAX_DESCRIPTORS, MAX_ENTRIES, Refused};
+use crate::descriptors::limits::{self, Lookup};
+use crate::descriptors::{EnvoyAlgorithm, bucket_key, bucket_name, policy_of};
 use crate::envoy::EnvoyMetrics;
 use crate::envoy::Loaded;
 use crate::envoy::metrics::Counters;
-use crate::limiter::descriptors::limits::{self, Lookup};
-use crate::limiter::descriptors::{EnvoyAlgorithm, bucket_key, bucket_name, policy_of};
 
 /// One counted descriptor's bucket (several descriptors naming the same bucket share one).
 pub(super) struct Bucket {

@@ -5,8 +5,8 @@ use tollgate::{Check, StoreError};
 
 use super::Refused;
 use super::plan::{Bucket, Part};
+use crate::descriptors::EnvoyAlgorithm;
 use crate::limiter::Limiter;
-use crate::limiter::descriptors::EnvoyAlgorithm;
 use crate::limiter::rounds::Rounds;
 
 /// Decides the counted buckets in rounds (see the module's comment and [`Rounds`]); with
