@@ -4,11 +4,11 @@
 //! Envoy's rules ([`descriptors`](crate::descriptors)), beside the decision core, resolve
 //! descriptors as envoyproxy/ratelimit does; this front end answers as it does, and the
 //! decisions are tollgate's, on any store: every descriptor of a request in one store call,
-//! all-or-nothing, and a denied request takes nothing ([`decide`]).
+//! all-or-nothing, and a denied request takes nothing ([`ratelimit`]).
 
-pub mod decide;
 pub mod json;
 pub mod metrics;
+pub mod ratelimit;
 pub(crate) mod reload;
 pub mod service;
 

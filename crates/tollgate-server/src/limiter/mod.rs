@@ -1,11 +1,13 @@
 //! The decision core every front end decides through, and none owns: the store (wrapped in
 //! its fail policy), the policies in force ([`Live`]), resolving what a request names
-//! ([`Target`]) into policies, deciding them all-or-nothing with the one rule for checks that
-//! cannot deny (the rounds of `rounds.rs`), reservations, and the metrics of it all.
+//! ([`Target`]) into policies (or taking the checks another rule set resolved, [`Counted`]),
+//! deciding them all-or-nothing with the one rule for checks that cannot deny (the rounds of
+//! `rounds.rs`), reservations, and the metrics of it all.
 //!
 //! Its answers are its own types ([`Outcome`], [`DecideError`]); HTTP, gRPC and RESP each turn
 //! them into their protocol's answer at their edge.
 
+mod counted;
 mod error;
 mod health;
 mod leases;
@@ -14,7 +16,7 @@ mod on_store_error;
 mod outcome;
 mod policies;
 pub mod reservation;
-pub(crate) mod rounds;
+mod rounds;
 mod target;
 
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use arc_swap::ArcSwap;
 use tollgate::store::settle::{Adjustment, DynSettle, Once};
 use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 
+pub use counted::{Checked, Counted, CountedOutcome};
 pub use error::{BuildError, DecideError};
 pub use health::StoreHealth;
 pub use live::{Entry, Live};
