@@ -17,7 +17,7 @@ pub struct Counted<'a> {
 
 /// One check of a [`Counted`] request, decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Checked {
+pub struct CountedCheck {
     /// It denies: the store denied it, or it was denied before any call.
     pub denied: bool,
     /// Its decision (for a check left out of later rounds, the one that denied it).
@@ -31,7 +31,7 @@ pub struct CountedOutcome {
     /// were dropped (giving nothing back is the safe side).
     pub refunds: Vec<Option<Decision>>,
     /// Per check, in order.
-    pub checks: Vec<Checked>,
+    pub checks: Vec<CountedCheck>,
 }
 
 impl<'a> Counted<'a> {
@@ -83,7 +83,7 @@ impl Limiter {
             .denied
             .into_iter()
             .zip(decisions)
-            .map(|(denied, decision)| Checked { denied, decision })
+            .map(|(denied, decision)| CountedCheck { denied, decision })
             .collect();
         Ok(CountedOutcome { refunds, checks })
     }

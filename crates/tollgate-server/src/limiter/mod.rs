@@ -26,7 +26,7 @@ use arc_swap::ArcSwap;
 use tollgate::store::settle::{Adjustment, DynSettle, Once};
 use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 
-pub use counted::{Checked, Counted, CountedOutcome};
+pub use counted::{Counted, CountedCheck, CountedOutcome};
 pub use error::{BuildError, DecideError};
 pub use health::StoreHealth;
 pub use live::{Entry, Live};

@@ -57,8 +57,9 @@ pub async fn should_rate_limit(
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, EnvoyError> {
     // A descriptor's own `limit` is a limit the client chooses, which the core refuses where
-    // it refuses inline policies. That refusal comes before anything else: a request that
-    // cannot be counted still asks the core, with nothing to count.
+    // it refuses inline policies. That refusal comes before anything else, and a request it
+    // refuses counts no hits: a request that cannot be counted (malformed, or giving hits back
+    // where the domain's algorithm cannot) still asks the core, with nothing to count.
     let own_limit = request.descriptors.iter().position(|d| d.limit.is_some());
     let plan = Plan::new(loaded, request);
     let counted = match &plan {
@@ -82,6 +83,7 @@ pub async fn should_rate_limit(
         )));
     }
     let plan = plan?;
+    // A planned request's hits count whatever the store answered, refunds refused included.
     let counters = hits::count(loaded, metrics, &plan);
     if let Some(refused) = plan.refunds_refused() {
         return Err(refused);
