@@ -26,7 +26,7 @@ use crate::{api, reload, resp, store, web};
 pub struct App {
     settings: Settings,
     limiter: Arc<Limiter>,
-    envoy: Option<(Arc<Envoy>, crate::limiter::descriptors::config::Snapshot)>,
+    envoy: Option<(Arc<Envoy>, crate::descriptors::config::Snapshot)>,
 }
 
 impl App {
@@ -37,8 +37,8 @@ impl App {
         let envoy_files = match &settings.grpc {
             Some(grpc) => Some(match &grpc.config_dir {
                 Some(dir) => {
-                    let files = crate::limiter::descriptors::config::read_dir(dir)?;
-                    let config = crate::limiter::descriptors::config::EnvoyConfig::load(
+                    let files = crate::descriptors::config::read_dir(dir)?;
+                    let config = crate::descriptors::config::EnvoyConfig::load(
                         &files,
                         grpc.merge_domain_config,
                     )?;
@@ -46,7 +46,7 @@ impl App {
                 }
                 None => (
                     Vec::new(),
-                    crate::limiter::descriptors::config::EnvoyConfig::default(),
+                    crate::descriptors::config::EnvoyConfig::default(),
                 ),
             }),
             None => None,

@@ -16,8 +16,7 @@ use crate::{settings, store};
 /// domains merged with `merge_domains`); or why it is refused.
 pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeError> {
     if path.is_dir() {
-        let config =
-            crate::limiter::descriptors::config::EnvoyConfig::load_dir(path, merge_domains)?;
+        let config = crate::descriptors::config::EnvoyConfig::load_dir(path, merge_domains)?;
         return Ok(format!(
             "{}: ok, {}, {}\n{}",
             path.display(),
@@ -37,7 +36,7 @@ pub fn check_config(path: &Path, merge_domains: bool) -> Result<String, ServeErr
     let envoy = match &config.grpc.config_dir {
         Some(dir) => {
             let merge = config.grpc.merge_domain_config.unwrap_or(false);
-            let envoy = crate::limiter::descriptors::config::EnvoyConfig::load_dir(dir, merge)?;
+            let envoy = crate::descriptors::config::EnvoyConfig::load_dir(dir, merge)?;
             format!(
                 "  grpc.config_dir {}: {}, {}\n",
                 dir.display(),

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use tollgate::StoreError;
 
 use crate::config::ConfigError;
+use crate::descriptors::config::LoadError;
 use crate::limiter::BuildError;
-use crate::limiter::descriptors::config::LoadError;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]

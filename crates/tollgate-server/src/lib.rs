@@ -6,6 +6,9 @@
 //! another; [`web`] is the HTTP plumbing two of them share. [`options`], [`config`] and
 //! [`settings`] say what to run; [`app`] is the one way to put it together, which `main.rs`,
 //! the tests and the benchmarks all use; [`cli`] only parses the command line into options.
+//! [`descriptors`] holds Envoy's rules (envoyproxy/ratelimit's config files and matching)
+//! beside the core, which never names them: the Envoy front end resolves a request by them and
+//! hands the core the checks.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), tollgate_server::ServeError> {
@@ -24,6 +27,7 @@ pub mod auth;
 pub mod cli;
 mod commands;
 pub mod config;
+pub mod descriptors;
 pub mod envoy;
 mod error;
 pub mod files;

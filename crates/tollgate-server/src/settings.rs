@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use crate::auth::Tokens;
 use crate::config::{Config, ConfigError, ListenerGiven};
+use crate::descriptors::EnvoyAlgorithm;
 use crate::envoy::EnvoySettings;
 use crate::error::ServeError;
 use crate::limiter::Policies;
-use crate::limiter::descriptors::EnvoyAlgorithm;
 use crate::net::{ListenerSettings, limits};
 use crate::options::{
     DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,

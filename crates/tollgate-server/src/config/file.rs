@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::auth::Scope;
-use crate::limiter::descriptors::{Charge, EnvoyAlgorithm};
+use crate::descriptors::{Charge, EnvoyAlgorithm};
 use crate::options::{LogFormat, OnStoreError};
 
 #[derive(Debug, Default, Deserialize)]

@@ -42,8 +42,8 @@ pub(crate) use read::read;
 use toml::Spanned;
 
 use crate::auth::{Secret, Tokens};
+use crate::descriptors::{Charge, EnvoyAlgorithm};
 use crate::limiter::Policies;
-use crate::limiter::descriptors::{Charge, EnvoyAlgorithm};
 use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec};
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.

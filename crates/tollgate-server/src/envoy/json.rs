@@ -24,9 +24,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::Envoy;
-use super::decide::{self, Refused};
+use super::ratelimit::{self, EnvoyError};
 use crate::auth::{Grant, Scope};
-use crate::limiter::descriptors::config::Unit;
+use crate::descriptors::config::Unit;
 use crate::web::auth::require;
 use crate::web::body;
 use crate::web::problem::Problem;
@@ -71,7 +71,7 @@ async fn answer(
         return Problem::from(refusal).into_response();
     }
     let loaded = envoy.loaded();
-    match decide::decide(envoy.limiter(), &loaded, envoy.metrics(), &request).await {
+    match ratelimit::should_rate_limit(envoy.limiter(), &loaded, envoy.metrics(), &request).await {
         Ok(response) => {
             let status = if response.overall_code == Code::OverLimit as i32 {
                 StatusCode::TOO_MANY_REQUESTS
@@ -80,8 +80,12 @@ async fn answer(
             };
             (status, axum::Json(render(&response))).into_response()
         }
-        Err(Refused::Invalid(message)) => Problem::invalid_field("body", message).into_response(),
-        Err(Refused::Unavailable(message)) => Problem::store_unavailable(message).into_response(),
+        Err(EnvoyError::Invalid(message)) => {
+            Problem::invalid_field("body", message).into_response()
+        }
+        Err(EnvoyError::Unavailable(message)) => {
+            Problem::store_unavailable(message).into_response()
+        }
     }
 }
 

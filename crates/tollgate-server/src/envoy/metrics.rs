@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use prometheus::{IntCounter, IntCounterVec, Opts};
 
-use crate::limiter::descriptors::config::EnvoyConfig;
+use crate::descriptors::config::EnvoyConfig;
 use crate::metrics::Metrics;
 
 /// The most series labelled with request values.

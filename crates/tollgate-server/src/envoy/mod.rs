@@ -1,14 +1,14 @@
 //! Envoy's rate-limit service, drop-in: `envoy.service.ratelimit.v3.RateLimitService` over gRPC,
 //! configured by a directory of envoyproxy/ratelimit YAML files, unchanged.
 //!
-//! The decision core resolves descriptors as envoyproxy/ratelimit does
-//! ([`descriptors`](crate::limiter::descriptors)); this front end answers as it does, and the
+//! Envoy's rules ([`descriptors`](crate::descriptors)), beside the decision core, resolve
+//! descriptors as envoyproxy/ratelimit does; this front end answers as it does, and the
 //! decisions are tollgate's, on any store: every descriptor of a request in one store call,
-//! all-or-nothing, and a denied request takes nothing ([`decide`]).
+//! all-or-nothing, and a denied request takes nothing ([`ratelimit`]).
 
-pub mod decide;
 pub mod json;
 pub mod metrics;
+pub mod ratelimit;
 pub(crate) mod reload;
 pub mod service;
 
@@ -24,9 +24,9 @@ use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 
 use crate::auth::Scope;
+use crate::descriptors::config::{EnvoyConfig, LoadError};
+use crate::descriptors::{Charge, EnvoyAlgorithm, policy_of};
 use crate::limiter::Limiter;
-use crate::limiter::descriptors::config::{EnvoyConfig, LoadError};
-use crate::limiter::descriptors::{Charge, EnvoyAlgorithm, policy_of};
 use metrics::EnvoyMetrics;
 
 /// Where gRPC listens when it is on and no address is given (envoyproxy/ratelimit's port).

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::Envoy;
-use crate::limiter::descriptors::config::{EnvoyConfig, LoadError, Snapshot, read_dir};
+use crate::descriptors::config::{EnvoyConfig, LoadError, Snapshot, read_dir};
 
 /// Reloads `dir` into `envoy` until `shutdown`; `running` is what was loaded at start.
 pub(crate) async fn watch(

@@ -18,11 +18,11 @@ use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
 use super::Envoy;
-use super::decide::{self, Refused};
+use super::ratelimit::{self, EnvoyError};
 use crate::auth::{AuthError, Caller, Frontend};
 use crate::web::auth::Peer;
 
-/// The largest request accepted, in bytes: [`decide::MAX_DESCRIPTORS`] descriptors of a few
+/// The largest request accepted, in bytes: [`ratelimit::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
@@ -48,7 +48,7 @@ impl RateLimitService for RateLimiter {
     ) -> Result<Response<RateLimitResponse>, Status> {
         authorize(&self.envoy, &request).await?;
         let loaded = self.envoy.loaded();
-        decide::decide(
+        ratelimit::should_rate_limit(
             self.envoy.limiter(),
             &loaded,
             self.envoy.metrics(),
@@ -56,9 +56,9 @@ impl RateLimitService for RateLimiter {
         )
         .await
         .map(Response::new)
-        .map_err(|refused| match refused {
-            Refused::Invalid(message) => Status::invalid_argument(message),
-            Refused::Unavailable(message) => Status::unavailable(message),
+        .map_err(|error| match error {
+            EnvoyError::Invalid(message) => Status::invalid_argument(message),
+            EnvoyError::Unavailable(message) => Status::unavailable(message),
         })
     }
 }

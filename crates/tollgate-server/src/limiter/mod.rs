@@ -1,7 +1,8 @@
 //! The decision core every front end decides through, and none owns: the store (wrapped in
 //! its fail policy), the policies in force ([`Live`]), resolving what a request names
-//! ([`Target`]) into policies, deciding them all-or-nothing with the one rule for checks that
-//! cannot deny (the rounds of `rounds.rs`), reservations, and the metrics of it all.
+//! ([`Target`]) into policies (or taking the checks another rule set resolved, [`Counted`]),
+//! deciding them all-or-nothing with the one rule for checks that cannot deny (the rounds of
+//! `rounds.rs`), reservations, and the metrics of it all.
 //!
 //! Its answers are its own types ([`Outcome`], [`DecideError`]); HTTP, gRPC and RESP each turn
 //! them into their protocol's answer at their edge.
@@ -9,7 +10,7 @@
 mod amounts;
 mod ask;
 mod check;
-pub mod descriptors;
+mod counted;
 mod error;
 mod health;
 mod leases;
@@ -18,7 +19,7 @@ mod on_store_error;
 mod outcome;
 mod policies;
 pub mod reservation;
-pub(crate) mod rounds;
+mod rounds;
 mod settle;
 
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use tollgate::{Check, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 
 pub use amounts::{Amount, AmountsError, by_policy};
 pub use ask::{Ask, Cost, KeyError, MAX_KEY_BYTES, MAX_POLICIES_PER_CHECK, Target, check_key};
+pub use counted::{Counted, CountedCheck, CountedOutcome};
 pub use error::{BuildError, CommitError, DecideError};
 pub use health::StoreHealth;
 pub use live::{Entry, Live};

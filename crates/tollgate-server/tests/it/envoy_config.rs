@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tollgate_server::limiter::descriptors::config::EnvoyConfig;
+use tollgate_server::descriptors::config::EnvoyConfig;
 
 /// A directory holding `files` (name, contents).
 fn dir(files: &[(&str, &str)]) -> tempfile::TempDir {

@@ -9,7 +9,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use tollgate_server::api::request::CheckRequest;
 use tollgate_server::config::Config;
-use tollgate_server::limiter::descriptors::config::EnvoyConfig;
+use tollgate_server::descriptors::config::EnvoyConfig;
 
 const BODIES: [&str; 4] = [
     r#"{"key": "alice", "capacity": 10, "refill": 10, "period_ms": 1000, "cost": 1}"#,

@@ -11,18 +11,25 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use tollgate::{Decision, Policy, headers};
 
+use super::over::{over_limit, request_over};
 use super::plan::{Part, Plan};
-use super::rounds::{denied, over_limit, request_over};
+use crate::descriptors::EnvoyAlgorithm;
+use crate::descriptors::config::{Rule, Unit};
 use crate::envoy::Loaded;
 use crate::envoy::metrics::Counters;
-use crate::limiter::descriptors::EnvoyAlgorithm;
-use crate::limiter::descriptors::config::{Rule, Unit};
+use crate::limiter::CountedOutcome;
 
-/// The response to a request planned as `plan` and decided, under `loaded`.
-pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {
-    let (parts, buckets, algorithm) = (&plan.parts, &plan.buckets, plan.algorithm);
+/// The response to a request planned as `plan`, its parts counted in `counters` and decided
+/// as `outcome` tells, under `loaded`.
+pub(super) fn answer(
+    loaded: &Loaded,
+    plan: &Plan,
+    counters: &[Option<Counters>],
+    outcome: &CountedOutcome,
+) -> RateLimitResponse {
+    let (parts, algorithm) = (&plan.parts, plan.algorithm);
     let global_shadow = loaded.settings.shadow_mode;
-    let flags = denied(buckets);
+    let (flags, decisions): (Vec<bool>, Vec<_>) = plan.decided(outcome).into_iter().unzip();
     let near_ratio = loaded.settings.near_limit_ratio;
     let now = wall_clock();
     let mut statuses = Vec::with_capacity(parts.len());
@@ -44,9 +51,8 @@ pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {
                 bucket,
                 later,
                 negative,
-                counters,
             } => {
-                let b = &buckets[*bucket];
+                let decision = decisions[*bucket];
                 let over = over_limit(part, &flags);
                 // The descriptor's own shadow mode makes its code OK; the server-wide switch
                 // leaves the codes and makes only the overall code OK, as in
@@ -55,10 +61,9 @@ pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {
                 let remaining = if over {
                     0
                 } else {
-                    b.decision
-                        .map_or(0, |d| d.remaining().saturating_add(*later))
+                    decision.map_or(0, |d| d.remaining().saturating_add(*later))
                 };
-                if !*negative {
+                if !*negative && let Some(counters) = &counters[i] {
                     count(counters, &limit.rule, *hits, remaining, over, near_ratio);
                     if over && shadow {
                         counters
@@ -85,12 +90,7 @@ pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {
                         unit: limit.rule.unit.map_or(0, Unit::proto),
                     }),
                     limit_remaining: remaining,
-                    duration_until_reset: Some(until_reset(
-                        &limit.rule,
-                        b.decision,
-                        algorithm,
-                        now,
-                    )),
+                    duration_until_reset: Some(until_reset(&limit.rule, decision, algorithm, now)),
                     quota: None,
                 }
             }
@@ -109,13 +109,11 @@ pub(super) fn answer(loaded: &Loaded, plan: &Plan) -> RateLimitResponse {
     if let Some((i, _)) = shown
         && let Part::Counted { limit, bucket, .. } = &parts[i]
     {
-        let status = &statuses[i];
-        let b = &buckets[*bucket];
         response.response_headers_to_add = response_headers(
             &loaded.settings,
             &limit.rule,
-            status,
-            b.policy.zip(b.decision),
+            &statuses[i],
+            plan.buckets[*bucket].policy.zip(decisions[*bucket]),
         );
     }
     response.statuses = statuses;

@@ -1,29 +1,28 @@
-//! A request's plan: validated, each descriptor's limit found (as envoyproxy/ratelimit finds
-//! it), and the buckets they count in, one per bucket however many descriptors name it.
+//! A request's plan, by Envoy's rules and before any store call: validated, each descriptor's
+//! limit found (as envoyproxy/ratelimit finds it), and the buckets they count in, one per
+//! bucket however many descriptors name it. Planning counts nothing ([`hits`](super::hits)
+//! does, once the core has not refused the request).
 
 use std::collections::HashSet;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use tollgate::{Decision, Policy};
+use tollgate::{Check, Decision, Policy};
 
-use super::{MAX_DESCRIPTORS, MAX_ENTRIES, Refused};
-use crate::envoy::EnvoyMetrics;
+use super::{EnvoyError, MAX_DESCRIPTORS, MAX_ENTRIES};
+use crate::descriptors::limits::{self, Lookup};
+use crate::descriptors::{EnvoyAlgorithm, bucket_key, bucket_name, policy_of};
 use crate::envoy::Loaded;
-use crate::envoy::metrics::Counters;
-use crate::limiter::descriptors::limits::{self, Lookup};
-use crate::limiter::descriptors::{EnvoyAlgorithm, bucket_key, bucket_name, policy_of};
+use crate::limiter::{Counted, CountedOutcome};
 
 /// One counted descriptor's bucket (several descriptors naming the same bucket share one).
 pub(super) struct Bucket {
+    /// `None` for a limit of 0: every hit is over, and the store is not asked.
     pub(super) policy: Option<Policy>,
     pub(super) key: Vec<u8>,
     pub(super) cost: u64,
     /// Its hits are given back rather than taken.
     pub(super) negative: bool,
-    /// Its decision, once made (for a bucket left out of later rounds, the one that denied).
-    pub(super) decision: Option<Decision>,
-    /// Over its limit: denied by the store, or before any call (the hits exceed the limit, or
-    /// the limit is 0).
+    /// Over its limit before any call (the hits exceed the limit, or the limit is 0).
     pub(super) denied: bool,
 }
 
@@ -39,7 +38,6 @@ pub(super) enum Part {
         /// counts them in turn, so an earlier one sees more room).
         later: u64,
         negative: bool,
-        counters: Counters,
     },
 }
 
@@ -53,26 +51,25 @@ pub(super) struct Plan {
     pub(super) parts: Vec<Part>,
     /// The buckets the counted descriptors count in.
     pub(super) buckets: Vec<Bucket>,
+    /// How many descriptors name a domain no file configures.
+    pub(super) domain_not_found: u64,
 }
 
 impl Plan {
-    /// Plans `request` under `loaded`, counting each descriptor's hits in `metrics`.
-    pub(super) fn new(
-        loaded: &Loaded,
-        metrics: &EnvoyMetrics,
-        request: &RateLimitRequest,
-    ) -> Result<Plan, Refused> {
+    /// Plans `request` under `loaded`.
+    pub(super) fn new(loaded: &Loaded, request: &RateLimitRequest) -> Result<Plan, EnvoyError> {
         validate(request)?;
         let domain = request.domain.as_str();
         let algorithm = loaded.settings.algorithm_of(domain);
         let request_hits = u64::from(request.hits_addend.max(1));
 
         let mut lookups = Vec::with_capacity(request.descriptors.len());
+        let mut domain_not_found = 0;
         for (i, descriptor) in request.descriptors.iter().enumerate() {
             let lookup = limits::lookup(&loaded.config, domain, descriptor)
-                .map_err(|e| Refused::Invalid(format!("descriptors[{i}]: {e}")))?;
+                .map_err(|e| EnvoyError::Invalid(format!("descriptors[{i}]: {e}")))?;
             if matches!(lookup, Lookup::DomainNotFound) {
-                metrics.domain_not_found.inc();
+                domain_not_found += 1;
             }
             lookups.push(lookup);
         }
@@ -114,13 +111,6 @@ impl Plan {
             let negative = descriptor.is_negative_hits;
             let policy = policy_of(&limit.rule, algorithm);
             let key = bucket_key(descriptor, &limit.values);
-            let counters = metrics.of(
-                &loaded.metrics,
-                &limit.rule.full_key,
-                &limit.stats_key,
-                limit.detailed,
-            );
-            counters.total_hits.inc_by(hits);
             // Descriptors naming one bucket share it, since a store call may name a bucket once:
             // their hits add up, under the stricter of their limits.
             let index = match buckets
@@ -139,7 +129,6 @@ impl Plan {
                         key,
                         cost: hits,
                         negative,
-                        decision: None,
                         denied: false,
                     });
                     buckets.len() - 1
@@ -151,7 +140,6 @@ impl Plan {
                 bucket: index,
                 later: 0,
                 negative,
-                counters,
             });
         }
         // Each descriptor sees the hits of the later ones on its bucket as room left.
@@ -177,13 +165,80 @@ impl Plan {
             algorithm,
             parts,
             buckets,
+            domain_not_found,
         })
+    }
+
+    /// The buckets the store counts in, with their policies: those given back (`negative`),
+    /// or those charged.
+    fn stored(&self, negative: bool) -> impl Iterator<Item = (&Bucket, Policy)> {
+        self.buckets
+            .iter()
+            .filter(move |b| b.negative == negative)
+            .filter_map(|b| b.policy.map(|p| (b, p)))
+    }
+
+    /// What the core is asked: the refunds, then the checks; `own_limit` when a descriptor
+    /// names its own limit.
+    pub(super) fn counted(&self, own_limit: bool) -> Counted<'_> {
+        let mut counted = Counted::new(own_limit);
+        for (bucket, policy) in self.stored(true) {
+            counted.refund(Check::new(policy, &bucket.key, bucket.cost).named(&self.name));
+        }
+        for (bucket, policy) in self.stored(false) {
+            let check = Check::new(policy, &bucket.key, bucket.cost).named(&self.name);
+            counted.check(check, bucket.denied);
+        }
+        counted
+    }
+
+    /// Why the refunds cannot be made: `is_negative_hits` gives hits back, which only a token
+    /// bucket does exactly.
+    pub(super) fn refunds_refused(&self) -> Option<EnvoyError> {
+        if self.algorithm == EnvoyAlgorithm::TokenBucket || self.stored(true).next().is_none() {
+            return None;
+        }
+        Some(EnvoyError::Invalid(format!(
+            "is_negative_hits gives hits back, which only the token_bucket algorithm can do \
+             exactly; this domain counts with {} (set [grpc.domains.NAME] algorithm = \
+             \"token_bucket\")",
+            self.algorithm.as_str()
+        )))
+    }
+
+    /// Whether each bucket is over its limit, given which of the checks [`counted`]
+    /// (Self::counted) asked for are denied (`checks`, in order).
+    pub(super) fn flags(&self, checks: &[bool]) -> Vec<bool> {
+        let mut checks = checks.iter();
+        self.buckets
+            .iter()
+            .map(|b| match b.policy {
+                Some(_) if !b.negative => checks.next().copied().unwrap_or(b.denied),
+                _ => b.denied,
+            })
+            .collect()
+    }
+
+    /// Each bucket as `outcome` leaves it: over its limit or not, and its decision (none for
+    /// a limit of 0, nor for a refund the store dropped).
+    pub(super) fn decided(&self, outcome: &CountedOutcome) -> Vec<(bool, Option<Decision>)> {
+        let (mut refunds, mut checks) = (outcome.refunds.iter(), outcome.checks.iter());
+        self.buckets
+            .iter()
+            .map(|b| match (b.policy, b.negative) {
+                (None, _) => (b.denied, None),
+                (Some(_), true) => (b.denied, refunds.next().copied().flatten()),
+                (Some(_), false) => checks
+                    .next()
+                    .map_or((b.denied, None), |c| (c.denied, Some(c.decision))),
+            })
+            .collect()
     }
 }
 
 /// Refuses what envoyproxy/ratelimit refuses, and what would grow memory without bound.
-fn validate(request: &RateLimitRequest) -> Result<(), Refused> {
-    let invalid = |m: String| Err(Refused::Invalid(m));
+fn validate(request: &RateLimitRequest) -> Result<(), EnvoyError> {
+    let invalid = |m: String| Err(EnvoyError::Invalid(m));
     if request.domain.is_empty() {
         return invalid("rate limit domain must not be empty".to_owned());
     }

@@ -13,7 +13,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use serde::Deserialize;
 use tollgate::Policy;
 
-use super::MAX_KEY_BYTES;
+use crate::limiter::MAX_KEY_BYTES;
 use config::Rule;
 
 /// Which descriptors of a request are charged when one is over its limit.
