@@ -133,8 +133,7 @@ fn respond(allowed: bool, body: String, entry: Option<&Entry>, decision: &Decisi
     if let Some(entry) = entry {
         // Built from numbers and a policy's name (letters, digits, `_`, `-`, `.`), quoted:
         // always valid header text.
-        let policy = headers::rate_limit_policy(&entry.name, &entry.policy);
-        if let Ok(v) = HeaderValue::try_from(policy) {
+        if let Ok(v) = HeaderValue::from_str(&entry.policy_item) {
             h.insert(RATELIMIT_POLICY.clone(), v);
         }
         if let Ok(v) = HeaderValue::try_from(headers::rate_limit(&entry.name, decision)) {

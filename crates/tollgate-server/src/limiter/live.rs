@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tollgate::{Check, Policy};
+use tollgate::{Check, Policy, headers};
 
 use super::{DecideError, Policies, Target};
 use crate::metrics::{INLINE, Metrics, PolicyCounters};
@@ -42,6 +42,10 @@ pub struct Entry {
     pub shadow: bool,
     /// Its metrics.
     pub counters: PolicyCounters,
+    /// Its IETF `RateLimit-Policy` item (`"api";q=10;w=1`), written once per config for a
+    /// configured policy rather than at every answer; empty for a [`Target::Chosen`] bucket,
+    /// whose front ends send no headers.
+    pub policy_item: Arc<str>,
 }
 
 impl Entry {
@@ -52,6 +56,10 @@ impl Entry {
         shadow: bool,
         counters: PolicyCounters,
     ) -> Entry {
+        let policy_item = match (named, configured) {
+            (true, false) => Arc::from(""),
+            _ => Arc::from(headers::rate_limit_policy(&name, &policy)),
+        };
         Entry {
             name,
             named,
@@ -59,6 +67,7 @@ impl Entry {
             policy,
             shadow,
             counters,
+            policy_item,
         }
     }
 }
