@@ -202,3 +202,34 @@ pub(super) fn reset(session: &mut Session) -> Reply {
     session.user = None;
     Reply::Simple("RESET")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_keeps_its_options_in_order_with_one_it_lacks_last() {
+        let args: [&[u8]; 8] = [
+            b"HELLO", b"3", b"AUTH", b"u", b"p", b"SETNAME", b"n", b"NOPE",
+        ];
+        let Ok(hello) = Hello::parse(&args) else {
+            panic!("HELLO was not read");
+        };
+        assert_eq!(hello.resp3, Some(true));
+        assert!(matches!(
+            hello.options[..],
+            [
+                HelloOption::Auth(b"u", b"p"),
+                HelloOption::SetName(b"n"),
+                HelloOption::Unknown(b"NOPE")
+            ]
+        ));
+        // An option short of its arguments is one it lacks, answered in its turn.
+        let Ok(short) = Hello::parse(&[b"HELLO", b"2", b"AUTH", b"u"]) else {
+            panic!("HELLO was not read");
+        };
+        assert_eq!(short.resp3, Some(false));
+        assert!(matches!(short.options[..], [HelloOption::Unknown(b"AUTH")]));
+        assert!(Hello::parse(&[b"HELLO", b"4"]).is_err());
+    }
+}

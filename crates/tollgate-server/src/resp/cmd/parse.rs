@@ -206,3 +206,54 @@ fn unknown(args: &[&[u8]]) -> Reply {
     line.extend(beginning);
     Reply::RawError(line)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error a request is answered with when read.
+    fn refused(args: &[&[u8]]) -> Reply {
+        match Command::parse(Name::of(args[0]), args) {
+            Err(reply) => reply,
+            Ok(_) => panic!("{args:?} was read"),
+        }
+    }
+
+    #[test]
+    fn every_command_is_found_by_its_name_in_any_case() {
+        for (name, text, ..) in COMMANDS {
+            assert_eq!(Name::of(text.to_ascii_uppercase().as_bytes()), name);
+            assert_eq!(Name::of(text.as_bytes()), name);
+            assert_eq!(name.as_str(), text);
+        }
+        assert_eq!(Name::of(b"cl.throttled"), Name::Unknown);
+        assert_eq!(Name::of(b""), Name::Unknown);
+    }
+
+    #[test]
+    fn arity_and_unknown_names_are_answered_when_read() {
+        let wrong = |name: &str| {
+            Reply::Error(format!(
+                "ERR wrong number of arguments for '{name}' command"
+            ))
+        };
+        assert_eq!(refused(&[b"PING", b"a", b"b"]), wrong("ping"));
+        assert_eq!(refused(&[b"echo"]), wrong("echo"));
+        assert_eq!(refused(&[b"Throttle", b"k", b"1"]), wrong("throttle"));
+        assert_eq!(refused(&[b"TOLLGATE.CHECK", b"p"]), wrong("tollgate.check"));
+        assert_eq!(refused(&[b"AUTH"]), wrong("auth"));
+        assert_eq!(refused(&[b"CLIENT"]), wrong("client"));
+        assert_eq!(
+            refused(&[b"CL.THROTTLE", b"k", b"1"]),
+            Reply::Error(
+                "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> \
+                 [<quantity>]"
+                    .into()
+            )
+        );
+        assert_eq!(
+            refused(&[b"NOPE", b"x"]),
+            Reply::RawError(b"ERR unknown command 'NOPE', with args beginning with: 'x' ".to_vec())
+        );
+    }
+}

@@ -162,16 +162,22 @@ async fn chosen(
             outcome.allowed(),
             outcome.over_capacity,
         )),
-        Err(DecideError::Key(KeyError { most, .. })) => {
-            Err(format!("the key is longer than {most} bytes"))
-        }
-        Err(DecideError::InlineRefused) => Err(
+        Err(e) => Err(refusal(e)),
+    }
+}
+
+/// Why the core did not decide a `CL.THROTTLE` or `THROTTLE`, in the words they have always
+/// answered with (`CL.THROTTLE` puts "Cell error: " before them, as redis-cell does).
+fn refusal(e: DecideError) -> String {
+    match e {
+        DecideError::Key(KeyError { most, .. }) => format!("the key is longer than {most} bytes"),
+        DecideError::InlineRefused => {
             "limits chosen by the client are turned off on this server (http.inline_policies = \
              false); use TOLLGATE.CHECK <policy> <key> [cost] with a configured policy"
-                .to_owned(),
-        ),
-        Err(DecideError::Unavailable(e)) => Err(format!("the store is unavailable: {e}")),
-        Err(e) => Err(e.to_string()),
+                .to_owned()
+        }
+        DecideError::Unavailable(e) => format!("the store is unavailable: {e}"),
+        e => e.to_string(),
     }
 }
 
@@ -238,4 +244,23 @@ pub(super) async fn tollgate_check(limiter: &Limiter, check: &TollgateCheck<'_>)
 /// An array of integers.
 fn integers(numbers: [i64; 5]) -> Reply {
     Reply::Array(numbers.into_iter().map(Reply::Integer).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cores_refusals_keep_the_words_of_the_commands() {
+        let long = DecideError::Key(KeyError { len: 9, most: 8 });
+        assert_eq!(refusal(long), "the key is longer than 8 bytes");
+        assert!(refusal(DecideError::InlineRefused).starts_with(
+            "limits chosen by the client are turned off on this server (http.inline_policies = \
+             false); use TOLLGATE.CHECK"
+        ));
+        assert_eq!(
+            refusal(DecideError::Unavailable("timed out".into())),
+            "the store is unavailable: timed out"
+        );
+    }
 }
