@@ -12,9 +12,9 @@
 //! `-ERR max number of clients reached`, as Redis tells them, and closed). So a connection
 //! holds at most about 16 + 66 + 64 KiB plus one reply.
 
-mod cell;
 mod cmd;
 pub mod codec;
+mod redis_cell;
 
 use std::io;
 use std::sync::Arc;

@@ -1,9 +1,11 @@
 //! Who a connection is and what it may do: `AUTH` (Redis 6's `AUTH user password` and the
 //! one-argument form), `[resp] password` (the user `default`, scope `check`) and the `[auth]`
 //! tokens, whose scopes are looked up at each command so that a reload applies to connections
-//! already open.
+//! already open; and, before any command runs, whether this connection may run it
+//! ([`admit`]).
 
-use super::{After, Session, Shared, arity};
+use super::parse::Name;
+use super::{After, Session, Shared};
 use crate::auth::{AuthError, Caller, Frontend, Scope, Scopes, Token, Tokens};
 use crate::resp::codec::Reply;
 
@@ -42,6 +44,38 @@ pub(super) fn access(shared: &Shared, session: &Session) -> Access {
             .scopes_now(token)
             .map_or(Access::Anonymous, Access::Scopes),
         Some(User::Nopass) | None => Access::Anonymous,
+    }
+}
+
+/// Whether `session` may run the command `name`, or the refusal to answer, in Redis's words.
+/// A connection may always authenticate, say goodbye or start over (`AUTH`, `HELLO`, `QUIT`,
+/// `RESET`); anything else needs it to have authenticated where that is required (an anonymous
+/// attempt is counted as a failed authentication), and the rate limiters need scope `check`.
+pub(super) fn admit(shared: &Shared, session: &Session, name: Name) -> Result<(), Reply> {
+    let needs = match name {
+        Name::Auth | Name::Hello | Name::Quit | Name::Reset => return Ok(()),
+        Name::ClThrottle | Name::Throttle | Name::TollgateCheck => Some(Scope::Check),
+        _ => None,
+    };
+    match access(shared, session) {
+        Access::Open => Ok(()),
+        Access::Anonymous => {
+            shared
+                .limiter
+                .auth()
+                .missing(Caller::new(Frontend::Resp, session.peer));
+            Err(Reply::Error("NOAUTH Authentication required.".into()))
+        }
+        Access::Scopes(scopes) => match needs {
+            Some(scope) if !scopes.contains(scope) => {
+                // Redis 7.0's words for a command the user's ACL does not allow.
+                Err(Reply::Error(format!(
+                    "NOPERM this user has no permissions to run the '{}' command",
+                    name.as_str()
+                )))
+            }
+            _ => Ok(()),
+        },
     }
 }
 
@@ -99,26 +133,20 @@ pub(super) async fn wrong_pass(refusal: AuthError) -> (Reply, After) {
     }
 }
 
-/// `AUTH [user] password`.
+/// `AUTH [user] password` (`user`: `None` for the one-argument form).
 pub(super) fn auth(
     shared: &Shared,
     session: &mut Session,
-    args: &[&[u8]],
+    user: Option<&[u8]>,
+    password: &[u8],
 ) -> Result<Reply, WrongPass> {
-    let (user, password): (Option<&[u8]>, &[u8]) = match args {
-        [_, password] => {
-            // Redis refuses the password-only form when no password is set.
-            if shared.password.is_none() && !shared.limiter.auth().required() {
-                return Ok(Reply::err(
-                    "AUTH <password> called without any password configured for the default \
-                     user. Are you sure your configuration is correct?",
-                ));
-            }
-            (None, password)
-        }
-        [_, user, password] => (Some(user), password),
-        _ => return Ok(arity("auth")),
-    };
+    // Redis refuses the password-only form when no password is set.
+    if user.is_none() && shared.password.is_none() && !shared.limiter.auth().required() {
+        return Ok(Reply::err(
+            "AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        ));
+    }
     session.user = Some(login(shared, session, user, password).map_err(WrongPass)?);
     Ok(Reply::Simple("OK"))
 }

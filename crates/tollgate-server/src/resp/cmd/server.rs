@@ -6,13 +6,41 @@ use tollgate::Clock;
 
 use std::sync::atomic::Ordering;
 
-use super::{COMMANDS, Shared};
+use super::Shared;
+use super::parse::{COMMANDS, Name};
 use crate::resp::codec::Reply;
 
-/// `COMMAND` (every command, in Redis 7's ten-field form), `COMMAND COUNT`, `COMMAND INFO`,
-/// `COMMAND DOCS` (none documented: an empty map, which redis-cli takes as "no hints").
-pub(super) fn command(args: &[&[u8]]) -> Reply {
-    let info = |(name, arity, flags): &(&str, i64, &[&str])| {
+/// `COMMAND`, read.
+pub(super) enum CommandQuery<'a> {
+    /// `COMMAND`: every command, in Redis 7's ten-field form.
+    All,
+    /// `COMMAND COUNT`.
+    Count,
+    /// `COMMAND DOCS`: none documented, an empty map, which redis-cli takes as "no hints".
+    Docs,
+    /// `COMMAND INFO name ...`.
+    Info(&'a [&'a [u8]]),
+}
+
+impl<'a> CommandQuery<'a> {
+    /// Reads `args` (the command's name first), or the error to answer.
+    pub(super) fn parse(args: &'a [&'a [u8]]) -> Result<CommandQuery<'a>, Reply> {
+        match args.get(1).map(|s| s.to_ascii_lowercase()) {
+            None => Ok(CommandQuery::All),
+            Some(sub) if sub == b"count" => Ok(CommandQuery::Count),
+            Some(sub) if sub == b"docs" => Ok(CommandQuery::Docs),
+            Some(sub) if sub == b"info" => Ok(CommandQuery::Info(&args[2..])),
+            Some(sub) => Err(Reply::err(format!(
+                "unknown subcommand '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(&sub)
+            ))),
+        }
+    }
+}
+
+/// `COMMAND`: what each command is, as Redis 7 describes its own.
+pub(super) fn command(query: &CommandQuery<'_>) -> Reply {
+    let info = |(_, name, arity, flags): &(Name, &str, i64, &[&str])| {
         let is_key = name.contains("throttle") || *name == "tollgate.check";
         let key = if *name == "tollgate.check" { 2 } else { 1 };
         Reply::Array(vec![
@@ -28,26 +56,22 @@ pub(super) fn command(args: &[&[u8]]) -> Reply {
             Reply::Array(Vec::new()),
         ])
     };
-    match args.get(1).map(|s| s.to_ascii_lowercase()) {
-        None => Reply::Array(COMMANDS.iter().map(info).collect()),
-        Some(sub) if sub == b"count" => Reply::Integer(COMMANDS.len() as i64),
-        Some(sub) if sub == b"docs" => Reply::Map(Vec::new()),
-        Some(sub) if sub == b"info" => Reply::Array(
-            args[2..]
+    match query {
+        CommandQuery::All => Reply::Array(COMMANDS.iter().map(info).collect()),
+        CommandQuery::Count => Reply::Integer(COMMANDS.len() as i64),
+        CommandQuery::Docs => Reply::Map(Vec::new()),
+        CommandQuery::Info(names) => Reply::Array(
+            names
                 .iter()
                 .map(|name| {
                     let name = String::from_utf8_lossy(name).to_ascii_lowercase();
                     COMMANDS
                         .iter()
-                        .find(|c| c.0 == name)
+                        .find(|c| c.1 == name)
                         .map_or(Reply::Null, info)
                 })
                 .collect(),
         ),
-        Some(sub) => Reply::err(format!(
-            "unknown subcommand '{}'. Try COMMAND HELP.",
-            String::from_utf8_lossy(&sub)
-        )),
     }
 }
 
@@ -101,21 +125,33 @@ fn push_section(text: &mut String, name: &str) {
     text.push_str(&format!("# {name}\r\n"));
 }
 
-/// `CONFIG GET`: redis-benchmark and some clients read the server's persistence settings at
-/// start; nothing is saved to disk by this server. Other parameters are not exposed.
-pub(super) fn config(args: &[&[u8]]) -> Reply {
-    match args.get(1) {
-        Some(sub) if sub.eq_ignore_ascii_case(b"get") => Reply::Map(
-            args[2..]
-                .iter()
-                .filter_map(|p| match p.to_ascii_lowercase().as_slice() {
-                    b"save" => Some(("save", "")),
-                    b"appendonly" => Some(("appendonly", "no")),
-                    _ => None,
-                })
-                .map(|(k, v)| (Reply::text(k), Reply::text(v)))
-                .collect(),
-        ),
-        _ => Reply::err("tollgate answers CONFIG GET only (save, appendonly)"),
+/// `CONFIG GET parameter ...`, read: redis-benchmark and some clients read the server's
+/// persistence settings at start. Other subcommands are refused.
+pub(super) struct ConfigGet<'a>(&'a [&'a [u8]]);
+
+impl<'a> ConfigGet<'a> {
+    /// Reads `args` (the command's name first), or the error to answer.
+    pub(super) fn parse(args: &'a [&'a [u8]]) -> Result<ConfigGet<'a>, Reply> {
+        match args.get(1) {
+            Some(sub) if sub.eq_ignore_ascii_case(b"get") => Ok(ConfigGet(&args[2..])),
+            _ => Err(Reply::err(
+                "tollgate answers CONFIG GET only (save, appendonly)",
+            )),
+        }
     }
+}
+
+/// `CONFIG GET`: nothing is saved to disk by this server. Other parameters are not exposed.
+pub(super) fn config(get: &ConfigGet<'_>) -> Reply {
+    Reply::Map(
+        get.0
+            .iter()
+            .filter_map(|p| match p.to_ascii_lowercase().as_slice() {
+                b"save" => Some(("save", "")),
+                b"appendonly" => Some(("appendonly", "no")),
+                _ => None,
+            })
+            .map(|(k, v)| (Reply::text(k), Reply::text(v)))
+            .collect(),
+    )
 }

@@ -15,14 +15,17 @@
 //! Negative numbers the module takes as they come (0.5.0 checks none of them): a negative
 //! `max_burst`, a negative emission interval (`count` or `period` negative, not both) or a
 //! negative `quantity` run through its arithmetic all the same. Those requests are answered
-//! here with the module's reply, worked out by [`Degenerate`] from the key's bucket as it
-//! stands, and never change the bucket: where the module would move the bucket's time back
-//! (giving tokens back) or write one in the past, tollgate takes and gives nothing. Numbers
-//! whose tolerance does not fit in 64 bits of nanoseconds are refused.
+//! with the module's reply, worked out by [`Degenerate`] (in `degenerate.rs`) from the key's
+//! bucket as it stands, and never change the bucket. Numbers whose tolerance does not fit in 64
+//! bits of nanoseconds are refused.
 
 use std::time::Duration;
 
 use tollgate::{Decision, Policy};
+
+mod degenerate;
+
+pub(super) use degenerate::Degenerate;
 
 /// The bucket name every `CL.THROTTLE` key goes by: the key alone names the bucket, whatever
 /// numbers come with it.
@@ -74,15 +77,9 @@ impl<'a> Throttle<'a> {
             return Err("Cell error: Zero rates are not supported".to_owned());
         }
         if max_burst < 0 || emission < 0 || quantity < 0 {
-            // The module's i64 arithmetic, built without overflow checks: it wraps.
-            let limit = max_burst.wrapping_add(1);
-            return Ok(Parsed::Degenerate(Degenerate {
-                key,
-                limit,
-                emission,
-                tolerance: emission.wrapping_mul(limit),
-                increment: emission.wrapping_mul(quantity),
-            }));
+            return Ok(Parsed::Degenerate(Degenerate::new(
+                key, max_burst, emission, quantity,
+            )));
         }
         let limit = max_burst as u64 + 1;
         let tolerance = (emission as u64).checked_mul(limit);
@@ -142,75 +139,6 @@ impl<'a> Throttle<'a> {
     }
 }
 
-/// A `CL.THROTTLE` with a negative `max_burst`, emission interval or `quantity`: the numbers of
-/// the module's arithmetic, in nanoseconds, wrapped as it wraps them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Degenerate<'a> {
-    /// The key.
-    pub(super) key: &'a [u8],
-    /// `max_burst + 1`.
-    limit: i64,
-    /// `T = period / count`.
-    emission: i64,
-    /// `τ = T × limit`.
-    tolerance: i64,
-    /// `T × quantity`: how far the request moves the bucket's time.
-    increment: i64,
-}
-
-impl Degenerate<'_> {
-    /// The bucket these numbers make when only the quantity is negative (`None` when the burst
-    /// or the rate is): the look at the key's bucket is taken under them, as a bucket is read
-    /// under the numbers it is asked with (tollgate keeps its level across a change of them).
-    pub(super) fn policy(&self) -> Option<Policy> {
-        let (limit, emission) = (
-            u64::try_from(self.limit).ok()?,
-            u64::try_from(self.emission).ok()?,
-        );
-        (limit >= 1 && emission >= 1 && self.tolerance >= 0)
-            .then(|| Policy::token_bucket(limit, 1, Duration::from_nanos(emission)).ok())
-            .flatten()
-    }
-
-    /// The module's reply for a key whose bucket is full again in `ttl` nanoseconds (0 for a
-    /// key it does not hold): limited when `max(tat, now) + increment − τ` is after now;
-    /// otherwise allowed, and the module then writes the new time with the rest of the wait as
-    /// its expiry, which Redis refuses below −1 ms (the module answers that error).
-    pub(super) fn reply(&self, ttl: i128) -> Result<[i64; 5], String> {
-        let (emission, tolerance) = (i128::from(self.emission), i128::from(self.tolerance));
-        let increment = i128::from(self.increment);
-        let diff = tolerance - ttl - increment;
-        let (limited, retry_after, ttl) = if diff < 0 {
-            let retry_after = if increment <= tolerance {
-                -diff
-            } else {
-                -1_000_000_000
-            };
-            (true, retry_after, ttl)
-        } else {
-            let ttl = ttl + increment;
-            // Redis's RM_SetExpire takes −1 ms as "no expiry" and refuses anything lower.
-            if ttl / 1_000_000 < -1 {
-                return Err("Cell error: Error while setting key expire".to_owned());
-            }
-            (false, -1_000_000_000, ttl)
-        };
-        let next = tolerance - ttl;
-        let remaining = if next > -emission {
-            (whole_micros(next) as f64 / whole_micros(emission) as f64) as i64
-        } else {
-            0
-        };
-        Ok([
-            i64::from(limited),
-            self.limit,
-            remaining,
-            seconds(retry_after),
-            seconds(ttl),
-        ])
-    }
-}
-
 /// An argument as the module reads one: UTF-8, then Rust's `i64` parse.
 fn integer(arg: &[u8]) -> Result<i64, String> {
     let text = String::from_utf8_lossy(arg);
@@ -240,7 +168,7 @@ mod tests {
     use super::*;
     use tollgate::{Check, ManualClock, MemoryStore, Nanos};
 
-    fn args(line: &str) -> Vec<&[u8]> {
+    pub(super) fn args(line: &str) -> Vec<&[u8]> {
         line.split(' ').map(str::as_bytes).collect()
     }
 
@@ -342,53 +270,5 @@ mod tests {
             refused("CL.THROTTLE k 1 2 0"),
             "Cell error: Zero rates are not supported"
         );
-    }
-
-    /// The module's reply to a command with a negative among its numbers, for a key whose
-    /// bucket is full again in `ttl_s` seconds.
-    fn degenerate(line: &str, ttl_s: i128) -> Result<[i64; 5], String> {
-        match Throttle::parse(&args(line)) {
-            Ok(Parsed::Degenerate(d)) => d.reply(ttl_s * 1_000_000_000),
-            other => panic!("{line}: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn each_negative_argument_is_answered_as_the_module_answers_it() {
-        // Worked out by hand through the module's rate_limit (0.5.0), a fresh key first.
-        // max_burst −1: τ = 0 < T, limited; the wait is −1 as the increment exceeds τ.
-        assert_eq!(degenerate("CL.THROTTLE k -1 1 60", 0), Ok([1, 0, 0, -1, 0]));
-        assert_eq!(
-            degenerate("CL.THROTTLE k -5 1 60", 0),
-            Ok([1, -4, 0, -1, 0])
-        );
-        // A look (quantity 0) at τ = 0 is allowed.
-        assert_eq!(
-            degenerate("CL.THROTTLE k -1 1 60 0", 0),
-            Ok([0, 0, 0, -1, 0])
-        );
-        // count or period negative: T = −60 s, τ = −360 s.
-        assert_eq!(degenerate("CL.THROTTLE k 5 -1 60", 0), Ok([1, 6, 0, -1, 0]));
-        assert_eq!(degenerate("CL.THROTTLE k 5 1 -60", 0), Ok([1, 6, 0, -1, 0]));
-        // max_burst 0 and T = −60 s: allowed, and the expiry of −60 s is refused by Redis.
-        assert_eq!(
-            degenerate("CL.THROTTLE k 0 -1 60", 0),
-            Err("Cell error: Error while setting key expire".to_owned())
-        );
-        // A negative quantity: allowed, the bucket's time moved back 60 s. On a fresh key
-        // that is an expiry in the past, refused; on a key 100 s from full, 40 s remain.
-        assert_eq!(
-            degenerate("CL.THROTTLE k 5 1 60 -1", 0),
-            Err("Cell error: Error while setting key expire".to_owned())
-        );
-        assert_eq!(
-            degenerate("CL.THROTTLE k 5 1 60 -1", 100),
-            Ok([0, 6, 5, -1, 40])
-        );
-        // Both negative make a positive rate: the module's 1 per 60 s, a bucket like any.
-        assert!(matches!(
-            Throttle::parse(&args("CL.THROTTLE k 5 -1 -60")),
-            Ok(Parsed::Bucket(_))
-        ));
     }
 }
