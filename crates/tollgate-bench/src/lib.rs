@@ -36,6 +36,7 @@
 
 pub mod all;
 mod args;
+pub mod benchmark;
 pub mod cli;
 mod clock;
 pub mod commandstats;
@@ -48,6 +49,7 @@ pub mod redis;
 pub mod report;
 pub mod resp;
 pub mod scale;
+mod scratch;
 mod servers;
 pub mod soak;
 pub mod stats;

@@ -7,28 +7,31 @@ use std::net::SocketAddr;
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tollgate::Policy;
 use tollgate_server::{ServeError, Server, cli::serve_settings};
 
 use crate::BenchError;
+use crate::scratch::scratch;
 use crate::tls::Certificates;
 
 /// `tollgate serve` as the embedded default runs it (memory store, fail open, 50 ms timeout)
 /// on its own HTTP listener, a free port of `127.0.0.1`, over TLS with `tls`'s certificate
-/// when given one, with the HTTP benchmark's policy configured by name, as a config file
-/// would; in this process until `shutdown`.
+/// when given one, with `policy` configured under `name`, as a config file would; in this
+/// process until `shutdown`.
 pub(crate) async fn http(
+    name: &str,
+    policy: &Policy,
     tls: Option<&Certificates>,
     shutdown: &CancellationToken,
 ) -> Result<Running, BenchError> {
-    let allow_all = crate::http::allow_all()?;
     let dir = scratch("http")?;
     let file = dir.path().join("bench.toml");
     let mut config = format!(
         "[http]\nlisten = \"127.0.0.1:0\"\n\n[policies.{}]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n",
-        crate::http::POLICY_NAME,
-        allow_all.capacity(),
-        allow_all.refill(),
-        allow_all.period().as_nanos()
+        name,
+        policy.capacity(),
+        policy.refill(),
+        policy.period().as_nanos()
     );
     if let Some(tls) = tls {
         config.push('\n');
@@ -72,14 +75,25 @@ pub(crate) async fn resp(shutdown: &CancellationToken) -> Result<SocketAddr, Ben
     Ok(addr)
 }
 
-/// The gRPC benchmark's Envoy config ([`crate::grpc::CONFIG`]) in a scratch directory,
-/// removed when dropped.
+/// The envoyproxy/ratelimit config the gRPC servers answer (in the gRPC, soak and tail
+/// benchmarks): a limit per `user` that no run reaches, so that every call takes the whole
+/// decision path and is allowed.
+pub const CONFIG: &str = "\
+domain: bench
+descriptors:
+  - key: user
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+";
+
+/// [`CONFIG`] in a scratch directory, removed when dropped.
 pub(crate) struct EnvoyConfig(TempDir);
 
 impl EnvoyConfig {
     pub(crate) fn write() -> Result<EnvoyConfig, BenchError> {
         let dir = scratch("grpc")?;
-        write(&dir.path().join("bench.yaml"), crate::grpc::CONFIG)?;
+        write(&dir.path().join("bench.yaml"), CONFIG)?;
         Ok(EnvoyConfig(dir))
     }
 }
@@ -135,17 +149,6 @@ fn tls_table(listener: &str, tls: &Certificates) -> String {
         tls.cert.to_string_lossy(),
         tls.key.to_string_lossy()
     )
-}
-
-/// A scratch directory for one benchmark's files.
-pub(crate) fn scratch(bench: &str) -> Result<TempDir, BenchError> {
-    tempfile::Builder::new()
-        .prefix(&format!("tollgate-bench-{bench}-"))
-        .tempdir()
-        .map_err(|source| BenchError::Write {
-            path: std::env::temp_dir(),
-            source,
-        })
 }
 
 fn write(path: &std::path::Path, text: &str) -> Result<(), BenchError> {

@@ -15,7 +15,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::{BenchError, servers};
+use crate::BenchError;
+use crate::scratch::scratch;
 
 /// The name the clients ask for, one the certificate carries.
 const SERVER_NAME: &str = "localhost";
@@ -33,7 +34,7 @@ pub(crate) struct Certificates {
 impl Certificates {
     /// A new CA and a certificate it signed, in a scratch directory named after `bench`.
     pub(crate) fn make(bench: &str) -> Result<Certificates, BenchError> {
-        let dir = servers::scratch(&format!("{bench}-tls"))?;
+        let dir = scratch(&format!("{bench}-tls"))?;
         let failed = |e: tollgate_testkit::TestkitError| {
             BenchError::Tls(format!("cannot make the test certificates: {e}"))
         };

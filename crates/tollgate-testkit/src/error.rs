@@ -79,8 +79,7 @@ pub enum TestkitError {
         /// What was asked, e.g. `stop`.
         action: &'static str,
     },
-    /// A URL (from the environment or passed to [`redis_cmd`](crate::redis_cmd)) is not one the
-    /// kit understands.
+    /// A URL (from the environment or passed in by a test) is not one the kit understands.
     #[error("invalid URL `{url}`: {reason}")]
     InvalidUrl {
         /// The URL as given.

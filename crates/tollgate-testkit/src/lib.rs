@@ -34,6 +34,11 @@
 //! # Ok::<(), tollgate_testkit::TestkitError>(())
 //! ```
 //!
+//! ## Import circles
+//!
+//! [`modules`] reads a crate's source and finds the modules that name each other in a circle;
+//! the kit's own tests run it over every crate of the workspace.
+//!
 //! ## Process lifetime
 //!
 //! The kit is meant for `cargo nextest` (a process per test) with the handle kept alive for the
@@ -56,6 +61,7 @@
 
 mod cluster;
 mod error;
+pub mod modules;
 mod postgres;
 mod process;
 mod proxy;

@@ -210,7 +210,7 @@ impl TestRedis {
     }
 }
 
-/// One `redis-server` process, also used for each node of a [`TestRedisCluster`](crate::TestRedisCluster).
+/// One `redis-server` process: a server of its own, or one node of a cluster.
 #[derive(Debug)]
 pub(crate) struct RedisServer {
     process: Option<ServerProcess>,

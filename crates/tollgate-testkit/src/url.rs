@@ -1,5 +1,5 @@
 //! Just enough URL parsing for `redis://` and `postgres://` URLs named by the environment: the
-//! kit needs their host, port and (for [`redis_cmd`](crate::redis_cmd)) credentials and
+//! kit needs their host, port and (for a Redis command sent on its own) credentials and
 //! database, and must not pull in a URL crate for that.
 
 use crate::TestkitError;

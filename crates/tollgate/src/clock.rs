@@ -93,7 +93,7 @@ impl Clock for MonotonicClock {
 /// wall clock once, at creation, like [`MonotonicClock`]. Feature `quanta`.
 ///
 /// It costs a few nanoseconds a read where [`MonotonicClock`] costs tens (`Instant::now` is a
-/// call into the vDSO): worth it for the [`MemoryStore`](crate::MemoryStore), where the clock is
+/// call into the vDSO): worth it for the `MemoryStore`, where the clock is
 /// a large part of a check. Use it with `MemoryStore::builder().clock(QuantaClock::new())`.
 ///
 /// **Precision.** On x86-64 it reads the time-stamp counter only when the CPU reports an

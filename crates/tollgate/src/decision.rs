@@ -38,7 +38,7 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// A decision, as a [`Store`](crate::Store) of your own answers it: see the accessors
+    /// A decision, as a `Store` of your own answers it: see the accessors
     /// for what each number means. The two waits are kept to the nanosecond, up to 584 years
     /// (a longer one is kept as 584 years).
     pub fn new(
@@ -238,7 +238,7 @@ impl Verdict {
 
     /// Whether a fail policy gave this answer instead of the store (failing open, or deciding
     /// in local memory while the store was down). Such an answer took nothing from the store:
-    /// giving its tokens back there ([`Settle`](crate::store::settle::Settle)) would hand out
+    /// giving its tokens back there (`Settle`) would hand out
     /// tokens nobody paid, so refunds of it are skipped.
     pub fn by_fail_policy(&self) -> bool {
         self.by_fail_policy

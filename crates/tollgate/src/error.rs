@@ -1,4 +1,4 @@
-//! Errors. A denial is not an error ([`Decision::allowed`](crate::Decision) is `false`); these
+//! Errors. A denial is not an error (`Decision::allowed` is `false`); these
 //! are checks that can never pass and stores that cannot answer.
 
 use std::time::Duration;
@@ -35,7 +35,7 @@ pub enum CheckError {
         /// The position of the repeated check.
         index: usize,
     },
-    /// A policy name that is empty or longer than [`MAX_NAME_LEN`](crate::store::MAX_NAME_LEN).
+    /// A policy name that is empty or longer than `store::MAX_NAME_LEN`.
     #[error("check {index} has an empty policy name or one over 128 bytes")]
     InvalidName {
         /// The position of the check.
@@ -48,21 +48,20 @@ pub enum CheckError {
     /// The store cannot decide this check as asked (see the message).
     #[error("{0}")]
     Unsupported(&'static str),
-    /// A settlement's [`Once`](crate::store::settle::Once) id or time to live is out of range
+    /// A settlement's `Once` id or time to live is out of range
     /// (the message says which): refused alike by every store, before any is asked.
     #[error("{0}")]
     InvalidOnce(&'static str),
-    /// [`Reservation::commit`](crate::store::settle::Reservation::commit) with one `used` on a
+    /// `Reservation::commit` with one `used` on a
     /// reservation whose checks reserved different costs (requests and tokens, say): one number
     /// cannot say what each used. Nothing was settled, and the reservation comes back
-    /// ([`CommitError::into_reservation`](crate::store::settle::CommitError)) to commit with
-    /// [`commit_each`](crate::store::settle::Reservation::commit_each).
+    /// (`CommitError::into_reservation`) to commit with `commit_each`.
     #[error(
         "the reservation's checks reserved different costs: commit what each used with \
          commit_each"
     )]
     CommitNeedsEach,
-    /// [`Reservation::commit_each`](crate::store::settle::Reservation::commit_each) given
+    /// `Reservation::commit_each` given
     /// another number of amounts than the reservation has checks. Nothing was settled.
     #[error("{given} used amounts for a reservation of {reserved} checks: give one per check")]
     UsedCount {
@@ -73,8 +72,7 @@ pub enum CheckError {
     },
     /// A commit's `used` exceeds what was reserved plus the bucket's capacity: a commit puts
     /// a bucket at most one capacity into debt. Nothing was settled, and the reservation comes
-    /// back ([`CommitError::into_reservation`](crate::store::settle::CommitError)) to be
-    /// committed with a sound number.
+    /// back (`CommitError::into_reservation`) to be committed with a sound number.
     #[error(
         "check {index}: used {used} exceeds its reservation plus its capacity ({most}): a \
          commit puts a bucket at most one capacity into debt"
@@ -88,7 +86,7 @@ pub enum CheckError {
         most: u64,
     },
     /// The store's clock read a time past the latest a bucket can be decided at
-    /// ([`MAX_NOW`](crate::algorithm::gcra::MAX_NOW), in 2116): nothing was decided or
+    /// (the algorithms' `MAX_NOW`, in 2116): nothing was decided or
     /// written. The clock is wrong, not the check: [`StoreError::kind`] reports it as
     /// [`ErrorKind::Incompatible`] (not transient), so the fail policy answers and it is
     /// reported loudly.
@@ -107,8 +105,8 @@ pub enum CheckError {
 /// bad check is the caller's to fix; a store that is down, slow or full is *transient* and the
 /// caller's fail policy answers meanwhile; a store that answers what this program does not
 /// understand is *incompatible*, a bug or a misconfiguration that waiting will not fix, which
-/// the fail policy also answers but which must be reported loudly (see
-/// [`Guarded`](crate::store::guarded::Guarded)); settings that can never work are a
+/// the fail policy also answers but which must be reported loudly (see the fail policies);
+/// settings that can never work are a
 /// *configuration* error when the store is built (or probed before it serves), and an outage
 /// once it serves.
 ///
@@ -156,7 +154,7 @@ pub enum StoreError {
     Incompatible(Box<dyn std::error::Error + Send + Sync>),
     /// A store was configured with something it can never work with (no URL, a bad name,
     /// credentials refused, no such database). Only building a store and probing it with
-    /// [`Store::ready`](crate::Store::ready) answer it, never a decision: see
+    /// `Store::ready` answer it, never a decision: see
     /// [`ErrorKind::Config`].
     Config(String),
 }
@@ -230,7 +228,7 @@ pub enum ErrorKind {
     /// ([`CheckError::ClockOutOfRange`]): a bug or a misconfiguration.
     Incompatible,
     /// [`StoreError::Config`]: settings that can never work, found when the store is built
-    /// or probed with [`Store::ready`](crate::Store::ready) (what a program asks before it
+    /// or probed with `Store::ready` (what a program asks before it
     /// serves, to refuse to start). Never the answer to a decision: a store that was built
     /// and then refuses its settings (a password changed, a `pg_hba.conf` entry removed) is
     /// an outage, [`Unavailable`](ErrorKind::Unavailable), which the fail policy answers.

@@ -7,7 +7,7 @@ use std::fmt;
 use std::ops::{Add, Sub};
 use std::time::Duration;
 
-/// A point in time or a span of time in nanoseconds of some [`Clock`](crate::Clock).
+/// A point in time or a span of time in nanoseconds of some clock.
 ///
 /// `u64` nanoseconds cover 584 years; every operation saturates.
 ///

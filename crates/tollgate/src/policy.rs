@@ -131,7 +131,7 @@ pub enum PolicyError {
         window: Duration,
     },
     /// A store cannot decide this policy: its numbers are beyond the store's range, or the
-    /// store lacks its algorithm (see [`Store::supports`](crate::Store::supports)).
+    /// store lacks its algorithm (see `Store::supports`).
     #[error("{reason}")]
     Unsupported {
         /// The input to change: `capacity`, `refill`, `period` or `algorithm`.

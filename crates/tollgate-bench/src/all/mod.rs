@@ -19,7 +19,7 @@ use clap::{Args, Parser, ValueEnum};
 use tokio::time::Instant;
 use tollgate_testkit::{Reply, TestPostgres, TestRedis, TestRedisCluster, redis_cmd};
 
-use crate::cli::{Cli, run_one};
+use crate::benchmark::{OneBenchmark, run_one};
 use crate::{BenchError, Report};
 use machine::Machine;
 use progress::Progress;
@@ -168,7 +168,7 @@ fn unavailable(what: &'static str) -> impl Fn(tollgate_testkit::TestkitError) ->
 /// Runs one step through the command-line parser, as `tollgate-bench ARGS` would.
 async fn run_step(step: &Step) -> Result<Report, BenchError> {
     let argv = std::iter::once("tollgate-bench").chain(step.args.iter().map(String::as_str));
-    let cli = Cli::try_parse_from(argv).map_err(|e| BenchError::Args(e.to_string()))?;
+    let cli = OneBenchmark::try_parse_from(argv).map_err(|e| BenchError::Args(e.to_string()))?;
     let (report, _) = run_one(cli.bench).await?;
     Ok(report)
 }

@@ -168,7 +168,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::cli::Cli;
+    use crate::benchmark::OneBenchmark;
 
     #[test]
     fn quick_steps_name_their_stores_and_out_dir() {
@@ -199,7 +199,7 @@ mod tests {
             .collect();
         assert_eq!(all.len(), 2 * BenchName::value_variants().len());
         for step in steps.iter().chain(&all) {
-            let parsed = Cli::try_parse_from(
+            let parsed = OneBenchmark::try_parse_from(
                 std::iter::once("tollgate-bench").chain(step.args.iter().map(String::as_str)),
             );
             assert!(parsed.is_ok(), "{:?}: {parsed:?}", step.args);

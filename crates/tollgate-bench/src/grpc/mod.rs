@@ -4,8 +4,9 @@
 //! costs, in one run on one machine.
 //!
 //! The servers run in this process, started through the server's library on the config
-//! [`CONFIG`] (`mod.rs`); `measure.rs` drives them, `report/` writes the report. The client runs in the same
-//! process and on the same cores, so the figures are the whole round trip's cost.
+//! [`CONFIG`] (`servers.rs`, which starts them); `measure.rs` drives them, `report/` writes the
+//! report. The client runs in the same process and on the same cores, so the figures are the
+//! whole round trip's cost.
 
 mod dial;
 mod measure;
@@ -15,23 +16,13 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
+pub use crate::servers::CONFIG;
 pub use report::{GrpcReport, GrpcRun};
 
 use crate::servers::Running;
 use crate::tls::{Certificates, TlsClient};
 use crate::{BenchError, servers};
 use measure::measure;
-
-/// The envoyproxy/ratelimit config the servers answer: a limit per `user` that no run reaches,
-/// so that every call takes the whole decision path and is allowed.
-pub const CONFIG: &str = "\
-domain: bench
-descriptors:
-  - key: user
-    rate_limit:
-      unit: second
-      requests_per_unit: 1000000000
-";
 
 /// Arguments of the gRPC benchmark.
 #[derive(clap::Args, Debug, Clone)]

@@ -19,9 +19,9 @@ mod variant;
 
 use std::path::PathBuf;
 
-pub use report::{Comparison, GOAL_RATIO, HttpReport, Run, Summary};
+pub use report::{Comparison, HttpReport, Run, Summary};
 pub use server::{POLICY_NAME, allow_all};
-pub use variant::Variant;
+pub use variant::{GOAL_RATIO, Variant};
 
 use crate::BenchError;
 use crate::args::seconds;

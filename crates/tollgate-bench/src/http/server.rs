@@ -107,7 +107,7 @@ impl Server {
                 }
                 _ => (None, None),
             };
-            let server = servers::http(certificates, &shutdown).await?;
+            let server = servers::http(POLICY_NAME, &allow_all()?, certificates, &shutdown).await?;
             return Ok(Server {
                 variant,
                 addr: server.addr,

@@ -4,6 +4,10 @@
 
 use std::fmt;
 
+/// The middleware's goal: with it, at least this fraction of the bare handler's requests/s
+/// (raised from 0.9 once the middleware reached it).
+pub const GOAL_RATIO: f64 = 0.95;
+
 /// What serves `GET /hello`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Variant {
@@ -86,7 +90,7 @@ impl Variant {
     pub fn goal(self) -> Option<f64> {
         match self {
             Variant::Bare | Variant::BareHeaders => None,
-            Variant::Tollgate | Variant::TollgateKeys => Some(super::GOAL_RATIO),
+            Variant::Tollgate | Variant::TollgateKeys => Some(GOAL_RATIO),
             // The server parses a JSON body and writes one: more work than a middleware in
             // front of a static handler.
             Variant::Server => Some(0.8),

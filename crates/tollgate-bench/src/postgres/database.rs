@@ -6,8 +6,10 @@ use tokio_postgres::{Client, NoTls};
 
 use super::limit::Limit;
 use super::scenario::HOT;
-use super::tollgate::TABLE;
 use crate::BenchError;
+
+/// tollgate's table in the run's schema.
+pub(crate) const TABLE: &str = "tollgate_buckets";
 
 /// Where the approaches connect and which schema they use.
 #[derive(Debug, Clone)]

@@ -31,7 +31,8 @@ use std::path::PathBuf;
 
 pub use ::tollgate::store::postgres::Isolation;
 pub use approach::Approach;
-pub use report::{Cell, OverGrant, PostgresReport, Race, Rounding};
+pub use race::Race;
+pub use report::{Cell, OverGrant, PostgresReport, Rounding};
 pub use scenario::Scenario;
 
 use crate::BenchError;

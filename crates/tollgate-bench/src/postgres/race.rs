@@ -12,10 +12,38 @@ use super::approach::{Approach, Crew};
 use super::database::Target;
 use super::limit::DEFAULTS;
 use super::outcome::Tally;
-use super::report::Race;
 use super::{Isolation, IsolationNames};
 use crate::BenchError;
 use crate::clock::Stopwatch;
+
+/// Flaw (a): concurrent first calls on fresh keys.
+#[derive(Debug, Clone)]
+pub struct Race {
+    /// The isolation level.
+    pub isolation: Isolation,
+    /// The approach.
+    pub approach: Approach,
+    /// Concurrent workers, each calling every key once, in the same order.
+    pub workers: usize,
+    /// Fresh keys.
+    pub keys: usize,
+    /// Calls made (`workers × keys`).
+    pub calls: u64,
+    /// Calls allowed (the limit allows every one).
+    pub allowed: u64,
+    /// Calls that failed.
+    pub errors: u64,
+    /// Of those, duplicate keys (SQLSTATE 23505).
+    pub duplicate_key: u64,
+    /// Of those, serialization failures that outlived the retries (40001).
+    pub serialization: u64,
+    /// Of those, tollgate's calls that ran past the store's timeout.
+    pub timeouts: u64,
+    /// tollgate's store's statements that gave up on 40001.
+    pub gave_up: u64,
+    /// Attempts retried after a serialization failure.
+    pub retried: u64,
+}
 
 /// Concurrent workers, each a connection for the function; tollgate gets as many connections.
 pub(crate) const WORKERS: usize = 32;

@@ -8,12 +8,9 @@ use std::time::Duration;
 use tollgate::{Check, Policy, PostgresStore, Store};
 
 use super::Isolation;
-use super::database::Target;
+use super::database::{TABLE, Target};
 use super::outcome::{CallError, Checked};
 use crate::BenchError;
-
-/// tollgate's table in the run's schema.
-pub(crate) const TABLE: &str = "tollgate_buckets";
 
 /// Checks per call when rows are created ahead of a run.
 const PRECREATE_BATCH: usize = 200;

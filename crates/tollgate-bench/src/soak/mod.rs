@@ -4,7 +4,7 @@
 //! descriptors, live tasks. A leak shows as a trend; a fault as one period's tail.
 //!
 //! The server runs in this process, started through the server's library on the Redis named,
-//! answering Envoy's gRPC API on [`crate::grpc::CONFIG`] (`mod.rs`); `measure.rs` paces the
+//! answering Envoy's gRPC API on [`crate::grpc::CONFIG`] (`servers.rs`); `measure.rs` paces the
 //! calls and injects the faults, `report/` writes the report.
 
 mod measure;

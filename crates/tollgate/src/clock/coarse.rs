@@ -9,7 +9,7 @@ use crate::Nanos;
 
 /// A clock read from memory: a thread of its own writes [`MonotonicClock`]'s time there once
 /// per resolution (1 ms by default), and a read is one load. The cheapest clock for the
-/// [`MemoryStore`](crate::MemoryStore), where the clock is a large part of a check: use it
+/// `MemoryStore`, where the clock is a large part of a check: use it
 /// with `MemoryStore::builder().clock(CoarseClock::new())`. governor's `QuantaUpkeepClock` and
 /// quanta's `Clock::recent` are clocks of this kind.
 ///

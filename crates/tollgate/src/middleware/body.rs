@@ -1,4 +1,4 @@
-//! [`TollgateBody`], the body of every response a [`Tollgate`](super::Tollgate) service
+//! [`TollgateBody`], the body of every response a `Tollgate` service (the layer's service)
 //! returns: the inner service's, the layer's own answer, or a rejection hook's.
 
 use std::fmt;
@@ -27,9 +27,9 @@ where
 }
 
 pin_project_lite::pin_project! {
-    /// The response body of a [`Tollgate`](super::Tollgate) service: the inner service's body
-    /// when the request went through, else the layer's own answer (or the one its
-    /// [`rejection`](super::TollgateLayerBuilder::rejection) hook built). axum, hyper and tonic
+    /// The response body of a `Tollgate` service: the inner service's body when the request
+    /// went through, else the layer's own answer (or the one its builder's `rejection` hook
+    /// built). axum, hyper and tonic
     /// serve it as they serve any body; there is nothing to construct.
     ///
     /// ```

@@ -4,7 +4,10 @@
 
 use http::request::Parts;
 
-use super::layer::{CostAfterFn, CostFn};
+/// What a request costs a policy, from its head.
+pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+/// What a request costs a policy once its response is known (`None`: what was reserved).
+pub(crate) type CostAfterFn = dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync;
 
 /// The costs of one named policy, where they differ from the layer's.
 pub(crate) struct Own {

@@ -30,7 +30,7 @@ use super::net;
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of the request, or `None` when it has none (the layer's
-    /// [`on_missing_key`](super::TollgateLayerBuilder::on_missing_key) decides what then).
+    /// `on_missing_key`, a [`MissingKey`], decides what then).
     fn extract(&self, parts: &Parts) -> Option<Vec<u8>>;
 }
 
@@ -115,8 +115,8 @@ pub enum ForwardedHeader {
 ///
 /// - **axum**: `ConnectInfo<SocketAddr>` (feature `axum`), when the app is served with
 ///   `app.into_make_service_with_connect_info::<SocketAddr>()`;
-/// - **hyper**: a bare `SocketAddr`, which [`PeerAddrLayer`](super::PeerAddrLayer) inserts for
-///   each connection;
+/// - **hyper**: a bare `SocketAddr`, which the `PeerAddrLayer` of this module inserts
+///   for each connection;
 /// - **tonic**, or any server that records it in a type of its own: [`peer_addr`](Self::peer_addr)
 ///   says where: `ClientIp::new().peer_addr(|parts|
 ///   parts.extensions.get::<tonic::transport::server::TcpConnectInfo>()?.remote_addr())`.
@@ -125,7 +125,7 @@ pub enum ForwardedHeader {
 ///
 /// A request without one has no key: the layer answers `400` naming the fix, and logs it once
 /// (at error level, with `tracing`) on the first such request, also when
-/// [`MissingKey::Allow`](super::MissingKey::Allow) lets it through unlimited. No layer can know
+/// [`MissingKey::Allow`] lets it through unlimited. No layer can know
 /// its server before requests arrive, so the first request is the earliest it can tell.
 ///
 /// ```
@@ -356,6 +356,31 @@ fn ipv4_key(ip: std::net::Ipv4Addr) -> Vec<u8> {
         key.push(b'0' + octet % 10);
     }
     key
+}
+
+/// What to do with a request that has no key.
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::middleware::{Header, MissingKey, TollgateLayer};
+/// use tollgate::{MemoryStore, Policy};
+///
+/// // Limit callers by API key; requests without one (health checks) pass unlimited.
+/// let layer = TollgateLayer::builder(MemoryStore::new())
+///     .policy("api", Policy::per_second(100)?)
+///     .key(Header::new(HeaderName::from_static("x-api-key")))
+///     .on_missing_key(MissingKey::Allow)
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MissingKey {
+    /// Answer 400 (gRPC `INVALID_ARGUMENT`): the request cannot be accounted for (the default).
+    #[default]
+    Reject,
+    /// Let it through unlimited, e.g. for health checks without an API key.
+    Allow,
 }
 
 #[cfg(test)]

@@ -11,76 +11,20 @@ use http::Response;
 use http::request::Parts;
 use tower_layer::Layer;
 
-use super::body::{BoxError, HookBody, hook_body};
+use super::body::{BoxError, hook_body};
 use super::cost::Costs;
-use super::key::{ClientIp, KeyExtractor};
+use super::key::{ClientIp, KeyExtractor, MissingKey};
 use super::response::Rejection;
 use super::service::Tollgate;
+use super::shared::{RejectFn, Shared};
 use super::tiers::{NamedPolicy, Tiers};
 use crate::store::guarded::{FailPolicy, Guarded};
 use crate::store::settle::{DynSettle, Settle};
-use crate::{DynStore, Policy, Store};
+use crate::{Policy, Store};
 
-/// What to do with a request that has no key.
-///
-/// ```
-/// use http::HeaderName;
-/// use tollgate::middleware::{Header, MissingKey, TollgateLayer};
-/// use tollgate::{MemoryStore, Policy};
-///
-/// // Limit callers by API key; requests without one (health checks) pass unlimited.
-/// let layer = TollgateLayer::builder(MemoryStore::new())
-///     .policy("api", Policy::per_second(100)?)
-///     .key(Header::new(HeaderName::from_static("x-api-key")))
-///     .on_missing_key(MissingKey::Allow)
-///     .build()?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum MissingKey {
-    /// Answer 400 (gRPC `INVALID_ARGUMENT`): the request cannot be accounted for (the default).
-    #[default]
-    Reject,
-    /// Let it through unlimited, e.g. for health checks without an API key.
-    Allow,
-}
-
-pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
-pub(crate) type CostAfterFn = dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync;
 /// Turns the layer's guarded store into the settling store `cost_after` commits on (set only
 /// where the store can settle).
 type MakeSettle<S> = dyn FnOnce(Arc<Guarded<S>>) -> Arc<dyn DynSettle>;
-/// A rejection hook, its body boxed (the body is erased so that the service's type does not
-/// name the hook's).
-type RejectFn = dyn Fn(&Rejection, &Parts) -> Response<HookBody> + Send + Sync;
-
-/// What every service of one layer shares: one limiter, never a budget per clone or per
-/// connection.
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn DynStore>,
-    pub(crate) key: Box<dyn KeyExtractor>,
-    /// The key when it is a [`ClientIp`]: to tell a server that gives no peer address (every
-    /// request keyless) from a request without a key.
-    pub(crate) client_ip: Option<ClientIp>,
-    /// Whether that misconfiguration was logged (once per layer).
-    pub(crate) no_peer_logged: AtomicBool,
-    pub(crate) policies: Arc<[NamedPolicy]>,
-    /// The `RateLimit-Policy` header of `policies`, built once.
-    pub(crate) policy_header: Option<http::HeaderValue>,
-    pub(crate) tiers: Option<Box<dyn Tiers>>,
-    /// What a request costs each policy.
-    pub(crate) costs: Costs,
-    /// The store `cost_after` commits on, when any policy reads its actual cost.
-    pub(crate) settle: Option<Arc<dyn DynSettle>>,
-    /// The tiers' policies the store cannot decide that were logged already, so that each is
-    /// logged once (bounded: see `service::MAX_LOGGED_TIERS`).
-    pub(crate) unsupported_logged: parking_lot::Mutex<std::collections::HashSet<NamedPolicy>>,
-    pub(crate) on_missing_key: MissingKey,
-    pub(crate) legacy_headers: bool,
-    pub(crate) max_wait: Duration,
-    pub(crate) reject: Option<Box<RejectFn>>,
-}
 
 /// A tower layer that rate-limits requests: axum, hyper and tonic services. Cheap to clone;
 /// every service it makes shares one limiter.

@@ -45,12 +45,13 @@ mod net;
 mod peer;
 mod response;
 mod service;
+mod shared;
 mod tiers;
 
 pub use body::{BoxError, TollgateBody};
 pub use ipnet::IpNet;
-pub use key::{ClientIp, ForwardedHeader, Header, KeyExtractor};
-pub use layer::{LayerError, MissingKey, TollgateLayer, TollgateLayerBuilder};
+pub use key::{ClientIp, ForwardedHeader, Header, KeyExtractor, MissingKey};
+pub use layer::{LayerError, TollgateLayer, TollgateLayerBuilder};
 pub use peer::{PeerAddr, PeerAddrLayer};
 pub use response::{Rejection, RejectionKind};
 pub use service::{ResponseFuture, Tollgate};

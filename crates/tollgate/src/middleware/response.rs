@@ -18,8 +18,8 @@ static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
-/// Why the layer answered instead of the service: what a
-/// [`rejection`](super::TollgateLayerBuilder::rejection) hook matches on.
+/// Why the layer answered instead of the service: what the layer builder's `rejection` hook
+/// matches on.
 ///
 /// ```
 /// use std::time::Duration;
@@ -62,8 +62,8 @@ pub enum RejectionKind {
     MissingKey,
 }
 
-/// A request the layer refuses, as handed to a custom
-/// [`rejection`](super::TollgateLayerBuilder::rejection) hook (with the request's parts).
+/// A request the layer refuses, as handed to a custom `rejection` hook of the layer builder
+/// (with the request's parts).
 ///
 /// ```
 /// use http::{Response, StatusCode};
@@ -96,7 +96,7 @@ pub struct Rejection {
 
 impl Rejection {
     /// A rejection for `kind`, of a plain HTTP request: what the layer hands its hook, made
-    /// by hand to unit-test a [`rejection`](super::TollgateLayerBuilder::rejection) hook.
+    /// by hand to unit-test the layer builder's `rejection` hook.
     ///
     /// ```
     /// use std::time::Duration;

@@ -1,4 +1,4 @@
-//! [`Tollgate`], the service a [`TollgateLayer`](super::TollgateLayer) wraps around another:
+//! [`Tollgate`], the service a `TollgateLayer` wraps around another:
 //! it decides each request on the shared store before (and instead of) calling the inner one.
 
 use std::future::Future;
@@ -13,13 +13,14 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::TollgateBody;
-use super::layer::{MissingKey, Shared};
+use super::key::MissingKey;
 use super::response::{self, NO_PEER_ADDR, Rejection, RejectionKind};
+use super::shared::Shared;
 use super::tiers::NamedPolicy;
 use crate::store::settle::Adjustment;
 use crate::{Algorithm, Check, CheckError, Decision, StoreError, Verdict};
 
-/// A rate-limited service: what [`TollgateLayer`](super::TollgateLayer) wraps around the
+/// A rate-limited service: what `TollgateLayer` wraps around the
 /// inner one. Clones share the layer's limiter.
 ///
 /// ```

@@ -4,12 +4,8 @@ mod document;
 
 use std::time::Duration;
 
-use super::variant::Variant;
+use super::variant::{GOAL_RATIO, Variant};
 use crate::report::{Goal, Medians, TlsCost, median, thousands};
-
-/// The middleware's goal: with it, at least this fraction of the bare handler's requests/s
-/// (raised from 0.9 once the middleware reached it).
-pub const GOAL_RATIO: f64 = 0.95;
 
 /// One run of `run_http`.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ mod reading;
 
 use std::time::Duration;
 
-use super::{Approach, Isolation, Scenario};
+use super::{Approach, Isolation, Race, Scenario};
 use crate::report::{Goal, per};
 
 /// One run of the PostgreSQL benchmark.
@@ -149,35 +149,6 @@ impl OverGrant {
     pub fn over_grant(&self) -> f64 {
         self.allowed as f64 / self.max_allowed() as f64 - 1.0
     }
-}
-
-/// Flaw (a): concurrent first calls on fresh keys.
-#[derive(Debug, Clone)]
-pub struct Race {
-    /// The isolation level.
-    pub isolation: Isolation,
-    /// The approach.
-    pub approach: Approach,
-    /// Concurrent workers, each calling every key once, in the same order.
-    pub workers: usize,
-    /// Fresh keys.
-    pub keys: usize,
-    /// Calls made (`workers × keys`).
-    pub calls: u64,
-    /// Calls allowed (the limit allows every one).
-    pub allowed: u64,
-    /// Calls that failed.
-    pub errors: u64,
-    /// Of those, duplicate keys (SQLSTATE 23505).
-    pub duplicate_key: u64,
-    /// Of those, serialization failures that outlived the retries (40001).
-    pub serialization: u64,
-    /// Of those, tollgate's calls that ran past the store's timeout.
-    pub timeouts: u64,
-    /// tollgate's store's statements that gave up on 40001.
-    pub gave_up: u64,
-    /// Attempts retried after a serialization failure.
-    pub retried: u64,
 }
 
 /// Flaw (b): a steady schedule of calls on one key, against the exact expectation.

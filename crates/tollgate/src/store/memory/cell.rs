@@ -22,8 +22,7 @@ use crate::{Algorithm, Nanos, Policy};
 pub(crate) const LOCKED: u64 = 1 << 63;
 
 /// What the slot of a key whose cell moved to its shard's hot cells holds: `MOVED + i`, for
-/// the `i`-th hot cell (see [`hot`](super::hot)). Never a `tat`, locked or not, by the bound
-/// above.
+/// the `i`-th hot cell. Never a `tat`, locked or not, by the bound above.
 pub(crate) const MOVED: u64 = u64::MAX - 256;
 
 /// What a hot cell holds once its slot is gone: a cached check's compare-and-swap fails on
@@ -162,5 +161,24 @@ impl Drop for Held<'_> {
             debug_assert_eq!(*tat & LOCKED, 0);
             cell.store(*tat, Ordering::Release);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use parking_lot::Mutex;
+
+    use super::Window;
+    use crate::store::memory::table::{Hot, Slot};
+
+    /// The sizes the store's documentation gives in bytes.
+    #[test]
+    fn slots_are_the_documented_size() {
+        assert_eq!(std::mem::size_of::<Slot<AtomicU64>>(), 40);
+        assert_eq!(std::mem::size_of::<Slot<Mutex<Window>>>(), 120);
+        // A hot cell's place in its shard's list (its `Arc` is 8 + 8 + 8 more).
+        assert_eq!(std::mem::size_of::<Option<Hot<AtomicU64>>>(), 16);
     }
 }

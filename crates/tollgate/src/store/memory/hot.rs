@@ -38,15 +38,11 @@ use parking_lot::RwLock;
 use super::cell::MOVED;
 use super::key::Key;
 use super::name::BucketKey;
-use super::table::{Cell, Hot, KeyCount, Shard, Table};
+use super::table::{Cell, HOT_PER_SHARD, Hot, KeyCount, Shard, Table};
 use crate::Nanos;
 
 /// Checks of one key in a row by one thread that promote it.
 pub(crate) const STREAK: u32 = 8;
-
-/// The most hot cells in one shard. A shard with none free frees an idle one for a new hot
-/// key, and otherwise leaves the key in its slot.
-pub(crate) const HOT_PER_SHARD: usize = 4;
 
 /// A thread's cached hot cell (its table's id is in [`CACHED_TABLE`]).
 struct Cached {

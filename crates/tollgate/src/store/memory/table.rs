@@ -12,8 +12,8 @@
 //!
 //! A shard also holds a few *hot cells*: the cells of keys that threads check again and again,
 //! moved out of their slots so that those threads can update them without the table (see
-//! [`hot`](super::hot)). Their slots stay, marked as moved, and every reader of a slot goes
-//! through [`Shard::cell`].
+//! `hot.rs`, which moves them). Their slots stay, marked as moved, and every reader of a slot
+//! goes through [`Shard::cell`].
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -26,6 +26,10 @@ use super::key::Key;
 use super::name::BucketKey;
 use crate::{Nanos, StoreError};
 
+/// The most hot cells in one shard. A shard with none free frees an idle one for a new hot
+/// key, and otherwise leaves the key in its slot.
+pub(crate) const HOT_PER_SHARD: usize = 4;
+
 /// What a table stores per key.
 pub(crate) trait Cell: Send + Sync + 'static {
     /// The state of a key never seen.
@@ -36,7 +40,7 @@ pub(crate) trait Cell: Send + Sync + 'static {
     fn heap_bytes(&self) -> usize;
 
     /// The index of the hot cell this slot's cell moved to, if it did (only token buckets
-    /// move, see [`hot`](super::hot); the others keep these defaults).
+    /// move; the others keep these defaults).
     #[inline]
     fn moved(&self) -> Option<usize> {
         None
@@ -66,8 +70,7 @@ pub(crate) struct Hot<V> {
 
 pub(crate) struct Shard<V> {
     pub(crate) slots: HashTable<Slot<V>>,
-    /// Hot cells, at most [`HOT_PER_SHARD`](super::hot::HOT_PER_SHARD); a moved slot names
-    /// its index here.
+    /// Hot cells, at most [`HOT_PER_SHARD`]; a moved slot names its index here.
     pub(crate) hot: Vec<Option<Hot<V>>>,
     /// Entries left by the last sweep: the next sweep waits until the shard doubles.
     after_sweep: usize,
@@ -378,23 +381,4 @@ fn retire_if_idle<V: Cell>(hot: &mut [Option<Hot<V>>], index: usize, now: Nanos)
         *place = None;
     }
     retired
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicU64;
-
-    use parking_lot::Mutex;
-
-    use super::{Hot, Slot};
-    use crate::store::memory::cell::Window;
-
-    /// The sizes the store's documentation gives in bytes.
-    #[test]
-    fn slots_are_the_documented_size() {
-        assert_eq!(std::mem::size_of::<Slot<AtomicU64>>(), 40);
-        assert_eq!(std::mem::size_of::<Slot<Mutex<Window>>>(), 120);
-        // A hot cell's place in its shard's list (its `Arc` is 8 + 8 + 8 more).
-        assert_eq!(std::mem::size_of::<Option<Hot<AtomicU64>>>(), 16);
-    }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cleanup::cleanup_loop;
+use super::isolation::Isolation;
 use super::pool::{self, Pool, Setup};
 use super::retry::Retry;
 use super::schema::Names;
@@ -55,33 +56,6 @@ pub struct PostgresStoreBuilder {
     cleanup_interval: Option<Duration>,
     cleanup_batch: i64,
     test_clock: Option<Arc<dyn Clock>>,
-}
-
-/// The isolation level of every transaction of the store's connections.
-///
-/// ```
-/// use tollgate::PostgresStore;
-/// use tollgate::store::postgres::Isolation;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tollgate::StoreError> {
-/// // CockroachDB runs SERIALIZABLE whatever is asked; say so, and conflicts are retried.
-/// let store = PostgresStore::builder("postgres://root@127.0.0.1:26257/defaultdb")
-///     .isolation(Isolation::Serializable)
-///     .build()
-///     .await?;
-/// # drop(store);
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Isolation {
-    /// PostgreSQL's default. Each decision is atomic without retries.
-    #[default]
-    ReadCommitted,
-    /// What YugabyteDB and CockroachDB run: conflicts fail with SQLSTATE 40001 and are retried.
-    Serializable,
 }
 
 impl PostgresStore {

@@ -1,32 +1,15 @@
-//! Deleting idle rows (full buckets, ended windows, expired settlement ids): on demand, and in
-//! the background every [`cleanup_interval`](super::PostgresStoreBuilder::cleanup_interval).
+//! Deleting idle rows (full buckets, ended windows, expired settlement ids): on demand
+//! ([`PostgresStore::cleanup_idle`](super::PostgresStore::cleanup_idle)), and in the background
+//! in the loop the builder starts.
 
 use std::sync::Weak;
 use std::time::Duration;
 
 use tokio_postgres::types::ToSql;
 
+use super::Inner;
 use super::error::store_error;
-use super::{Inner, PostgresStore};
 use crate::StoreError;
-
-impl PostgresStore {
-    /// Deletes idle rows (full buckets) in batches until none is left, and the settlement ids
-    /// that have expired; returns how many rows of buckets went. The store also does this in
-    /// the background (see
-    /// [`PostgresStoreBuilder::cleanup_interval`](super::PostgresStoreBuilder::cleanup_interval)).
-    ///
-    /// # Cancel safety
-    ///
-    /// It deletes in batches, one statement each. Dropped between two, the batches done stay
-    /// done; dropped while one is in flight, that statement runs to its end on the server or
-    /// not at all. What it deletes is idle either way (a full bucket, an ended window, an
-    /// expired id), and a deleted bucket is indistinguishable from a new one, so a cleanup cut
-    /// short changes no decision: the next one deletes the rest.
-    pub async fn cleanup_idle(&self) -> Result<u64, StoreError> {
-        self.inner.cleanup_idle().await
-    }
-}
 
 /// Deletes idle rows every `every`, until the store is dropped.
 pub(super) async fn cleanup_loop(inner: Weak<Inner>, every: Duration) {
@@ -39,7 +22,7 @@ pub(super) async fn cleanup_loop(inner: Weak<Inner>, every: Duration) {
 }
 
 impl Inner {
-    async fn cleanup_idle(&self) -> Result<u64, StoreError> {
+    pub(super) async fn cleanup_idle(&self) -> Result<u64, StoreError> {
         let now_param = self.now_param()?;
         loop {
             let lease = self.pool.get().await?;

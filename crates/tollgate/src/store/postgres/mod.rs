@@ -47,6 +47,7 @@ mod builder;
 mod call;
 mod cleanup;
 mod error;
+mod isolation;
 mod pool;
 mod retry;
 mod schema;
@@ -63,7 +64,8 @@ use std::time::Duration;
 use crate::store::batch::Batcher;
 use crate::store::deny_cache::DenyCache;
 use crate::{Clock, Nanos, StoreError};
-pub use builder::{DEFAULT_TIMEOUT, Isolation, PostgresStoreBuilder};
+pub use builder::{DEFAULT_TIMEOUT, PostgresStoreBuilder};
+pub use isolation::Isolation;
 use pool::Pool;
 pub use retry::{GiveUp, Retry};
 
@@ -161,6 +163,21 @@ impl PostgresStore {
     /// too: they take turns on an advisory lock).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         self.inner.pool.migrate().await
+    }
+
+    /// Deletes idle rows (full buckets) in batches until none is left, and the settlement ids
+    /// that have expired; returns how many rows of buckets went. The store also does this in
+    /// the background (see [`PostgresStoreBuilder::cleanup_interval`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// It deletes in batches, one statement each. Dropped between two, the batches done stay
+    /// done; dropped while one is in flight, that statement runs to its end on the server or
+    /// not at all. What it deletes is idle either way (a full bucket, an ended window, an
+    /// expired id), and a deleted bucket is indistinguishable from a new one, so a cleanup cut
+    /// short changes no decision: the next one deletes the rest.
+    pub async fn cleanup_idle(&self) -> Result<u64, StoreError> {
+        self.inner.cleanup_idle().await
     }
 
     /// Conflicts retried and given up so far.

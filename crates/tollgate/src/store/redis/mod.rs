@@ -80,6 +80,7 @@
 #[doc(hidden)]
 pub mod bench;
 mod connect;
+mod encoded;
 mod error;
 mod keys;
 mod nodes;
@@ -98,8 +99,9 @@ use super::batch::{Batcher, Runner};
 use super::deny_cache::DenyCache;
 use super::{Check, Store};
 use crate::{CheckError, Clock, MonotonicClock, Nanos, StoreError, Verdict};
+use encoded::Encoded;
 use plan::TakeFirst;
-use script::{Encoded, Keys, Reply, Scripts};
+use script::{Keys, Reply, Scripts};
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
 const LAYOUT_SCRIPT: &str =
@@ -641,7 +643,7 @@ impl RedisStore {
     /// Whether this store can decide `policy` (its numbers within the store's range), without
     /// a store at hand: what [`Store::supports`] answers, for checking a config file.
     pub fn supports_policy(policy: &crate::Policy) -> Result<(), crate::PolicyError> {
-        script::params(policy).map(drop)
+        encoded::params(policy).map(drop)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::script::{Encoded, Take, checks};
+use super::encoded::{Encoded, Take, checks};
 
 /// Calls with at most this many checks find repeated buckets by comparing them with the
 /// buckets before: cheaper than hashing until the comparisons add up.

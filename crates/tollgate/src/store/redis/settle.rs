@@ -4,9 +4,10 @@ use std::fmt::Write;
 
 use redis::{Script, Value};
 
+use super::encoded::MICROSECOND;
 use super::error::store_error;
 use super::keys::{bucket_key, tag_prefix};
-use super::script::{self, MICROSECOND};
+use super::script;
 use super::{Connection, RedisStore};
 use crate::algorithm::gcra::Gcra;
 use crate::store::Check;
