@@ -20,7 +20,7 @@ use tonic::{Request, Response, Status};
 use super::Envoy;
 use super::ratelimit::{self, EnvoyError};
 use crate::auth::{AuthError, Caller, Frontend};
-use crate::web::auth::Peer;
+use crate::web::Peer;
 
 /// The largest request accepted, in bytes: [`ratelimit::MAX_DESCRIPTORS`] descriptors of a few
 /// entries each fit many times over.

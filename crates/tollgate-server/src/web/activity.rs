@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
-use super::auth::Peer;
+use super::peer::Peer;
 use crate::net::limits::{ConnLimits, after};
 
 /// A connection's requests: how many are in flight, and when the last one ended.

@@ -7,7 +7,6 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -19,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::peer::Peer;
 use crate::auth::{Caller, Frontend, Grant, Scope};
 use crate::limiter::Limiter;
 use crate::web::body;
@@ -26,21 +26,6 @@ use crate::web::problem::Problem;
 
 /// Paths answered without a token: probes must work without a secret.
 const OPEN: [&str; 2] = ["/healthz", "/readyz"];
-
-/// The TCP peer of the connection a request came on, in its extensions: failed
-/// authentications are counted under its address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer(pub IpAddr);
-
-impl Peer {
-    /// The peer of `request`; a request served by another server than tollgate's (a router
-    /// embedded elsewhere) has none, and counts under `0.0.0.0`.
-    pub fn of(extensions: &http::Extensions) -> IpAddr {
-        extensions
-            .get::<Peer>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |peer| peer.0)
-    }
-}
 
 /// `router`, each request authenticated by `limiter`'s tokens first; the [`Grant`] it gets is
 /// in the request's extensions for [`require`] (and handlers) to read.

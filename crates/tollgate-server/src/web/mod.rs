@@ -8,10 +8,12 @@ pub mod auth;
 pub mod body;
 pub mod json;
 mod parse_error;
+mod peer;
 pub mod problem;
 mod problems;
 mod repoll;
 mod serve;
 
 pub use activity::BodyStalled;
+pub use peer::Peer;
 pub use serve::{Listener, serve};

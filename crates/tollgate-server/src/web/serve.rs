@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::activity::{Activity, Tracked};
-use super::auth::Peer;
+use super::peer::Peer;
 use super::problem::Problem;
 use super::repoll::Repoll;
 use crate::net::accept::{Accepted, Acceptor, Admitted, OverCap, REFUSAL_TIME};

@@ -1,6 +1,6 @@
 //! A request's plan, by Envoy's rules and before any store call: validated, each descriptor's
 //! limit found (as envoyproxy/ratelimit finds it), and the buckets they count in, one per
-//! bucket however many descriptors name it. Planning counts nothing ([`hits`](super::hits)
+//! bucket however many descriptors name it. Planning counts nothing (`hits`
 //! does, once the core has not refused the request).
 
 use std::collections::HashSet;

@@ -4,7 +4,7 @@
 //! already open; and, before any command runs, whether this connection may run it
 //! ([`admit`]).
 
-use super::parse::Name;
+use super::name::Name;
 use super::{After, Session, Shared};
 use crate::auth::{AuthError, Caller, Frontend, Scope, Scopes, Token, Tokens};
 use crate::resp::codec::Reply;

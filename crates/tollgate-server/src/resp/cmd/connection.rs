@@ -2,7 +2,7 @@
 //! [`super::auth`]).
 
 use super::auth::{Access, WrongPass, access, login};
-use super::parse::arity;
+use super::name::arity;
 use super::{Session, Shared};
 use crate::resp::codec::Reply;
 

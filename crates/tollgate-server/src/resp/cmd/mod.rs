@@ -10,6 +10,7 @@
 
 mod auth;
 mod connection;
+mod name;
 mod parse;
 mod server;
 mod throttle;
@@ -23,7 +24,8 @@ use tollgate::{Clock, MonotonicClock, Nanos};
 use super::codec::Reply;
 use crate::auth::Secret;
 use crate::limiter::Limiter;
-use parse::{Command, Name};
+use name::Name;
+use parse::Command;
 
 /// What every connection shares.
 pub(super) struct Shared {

@@ -7,7 +7,7 @@ use tollgate::Clock;
 use std::sync::atomic::Ordering;
 
 use super::Shared;
-use super::parse::{COMMANDS, Name};
+use super::name::{COMMANDS, Name};
 use crate::resp::codec::Reply;
 
 /// `COMMAND`, read.

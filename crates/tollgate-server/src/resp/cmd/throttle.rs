@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tollgate::{Decision, Policy};
 
-use super::parse::arity;
+use super::name::arity;
 use crate::limiter::{Ask, Cost, DecideError, KeyError, Limiter, Target};
 use crate::resp::codec::Reply;
 use crate::resp::redis_cell::{self, Degenerate, Parsed, Throttle};
