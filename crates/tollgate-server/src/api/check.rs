@@ -133,7 +133,7 @@ fn respond(allowed: bool, body: String, entry: Option<&Entry>, decision: &Decisi
     if let Some(entry) = entry {
         // Built from numbers and a policy's name (letters, digits, `_`, `-`, `.`), quoted:
         // always valid header text.
-        if let Ok(v) = HeaderValue::from_str(&entry.policy_item) {
+        if let Ok(v) = HeaderValue::from_maybe_shared(entry.policy_item.clone()) {
             h.insert(RATELIMIT_POLICY.clone(), v);
         }
         if let Ok(v) = HeaderValue::try_from(headers::rate_limit(&entry.name, decision)) {

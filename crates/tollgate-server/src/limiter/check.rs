@@ -45,7 +45,7 @@ impl Limiter {
     /// never allow.
     pub(super) fn admit(&self, ask: &Ask<'_>) -> Result<(Vec<Arc<Entry>>, bool), DecideError> {
         check_key(ask.key, &ask.target).map_err(DecideError::Key)?;
-        let entries = self.live().resolve(&ask.target)?;
+        let entries = self.live.load().resolve(&ask.target)?;
         let over = |i: usize, e: &Entry| ask.cost.of(i) > e.policy.capacity();
         let over_capacity = match &ask.target {
             Target::Named { .. } => false,

@@ -3,8 +3,10 @@
 //! config rather than once per request).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+use bytes::Bytes;
 use tollgate::{Check, Policy, headers};
 
 use super::{DecideError, Policies, Target};
@@ -21,7 +23,7 @@ pub struct Live {
     inline_name: Arc<str>,
     /// The counters of [`Target::Chosen`]'s bucket names, looked up at their first request
     /// (a handful of names, fixed in the front ends' code).
-    chosen: Mutex<Vec<(&'static str, Arc<str>, PolicyCounters)>>,
+    chosen: ArcSwap<Vec<(&'static str, Arc<str>, PolicyCounters)>>,
     metrics: Arc<Metrics>,
 }
 
@@ -43,9 +45,10 @@ pub struct Entry {
     /// Its metrics.
     pub counters: PolicyCounters,
     /// Its IETF `RateLimit-Policy` item (`"api";q=10;w=1`), written once per config for a
-    /// configured policy rather than at every answer; empty for a [`Target::Chosen`] bucket,
-    /// whose front ends send no headers.
-    pub policy_item: Arc<str>,
+    /// configured policy rather than at every answer (shared bytes, which an answer's header
+    /// takes without a copy); empty for a [`Target::Chosen`] bucket, whose front ends send no
+    /// headers.
+    pub policy_item: Bytes,
 }
 
 impl Entry {
@@ -57,8 +60,8 @@ impl Entry {
         counters: PolicyCounters,
     ) -> Entry {
         let policy_item = match (named, configured) {
-            (true, false) => Arc::from(""),
-            _ => Arc::from(headers::rate_limit_policy(&name, &policy)),
+            (true, false) => Bytes::new(),
+            _ => Bytes::from(headers::rate_limit_policy(&name, &policy)),
         };
         Entry {
             name,
@@ -107,7 +110,7 @@ impl Live {
             entries,
             inline: metrics.policy(INLINE),
             inline_name: INLINE.into(),
-            chosen: Mutex::new(Vec::new()),
+            chosen: ArcSwap::from_pointee(Vec::new()),
             metrics: Arc::clone(metrics),
         }
     }
@@ -139,22 +142,29 @@ impl Live {
 
     /// The entry of a bucket named `bucket` under the client's `policy`.
     fn chosen_entry(&self, policy: Policy, bucket: &'static str) -> Arc<Entry> {
-        let mut chosen = self.chosen.lock().unwrap_or_else(PoisonError::into_inner);
-        let at = match chosen.iter().position(|(b, ..)| *b == bucket) {
-            Some(at) => at,
-            None => {
-                chosen.push((bucket, bucket.into(), self.metrics.policy(bucket)));
-                chosen.len() - 1
-            }
-        };
-        let (_, name, counters) = &chosen[at];
-        Arc::new(Entry::new(
-            Arc::clone(name),
-            (true, false),
-            policy,
-            false,
-            counters.clone(),
-        ))
+        let known = self
+            .chosen
+            .load()
+            .iter()
+            .find(|(b, ..)| *b == bucket)
+            .cloned();
+        let (_, name, counters) = known.unwrap_or_else(|| {
+            // The first request of this kind: its counters are looked up once, and kept.
+            let made = (
+                bucket,
+                Arc::<str>::from(bucket),
+                self.metrics.policy(bucket),
+            );
+            self.chosen.rcu(|kept| {
+                let mut kept = Vec::clone(kept);
+                if kept.iter().all(|(b, ..)| *b != bucket) {
+                    kept.push(made.clone());
+                }
+                kept
+            });
+            made
+        });
+        Arc::new(Entry::new(name, (true, false), policy, false, counters))
     }
 
     /// An inline policy's entry (allowed here or not: a commit of a reservation taken before
