@@ -1,14 +1,18 @@
 //! The tollgate server: a standalone rate-limit service over tollgate's stores.
 //!
-//! The layers point one way. [`limiter`] is the decision core (the store, the policies in
-//! force, the one all-or-nothing rule, reservations) with [`auth`] (who may do what); [`http`], [`envoy`] (gRPC) and [`resp`]
-//! are front ends on it, each turning its answers into its own protocol and none naming
-//! another; [`web`] is the HTTP plumbing two of them share. [`options`], [`config`] and
+//! The layers point one way. [`limiter`] is the decision core: the store (in its fail
+//! policy), the policies in force, and one entrance per use case (`check`, `read`, `reset`,
+//! `reserve`, `commit`, and `check_counted` for checks another rule set resolved), each taking
+//! a request in the core's terms ([`limiter::Ask`]) and validating, deciding and counting it
+//! by rules written there once. [`auth`] admits a caller once, whatever the front end.
+//! [`api`] (HTTP/JSON), [`envoy`] (Envoy's gRPC) and [`resp`] (the Redis protocol) are the
+//! front ends: each parses its protocol into the core's request, crosses into the core once,
+//! and renders the answer; none names another, and none names a rule of the core
+//! (`tests/it/front_door.rs`). [`web`] is the HTTP plumbing two of them share.
+//! [`descriptors`] holds Envoy's rules (envoyproxy/ratelimit's config files and matching)
+//! beside the core, which never names them nor any protocol crate. [`options`], [`config`] and
 //! [`settings`] say what to run; [`app`] is the one way to put it together, which `main.rs`,
 //! the tests and the benchmarks all use; [`cli`] only parses the command line into options.
-//! [`descriptors`] holds Envoy's rules (envoyproxy/ratelimit's config files and matching)
-//! beside the core, which never names them: the Envoy front end resolves a request by them and
-//! hands the core the checks.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), tollgate_server::ServeError> {

@@ -1,11 +1,16 @@
 //! The decision core every front end decides through, and none owns: the store (wrapped in
-//! its fail policy), the policies in force ([`Live`]), resolving what a request names
-//! ([`Target`]) into policies (or taking the checks another rule set resolved, [`Counted`]),
-//! deciding them all-or-nothing with the one rule for checks that cannot deny (the rounds of
-//! `rounds.rs`), reservations, and the metrics of it all.
+//! its fail policy), the policies in force ([`Live`]), and one entrance per use case, each
+//! taking a request in the core's terms ([`Ask`]: a [`Target`], a key, a [`Cost`]):
+//! [`Limiter::check`], [`Limiter::read`] and [`Limiter::reset`] (`check.rs`),
+//! [`Limiter::reserve`] and [`Limiter::commit`] (`settle.rs`), and [`Limiter::check_counted`]
+//! for the checks another rule set resolved (Envoy's descriptors, [`Counted`]).
 //!
-//! Its answers are its own types ([`Outcome`], [`DecideError`]); HTTP, gRPC and RESP each turn
-//! them into their protocol's answer at their edge.
+//! Every rule a request meets is written here once: the key's bound ([`check_key`]), the
+//! refusal of client-chosen numbers where they are off, a cost above the capacity, the shadow
+//! policies and the rounds of checks that cannot deny (`rounds.rs`), the reservations'
+//! ownership, debt cap and commit, and the per-policy counts. The core imports no protocol
+//! crate: its answers are its own types ([`Outcome`], [`DecideError`], [`CommitError`]), which
+//! HTTP, gRPC and RESP each render at their edge.
 
 mod amounts;
 mod ask;
@@ -123,7 +128,7 @@ impl Limiter {
 
     /// Decides `checks` on the store: one call, timed for the metrics, its fail-policy answers
     /// counted, the store's recovery noted. Every decision goes through here.
-    pub async fn ask_store(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+    pub(super) async fn ask_store(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let started = self.timer.now();
         let result = self.store.decide_dyn(checks).await;
         let took = Duration::from(self.timer.now() - started);
@@ -160,7 +165,7 @@ impl Limiter {
     }
 
     /// Gives each check's cost back to its bucket (token buckets only), in one store call.
-    pub async fn refund(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+    pub(super) async fn refund(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
         let adjustments: Vec<_> = checks
             .iter()
             .map(|c| (*c, Adjustment::Refund(c.cost())))
@@ -169,7 +174,7 @@ impl Limiter {
     }
 
     /// Settles `adjustments` in one store call, at most once for `once`.
-    pub async fn settle(
+    pub(super) async fn settle(
         &self,
         once: Option<Once<'_>>,
         adjustments: &[(Check<'_>, Adjustment)],
@@ -193,17 +198,17 @@ impl Limiter {
     }
 
     /// What signs and opens reservations.
-    pub fn signer(&self) -> &Signer {
+    pub(super) fn signer(&self) -> &Signer {
         &self.signer
     }
 
     /// The time reservations expire by.
-    pub fn now(&self) -> Nanos {
+    pub(super) fn now(&self) -> Nanos {
         self.clock.now()
     }
 
     /// How long a reservation may wait for its commit.
-    pub fn reservation_ttl(&self) -> Duration {
+    pub(super) fn reservation_ttl(&self) -> Duration {
         self.reservation_ttl
     }
 
