@@ -22,7 +22,7 @@
 //! full bucket: an over-grant.
 //!
 //! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 40 bytes
-//! and a window's 120 (a named token bucket takes a window's: it keeps the policy it was
+//! and a window's 152 (a named token bucket takes a window's: it keeps the policy it was
 //! written under beside it, see `check_window`), plus hashbrown's control byte and its spare capacity (a shard's table is
 //! at most 7/8 full, and at most twice as large as its entries since its last sweep), plus the
 //! stored key's own length when the policy's name (or numbers) and the key exceed 29 bytes,
