@@ -317,7 +317,7 @@ impl<V: Cell> Table<V> {
 
     /// The bytes the table holds: each shard's slots (allocated, used or not, with hashbrown's
     /// control byte each), keys too long to be stored inline, and cells' own heap (a sliding
-    /// log's entries). Walks every shard.
+    /// log's entries, a sliding counter's carried counts). Walks every shard.
     pub(crate) fn allocated_bytes(&self) -> usize {
         let fixed = self.shards.len() * std::mem::size_of::<Padded<RwLock<Shard<V>>>>();
         let shards: usize = self
@@ -387,13 +387,16 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::{Hot, Slot};
-    use crate::store::memory::cell::Window;
+    use crate::algorithm::sliding_counter::SlidingCounterState;
+    use crate::store::memory::window::Window;
 
     /// The sizes the store's documentation gives in bytes.
     #[test]
     fn slots_are_the_documented_size() {
         assert_eq!(std::mem::size_of::<Slot<AtomicU64>>(), 40);
-        assert_eq!(std::mem::size_of::<Slot<Mutex<Window>>>(), 152);
+        assert_eq!(std::mem::size_of::<Slot<Mutex<Window>>>(), 120);
+        // A sliding counter's box while it carries counts of an earlier width.
+        assert_eq!(std::mem::size_of::<SlidingCounterState>(), 64);
         // A hot cell's place in its shard's list (its `Arc` is 8 + 8 + 8 more).
         assert_eq!(std::mem::size_of::<Option<Hot<AtomicU64>>>(), 16);
     }
