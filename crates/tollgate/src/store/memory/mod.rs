@@ -28,11 +28,13 @@
 //! since its last sweep), plus the stored key's own length when the policy's name (or numbers)
 //! and the key exceed 29 bytes, plus 16 bytes per entry of a sliding log (at most
 //! [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT) per key), plus 64 bytes for a sliding counter whose
-//! width changed under its name while the old width's counts slide out (at most two old widths;
-//! freed at its first charge after, or when the key is dropped). So `max_keys` short token-bucket keys take at most about `max_keys × 41 × 2 / (7/8)`
-//! bytes: about 94 bytes per key, 197 MB at the default cap. A hot key's own cell adds 24
-//! bytes and its place in its shard's list 16, for at most four keys per shard; a thread that
-//! caches one keeps a 32-byte copy of its stored key (plus the key's own length, if long).
+//! width changed under its name, out of its slot (see `window.rs`): allocated while the old
+//! width's counts slide out, at most two old widths, and freed at the key's first charge after
+//! or when the key is dropped. So `max_keys` short token-bucket keys take at most about
+//! `max_keys × 41 × 2 / (7/8)` bytes: about 94 bytes per key, 197 MB at the default cap. A hot
+//! key's own cell adds 24 bytes and its place in its shard's list 16, for at most four keys per
+//! shard; a thread that caches one keeps a 32-byte copy of its stored key (plus the key's own
+//! length, if long).
 //!
 //! ```
 //! use std::time::Duration;

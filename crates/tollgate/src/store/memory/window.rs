@@ -3,7 +3,7 @@
 //! Every key of the windows table pays for the largest state it could hold, so the rare part of
 //! a state is kept out of line: a sliding counter's counts carried from an earlier width (the
 //! width changed under its name in the last two old widths) live in a box, allocated while they
-//! slide out and freed at the first write after. The inline part is a sliding counter's four
+//! slide out and freed at the first charge after. The inline part is a sliding counter's four
 //! numbers or a sliding log's list, beside the policy last charged. Decisions see the
 //! algorithm's [`BucketState`], taken out of the cell and put back.
 
