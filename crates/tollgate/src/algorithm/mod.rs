@@ -69,9 +69,7 @@ impl BucketState {
             BucketState::TokenBucket(tat) => Gcra::is_full(*tat, now),
             BucketState::FixedWindow(s) => s.count == 0 || s.window < now.as_u64() / width(s.width),
             BucketState::SlidingWindowLog(s) => s.is_idle(policy.period_nanos(), now),
-            BucketState::SlidingWindowCounter(s) => {
-                (s.previous == 0 && s.current == 0) || s.window + 1 < now.as_u64() / width(s.width)
-            }
+            BucketState::SlidingWindowCounter(s) => s.is_idle(policy.period_nanos().as_u64(), now),
         }
     }
 }

@@ -155,6 +155,32 @@ fn a_flood_of_distinct_policies_is_bounded_by_the_cap() {
     assert!(store.check(&fresh, b"newcomer", 1).unwrap().allowed());
 }
 
+/// A sliding counter whose width changed under its name keeps the old width's counts out of its
+/// slot while they slide out: `allocated_bytes` counts their 64 bytes then, and not after the
+/// first write once they are gone.
+#[test]
+fn allocated_bytes_counts_a_counters_carried_counts_while_they_last() {
+    let clock = ManualClock::new(Nanos::new(1_000_000_000_000));
+    let store = MemoryStore::builder()
+        .clock(clock.clone())
+        .shards(1)
+        .build();
+    let second = Policy::sliding_window_counter(10, Duration::from_secs(1)).unwrap();
+    let minute = Policy::sliding_window_counter(10, Duration::from_secs(60)).unwrap();
+    let before = store.named_limiter("api", &second).unwrap();
+    let after = store.named_limiter("api", &minute).unwrap();
+    assert!(before.check(b"alice", 1).unwrap().allowed());
+    let plain = store.allocated_bytes();
+    // Changed to a minute: the second's count is carried, in 64 bytes of its own.
+    assert!(after.check(b"alice", 1).unwrap().allowed());
+    assert_eq!(store.allocated_bytes(), plain + 64);
+    // Two seconds on, it has slid out; the next charge frees it, the minute's counts stay.
+    clock.advance(Duration::from_secs(2));
+    let decision = after.check(b"alice", 1).unwrap();
+    assert_eq!(decision.remaining(), 8);
+    assert_eq!(store.allocated_bytes(), plain);
+}
+
 /// Ids of settlements done once have their own cap, apart from the key cap (issue 27, point 5:
 /// they shared it, and a flood made honest commits fail with `Full`). Past it, the id that
 /// expires first is forgotten, and a settlement that may be of a forgotten id refunds nothing

@@ -85,3 +85,41 @@ mod serializable {
     use super::*;
     conformance_tests!(Postgres::start(false, Isolation::Serializable).await);
 }
+
+/// decide_any's carried counts (issue 44) against sliding_counter.rs: random steps under a
+/// named sliding counter whose width changes under it (one server for every case).
+#[test]
+fn a_counter_whose_width_changes_decides_like_the_model() {
+    use proptest::test_runner::{Config, TestRunner};
+    use tollgate::{Check, Policy};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let pg = runtime.block_on(Postgres::start(false, Isolation::ReadCommitted));
+    let mut runner = TestRunner::new(Config::with_cases(32));
+    let case = AtomicU32::new(0);
+    runner
+        .run(&conformance::changing_counter(), |(policies, steps)| {
+            let key = format!("change:{}", case.fetch_add(1, Ordering::Relaxed)).into_bytes();
+            let policies: Vec<Policy> = policies
+                .iter()
+                .map(|&(limit, width)| {
+                    Policy::sliding_window_counter(limit, Duration::from_nanos(width)).unwrap()
+                })
+                .collect();
+            runtime.block_on(async {
+                let mut d = conformance::Driver::new(&pg);
+                for (which, advance, cost) in steps {
+                    pg.advance(Duration::from_nanos(advance));
+                    let check = Check::new(policies[which], &key, cost).named("c");
+                    // The driver asserts that the store and its model agree, errors included.
+                    let _ = d.decide(&[check]).await;
+                }
+            });
+            Ok(())
+        })
+        .unwrap();
+}

@@ -107,6 +107,13 @@ async fn a_garbage_window_row_is_incompatible_and_expires_like_its_window() {
             vec![1, 2, 3],
             120,
         ),
+        // Carried counts of no width: never written.
+        (
+            Policy::sliding_window_counter(5, minute).unwrap(),
+            "sc",
+            vec![1, 2, 3, 60_000_000, 5, 6, 7, 0],
+            120,
+        ),
         (
             Policy::sliding_window_log(5, minute).unwrap(),
             "sl",

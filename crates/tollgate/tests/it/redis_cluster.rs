@@ -75,6 +75,7 @@ async fn the_cluster_decides_like_the_model() {
     conformance::numbers_change_under_a_named_bucket(&h).await;
     conformance::names_separate_buckets(&h).await;
     conformance::window_numbers_change_under_a_named_bucket(&h).await;
+    conformance::a_narrower_counter_never_lengthens_a_wait(&h).await;
     conformance::all_settlement_cases(&h).await;
     // Several policies of one key share a slot: atomic in a cluster too.
     let second = Policy::token_bucket(3, 3, Duration::from_secs(1)).unwrap();

@@ -104,6 +104,19 @@ async fn garbage_windows_are_incompatible_and_expire_like_windows() {
             "1 2 3 99999999999999999",
             120_000,
         ),
+        // Carried counts of no width, and six numbers: neither is ever written.
+        (
+            Policy::sliding_window_counter(5, minute).unwrap(),
+            "tollgate:v3:{alice}:sc:=w",
+            "1 2 3 60000000 5 6 7 0",
+            120_000,
+        ),
+        (
+            Policy::sliding_window_counter(5, minute).unwrap(),
+            "tollgate:v3:{alice}:sc:=w",
+            "1 2 3 60000000 5 6",
+            120_000,
+        ),
         (
             Policy::sliding_window_log(5, minute).unwrap(),
             "tollgate:v3:{alice}:sl:=w",

@@ -133,6 +133,81 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// decide.lua's carried counts (issue 44) against sliding_counter.rs: the width changes
+    /// under a named counter, with and without the deny cache.
+    #[test]
+    fn a_counter_whose_width_changes_decides_like_the_pure_function(
+        (policies, steps) in conformance::changing_counter()
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let clock = ManualClock::new(Nanos::new(1_700_000_000_123_456_789));
+            let plain = Injected::start(redis().url(), &clock, false).await;
+            let cached = Injected::start(redis().url(), &clock, true).await;
+            let (mut on_plain, mut on_cached) = (Driver::new(&plain), Driver::new(&cached));
+            let policies: Vec<Policy> = policies
+                .iter()
+                .map(|&(limit, width)| window_policy(2, limit, Duration::from_nanos(width)))
+                .collect();
+            let (a, b) = (fresh_key("change:plain"), fresh_key("change:cached"));
+            for (which, advance, cost) in steps {
+                clock.advance(Duration::from_nanos(advance));
+                let p = policies[which];
+                let _ = on_plain.decide(&[Check::new(p, &a, cost).named("c")]).await;
+                let _ = on_cached.decide(&[Check::new(p, &b, cost).named("c")]).await;
+                let _ = on_cached.decide(&[Check::new(p, &b, cost).named("c")]).await;
+            }
+        });
+    }
+}
+
+/// After a change of width the value holds the carried counts, and lives until they have slid
+/// out; once they have, the next grant writes four numbers again.
+#[tokio::test]
+async fn carried_counts_are_written_and_expire_with_them() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let clock = ManualClock::new(Nanos::new(1_700_000_000_000_000_000));
+    let h = Injected::start(redis.url(), &clock, false).await;
+    let mut d = Driver::new(&h);
+    let minute = Policy::sliding_window_counter(10, Duration::from_secs(60)).unwrap();
+    let second = Policy::sliding_window_counter(10, Duration::from_secs(1)).unwrap();
+    let key = b"tollgate:v3:{carried}:sc:=c";
+    let value = || {
+        let v = redis_cmd(redis.port(), &[b"GET", key]).expect("redis answers");
+        String::from_utf8(v.as_bytes().expect("a string").to_vec()).expect("text")
+    };
+    let pttl = || {
+        redis_cmd(redis.port(), &[b"PTTL", key])
+            .unwrap()
+            .as_int()
+            .unwrap()
+    };
+    assert!(d.named("c", minute, b"carried", 6).await.allowed());
+    assert_eq!(value().split(' ').count(), 4);
+    assert!(d.named("c", second, b"carried", 2).await.allowed());
+    let carried: Vec<u64> = value().split(' ').map(|n| n.parse().unwrap()).collect();
+    assert_eq!(carried.len(), 8);
+    assert_eq!(
+        &carried[5..],
+        [0, 6, 60_000_000],
+        "the minute's counts, frozen"
+    );
+    // The minute's 6 count until the end of the minute after theirs (plus the injected
+    // clock's slack of a minute), far past the second's two windows.
+    assert!(pttl() > 60_000 + 2_000, "PTTL {}", pttl());
+    let v = d.named("c", second, b"carried", 3).await;
+    assert!(!v.allowed(), "the minute's counts still charge");
+    clock.advance(Duration::from_secs(120));
+    assert!(d.named("c", second, b"carried", 3).await.allowed());
+    assert_eq!(value().split(' ').count(), 4);
+}
+
 #[tokio::test]
 async fn checks_of_different_algorithms_are_all_or_nothing() {
     let redis = TestRedis::start().expect("start redis-server");

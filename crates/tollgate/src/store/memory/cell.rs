@@ -6,6 +6,7 @@
 //! Window algorithms keep their richer state behind a mutex, with the policy they were last
 //! charged under (to tell when the state is idle); so do named token buckets, whose numbers
 //! may change under their name (the state is rebased from the numbers it was written under).
+//! That state's layout is in [`window`](super::window).
 
 use std::hint;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::table::Cell;
+use super::window::Window;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::{self, BucketState};
 use crate::{Algorithm, Nanos, Policy};
@@ -68,34 +70,18 @@ impl Cell for AtomicU64 {
     }
 }
 
-/// The state of a window bucket.
-pub(crate) struct Window {
-    pub(crate) state: BucketState,
-    /// The policy the state was last charged under; `None` when never charged.
-    pub(crate) policy: Option<Policy>,
-}
-
 impl Cell for Mutex<Window> {
     fn fresh() -> Self {
-        // Any state of another algorithm reads as a fresh one (see `algorithm::evaluate`).
-        Mutex::new(Window {
-            state: BucketState::TokenBucket(Nanos::ZERO),
-            policy: None,
-        })
+        Mutex::new(Window::fresh())
     }
 
     fn is_idle(&self, now: Nanos) -> bool {
-        let window = self.lock();
-        window
-            .policy
-            .is_none_or(|policy| window.state.is_idle(&policy, now))
+        self.lock()
+            .with_state(|state, policy| policy.is_none_or(|policy| state.is_idle(&policy, now)))
     }
 
     fn heap_bytes(&self) -> usize {
-        match &self.lock().state {
-            BucketState::SlidingWindowLog(log) => log.heap_bytes(),
-            _ => 0,
-        }
+        self.lock().heap_bytes()
     }
 }
 
@@ -131,9 +117,9 @@ impl<'a> Held<'a> {
             Held::Tat { tat, .. } => (BucketState::TokenBucket(Nanos::new(*tat)), false),
             Held::Window(guard) => match guard.policy {
                 Some(old) if old != *policy && policy.algorithm() == Algorithm::TokenBucket => {
-                    (algorithm::rebase(&guard.state, &old, policy, now), true)
+                    (algorithm::rebase(&guard.state(), &old, policy, now), true)
                 }
-                _ => (guard.state.clone(), false),
+                _ => (guard.state(), false),
             },
         }
     }
@@ -144,7 +130,7 @@ impl<'a> Held<'a> {
         match (self, state) {
             (Held::Tat { tat, .. }, BucketState::TokenBucket(new)) => *tat = new.as_u64(),
             (Held::Window(guard), state) => {
-                guard.state = state;
+                guard.set(state);
                 if policy.is_some() {
                     guard.policy = policy;
                 }
@@ -170,14 +156,17 @@ mod tests {
 
     use parking_lot::Mutex;
 
-    use super::Window;
+    use crate::algorithm::sliding_counter::SlidingCounterState;
     use crate::store::memory::table::{Hot, Slot};
+    use crate::store::memory::window::Window;
 
     /// The sizes the store's documentation gives in bytes.
     #[test]
     fn slots_are_the_documented_size() {
         assert_eq!(std::mem::size_of::<Slot<AtomicU64>>(), 40);
         assert_eq!(std::mem::size_of::<Slot<Mutex<Window>>>(), 120);
+        // A sliding counter's box while it carries counts of an earlier width.
+        assert_eq!(std::mem::size_of::<SlidingCounterState>(), 64);
         // A hot cell's place in its shard's list (its `Arc` is 8 + 8 + 8 more).
         assert_eq!(std::mem::size_of::<Option<Hot<AtomicU64>>>(), 16);
     }

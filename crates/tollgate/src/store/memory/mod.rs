@@ -23,14 +23,18 @@
 //!
 //! In bytes ([`MemoryStore::allocated_bytes`] counts them): a token bucket's slot is 40 bytes
 //! and a window's 120 (a named token bucket takes a window's: it keeps the policy it was
-//! written under beside it, see `check_window`), plus hashbrown's control byte and its spare capacity (a shard's table is
-//! at most 7/8 full, and at most twice as large as its entries since its last sweep), plus the
-//! stored key's own length when the policy's name (or numbers) and the key exceed 29 bytes,
-//! plus 16 bytes per entry of a sliding log (at most [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT)
-//! per key). So `max_keys` short token-bucket keys take at most about `max_keys × 41 × 2 / (7/8)`
-//! bytes: about 94 bytes per key, 197 MB at the default cap. A hot key's own cell adds 24
-//! bytes and its place in its shard's list 16, for at most four keys per shard; a thread that
-//! caches one keeps a 32-byte copy of its stored key (plus the key's own length, if long).
+//! written under beside it, see `check_window`), plus hashbrown's control byte and its spare
+//! capacity (a shard's table is at most 7/8 full, and at most twice as large as its entries
+//! since its last sweep), plus the stored key's own length when the policy's name (or numbers)
+//! and the key exceed 29 bytes, plus 16 bytes per entry of a sliding log (at most
+//! [`MAX_LOG_LIMIT`](crate::MAX_LOG_LIMIT) per key), plus 64 bytes for a sliding counter whose
+//! width changed under its name, out of its slot (see `window.rs`): allocated while the old
+//! width's counts slide out, at most two old widths, and freed at the key's first charge after
+//! or when the key is dropped. So `max_keys` short token-bucket keys take at most about
+//! `max_keys × 41 × 2 / (7/8)` bytes: about 94 bytes per key, 197 MB at the default cap. A hot
+//! key's own cell adds 24 bytes and its place in its shard's list 16, for at most four keys per
+//! shard; a thread that caches one keeps a 32-byte copy of its stored key (plus the key's own
+//! length, if long).
 //!
 //! ```
 //! use std::time::Duration;
@@ -54,6 +58,7 @@ mod name;
 mod once;
 mod settle;
 mod table;
+mod window;
 
 use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
@@ -68,10 +73,11 @@ use crate::store::{Check, Store};
 use crate::{
     Algorithm, CheckError, Clock, Decision, MonotonicClock, Nanos, Policy, StoreError, Verdict,
 };
-use cell::{LOCKED, RETIRED, Window};
+use cell::{LOCKED, RETIRED};
 use name::{BucketKey, Prefix};
 pub use once::DEFAULT_MAX_SETTLED;
 use table::{AtCap, KeyCount, Table};
+use window::Window;
 
 /// The default cap on keys held: about 197 MB at most for short token-bucket keys.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 21;
@@ -320,8 +326,10 @@ impl<C: Clock> MemoryStore<C> {
         self.len() == 0
     }
 
-    /// The bytes the store's tables hold now (see the [module docs](self) for the bound):
-    /// walks every shard, so it is for tests and diagnostics, not for every request.
+    /// The bytes the store's tables hold now (see the [module docs](self) for the bound): each
+    /// slot, and what a key holds outside it (a long key, a sliding log's entries, a sliding
+    /// counter's carried counts while it has some). Walks every shard, so it is for tests and
+    /// diagnostics, not for every request.
     pub fn allocated_bytes(&self) -> usize {
         self.inner.buckets.allocated_bytes() + self.inner.windows.allocated_bytes()
     }
@@ -418,20 +426,21 @@ impl<C: Clock> MemoryStore<C> {
         let decided: Result<Decision, CheckError> = self
             .with_room(now, || {
                 table.with_cell(key, now, count, |cell| {
-                    let mut window = cell.lock();
-                    if let Some(old) = window.policy
-                        && old != *policy
-                        && policy.algorithm() == Algorithm::TokenBucket
-                    {
-                        window.state = algorithm::rebase(&window.state, &old, policy, now);
-                        window.policy = Some(*policy);
-                    }
-                    let outcome = algorithm::evaluate(policy, &window.state, now, cost)?;
-                    if outcome.allowed() && cost > 0 {
-                        outcome.apply(&mut window.state);
-                        window.policy = Some(*policy);
-                    }
-                    Ok(outcome.decision(true))
+                    cell.lock().with_state(|state, last| {
+                        if let Some(old) = *last
+                            && old != *policy
+                            && policy.algorithm() == Algorithm::TokenBucket
+                        {
+                            *state = algorithm::rebase(state, &old, policy, now);
+                            *last = Some(*policy);
+                        }
+                        let outcome = algorithm::evaluate(policy, state, now, cost)?;
+                        if outcome.allowed() && cost > 0 {
+                            outcome.apply(state);
+                            *last = Some(*policy);
+                        }
+                        Ok(outcome.decision(true))
+                    })
                 })
             })
             .map_err(|AtCap| count.full())?;

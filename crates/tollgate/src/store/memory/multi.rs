@@ -11,9 +11,10 @@ use std::sync::atomic::AtomicU64;
 use parking_lot::{Mutex, RwLockReadGuard};
 
 use super::MemoryStore;
-use super::cell::{Held, Window};
+use super::cell::Held;
 use super::name::{BucketKey, Prefix};
 use super::table::{Shard, Table};
+use super::window::Window;
 use crate::algorithm::{BucketState, decide_all};
 use crate::store::Check;
 use crate::{Algorithm, Clock, Nanos, StoreError, Verdict};

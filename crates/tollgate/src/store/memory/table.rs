@@ -320,7 +320,7 @@ impl<V: Cell> Table<V> {
 
     /// The bytes the table holds: each shard's slots (allocated, used or not, with hashbrown's
     /// control byte each), keys too long to be stored inline, and cells' own heap (a sliding
-    /// log's entries). Walks every shard.
+    /// log's entries, a sliding counter's carried counts). Walks every shard.
     pub(crate) fn allocated_bytes(&self) -> usize {
         let fixed = self.shards.len() * std::mem::size_of::<Padded<RwLock<Shard<V>>>>();
         let shards: usize = self

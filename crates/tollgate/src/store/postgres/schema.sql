@@ -181,12 +181,32 @@ $$;
 --   fw  {window, count, width}: the window's index (now / width), the cost taken in it, and the
 --       width counted with (fixed_window.rs);
 --   sc  {window, previous, current, width}: as fw, with the window before (sliding_counter.rs);
+--       after a change of width, while the counts of the old width still slide out, four more:
+--       those counts, frozen, in the same form (a state of four carries none; widths never 0;
+--       a state written before the form existed reads as it was, and an older tollgate, whose
+--       replay does not know it, reports it incompatible: layout v3 still);
 --   sl  {ts, cost, ts, cost, ...}: the grants still in the window, oldest first (sliding_log.rs).
 CREATE @unlogged@ TABLE IF NOT EXISTS "@schema@"."@table@_windows" (
     key bytea PRIMARY KEY,
     state bigint[] NOT NULL,
     expires bigint NOT NULL
 );
+
+-- The whole count (rounded up) that a sliding counter's carried counts still charge at `now`
+-- (sliding_counter.rs, `Carried::count`): counts `prev` and `cur` of window `win` of width
+-- `wd` (0: none carried), weighed as that width's windows would weigh them. In numeric: exact.
+CREATE OR REPLACE FUNCTION "@schema@"."@table@_carried"(
+    win bigint, prev bigint, cur bigint, wd bigint, now bigint
+) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN wd <= 0 THEN 0
+        WHEN now / wd < win THEN prev + cur
+        WHEN now / wd = win THEN
+            div(prev::numeric * (wd - (now - now / wd * wd)) + cur::numeric * wd + wd - 1, wd)
+        WHEN now / wd = win + 1 THEN div(cur::numeric * (wd - (now - now / wd * wd)) + wd - 1, wd)
+        ELSE 0
+    END::bigint
+$$;
 
 -- Decides one decision whose checks may be of any algorithm, all or nothing: a port of
 -- algorithm::decide_all over gcra.rs, fixed_window.rs, sliding_counter.rs and sliding_log.rs,
@@ -223,7 +243,10 @@ DECLARE
     ends bigint[] := '{}';
     answer bigint[];
     win bigint; cnt bigint; w0 bigint; prev bigint; cur bigint; idx bigint; e bigint;
-    oi bigint; scaled numeric; used bigint; newest bigint; w bigint; base bigint;
+    used bigint; newest bigint; w bigint; base bigint;
+    -- A sliding counter's carried counts (sliding_counter.rs, `Carried`): window, previous,
+    -- current, width (cwd 0: none), and their whole estimate at `at`, capped at the limit.
+    cwin bigint; cprev bigint; ccur bigint; cwd bigint; k bigint; older bigint;
     new_state bigint[];
     bad boolean;
     spoilt boolean := false;
@@ -266,7 +289,8 @@ BEGIN
         bad := CASE kinds[j]
             WHEN 0 THEN coalesce(array_length(st, 1), 0) NOT IN (0, 1)
             WHEN 1 THEN coalesce(array_length(st, 1), 0) NOT IN (0, 3)
-            WHEN 3 THEN coalesce(array_length(st, 1), 0) NOT IN (0, 4)
+            WHEN 3 THEN coalesce(array_length(st, 1), 0) NOT IN (0, 4, 8)
+                OR (array_length(st, 1) = 8 AND (st[4] = 0 OR st[8] = 0))
             ELSE coalesce(array_length(st, 1), 0) % 2 <> 0 END
             OR EXISTS (SELECT FROM unnest(st) AS x WHERE x IS NULL OR x < 0
                        OR x > at + 4503599627370496);
@@ -306,18 +330,19 @@ BEGIN
         ELSIF kinds[j] = 3 THEN
             win := coalesce(st[1], 0); prev := coalesce(st[2], 0); cur := coalesce(st[3], 0);
             w0 := coalesce(st[4], 0);
+            cwin := coalesce(st[5], 0); cprev := coalesce(st[6], 0); ccur := coalesce(st[7], 0);
+            cwd := coalesce(st[8], 0);
+            -- A new width: its counts are carried, sliding out on their own schedule; counts
+            -- carried from an earlier change become, as their estimate rounded up and capped at
+            -- the limit, the count of the new current window.
             IF w0 <> 0 AND w0 <> w THEN
-                oi := at / w0;
-                IF oi < win THEN
-                    scaled := (prev + cur)::numeric * w0;
-                ELSIF oi = win THEN
-                    scaled := prev::numeric * (w0 - (at - oi * w0)) + cur::numeric * w0;
-                ELSIF oi = win + 1 THEN
-                    scaled := cur::numeric * (w0 - (at - oi * w0));
-                ELSE
-                    scaled := 0;
-                END IF;
-                win := at / w; prev := 0; cur := least(div(scaled + w0 - 1, w0), b[j])::bigint;
+                older := least("@schema@"."@table@_carried"(cwin, cprev, ccur, cwd, at), b[j]);
+                cwin := win; cprev := prev; ccur := cur; cwd := w0;
+                win := at / w; prev := 0; cur := older;
+            END IF;
+            k := least("@schema@"."@table@_carried"(cwin, cprev, ccur, cwd, at), b[j]);
+            IF k = 0 THEN
+                cwin := 0; cprev := 0; ccur := 0; cwd := 0;
             END IF;
             idx := at / w;
             IF idx < win THEN
@@ -328,10 +353,16 @@ BEGIN
                 END IF;
                 win := idx; e := at - idx * w;
             END IF;
-            ok := ok || (cost[j] = 0 OR
-                prev::numeric * (w - e) + (cur + cost[j])::numeric * w <= b[j]::numeric * w);
-            new_state := ARRAY[win, prev, cur + cost[j], w];
-            ends := ends || ((win + 2) * w);
+            ok := ok || (cost[j] = 0 OR k::numeric * w + prev::numeric * (w - e)
+                + (cur + cost[j])::numeric * w <= b[j]::numeric * w);
+            IF cwd = 0 THEN
+                new_state := ARRAY[win, prev, cur + cost[j], w];
+                ends := ends || ((win + 2) * w);
+            ELSE
+                new_state := ARRAY[win, prev, cur + cost[j], w, cwin, cprev, ccur, cwd];
+                ends := ends || greatest((win + 2) * w,
+                    CASE WHEN ccur > 0 THEN (cwin + 2) * cwd ELSE (cwin + 1) * cwd END);
+            END IF;
         ELSE
             -- The log's grants still in the window (a prefix has left: it is sorted).
             used := 0;

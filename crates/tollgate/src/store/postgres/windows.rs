@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::algorithm::fixed_window::FixedWindowState;
-use crate::algorithm::sliding_counter::SlidingCounterState;
+use crate::algorithm::sliding_counter::{Carried, SlidingCounterState};
 use crate::algorithm::sliding_log::SlidingLogState;
 use crate::algorithm::{BucketState, decide_all};
 use crate::{Decision, Nanos, Policy, StoreError, Verdict};
@@ -147,6 +147,22 @@ fn state_of(kind: i32, state: &[i64], now: i64) -> Option<BucketState> {
                 previous: count(previous),
                 current: count(current),
                 width: count(width).saturating_mul(1000),
+                carried: Carried::default(),
+            })
+        }
+        // With the counts of an earlier width carried: both widths are written, never 0.
+        (3, &[window, previous, current, width, cw, cp, cc, cwidth]) if width > 0 && cwidth > 0 => {
+            BucketState::SlidingWindowCounter(SlidingCounterState {
+                window: count(window),
+                previous: count(previous),
+                current: count(current),
+                width: count(width).saturating_mul(1000),
+                carried: Carried {
+                    window: count(cw),
+                    previous: count(cp),
+                    current: count(cc),
+                    width: count(cwidth).saturating_mul(1000),
+                },
             })
         }
         (2, entries) if entries.len() % 2 == 0 => BucketState::SlidingWindowLog(

@@ -19,8 +19,11 @@
 --   fw  string "<window> <count> <width>": the window's index (now / width), the cost taken in
 --       it, and the width counted with. TTL: until the window ends.
 --   sc  string "<window> <previous> <current> <width>": the current window's index, the cost
---       taken in the window before it and in it, and the width counted with. TTL: until the
---       end of the window after it.
+--       taken in the window before it and in it, and the width counted with; after a change of
+--       width, while the counts of the old width still slide out, four more numbers: those
+--       counts, frozen, in the same form ("<window> <previous> <current> <width>" of the old
+--       width; a value of four numbers, as written before they existed, carries none). TTL:
+--       until the end of the window after the current one, or of the carried counts' if later.
 --   sl  list, oldest first, one element per granted request: "<ts>" for cost 1, "<ts>:<cost>"
 --       above (one element per grant, not per token, so a log holds at most `limit` elements
 --       and a grant of cost 100 costs one element). Elements need not be unique: a list keeps
@@ -149,9 +152,10 @@ local token_bucket = {
   end,
 }
 
--- Reads "<n> <n> ..." (n numbers, each below 2^52) into numbers, zeros when the key is
--- missing; anything else (a value not written by this version) is garbage: nil and its code.
-local function numbers(key, n)
+-- Reads "<n> <n> ..." (n numbers, or m when given, each below 2^52) into numbers, n zeros
+-- when the key is missing; anything else (a value not written by this version) is garbage:
+-- nil and its code.
+local function numbers(key, n, m)
   local v, bad = get(key)
   if bad then
     return nil, bad
@@ -173,7 +177,7 @@ local function numbers(key, n)
     end
     out[#out + 1] = x
   end
-  if #out ~= n then
+  if #out ~= n and #out ~= m then
     return nil, 2
   end
   return out
@@ -240,34 +244,73 @@ local fixed_window = {
   end,
 }
 
+-- Counts carried from an earlier width (sliding_counter.rs, `Carried`): their estimate at t
+-- scaled by their width, as whole counts (rounded up), and when they have slid out. Each
+-- product is below 2 × limit × width of the policy they were counted under, < 2^52.
+local function carried_scaled(c, t)
+  local cw = c.width
+  local i = floor(t / cw)
+  if i < c.window then
+    return (c.previous + c.current) * cw
+  elseif i == c.window then
+    return c.previous * (cw - (t - i * cw)) + c.current * cw
+  elseif i == c.window + 1 then
+    return c.current * (cw - (t - i * cw))
+  end
+  return 0
+end
+
+local function carried_count(c, t)
+  return math.ceil(carried_scaled(c, t) / c.width)
+end
+
+local function carried_end(c)
+  if c.current > 0 then
+    return (c.window + 2) * c.width
+  elseif c.previous > 0 then
+    return (c.window + 1) * c.width
+  end
+  return 0
+end
+
 local sliding_counter = {
   load = function(key)
-    local v, bad = numbers(key, 4)
+    local v, bad = numbers(key, 4, 8)
     if not v then
       return { garbage = bad }
     end
-    return { window = v[1], previous = v[2], current = v[3], width = v[4] }
+    local s = { window = v[1], previous = v[2], current = v[3], width = v[4] }
+    -- Eight numbers: the counts of an earlier width carried; both widths are never 0.
+    if v[5] then
+      if v[4] == 0 or v[8] == 0 then
+        return { garbage = 2 }
+      end
+      s.carried = { window = v[5], previous = v[6], current = v[7], width = v[8] }
+    end
+    return s
   end,
   ttl = function(width, limit)
     return 2 * width
   end,
   eval = function(s, w, limit, cost)
-    local window, previous, current = s.window, s.previous, s.current
-    -- A new width: the old estimate at now, rounded up and capped at the limit, becomes the
-    -- count of the new current window (sliding_counter.rs). Each product is below
-    -- 2 × limit × width of the old policy, < 2^52.
+    local window, previous, current, carried = s.window, s.previous, s.current, s.carried
+    -- A new width: its counts are carried, sliding out on their own schedule; counts carried
+    -- from an earlier change become, as their estimate at now rounded up and capped at the
+    -- limit, the count of the new current window (sliding_counter.rs).
     if s.width ~= 0 and s.width ~= w then
-      local old = s.width
-      local oi = floor(now / old)
-      local scaled = 0
-      if oi < window then
-        scaled = (previous + current) * old
-      elseif oi == window then
-        scaled = previous * (old - (now - oi * old)) + current * old
-      elseif oi == window + 1 then
-        scaled = current * (old - (now - oi * old))
+      local older = 0
+      if carried then
+        older = min(carried_count(carried, now), limit)
       end
-      window, previous, current = floor(now / w), 0, min(math.ceil(scaled / old), limit)
+      carried = { window = window, previous = previous, current = current, width = s.width }
+      window, previous, current = floor(now / w), 0, older
+    end
+    if carried and carried_scaled(carried, now) == 0 then
+      carried = nil
+    end
+    local k = 0
+    if carried then
+      k = min(carried_count(carried, now), limit)
     end
     local index = floor(now / w)
     local e = 0
@@ -282,21 +325,21 @@ local sliding_counter = {
       window = index
       e = now - index * w
     end
-    -- current + cost > limit fails whatever the weight; checking it first keeps the products
-    -- below 2 × limit × width.
-    local allowed = cost == 0 or (current + cost <= limit
-      and previous * (w - e) + (current + cost) * w <= limit * w)
+    -- k + current + cost > limit fails whatever the weight; checking it first keeps the
+    -- products below 2 × limit × width.
+    local allowed = cost == 0 or (k + current + cost <= limit
+      and k * w + previous * (w - e) + (current + cost) * w <= limit * w)
     return { s = s, w = w, limit = limit, cost = cost, e = e, back = back, allowed = allowed,
-             window = window, previous = previous, current = current }
+             window = window, previous = previous, current = current, carried = carried, k = k }
   end,
   answer = function(c, taken)
-    local w, e, limit, previous = c.w, c.e, c.limit, c.previous
+    local w, e, limit, previous, k, carried = c.w, c.e, c.limit, c.previous, c.k, c.carried
     local current = c.current
     if taken then
       current = current + c.cost
     end
     -- room may be negative (over the estimate): remaining is then 0.
-    local room = limit * w - (previous * (w - e) + current * w)
+    local room = limit * w - (k * w + previous * (w - e) + current * w)
     local remaining = max(0, floor(room / w))
     local reset = 0
     if current > 0 then
@@ -304,13 +347,40 @@ local sliding_counter = {
     elseif previous > 0 then
       reset = w - e
     end
+    if carried then
+      reset = max(reset, carried_end(carried) - now)
+    end
     local retry, hold = 0, 0
     -- A peek (cost 0) is allowed, and says when a cost of 1 would be.
     local probe = max(c.cost, 1)
-    local fits = c.current + probe <= limit
-      and previous * (w - e) + (c.current + probe) * w <= limit * w
+    local fits = k + c.current + probe <= limit
+      and k * w + previous * (w - e) + (c.current + probe) * w <= limit * w
     if not fits then
-      if c.current + probe <= limit then
+      if carried then
+        -- Both estimates only fall as time passes: the first µs with room, by bisection
+        -- between now (none) and when both have slid out (room: probe <= limit).
+        local cur = c.current
+        local function fits_at(d)
+          local x = e + d
+          local counted = 0
+          if x < w then
+            counted = previous * (w - x) + cur * w
+          elseif x < 2 * w then
+            counted = cur * (2 * w - x)
+          end
+          return (min(carried_count(carried, now + d), limit) + probe) * w + counted <= limit * w
+        end
+        local no, yes = 0, max(2 * w - e, carried_end(carried) - now)
+        while yes - no > 1 do
+          local mid = no + floor((yes - no) / 2)
+          if fits_at(mid) then
+            yes = mid
+          else
+            no = mid
+          end
+        end
+        retry = yes
+      elseif c.current + probe <= limit then
         -- Within this window, once enough of `previous` has slid out:
         -- previous × (w - e') <= (limit - current - probe) × w; previous > 0 here.
         retry = w - min(floor((limit - c.current - probe) * w / previous), w) - e
@@ -323,9 +393,10 @@ local sliding_counter = {
       -- The answer stands until remaining grows (room rises by `previous` per µs), the
       -- window ends (the state rolls over), or the retry time comes.
       hold = min(retry, w - e)
-      if c.back then
+      if c.back or carried then
         -- Time stands still for the estimate until the clock is back in its window, while a
-        -- cached answer would count down: not worth caching.
+        -- cached answer would count down; carried counts fall by steps of their own: not
+        -- worth caching.
         hold = 0
       elseif previous > 0 then
         hold = min(hold, math.ceil(((remaining + 1) * w - room) / previous))
@@ -336,11 +407,18 @@ local sliding_counter = {
   apply = function(c)
     local s = c.s
     s.window, s.previous, s.current, s.width = c.window, c.previous, c.current + c.cost, c.w
+    s.carried = c.carried
   end,
   store = function(key, s)
-    local w = s.width
-    redis.call('SET', key, string.format('%d %d %d %d', s.window, s.previous, s.current, w),
-      'PX', ceil_ms((s.window + 2) * w - now))
+    local w, carried = s.width, s.carried
+    local value = string.format('%d %d %d %d', s.window, s.previous, s.current, w)
+    local ends = (s.window + 2) * w
+    if carried then
+      value = value .. string.format(' %d %d %d %d', carried.window, carried.previous,
+        carried.current, carried.width)
+      ends = max(ends, carried_end(carried))
+    end
+    redis.call('SET', key, value, 'PX', ceil_ms(ends - now))
   end,
 }
 

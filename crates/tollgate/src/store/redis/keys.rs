@@ -16,7 +16,11 @@
 //!   without their width; `v2` stored a token bucket's `tat` without the numbers it was
 //!   written under, so a change of a named policy's numbers could not keep its level. A change of the stored value or the name moves to the next version
 //!   and never reads an older value as something else; older keys are ignored and expire by
-//!   their TTLs.
+//!   their TTLs. A value that only gains a form keeps the version when this version reads every
+//!   older value as it was written and an older version reads the new form as garbage (a
+//!   decision that fails as incompatible, nothing taken), never as something else: a sliding
+//!   counter's carried counts (eight numbers instead of four, written only after a change of
+//!   its width, for at most two of its old windows; see `decide.lua`).
 //! - The user key is the hash tag, so every policy of one key lands in one Redis Cluster slot and
 //!   a check of several policies of one key is one atomic script there too.
 //! - The user key and the name are percent-escaped: `%`, `{`, `}`, and every byte outside

@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use proptest::prelude::*;
+
 use tollgate::algorithm::gcra::Gcra;
 use tollgate::algorithm::{BucketState, decide_all};
 use tollgate::store::settle::{Adjustment, Once, Settle, reserve};
@@ -233,6 +235,27 @@ where
         self.model.reset(checks);
         self.h.store().reset(checks).await.expect("reset failed");
     }
+}
+
+/// Policies as (limit, width in ns), and steps of (which policy, advance in ns, cost).
+pub type Changes = (Vec<(u64, u64)>, Vec<(usize, u64, u64)>);
+
+/// [`Changes`] for one named sliding counter whose numbers change under it: widths of both
+/// scales, so a change carries counts that slide out over a few steps or over many.
+pub fn changing_counter() -> impl Strategy<Value = Changes> {
+    let policy = (
+        1u64..=6,
+        prop_oneof![1_000u64..50_000, 1_000_000u64..3_000_000_000],
+    );
+    prop::collection::vec(policy, 2..4).prop_flat_map(|policies| {
+        let widest = policies.iter().map(|&(_, w)| w).max().unwrap_or(1_000);
+        let step = (
+            0..policies.len(),
+            prop_oneof![Just(0u64), 0..1_000u64, 0..=widest * 3 / 2],
+            0..=7u64,
+        );
+        (Just(policies), prop::collection::vec(step, 1..48))
+    })
 }
 
 pub fn per_second(capacity: u64, refill: u64) -> Policy {
@@ -530,6 +553,47 @@ pub async fn a_narrower_window_never_lengthens_a_wait<H: Harness>(h: &H) {
     assert_eq!(denied.retry_after(), Duration::from_secs(1));
     h.advance(denied.retry_after());
     assert!(d.named("w", seven, key, 5).await.allowed());
+}
+
+/// Issue 44: a sliding counter's limit raised by narrowing its width (3 per 1.2 s to 3 per
+/// 0.7 s). The counts taken under 1.2 s slide out as 1.2 s windows would have let them, beside
+/// the new width's: a denial waits 0.8 s, as it did before (it once waited 1.4 s, its counts
+/// moved into a 0.7 s window and the one after it). Then more is taken under the new width.
+pub async fn a_narrower_counter_never_lengthens_a_wait<H: Harness>(h: &H) {
+    let mut d = Driver::new(h);
+    let key = b"conf:narrower-counter";
+    let before = Policy::sliding_window_counter(3, Duration::from_millis(1_200)).unwrap();
+    let after = Policy::sliding_window_counter(3, Duration::from_millis(700)).unwrap();
+    // To 1.2 s past a multiple of 8.4 s: a 1.2 s window begins, and a 0.7 s one 1.6 s later.
+    let cycle = Nanos::from(Duration::from_millis(8_400)).as_u64();
+    let past = h.now().as_u64() % cycle;
+    h.advance(Duration::from_nanos(cycle - past + 1_200_000_000));
+    assert!(d.named("c", before, key, 3).await.allowed());
+    h.advance(Duration::from_millis(1_600));
+    let denied = d.named("c", before, key, 3).await;
+    assert!(!denied.allowed());
+    assert_eq!(denied.retry_after(), Duration::from_millis(800));
+    let narrowed = d.named("c", after, key, 3).await;
+    assert!(
+        !narrowed.allowed(),
+        "a narrower window handed out a fresh burst"
+    );
+    assert_eq!(narrowed.remaining(), 1);
+    assert_eq!(narrowed.retry_after(), Duration::from_millis(800));
+    // The room left is taken under the new width; the old counts still free theirs at 0.8 s.
+    assert!(d.named("c", after, key, 1).await.allowed());
+    let full = d.named("c", after, key, 2).await;
+    assert!(!full.allowed());
+    assert_eq!(full.retry_after(), Duration::from_millis(800));
+    h.advance(Duration::from_millis(799));
+    assert!(!d.named("c", after, key, 2).await.allowed());
+    h.advance(Duration::from_millis(1));
+    assert!(d.named("c", after, key, 2).await.allowed());
+    // Back to 1.2 s: the 0.7 s counts are carried in turn; the clock runs past all of them.
+    for _ in 0..8 {
+        d.named("c", before, key, 1).await;
+        h.advance(Duration::from_millis(300));
+    }
 }
 
 /// Reserve an estimate, commit what was used: the difference comes back, or is taken as debt.
@@ -920,7 +984,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!($harness; token_bucket);
         $crate::conformance_tests!(@cases $harness; windows_decide_like_the_model,
             window_numbers_change_under_a_named_bucket, a_window_peek_says_when_the_next_token_comes,
-            a_narrower_window_never_lengthens_a_wait);
+            a_narrower_window_never_lengthens_a_wait, a_narrower_counter_never_lengthens_a_wait);
     };
     ($harness:expr; token_bucket) => {
         $crate::conformance_tests!(@cases $harness;
