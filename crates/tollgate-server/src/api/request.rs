@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tollgate::Policy;
 
-use crate::limiter::{Amount, Cost, MAX_POLICIES_PER_CHECK, Target, by_policy};
-use crate::web::problem::Problem;
+use crate::limiter::{Amount, Cost, Target, by_policy};
+use crate::web::problem::{Problem, http_field};
 
 const FIELDS: [&str; 7] = [
     "key",
@@ -104,20 +104,19 @@ impl CheckRequest {
         let refill = integer(&fields, "refill", 1)?.ok_or_else(|| missing("refill"))?;
         let period_ms = integer(&fields, "period_ms", 1)?.ok_or_else(|| missing("period_ms"))?;
 
-        let policy = Policy::token_bucket(capacity, refill, Duration::from_millis(period_ms))
-            .map_err(|e| {
-                let field = match e.field() {
-                    "period" => "period_ms",
-                    other => other,
-                };
-                Problem::invalid_field(field, e.to_string())
-            })?;
         Ok(CheckRequest {
             key,
-            target: Target::Inline(policy),
+            target: Target::Inline(inline_policy(capacity, refill, period_ms)?),
             cost: Cost::All(cost),
         })
     }
+}
+
+/// The inline token bucket of these numbers, or the refusal naming the number at fault as
+/// the HTTP API names it (the period in milliseconds).
+pub(super) fn inline_policy(capacity: u64, refill: u64, period_ms: u64) -> Result<Policy, Problem> {
+    Policy::token_bucket(capacity, refill, Duration::from_millis(period_ms))
+        .map_err(|e| Problem::invalid_field(http_field(e.field()), e.to_string()))
 }
 
 /// The amounts of `{"name": n, ...}` as the request gave them, for the core to match with
@@ -151,15 +150,7 @@ fn named(fields: &Map<String, Value>) -> Result<Option<Target>, Problem> {
             ));
         }
         (None, Some(Value::Array(items))) => {
-            if items.is_empty() || items.len() > MAX_POLICIES_PER_CHECK {
-                return Err(Problem::invalid_field(
-                    "policies",
-                    format!(
-                        "policies must list 1 to {MAX_POLICIES_PER_CHECK} names, got {}",
-                        items.len()
-                    ),
-                ));
-            }
+            // How many, and each once: the core's rules (a body holds at most 64 KiB of them).
             let mut names: Vec<String> = Vec::with_capacity(items.len());
             for item in items {
                 let Value::String(name) = item else {
@@ -168,12 +159,6 @@ fn named(fields: &Map<String, Value>) -> Result<Option<Target>, Problem> {
                         format!("policies must list names, not {}", kind(item)),
                     ));
                 };
-                if names.contains(name) {
-                    return Err(Problem::invalid_field(
-                        "policies",
-                        format!("{name:?} is listed twice"),
-                    ));
-                }
                 names.push(name.clone());
             }
             (names, true)

@@ -7,17 +7,15 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use tollgate::Policy;
 
 use super::check::{answer, answer_decided};
-use super::request::{CheckRequest, amounts};
+use super::request::{CheckRequest, amounts, inline_policy};
 use crate::auth::Grant;
 use crate::limiter::{Ask, CommitError, DecideError, KeyError, Limiter, Target, Used};
 use crate::web::body;
@@ -226,14 +224,5 @@ fn bucket(
     };
     let (capacity, refill, period_ms) =
         (number("capacity")?, number("refill")?, number("period_ms")?);
-    let policy =
-        Policy::token_bucket(capacity, refill, Duration::from_millis(period_ms)).map_err(|e| {
-            let field = if e.field() == "period" {
-                "period_ms"
-            } else {
-                e.field()
-            };
-            Problem::invalid_field(field, e.to_string())
-        })?;
-    Ok(Target::Inline(policy))
+    Ok(Target::Inline(inline_policy(capacity, refill, period_ms)?))
 }

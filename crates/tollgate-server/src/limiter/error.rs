@@ -20,6 +20,8 @@ pub enum DecideError {
     },
     /// The request carries its own numbers, and this server takes configured policies only.
     InlineRefused,
+    /// The list of policies is empty, too long, or names one twice: `message` says which.
+    Policies(String),
     /// An inline policy the store cannot decide: `field` names the number to change
     /// (`capacity`, `refill`, `period`).
     Unsupported {
@@ -60,6 +62,7 @@ impl fmt::Display for DecideError {
         match self {
             DecideError::UnknownPolicy { message, .. }
             | DecideError::Unsupported { message, .. }
+            | DecideError::Policies(message)
             | DecideError::CostExceedsCapacity(message)
             | DecideError::InvalidKey(message)
             | DecideError::Unavailable(message) => f.write_str(message),
@@ -73,9 +76,8 @@ impl fmt::Display for DecideError {
                  which window a returned token was taken in)"
             ),
             DecideError::InlineRefused => f.write_str(
-                "inline policies (capacity, refill, period_ms) are turned off on this server \
-                 (http.inline_policies = false); name a configured policy with \"policy\", see \
-                 GET /v1/policies",
+                "limits chosen by the client are turned off on this server \
+                 (http.inline_policies = false)",
             ),
         }
     }

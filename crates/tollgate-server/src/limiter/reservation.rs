@@ -46,7 +46,7 @@ pub struct Reserved {
     /// The buckets reserved, one per policy (at most 255), in the request's order.
     pub buckets: Vec<ReservedBucket>,
     /// The buckets' key.
-    pub key: String,
+    pub key: Vec<u8>,
     /// The name of the `[auth]` token that reserved it, which alone may commit it; `None`
     /// when the server had no tokens.
     pub owner: Option<String>,
@@ -217,7 +217,7 @@ impl Signer {
             // Policy names are at most 64 bytes too.
             short_text(&mut bytes, bucket.name.as_deref().unwrap_or(""));
         }
-        bytes.extend_from_slice(reserved.key.as_bytes());
+        bytes.extend_from_slice(&reserved.key);
         let mac = hmac::sign(&self.key, &bytes);
         bytes.extend_from_slice(mac.as_ref());
         URL_SAFE_NO_PAD.encode(bytes)
@@ -300,7 +300,7 @@ fn parse(bytes: &[u8]) -> Option<Reserved> {
         id: *id,
         expires: Nanos::new(u64::from_be_bytes(*expires)),
         buckets,
-        key: String::from_utf8(rest.to_vec()).ok()?,
+        key: rest.to_vec(),
         owner,
     })
 }
@@ -339,7 +339,7 @@ mod tests {
                     paid: true,
                 },
             ],
-            key: "alice".into(),
+            key: b"alice".to_vec(),
             owner: Some("billing".into()),
         }
     }

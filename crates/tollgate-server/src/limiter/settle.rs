@@ -38,7 +38,7 @@ impl Limiter {
         ask: Ask<'_>,
         owner: Option<&str>,
     ) -> Result<Reservation, DecideError> {
-        let (entries, over_capacity) = self.admit(&ask)?;
+        let (entries, over_capacity) = self.validate(&ask)?;
         if let Some(window) = entries
             .iter()
             .find(|e| e.policy.algorithm() != Algorithm::TokenBucket)
@@ -79,7 +79,7 @@ impl Limiter {
             id,
             expires: self.now() + Nanos::from(self.reservation_ttl()),
             buckets,
-            key: String::from_utf8_lossy(ask.key).into_owned(),
+            key: ask.key.to_vec(),
             owner: owner.map(str::to_owned),
         };
         let token = Some(self.signer().sign(&reserved));
@@ -164,7 +164,7 @@ impl Limiter {
             })?;
         let settlement: Vec<_> = entries
             .iter()
-            .map(|entry| entry.check(reserved.key.as_bytes(), 0))
+            .map(|entry| entry.check(&reserved.key, 0))
             .zip(adjustments)
             .collect();
         // The id is remembered a minute past the expiry, so a replay can never outlive it.

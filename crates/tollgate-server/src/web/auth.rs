@@ -159,7 +159,7 @@ impl Guard for Require {
 pub enum Answer<F> {
     /// Let through: the inner service answers.
     Inner(F),
-    /// Refused: a problem, after the connection's strikes' delay.
+    /// Denied: a problem, after the delay the address's strikes call for.
     Denied(Denial),
 }
 

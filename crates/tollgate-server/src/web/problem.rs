@@ -262,24 +262,23 @@ impl From<DecideError> for Problem {
         let detail = error.to_string();
         match error {
             DecideError::UnknownPolicy { field, .. } => Problem::invalid_field(field, detail),
-            // The HTTP API gives the period in milliseconds.
-            DecideError::Unsupported { field, .. } => Problem::invalid_field(
-                match field {
-                    "period" => "period_ms",
-                    other => other,
-                },
-                detail,
-            ),
+            DecideError::Unsupported { field, .. } => {
+                Problem::invalid_field(http_field(field), detail)
+            }
             DecideError::CostExceedsCapacity(_) => Problem::invalid_field("cost", detail),
             DecideError::InvalidKey(_) | DecideError::Key(_) => {
                 Problem::invalid_field("key", detail)
             }
             DecideError::NotTokenBucket { .. } => Problem::invalid_field("policy", detail),
+            DecideError::Policies(_) => Problem::invalid_field("policies", detail),
             DecideError::InlineRefused => Problem {
                 status: StatusCode::FORBIDDEN,
                 kind: "inline-policies-refused",
                 title: "This server takes configured policies only",
-                detail,
+                detail: "inline policies (capacity, refill, period_ms) are turned off on this \
+                         server (http.inline_policies = false); name a configured policy with \
+                         \"policy\", see GET /v1/policies"
+                    .to_owned(),
                 field: Some(Cow::Borrowed("policy")),
                 retry_after_secs: None,
             },
@@ -345,5 +344,14 @@ impl IntoResponse for Problem {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+/// The HTTP API's name of a policy's number (`Policy`'s errors name `period`, which the API
+/// takes in milliseconds, as `period_ms`).
+pub fn http_field(field: &'static str) -> &'static str {
+    match field {
+        "period" => "period_ms",
+        other => other,
     }
 }

@@ -62,6 +62,26 @@ use std::path::{Path, PathBuf};
 
 use scan::{FileScan, scan};
 
+/// The identifiers the code of `source` names, each with its line, in order: not its comments,
+/// doc comments or literals. What a test that a module must not name some item reads.
+///
+/// ```
+/// let names = tollgate_testkit::modules::identifiers(
+///     "// Strikes\nlet s = \"Strikes\"; /* Strikes */ let n = MAX_KEY_BYTES;",
+/// );
+/// let names: Vec<&str> = names.iter().map(|(_, name)| name.as_str()).collect();
+/// assert_eq!(names, ["let", "s", "let", "n", "MAX_KEY_BYTES"]);
+/// ```
+pub fn identifiers(source: &str) -> Vec<(usize, String)> {
+    lex::tokens(source)
+        .into_iter()
+        .filter_map(|token| match token.kind {
+            lex::Kind::Ident(name) => Some((token.line, name)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A module's path below the crate root (empty for the root).
 type ModPath = Vec<String>;
 

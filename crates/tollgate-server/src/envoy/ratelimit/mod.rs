@@ -41,7 +41,9 @@ impl From<DecideError> for EnvoyError {
             DecideError::CostExceedsCapacity(m) | DecideError::InvalidKey(m) => {
                 EnvoyError::Invalid(m)
             }
-            e @ DecideError::Key(_) => EnvoyError::Invalid(e.to_string()),
+            e @ (DecideError::Key(_) | DecideError::Policies(_)) => {
+                EnvoyError::Invalid(e.to_string())
+            }
             e @ (DecideError::UnknownPolicy { .. }
             | DecideError::NotTokenBucket { .. }
             | DecideError::InlineRefused

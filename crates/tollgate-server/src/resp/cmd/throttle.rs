@@ -35,8 +35,8 @@ async fn cell_bucket(limiter: &Limiter, throttle: &Throttle<'_>) -> Result<Reply
         throttle.key,
         throttle.quantity,
     );
-    let (decision, ..) = asked.await?;
-    Ok(integers(throttle.reply(&decision)))
+    let (decision, _, over_capacity) = asked.await?;
+    Ok(integers(throttle.reply(&decision, over_capacity)))
 }
 
 /// A `CL.THROTTLE` with a negative among its numbers: the module's reply from a look at the

@@ -99,15 +99,10 @@ impl<'a> Throttle<'a> {
         }))
     }
 
-    /// Whether the quantity can never be allowed (it exceeds the limit): the module answers it
-    /// limited, with `retry_after` −1, and takes nothing.
-    pub(super) fn exceeds_limit(&self) -> bool {
-        self.quantity > self.policy.capacity()
-    }
-
-    /// The module's five integers for `decision`, the store's answer to this request (to a
-    /// look at the bucket, of cost 0, when the quantity exceeds the limit).
-    pub(super) fn reply(&self, decision: &Decision) -> [i64; 5] {
+    /// The module's five integers for `decision`, the store's answer to this request; with
+    /// `over_capacity` (the quantity exceeds the limit, which the module answers limited with
+    /// `retry_after` −1), the answer to a look at the bucket, which took nothing.
+    pub(super) fn reply(&self, decision: &Decision, over_capacity: bool) -> [i64; 5] {
         let limit = self.policy.capacity() as i64;
         let tolerance = i128::from(self.emission) * i128::from(limit);
         let ttl = decision.reset_after().as_nanos() as i128;
@@ -115,10 +110,10 @@ impl<'a> Throttle<'a> {
         // shrank, is limited for the module, with the wait until it is back within; the store
         // answers a look allowed, so it is worked out here.
         let overdrawn = self.quantity == 0 && ttl > tolerance;
-        let limited = self.exceeds_limit() || !decision.allowed() || overdrawn;
+        let limited = over_capacity || !decision.allowed() || overdrawn;
         let retry_after = if overdrawn {
             ttl - tolerance
-        } else if limited && !self.exceeds_limit() {
+        } else if limited && !over_capacity {
             decision.retry_after().as_nanos() as i128
         } else {
             -1_000_000_000
@@ -182,11 +177,13 @@ mod tests {
             let Ok(Parsed::Bucket(t)) = Throttle::parse(&args(command)) else {
                 panic!("{command} is not a bucket's numbers");
             };
-            let cost = if t.exceeds_limit() { 0 } else { t.quantity };
-            let check = [Check::new(t.policy, t.key, cost).named(BUCKET)];
+            // What the core does with a quantity above the limit: a look.
+            let over = t.quantity > t.policy.capacity();
+            let check =
+                [Check::new(t.policy, t.key, if over { 0 } else { t.quantity }).named(BUCKET)];
             let decision = store.decide_sync(&check).unwrap().decisions()[0];
             assert_eq!(
-                t.reply(&decision),
+                t.reply(&decision, over),
                 *expected,
                 "step {i}: {command} at +{advance_ms} ms"
             );
