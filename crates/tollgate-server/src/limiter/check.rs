@@ -85,19 +85,12 @@ fn check_names(names: &[String]) -> Result<(), DecideError> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
-    use tollgate::{MemoryStore, Policy};
+    use tollgate::Policy;
 
-    use super::super::{Ask, Cost, DecideError, KeyError, Limiter, Policies, Target};
-
-    fn limiter(inline: bool) -> Limiter {
-        Limiter::builder(Arc::new(MemoryStore::new()))
-            .policies(Policies::default(), inline)
-            .build()
-            .unwrap()
-    }
+    use super::super::testing::limiter;
+    use super::super::{Ask, Cost, DecideError, KeyError, Target};
 
     fn ask(target: Target, key: &[u8], cost: u64) -> Ask<'_> {
         Ask {

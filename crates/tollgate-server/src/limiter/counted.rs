@@ -114,20 +114,12 @@ impl Limiter {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
-    use tollgate::{Check, MemoryStore, Policy};
+    use tollgate::{Check, Policy};
 
     use super::{Counted, DecideError, Limiter};
-    use crate::limiter::Policies;
-
-    fn limiter(inline: bool) -> Limiter {
-        Limiter::builder(Arc::new(MemoryStore::new()))
-            .policies(Policies::default(), inline)
-            .build()
-            .unwrap()
-    }
+    use crate::limiter::testing::limiter;
 
     fn policy() -> Policy {
         Policy::token_bucket(5, 5, Duration::from_secs(3600)).unwrap()

@@ -26,6 +26,8 @@ mod policies;
 pub mod reservation;
 mod rounds;
 mod settle;
+#[cfg(test)]
+mod testing;
 
 use std::sync::Arc;
 use std::time::Duration;
