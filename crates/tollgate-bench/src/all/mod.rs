@@ -11,6 +11,7 @@ mod index;
 mod machine;
 mod progress;
 mod steps;
+mod stores;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,6 +26,7 @@ use machine::Machine;
 use progress::Progress;
 pub(crate) use steps::quick_args;
 use steps::{Step, steps};
+use stores::Store;
 
 /// `tollgate-bench all`.
 #[derive(Debug, Clone, Args)]
@@ -46,7 +48,8 @@ pub struct AllArgs {
     /// (comma-separated URLs).
     #[arg(long, value_delimiter = ',')]
     pub cluster: Vec<String>,
-    /// Only these benchmarks, comma-separated (default: every one).
+    /// Only these benchmarks, comma-separated (default: every one), and only the stores they
+    /// take are started.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<BenchName>,
 }
@@ -86,15 +89,12 @@ pub(crate) async fn run(args: AllArgs) -> Result<(), BenchError> {
     let machine = Machine::read();
     let started = Instant::now();
     // The throwaway servers live until the end of the run; a URL given is used as it is, and a
-    // server no benchmark of the run needs is not started.
-    let needs = |names: &[BenchName]| {
-        args.only.is_empty() || args.only.iter().any(|name| names.contains(name))
-    };
+    // server no benchmark of the run needs is not started (its URL is left empty: no step is
+    // handed it).
+    let start = stores::to_start(&args);
     let (redis_url, _redis) = match &args.redis {
         Some(url) => (url.clone(), None),
-        None if !needs(&[BenchName::Redis, BenchName::Grpc, BenchName::Soak]) => {
-            (String::new(), None)
-        }
+        None if !start.contains(&Store::Redis) => (String::new(), None),
         None => {
             let redis = TestRedis::start().map_err(unavailable("Redis"))?;
             (redis.url().to_owned(), Some(redis))
@@ -102,7 +102,7 @@ pub(crate) async fn run(args: AllArgs) -> Result<(), BenchError> {
     };
     let (postgres_url, _postgres) = match &args.postgres {
         Some(url) => (url.clone(), None),
-        None if !needs(&[BenchName::Postgres]) => (String::new(), None),
+        None if !start.contains(&Store::Postgres) => (String::new(), None),
         None => {
             // Commits wait for the disk, as in production: the PostgreSQL benchmark compares
             // what each approach's commits cost.
@@ -112,7 +112,7 @@ pub(crate) async fn run(args: AllArgs) -> Result<(), BenchError> {
     };
     let (cluster_urls, _cluster) = if !args.cluster.is_empty() {
         (args.cluster.join(","), None)
-    } else if needs(&[BenchName::Redis]) {
+    } else if start.contains(&Store::Cluster) {
         let cluster = TestRedisCluster::start(3).map_err(unavailable("Redis Cluster"))?;
         (cluster.urls().join(","), Some(cluster))
     } else {

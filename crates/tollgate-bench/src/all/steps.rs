@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
+use super::stores::Store;
 use super::{AllArgs, BenchName};
 
 /// One benchmark of the run: its arguments after `tollgate-bench`, and about how long it
@@ -13,17 +14,24 @@ pub(super) struct Step {
     pub(super) estimate: Duration,
 }
 
-/// The run's benchmarks, in order: each one's arguments, full or `--quick`.
+/// The run's benchmarks, in order: each one's arguments, full or `--quick`, each given the
+/// stores its plan needs at `redis`, `postgres` and `cluster`.
 pub(super) fn steps(args: &AllArgs, redis: &str, postgres: &str, cluster: &str) -> Vec<Step> {
-    let plans = plans(redis, postgres, cluster);
+    let url = |store| match store {
+        Store::Redis => redis,
+        Store::Cluster => cluster,
+        Store::Postgres => postgres,
+    };
     let out = args.out.to_string_lossy().into_owned();
-    plans
+    plans()
         .into_iter()
         .filter(|(name, ..)| args.only.is_empty() || args.only.contains(name))
-        .map(|(name, store, full, quick)| {
+        .map(|(name, stores, full, quick)| {
             let (extra, secs) = if args.quick { quick } else { full };
             let mut argv = vec![bench_name(name)];
-            argv.extend(store.into_iter().map(str::to_owned));
+            for &store in stores {
+                argv.extend([store.option().to_owned(), url(store).to_owned()]);
+            }
             argv.extend(extra.iter().map(|a| (*a).to_owned()));
             argv.extend(["--out".to_owned(), out.clone()]);
             Step {
@@ -34,21 +42,21 @@ pub(super) fn steps(args: &AllArgs, redis: &str, postgres: &str, cluster: &str) 
         .collect()
 }
 
-/// Each benchmark's store arguments; its arguments and about how long it takes (seconds) in a
-/// full run, then in a quick one.
-type Plan<'a> = (
+/// Each benchmark's stores (every one its command line takes: `all` starts them for it); its
+/// arguments and about how long it takes (seconds) in a full run, then in a quick one.
+type Plan = (
     BenchName,
-    Vec<&'a str>,
-    (&'a [&'a str], u64),
-    (&'a [&'a str], u64),
+    &'static [Store],
+    (&'static [&'static str], u64),
+    (&'static [&'static str], u64),
 );
 
-/// Every benchmark's plan, its stores at `redis`, `postgres` and `cluster`.
-fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a>> {
+/// Every benchmark's plan.
+fn plans() -> Vec<Plan> {
     vec![
         (
             BenchName::Memory,
-            vec![],
+            &[],
             (&[], 120),
             (
                 &[
@@ -66,7 +74,7 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
         ),
         (
             BenchName::Redis,
-            vec!["--redis", redis, "--cluster", cluster],
+            &[Store::Redis, Store::Cluster],
             (&[], 150),
             (
                 &[
@@ -82,7 +90,7 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
         ),
         (
             BenchName::Postgres,
-            vec!["--postgres", postgres],
+            &[Store::Postgres],
             (&[], 150),
             (
                 &[
@@ -100,45 +108,38 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
         ),
         (
             BenchName::Http,
-            vec![],
+            &[],
             (&[], 50),
             (&["--seconds", "0.5", "--rounds", "1", "--warmup", "0.2"], 5),
         ),
         (
             BenchName::Resp,
-            vec![],
+            &[],
             (&[], 60),
             (&["--requests", "20000", "--rounds", "1"], 10),
         ),
         (
             BenchName::Grpc,
-            vec!["--redis", redis],
+            &[Store::Redis],
             (&[], 30),
             (&["--seconds", "1", "--rounds", "1"], 5),
         ),
         (
             BenchName::Soak,
-            vec!["--redis", redis],
+            &[Store::Redis],
             // The soak benchmark's own default is ten minutes; `all` takes two.
             (&["--seconds", "120", "--period", "30"], 125),
             (&["--seconds", "4", "--period", "2", "--rate", "500"], 6),
         ),
         (
             BenchName::Tail,
-            vec![],
+            &[],
             (&[], 80),
             (&["--seconds", "0.5", "--rounds", "1"], 8),
         ),
         (
             BenchName::Scale,
-            vec![
-                "--redis",
-                redis,
-                "--postgres",
-                postgres,
-                "--cluster",
-                cluster,
-            ],
+            &[Store::Redis, Store::Cluster, Store::Postgres],
             (&[], 60),
             (
                 &["--seconds", "0.2", "--workers", "4", "--processes", "2"],
@@ -151,10 +152,18 @@ fn plans<'a>(redis: &'a str, postgres: &'a str, cluster: &'a str) -> Vec<Plan<'a
 /// The arguments `--quick` gives the benchmark named `name` (as its subcommand), beside its
 /// stores.
 pub(crate) fn quick_args(name: &str) -> Vec<&'static str> {
-    plans("", "", "")
+    plans()
         .into_iter()
         .find(|(bench, ..)| bench_name(*bench) == name)
         .map_or_else(Vec::new, |(_, _, _, (quick, _))| quick.to_vec())
+}
+
+/// The stores the benchmark named `name` runs against.
+pub(super) fn needs(name: BenchName) -> &'static [Store] {
+    plans()
+        .into_iter()
+        .find(|(bench, ..)| *bench == name)
+        .map_or(&[], |(_, stores, ..)| stores)
 }
 
 /// The benchmark's subcommand: the name `--only` takes it by, which clap derives from both.

@@ -110,6 +110,28 @@ fn all_only_memory_starts_no_store() {
     assert!(index.contains("| PostgreSQL | not used |"), "{index}");
 }
 
+/// `all --quick --only X` starts every store X takes and no other, and X runs on them: `scale`
+/// (one Redis, a Redis Cluster and PostgreSQL) and `grpc` (Redis only). Every other X is held to
+/// the same by the unit test of what `all` starts (`all::stores`), which costs no run.
+#[test]
+fn all_only_starts_the_stores_the_benchmark_takes() {
+    let (index, stderr, out) = bench(&["all", "--quick", "--only", "scale"]);
+    assert!(index.contains("[scale](scale.md)"), "{index}{stderr}");
+    assert!(out.path().join("scale.md").exists());
+    assert!(index.contains("| Redis | 7"), "{index}");
+    assert!(index.contains("| PostgreSQL | 1"), "{index}");
+    assert!(!index.contains("**failed**"), "{index}");
+
+    let (index, stderr, out) = bench(&["all", "--quick", "--only", "grpc"]);
+    assert!(index.contains("[grpc](grpc.md)"), "{index}{stderr}");
+    assert!(index.contains("| Redis | 7"), "{index}");
+    assert!(index.contains("| PostgreSQL | not used |"), "{index}");
+    // Given the Redis `all` started, the benchmark measured it.
+    let report = std::fs::read_to_string(out.path().join("grpc.md")).unwrap();
+    assert!(!report.contains("| redis | not measured"), "{report}");
+    assert!(!stderr.contains("NOT MEASURED redis"), "{stderr}");
+}
+
 /// `tollgate-bench http` measures the server's own router beside the middleware: every check
 /// by name answered 200 with the RateLimit headers.
 #[test]
