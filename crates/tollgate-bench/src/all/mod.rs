@@ -10,6 +10,7 @@
 mod index;
 mod machine;
 mod progress;
+mod start;
 mod steps;
 mod stores;
 
@@ -91,7 +92,7 @@ pub(crate) async fn run(args: AllArgs) -> Result<(), BenchError> {
     // The throwaway servers live until the end of the run; a URL given is used as it is, and a
     // server no benchmark of the run needs is not started (its URL is left empty: no step is
     // handed it).
-    let start = stores::to_start(&args);
+    let start = start::to_start(&args);
     let (redis_url, _redis) = match &args.redis {
         Some(url) => (url.clone(), None),
         None if !start.contains(&Store::Redis) => (String::new(), None),
