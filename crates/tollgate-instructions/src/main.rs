@@ -6,27 +6,41 @@
 //! time: the same on a busy machine, so that CI can hold it to a baseline. Every path decides
 //! on a bucket no run can empty, so that each operation takes the same branches however slowly
 //! it runs under valgrind.
+//!
+//! Each path drives the code as its users do, in process and without a socket: `memory_check`
+//! the memory store; `redis_batch_encode` the Redis store's encoding of one call; `resp_parse`
+//! the RESP decoder; `http_check` the server's router (`App::router`) without hyper;
+//! `resp_throttle` the server's Redis-protocol front end from a request's bytes to its reply's
+//! (`resp::Conversation`, what each of the listener's connections runs), on a connection that
+//! authenticated with `[resp] password`; `middleware_check` the library's `TollgateLayer`
+//! keyed by a header, on a service that answers at once, to the response with its `RateLimit`
+//! headers.
 
 #![forbid(unsafe_code)]
 
+use std::convert::Infallible;
 use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{Method, Request, header};
-use http_body_util::BodyExt as _;
+use axum::http::{HeaderName, Method, Request, Response, header};
+use http_body_util::{BodyExt as _, Empty};
+use tollgate::middleware::{Header, TollgateLayer};
 use tollgate::store::redis::bench::BatchEncoder;
 use tollgate::{Check, MemoryStore, Policy};
 use tollgate_server::App;
 use tollgate_server::config::Config;
 use tollgate_server::resp::codec::{self, Limits};
+use tollgate_server::resp::{Answered, Conversation, Shared};
 use tollgate_server::settings::{Overrides, Settings};
-use tower::ServiceExt as _;
+use tower::{Layer as _, ServiceExt as _};
 
 /// The paths, with what one operation is.
-const PATHS: [(&str, &str); 4] = [
+const PATHS: [(&str, &str); 6] = [
     ("memory_check", "MemoryStore::check of one hot key"),
     (
         "redis_batch_encode",
@@ -39,6 +53,14 @@ const PATHS: [(&str, &str); 4] = [
     (
         "http_check",
         "POST /v1/check by policy name through the server's router, memory store, in process",
+    ),
+    (
+        "resp_throttle",
+        "one CL.THROTTLE answered by the server's RESP front end, bytes to bytes, memory store",
+    ),
+    (
+        "middleware_check",
+        "one request through TollgateLayer keyed by a header, memory store, RateLimit headers",
     ),
 ];
 
@@ -87,6 +109,8 @@ fn run(path: &str, n: &str) -> Result<(), String> {
         "redis_batch_encode" => redis_batch_encode(n),
         "resp_parse" => resp_parse(n),
         "http_check" => http_check(n),
+        "resp_throttle" => resp_throttle(n),
+        "middleware_check" => middleware_check(n),
         _ => return Err(format!("no path {path} (`list` names them)")),
     }
     Ok(())
@@ -138,10 +162,12 @@ fn resp_parse(n: u64) {
     measured(|| (0..n).for_each(|_| op()));
 }
 
-fn http_check(n: u64) {
+/// The server's state on the memory store, with the policy `allow_all` ([`allow_all`]) and
+/// `more` of the config file, and the runtime it runs on.
+fn server(more: &str) -> (tokio::runtime::Runtime, App) {
     let policy = allow_all();
     let config = format!(
-        "[policies.allow_all]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n",
+        "[policies.allow_all]\ncapacity = {}\nrefill = {}\nperiod = \"{}ns\"\n{more}",
         policy.capacity(),
         policy.refill(),
         policy.period().as_nanos()
@@ -156,6 +182,11 @@ fn http_check(n: u64) {
     let app = runtime
         .block_on(App::open(settings))
         .expect("the server's state on the memory store");
+    (runtime, app)
+}
+
+fn http_check(n: u64) {
+    let (runtime, app) = server("");
     let router = app.router();
     let body = axum::body::Bytes::from_static(br#"{"policy":"allow_all","key":"key-00001"}"#);
     let op = || async {
@@ -168,6 +199,97 @@ fn http_check(n: u64) {
         let response = router.clone().oneshot(request).await.expect("infallible");
         assert!(response.status().is_success(), "{}", response.status());
         black_box(response.into_body().collect().await.expect("a body"));
+    };
+    runtime.block_on(async {
+        for _ in 0..WARM_UP {
+            op().await;
+        }
+    });
+    measured(|| {
+        runtime.block_on(async {
+            for _ in 0..n {
+                op().await;
+            }
+        });
+    });
+}
+
+/// A connection that authenticated with the password, as a client with one does once: each
+/// operation is its command admitted under scope `check`.
+fn resp_throttle(n: u64) {
+    let (runtime, app) = server("[resp]\npassword = \"instructions\"\n");
+    let password = app.settings().resp.password.clone();
+    let shared = Shared::new(Arc::clone(app.limiter()), password, 0);
+    let mut conversation = Conversation::new(&shared, IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let mut output = Vec::with_capacity(4096);
+    let auth = b"*2\r\n$4\r\nAUTH\r\n$12\r\ninstructions\r\n";
+    let answered = runtime.block_on(conversation.answer(auth, &mut output));
+    assert_eq!(
+        (answered, &output[..]),
+        (
+            Answered::Request {
+                used: auth.len(),
+                close: false
+            },
+            &b"+OK\r\n"[..]
+        )
+    );
+    // allow_all's numbers in redis-cell's words: 10^9 + 1 tokens, 10^9 a second.
+    let request = b"*6\r\n$11\r\nCL.THROTTLE\r\n$9\r\nkey-00001\r\n$10\r\n1000000000\r\n$10\r\n1000000000\r\n$1\r\n1\r\n$1\r\n1\r\n";
+    let mut op = async || {
+        output.clear();
+        let answered = conversation.answer(black_box(request), &mut output).await;
+        assert_eq!(
+            answered,
+            Answered::Request {
+                used: request.len(),
+                close: false
+            }
+        );
+        // Allowed (0), with the bucket full again by the time of the next.
+        assert!(output.starts_with(b"*5\r\n:0\r\n"), "{output:?}");
+        black_box(&output);
+    };
+    runtime.block_on(async {
+        for _ in 0..WARM_UP {
+            op().await;
+        }
+    });
+    measured(|| {
+        runtime.block_on(async {
+            for _ in 0..n {
+                op().await;
+            }
+        });
+    });
+}
+
+/// The layer as a user builds it (the defaults: RateLimit headers on, fail open) on a service
+/// that answers at once with an empty body, each request keyed by its `x-api-key`.
+fn middleware_check(n: u64) {
+    let x_api_key = HeaderName::from_static("x-api-key");
+    let layer = TollgateLayer::builder(MemoryStore::new())
+        .policy("allow_all", allow_all())
+        .key(Header::new(x_api_key.clone()))
+        .build()
+        .expect("a valid layer");
+    let service = layer.layer(tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(Empty::<axum::body::Bytes>::new()))
+    }));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let op = || async {
+        let request = Request::builder()
+            .uri("/hello")
+            .header(&x_api_key, "key-00001")
+            .body(())
+            .expect("a request");
+        let response = service.clone().oneshot(request).await.expect("infallible");
+        assert!(response.status().is_success(), "{}", response.status());
+        assert!(response.headers().contains_key("ratelimit"));
+        black_box(response);
     };
     runtime.block_on(async {
         for _ in 0..WARM_UP {

@@ -11,9 +11,13 @@
 //! stays half-sent that long; at most the configured number are open at once (more are told
 //! `-ERR max number of clients reached`, as Redis tells them, and closed). So a connection
 //! holds at most about 16 + 66 + 64 KiB plus one reply.
+//!
+//! What a connection says, apart from its socket, is a [`Conversation`]: bytes in, the replies'
+//! bytes out, one request at a time.
 
 mod cmd;
 pub mod codec;
+mod conversation;
 mod redis_cell;
 
 use std::io;
@@ -34,8 +38,8 @@ use crate::net::accept::{Accepted, Acceptor, Admitted, OverCap, REFUSAL_TIME};
 use crate::net::limits::{self, ConnLimits};
 use crate::net::stream::Stream;
 use crate::net::tls::Tls;
-use cmd::{After, Session, Shared};
-use codec::{Limits, Reply};
+pub use cmd::Shared;
+pub use conversation::{Answered, Conversation};
 
 /// The longest bulk string or inline command line.
 pub const MAX_ARGUMENT: usize = 64 * 1024;
@@ -147,13 +151,8 @@ async fn connection(
 ) -> io::Result<Ended> {
     use bytes::BufMut;
 
-    let limits = Limits {
-        max_bulk: MAX_ARGUMENT,
-        max_inline: MAX_ARGUMENT,
-        ..Limits::default()
-    };
     let _connected = shared.connect();
-    let mut session = Session::new(shared, peer);
+    let mut conversation = Conversation::new(shared, peer);
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut output: Vec<u8> = Vec::with_capacity(4096);
     // One timer and one cancellation waiter for the connection's life, not one of each per
@@ -196,34 +195,16 @@ async fn connection(
         let mut consumed = 0;
         let mut close = false;
         while !close {
-            let request = match codec::decode(&input[consumed..], &limits) {
-                Ok(Some(request)) => request,
-                Ok(None) if input.len() - consumed > MAX_PENDING => {
-                    Reply::err("Protocol error: too big request")
-                        .encode(&mut output, session.resp3);
-                    close = true;
-                    break;
+            match conversation.answer(&input[consumed..], &mut output).await {
+                Answered::Incomplete => break,
+                Answered::Broken => close = true,
+                Answered::Request { used, close: last } => {
+                    consumed += used;
+                    close = last;
+                    if output.len() >= FLUSH_AT && !flush(&mut stream, &mut output, idle).await? {
+                        return Ok(Ended::TimedOut);
+                    }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    Reply::err(format!("Protocol error: {}", e.0))
-                        .encode(&mut output, session.resp3);
-                    close = true;
-                    break;
-                }
-            };
-            let (args, used) = request;
-            let frame = &input[consumed..consumed + used];
-            let args = args.resolve(frame);
-            consumed += used;
-            if args.is_empty() {
-                continue;
-            }
-            let (reply, after) = cmd::execute(shared, &mut session, &args).await;
-            reply.encode(&mut output, session.resp3);
-            close = after == After::Close;
-            if output.len() >= FLUSH_AT && !flush(&mut stream, &mut output, idle).await? {
-                return Ok(Ended::TimedOut);
             }
         }
         input.drain(..consumed);

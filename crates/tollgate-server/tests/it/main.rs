@@ -36,6 +36,7 @@ mod redis;
 mod redis_tls;
 mod reload;
 mod resp;
+mod resp_conversation;
 mod resp_decoder;
 mod security;
 mod store_config;

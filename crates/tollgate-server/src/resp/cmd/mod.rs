@@ -27,8 +27,9 @@ use crate::limiter::Limiter;
 use name::Name;
 use parse::Command;
 
-/// What every connection shares.
-pub(super) struct Shared {
+/// What every connection of a listener shares: the decision core, `AUTH`'s password, and what
+/// `INFO` reports (the port, the counts of connections and commands).
+pub struct Shared {
     /// The decision core: the store, the policies and the metrics.
     pub(super) limiter: Arc<Limiter>,
     /// `AUTH`'s password, the user `default`'s; `None`: that user has none (then only the
@@ -46,8 +47,9 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    /// Connections deciding through `limiter`.
-    pub(super) fn new(limiter: Arc<Limiter>, password: Option<Secret>, port: u16) -> Shared {
+    /// For the connections of a listener on `port` (`INFO` gives it) deciding through
+    /// `limiter`, whose user `default` has `password` (`[resp] password`).
+    pub fn new(limiter: Arc<Limiter>, password: Option<Secret>, port: u16) -> Shared {
         let clock = MonotonicClock::new();
         Shared {
             limiter,
