@@ -80,6 +80,22 @@ fn measured(run: impl FnOnce()) {
     run();
 }
 
+/// Runs `op` [`WARM_UP`] times on `runtime`, then `n` times inside [`measured`].
+fn warm_then_measure(runtime: &tokio::runtime::Runtime, n: u64, mut op: impl AsyncFnMut()) {
+    runtime.block_on(async {
+        for _ in 0..WARM_UP {
+            op().await;
+        }
+    });
+    measured(|| {
+        runtime.block_on(async {
+            for _ in 0..n {
+                op().await;
+            }
+        });
+    });
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
@@ -200,18 +216,7 @@ fn http_check(n: u64) {
         assert!(response.status().is_success(), "{}", response.status());
         black_box(response.into_body().collect().await.expect("a body"));
     };
-    runtime.block_on(async {
-        for _ in 0..WARM_UP {
-            op().await;
-        }
-    });
-    measured(|| {
-        runtime.block_on(async {
-            for _ in 0..n {
-                op().await;
-            }
-        });
-    });
+    warm_then_measure(&runtime, n, op);
 }
 
 /// A connection that authenticated with the password, as a client with one does once: each
@@ -236,7 +241,7 @@ fn resp_throttle(n: u64) {
     );
     // allow_all's numbers in redis-cell's words: 10^9 + 1 tokens, 10^9 a second.
     let request = b"*6\r\n$11\r\nCL.THROTTLE\r\n$9\r\nkey-00001\r\n$10\r\n1000000000\r\n$10\r\n1000000000\r\n$1\r\n1\r\n$1\r\n1\r\n";
-    let mut op = async || {
+    let op = async || {
         output.clear();
         let answered = conversation.answer(black_box(request), &mut output).await;
         assert_eq!(
@@ -250,18 +255,7 @@ fn resp_throttle(n: u64) {
         assert!(output.starts_with(b"*5\r\n:0\r\n"), "{output:?}");
         black_box(&output);
     };
-    runtime.block_on(async {
-        for _ in 0..WARM_UP {
-            op().await;
-        }
-    });
-    measured(|| {
-        runtime.block_on(async {
-            for _ in 0..n {
-                op().await;
-            }
-        });
-    });
+    warm_then_measure(&runtime, n, op);
 }
 
 /// The layer as a user builds it (the defaults: RateLimit headers on, fail open) on a service
@@ -291,16 +285,5 @@ fn middleware_check(n: u64) {
         assert!(response.headers().contains_key("ratelimit"));
         black_box(response);
     };
-    runtime.block_on(async {
-        for _ in 0..WARM_UP {
-            op().await;
-        }
-    });
-    measured(|| {
-        runtime.block_on(async {
-            for _ in 0..n {
-                op().await;
-            }
-        });
-    });
+    warm_then_measure(&runtime, n, op);
 }
