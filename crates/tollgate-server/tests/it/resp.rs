@@ -297,7 +297,8 @@ async fn three_servers_on_one_redis_never_exceed_the_bound() {
     let servers: Vec<Tollgate> = (0..3).map(|_| start(&args)).collect();
     let addrs: Vec<SocketAddr> = servers.iter().map(Tollgate::resp_addr).collect();
     let clock = MonotonicClock::new();
-    let deadline = clock.now() + Nanos::new(3_000_000_000);
+    let started = clock.now();
+    let deadline = started + Nanos::new(3_000_000_000);
     let allowed = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..64)
         .map(|i| {
@@ -325,8 +326,16 @@ async fn three_servers_on_one_redis_never_exceed_the_bound() {
     for task in tasks {
         task.await.unwrap();
     }
+    // The bucket refills over the time Redis decided in, which lies within the time from the
+    // first request to the last answer: 3 s and whatever the last answers took (on a loaded
+    // machine, a tenth of a second is one token more). 11 at once, then 10 a second.
+    let span = clock.now() - started;
+    let bound = 11 + span.as_u64() / 100_000_000;
     let allowed = allowed.load(Ordering::Relaxed);
-    assert!((38..=41).contains(&allowed), "allowed {allowed}, bound 41");
+    assert!(
+        (38..=bound).contains(&allowed),
+        "allowed {allowed}, bound {bound} over {span:?}"
+    );
 }
 
 /// A server whose connections close after `idle` of silence, and a connection to it.
