@@ -136,9 +136,14 @@ impl<'a> Throttle<'a> {
 
 /// An argument as the module reads one: UTF-8, then Rust's `i64` parse.
 fn integer(arg: &[u8]) -> Result<i64, String> {
+    if let Some(n) = std::str::from_utf8(arg)
+        .ok()
+        .and_then(|text| text.parse().ok())
+    {
+        return Ok(n);
+    }
     let text = String::from_utf8_lossy(arg);
-    text.parse()
-        .map_err(|_| format!("Cell error: Couldn't parse as integer: {text}"))
+    Err(format!("Cell error: Couldn't parse as integer: {text}"))
 }
 
 /// Nanoseconds to whole microseconds, truncated toward zero.
