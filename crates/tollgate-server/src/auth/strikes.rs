@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -67,22 +67,38 @@ struct Record {
 }
 
 /// The failures of every address (see the module's docs).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Strikes {
     table: Mutex<HashMap<IpAddr, Record>>,
-    /// How many of the table's records hold a block: while none does, which is nearly always,
-    /// asking whether an address is blocked takes no lock (every authenticated request asks).
-    blocks: AtomicUsize,
+    /// When the latest block ends, in nanoseconds since `epoch` (0: no address was ever
+    /// blocked). Past it, which is nearly always, asking whether an address is blocked takes no
+    /// lock (every authenticated request asks), however long ago a block was served.
+    blocks_end: AtomicU64,
+    epoch: Instant,
+}
+
+impl Default for Strikes {
+    fn default() -> Strikes {
+        Strikes {
+            table: Mutex::default(),
+            blocks_end: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 impl Strikes {
     /// How much longer `peer`'s address is refused, if it is.
     pub fn blocked(&self, peer: IpAddr) -> Option<Duration> {
-        if self.blocks.load(Ordering::Acquire) == 0 {
+        let blocks_end = self.blocks_end.load(Ordering::Acquire);
+        if blocks_end == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        if self.since_epoch(now) >= blocks_end {
             return None;
         }
         let address = client_address(peer);
-        let now = Instant::now();
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         let record = table.get(&address)?;
         match record.blocked_until {
@@ -90,7 +106,6 @@ impl Strikes {
             // A block served starts the address afresh.
             Some(_) => {
                 table.remove(&address);
-                self.blocks.fetch_sub(1, Ordering::Release);
                 None
             }
             None => None,
@@ -104,27 +119,36 @@ impl Strikes {
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         if table.len() >= MAX_ADDRESSES && !table.contains_key(&address) {
             make_room(&mut table, now);
-            let blocks = table.values().filter(|r| r.blocked_until.is_some()).count();
-            self.blocks.store(blocks, Ordering::Release);
         }
         let record = table.entry(address).or_insert(Record {
             failures: 0,
             last: now,
             blocked_until: None,
         });
+        // A block served, or failures long past, start the address afresh (`blocked` does not
+        // look at a served block while no block is in force).
+        if record.blocked_until.is_some_and(|until| until <= now) {
+            record.blocked_until = None;
+            record.failures = 0;
+        }
         if now.saturating_duration_since(record.last) > FORGET_AFTER {
             record.failures = 0;
         }
         record.failures = record.failures.saturating_add(1);
         record.last = now;
         if record.failures >= BLOCK_AFTER {
-            if record.blocked_until.is_none() {
-                self.blocks.fetch_add(1, Ordering::Release);
-            }
             let until = *record.blocked_until.get_or_insert(now + BLOCK_FOR);
+            self.blocks_end
+                .fetch_max(self.since_epoch(until), Ordering::Release);
             return Penalty::Blocked(until.saturating_duration_since(now));
         }
         Penalty::Delay(delay(record.failures))
+    }
+
+    /// `at` in nanoseconds since the table was made, at least 1 (0 is "never blocked").
+    fn since_epoch(&self, at: Instant) -> u64 {
+        let nanos = at.saturating_duration_since(self.epoch).as_nanos();
+        u64::try_from(nanos).unwrap_or(u64::MAX).max(1)
     }
 
     /// How many addresses are remembered.
