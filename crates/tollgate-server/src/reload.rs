@@ -39,12 +39,7 @@ pub(crate) async fn watch(
             let file = path.clone();
             crate::files::off_workers(move || crate::config::read(&file))
                 .await
-                .unwrap_or_else(|stuck| {
-                    Err(ConfigError::unreadable(
-                        &path,
-                        &std::io::Error::other(stuck),
-                    ))
-                })
+                .unwrap_or_else(|stuck| Err(stuck_on(&path, stuck)))
         }
     };
     // What is in force: the bytes the running settings were read from, however long the
@@ -78,12 +73,7 @@ pub(crate) async fn watch(
                     Ok(settings)
                 })
                 .await
-                .unwrap_or_else(|stuck| {
-                    Err(ConfigError::unreadable(
-                        &path,
-                        &std::io::Error::other(stuck),
-                    ))
-                }),
+                .unwrap_or_else(|stuck| Err(stuck_on(&path, stuck))),
             };
             reload(loaded, &running, &state, envoy.as_deref(), why).await;
         }
@@ -205,6 +195,12 @@ async fn check_new_store(settings: &Settings) -> Result<(), tollgate::StoreError
             Ok(())
         }
     }
+}
+
+/// A config read that the file reader did not finish (a file that blocks): unreadable, in the
+/// words every other unreadable config file has.
+fn stuck_on(path: &std::path::Path, stuck: crate::files::Stuck) -> ConfigError {
+    ConfigError::unreadable(path, &std::io::Error::other(stuck))
 }
 
 #[cfg(test)]

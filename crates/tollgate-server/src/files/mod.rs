@@ -187,7 +187,8 @@ impl Stamp {
     }
 }
 
-/// The most files kept: every listener's three and every token's secret fit many times over.
+/// The most files kept (certificates, keys, CAs, the config and Envoy's files; never a secret):
+/// every listener's three fit many times over.
 const MAX_KEPT: usize = 1024;
 
 /// The most bytes kept: four listeners' largest certificate chains, keys and CAs, and more.

@@ -111,15 +111,6 @@ impl Carried {
         };
         (self.window.saturating_add(windows)).saturating_mul(self.width)
     }
-
-    /// Itself while it still charges a count at `now`, else none.
-    fn alive(self, now: u64) -> Carried {
-        if self.scaled(now) > 0 {
-            self
-        } else {
-            Carried::default()
-        }
-    }
 }
 
 impl SlidingCounterState {
@@ -176,8 +167,14 @@ pub fn decide(
     let width = policy.period_nanos().as_u64();
     let index = now.as_u64() / width;
     let state = carry_over(state, width, limit, now);
+    // The carried counts' whole count now; none left once it is 0 (it rounds their estimate up).
+    let carried = state.carried.count(now.as_u64());
     let state = SlidingCounterState {
-        carried: state.carried.alive(now.as_u64()),
+        carried: if carried == 0 {
+            Carried::default()
+        } else {
+            state.carried
+        },
         ..state
     };
     let (state, elapsed) = if index < state.window {
@@ -206,7 +203,7 @@ pub fn decide(
         width,
         elapsed,
         now: now.as_u64(),
-        carried: state.carried.count(now.as_u64()).min(limit),
+        carried: carried.min(limit),
         state,
         cost,
         allowed: true,

@@ -237,10 +237,11 @@ async fn commit<B>(
         else {
             continue;
         };
-        // The most a commit takes is one capacity of debt: more is charged up to it (the
-        // request already ran; keeping only the estimate would charge less).
-        let most = cost.saturating_add(named.policy.capacity());
-        let adjustment = Adjustment::commit(cost, used.min(most), paid);
+        // The most a commit takes is one capacity of debt (the one rule of commits): more is
+        // charged up to it (the request already ran; keeping only the estimate would charge less).
+        let capacity = named.policy.capacity();
+        let adjustment = Adjustment::commit_within(cost, used, capacity, paid)
+            .unwrap_or_else(|most| Adjustment::commit(cost, most, paid));
         if !adjustment.is_nothing() {
             settled_at.push(i);
             let bucket = Check::new(named.policy, &decided.key, cost).named(&named.name);

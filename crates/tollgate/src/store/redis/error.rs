@@ -23,10 +23,7 @@ use crate::StoreError;
 /// [`setup_error`] says the same as a [`StoreError::Config`] where the store is built or
 /// probed.
 pub(crate) fn store_error(e: RedisError) -> StoreError {
-    match never_works(&e) {
-        Some(why) => StoreError::Unavailable(why.into()),
-        None => classify(e),
-    }
+    setup_error(e).into_outage()
 }
 
 /// A failure met while the store is built, or probed by [`Store::ready`](crate::Store::ready)
