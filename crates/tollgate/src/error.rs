@@ -251,17 +251,6 @@ impl ErrorKind {
 }
 
 impl StoreError {
-    /// This failure as a decision answers it, once the store was built and served: settings
-    /// that can never work, met then (a password changed under it, a certificate replaced), are
-    /// an outage in the same words, for the fail policy; anything else is as it was.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn into_outage(self) -> StoreError {
-        match self {
-            StoreError::Config(why) => StoreError::Unavailable(why.into()),
-            e => e,
-        }
-    }
-
     /// The kind of this failure.
     pub fn kind(&self) -> ErrorKind {
         match self {

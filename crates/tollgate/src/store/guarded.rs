@@ -317,9 +317,12 @@ impl<S: Store> Guarded<S> {
 
 impl<S: Store> Store for Guarded<S> {
     async fn decide(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
-        // Settings refused by a store that was built and served (one of a user's own that
-        // reports them late): an outage, as the stores of this crate report it.
-        let answer = self.bounded(checks).await.map_err(StoreError::into_outage);
+        let answer = match self.bounded(checks).await {
+            // Settings refused by a store that was built and served (one of a user's own that
+            // reports them late): an outage, as the stores of this crate report it.
+            Err(StoreError::Config(why)) => Err(StoreError::Unavailable(why.into())),
+            answer => answer,
+        };
         let error = match answer {
             Ok(verdict) => {
                 if self.health.incompatible.load(Ordering::Relaxed) {

@@ -40,7 +40,7 @@ pub(crate) fn is_missing_schema(e: &tokio_postgres::Error) -> bool {
 /// the server sends (a missing table or function, a type or syntax error, a permission
 /// refused) is a schema or a configuration that disagrees with this program: incompatible.
 pub(crate) fn store_error(e: tokio_postgres::Error) -> StoreError {
-    connect_error(e).into_outage()
+    outage(connect_error(e))
 }
 
 /// A failure to make a connection: settings that can never work are a
@@ -64,6 +64,15 @@ pub(crate) fn connect_error(e: tokio_postgres::Error) -> StoreError {
         StoreError::Unavailable(message.into())
     } else {
         StoreError::Incompatible(message.into())
+    }
+}
+
+/// `e` as a decision answers it: settings that can never work, met once the store serves,
+/// are an outage in the same words.
+pub(crate) fn outage(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Config(why) => StoreError::Unavailable(why.into()),
+        e => e,
     }
 }
 

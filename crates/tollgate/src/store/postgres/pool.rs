@@ -22,7 +22,7 @@ use tokio_postgres::{Client, Config, NoTls, Socket, Statement};
 use super::tls::{self, Connect};
 
 use super::Isolation;
-use super::error::{connect_error, is_missing_schema, store_error};
+use super::error::{connect_error, is_missing_schema, outage, store_error};
 use super::schema::Names;
 use crate::StoreError;
 
@@ -239,7 +239,7 @@ impl Pool {
                 }
             }
         }
-        self.get_at(best).await.map_err(StoreError::into_outage)
+        self.get_at(best).await.map_err(outage)
     }
 
     /// Connection `i`, connecting (and preparing) it if it is new or was closed: for the

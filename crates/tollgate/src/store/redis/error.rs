@@ -23,7 +23,10 @@ use crate::StoreError;
 /// [`setup_error`] says the same as a [`StoreError::Config`] where the store is built or
 /// probed.
 pub(crate) fn store_error(e: RedisError) -> StoreError {
-    setup_error(e).into_outage()
+    match never_works(&e) {
+        Some(why) => StoreError::Unavailable(why.into()),
+        None => classify(e),
+    }
 }
 
 /// A failure met while the store is built, or probed by [`Store::ready`](crate::Store::ready)
