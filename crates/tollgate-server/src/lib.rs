@@ -84,10 +84,14 @@ pub async fn serve(
     // What the gRPC listener answers from: a server that serves only an Envoy directory says so.
     let envoy = server.envoy().map_or_else(String::new, |envoy| {
         let loaded = envoy.loaded();
-        let dir = loaded.settings.config_dir.as_ref().map_or_else(
-            || "no Envoy config directory".to_owned(),
-            |dir| format!("Envoy config {}", dir.display()),
-        );
+        let dir = match (&loaded.settings.xds, &loaded.settings.config_dir) {
+            (Some(xds), _) if loaded.waiting => {
+                format!("Envoy config over xDS from {} (none yet)", xds.url())
+            }
+            (Some(xds), _) => format!("Envoy config over xDS from {}", xds.url()),
+            (None, Some(dir)) => format!("Envoy config {}", dir.display()),
+            (None, None) => "no Envoy config directory".to_owned(),
+        };
         format!(
             ", {dir}: {} {}, {} {}",
             loaded.config.domains(),
