@@ -70,6 +70,7 @@ mod resp;
 mod scratch;
 mod tls;
 mod url;
+pub mod xds;
 
 pub use cluster::TestRedisCluster;
 pub use error::TestkitError;
@@ -78,3 +79,4 @@ pub use proxy::StallProxy;
 pub use redis::TestRedis;
 pub use resp::{RedisTarget, Reply, command_calls, redis_cmd};
 pub use tls::TestCa;
+pub use xds::{Seen, XdsServer, XdsServerTls};

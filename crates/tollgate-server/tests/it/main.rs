@@ -41,3 +41,5 @@ mod resp_decoder;
 mod security;
 mod store_config;
 mod tls;
+mod xds;
+mod xds_fixtures;

@@ -186,12 +186,15 @@ fn node(settings: &XdsSettings) -> Node {
 
 /// A status the stream ended with, its cause included.
 fn describe(status: &tonic::Status) -> String {
-    let mut text = format!("{:?}: {}", status.code(), status.message());
-    if let Some(source) = std::error::Error::source(status) {
-        text.push_str(": ");
-        text.push_str(&super::connect::chain(source));
+    let cause = std::error::Error::source(status).map(super::connect::chain);
+    match cause {
+        // tonic's message is the cause's outermost words: said once.
+        Some(cause) if cause.starts_with(status.message()) => {
+            format!("{:?}: {cause}", status.code())
+        }
+        Some(cause) => format!("{:?}: {}: {cause}", status.code(), status.message()),
+        None => format!("{:?}: {}", status.code(), status.message()),
     }
-    text
 }
 
 /// The requests of a stream, as tonic reads them.
