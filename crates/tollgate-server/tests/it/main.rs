@@ -42,4 +42,5 @@ mod security;
 mod store_config;
 mod tls;
 mod xds;
+mod xds_envoy;
 mod xds_fixtures;
