@@ -16,6 +16,10 @@
 //!
 //! A missing binary is an error naming the package to install, never a skipped test.
 //!
+//! [`XdsServer`] is an xDS management server in process (tonic), serving envoyproxy/ratelimit's
+//! `RateLimitConfig` resources over ADS, plain or over mutual TLS, for tests of configuration
+//! over xDS.
+//!
 //! Test servers trade durability for speed (PostgreSQL without `fsync`). `tollgate-bench all`
 //! starts its PostgreSQL with [`TestPostgres::start_durable`] instead: commits wait for the
 //! disk, as in production.

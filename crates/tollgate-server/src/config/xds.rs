@@ -63,7 +63,10 @@ pub(super) fn resolve(
                 ),
             ));
         }
-        if tonic::metadata::AsciiMetadataValue::try_from(value.as_str()).is_err() {
+        // gRPC metadata values are printable ASCII (HTTP would let other bytes through).
+        if !value.bytes().all(|b| (0x20..0x7f).contains(&b))
+            || tonic::metadata::AsciiMetadataValue::try_from(value.as_str()).is_err()
+        {
             return Err(refuse(
                 Some(headers_span.clone()),
                 &field,
@@ -163,4 +166,138 @@ pub(super) fn resolve(
         tls,
     };
     Ok(Some((settings, span)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use crate::config::Config;
+    use crate::envoy::xds::XdsSettings;
+    use crate::envoy::xds::settings::DEFAULT_BACKOFF;
+
+    fn xds(text: &str) -> Result<Option<XdsSettings>, String> {
+        Config::parse(Path::new("/etc/tollgate/tollgate.toml"), text)
+            .map(|c| c.grpc.xds)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_empty_table_takes_upstreams_defaults() {
+        let settings = xds("[grpc.xds]\n").unwrap().unwrap();
+        assert_eq!(
+            settings,
+            XdsSettings {
+                host: "localhost".to_owned(),
+                port: 18000,
+                node_id: "default".to_owned(),
+                node_metadata: BTreeMap::new(),
+                headers: BTreeMap::new(),
+                max_message_size: 4 << 20,
+                force_start_without_initial_config: false,
+                retry_interval: Duration::from_secs(3),
+                backoff: DEFAULT_BACKOFF,
+                tls: None,
+            }
+        );
+        assert_eq!(xds("[grpc]\nlisten = \"127.0.0.1:0\"\n"), Ok(None));
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let text = "[grpc.xds]\nurl = \"envoy-gateway:18001\"\nnode_id = \"envoy-ratelimit\"\n\
+                    node_metadata = { a = \"1\" }\nheaders = { X-Tenant = \"acme\" }\n\
+                    max_message_size = 1024\nforce_start_without_initial_config = true\n\
+                    retry_interval = \"1s\"\nbackoff_initial = \"2s\"\nbackoff_max = \"4s\"\n\
+                    backoff_random_factor = 2.0\nbackoff_jitter = false\n";
+        let s = xds(text).unwrap().unwrap();
+        assert_eq!((s.host.as_str(), s.port), ("envoy-gateway", 18001));
+        assert_eq!(s.node_id, "envoy-ratelimit");
+        assert_eq!(s.node_metadata.get("a").map(String::as_str), Some("1"));
+        // Metadata names are lowercase on the wire.
+        assert_eq!(s.headers.get("x-tenant").map(String::as_str), Some("acme"));
+        assert_eq!(s.max_message_size, 1024);
+        assert!(s.force_start_without_initial_config);
+        assert_eq!(s.retry_interval, Duration::from_secs(1));
+        assert_eq!(
+            (
+                s.backoff.initial,
+                s.backoff.max,
+                s.backoff.factor,
+                s.backoff.jitter
+            ),
+            (Duration::from_secs(2), Duration::from_secs(4), 2.0, false)
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_key_and_the_place() {
+        let cases = [
+            (
+                "[grpc.xds]\nurl = \"host\"\n",
+                "tollgate.toml:2:7: grpc.xds.url: ",
+            ),
+            (
+                "[grpc.xds]\nnode_id = \"\"\n",
+                "grpc.xds.node_id: must not be empty",
+            ),
+            (
+                "[grpc.xds]\nmax_message_size = 0\n",
+                "grpc.xds.max_message_size: must be 1 to",
+            ),
+            ("[grpc.xds]\nretry_interval = 3\n", "write a duration"),
+            (
+                "[grpc.xds]\nbackoff_random_factor = nan\n",
+                "must be a finite number",
+            ),
+            (
+                "[grpc.xds]\nheaders = { \"a:b\" = \"v\" }\n",
+                "grpc.xds.headers.a:b: ",
+            ),
+            (
+                "[grpc.xds]\nheaders = { x-b-bin = \"v\" }\n",
+                "grpc.xds.headers.x-b-bin: ",
+            ),
+            (
+                "[grpc.xds]\nheaders = { x = \"caf\u{e9}\" }\n",
+                "must be visible ASCII",
+            ),
+            ("[grpc.xds]\nnode = \"x\"\n", "unknown field `node`"),
+            (
+                "[grpc.xds.tls]\nserver_name = \"a b\"\n",
+                "grpc.xds.tls.server_name: ",
+            ),
+            (
+                "[grpc.xds.tls]\nca = \"nowhere.pem\"\n",
+                "grpc.xds.tls.ca: ",
+            ),
+            (
+                "[grpc.xds.tls]\ncert = \"c.pem\"\n",
+                "grpc.xds.tls.key: a client certificate needs its key",
+            ),
+            (
+                "[grpc]\nconfig_dir = \"envoy\"\n[grpc.xds]\n",
+                "tollgate.toml:3:1: grpc.xds: grpc.config_dir and [grpc.xds] are two sources",
+            ),
+        ];
+        for (text, expected) in cases {
+            let error = xds(text).unwrap_err();
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn tls_paths_are_relative_to_the_file_and_read_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "not a certificate").unwrap();
+        let file = dir.path().join("tollgate.toml");
+        let error = Config::parse(&file, "[grpc.xds.tls]\nca = \"ca.pem\"\n").unwrap_err();
+        assert_eq!(error.field, "grpc.xds.tls.ca");
+        assert!(error.message.contains("no certificate"), "{error}");
+        let error = Config::parse(&file, "[grpc.xds.tls]\nca = \"missing.pem\"\n").unwrap_err();
+        assert!(error.message.contains("missing.pem"), "{error}");
+    }
 }

@@ -551,4 +551,22 @@ fn xds_settings_that_can_never_work_stop_the_start_naming_the_key() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("grpc.xds.tls.ca"), "{stderr}");
+    // A directory on the command line and [grpc.xds] in the file: two sources, refused.
+    std::fs::write(&path, "[grpc.xds]\nurl = \"127.0.0.1:1\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--envoy-config-dir", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("grpc.xds: --envoy-config-dir and [grpc.xds]"),
+        "{stderr}"
+    );
 }

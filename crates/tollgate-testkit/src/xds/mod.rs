@@ -11,8 +11,10 @@
 //! use tollgate_testkit::XdsServer;
 //!
 //! let mut xds = XdsServer::start(None)?;
-//! xds.set("v1", vec![RateLimitConfig { name: "a".into(), domain: "d".into(), ..Default::default() }]);
-//! let seen = xds.wait_for("v1 ACKed", |seen| seen.iter().any(|s| s.acks("v1")))?;
+//! let config = RateLimitConfig { name: "a".into(), domain: "d".into(), ..Default::default() };
+//! xds.set("v1", &[config]);
+//! // ... start tollgate with `[grpc.xds] url` = xds.addr() ...
+//! xds.wait_for("v1 ACKed", |seen| seen.iter().any(|s| s.acks("v1")))?;
 //! xds.stop();
 //! xds.restart()?;
 //! # Ok::<(), tollgate_testkit::TestkitError>(())

@@ -20,9 +20,10 @@ use super::settings::XdsSettings;
 /// The longest a connection (TCP and TLS handshakes) may take.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How often an idle connection is pinged, and how long a ping may go unanswered before the
-/// connection counts as broken.
-const KEEPALIVE: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(10));
+/// How often the connection is pinged, and how long a ping may go unanswered before it counts
+/// as broken: every 5 minutes, the most often a gRPC server accepts by default (grpc-go's
+/// enforcement policy answers more frequent pings with `GOAWAY`, which would break the stream).
+const KEEPALIVE: (Duration, Duration) = (Duration::from_secs(300), Duration::from_secs(20));
 
 /// A byte stream, plain or TLS.
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -52,8 +53,7 @@ pub(super) async fn connect(settings: &XdsSettings) -> Result<Channel, String> {
     let endpoint = Endpoint::from_shared(format!("{scheme}://{}", settings.url()))
         .map_err(|e| chain(&e))?
         .http2_keep_alive_interval(KEEPALIVE.0)
-        .keep_alive_timeout(KEEPALIVE.1)
-        .keep_alive_while_idle(true);
+        .keep_alive_timeout(KEEPALIVE.1);
     let connector = Connector {
         host: settings.host.clone(),
         port: settings.port,
