@@ -140,28 +140,27 @@ impl Settings {
         let grpc_listen = cli.grpc_listen.or(grpc.listen);
         let config_dir = cli.envoy_config_dir.clone().or(grpc.config_dir);
         let xds = grpc.xds;
-        let grpc = (grpc_listen.is_some() || config_dir.is_some() || xds.is_some()).then(|| {
-            EnvoySettings {
-                listen: grpc_listen.unwrap_or(crate::envoy::DEFAULT_LISTEN),
-                config_dir,
-                merge_domain_config: cli.envoy_merge_domain_config
-                    || grpc.merge_domain_config.unwrap_or(false),
-                algorithm: grpc.algorithm.unwrap_or(EnvoyAlgorithm::FixedWindow),
-                domain_algorithms: grpc.domain_algorithms,
-                shadow_mode: grpc.shadow_mode.unwrap_or(false),
-                charge: grpc.charge.unwrap_or_default(),
-                response_headers: grpc.response_headers.unwrap_or(false),
-                ietf_headers: grpc.ietf_headers.unwrap_or(false),
-                header_names: std::array::from_fn(|i| {
-                    grpc.header_names[i]
-                        .clone()
-                        .unwrap_or_else(|| crate::envoy::DEFAULT_HEADER_NAMES[i].to_owned())
-                }),
-                near_limit_ratio: grpc
-                    .near_limit_ratio
-                    .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
-                xds,
-            }
+        let on = grpc_listen.is_some() || config_dir.is_some() || xds.is_some();
+        let grpc = on.then(|| EnvoySettings {
+            listen: grpc_listen.unwrap_or(crate::envoy::DEFAULT_LISTEN),
+            config_dir,
+            merge_domain_config: cli.envoy_merge_domain_config
+                || grpc.merge_domain_config.unwrap_or(false),
+            algorithm: grpc.algorithm.unwrap_or(EnvoyAlgorithm::FixedWindow),
+            domain_algorithms: grpc.domain_algorithms,
+            shadow_mode: grpc.shadow_mode.unwrap_or(false),
+            charge: grpc.charge.unwrap_or_default(),
+            response_headers: grpc.response_headers.unwrap_or(false),
+            ietf_headers: grpc.ietf_headers.unwrap_or(false),
+            header_names: std::array::from_fn(|i| {
+                grpc.header_names[i]
+                    .clone()
+                    .unwrap_or_else(|| crate::envoy::DEFAULT_HEADER_NAMES[i].to_owned())
+            }),
+            near_limit_ratio: grpc
+                .near_limit_ratio
+                .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
+            xds,
         });
         let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
             let given = f.map(pick).cloned().unwrap_or_default();

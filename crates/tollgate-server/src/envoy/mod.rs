@@ -1,5 +1,6 @@
 //! Envoy's rate-limit service, drop-in: `envoy.service.ratelimit.v3.RateLimitService` over gRPC,
-//! configured by a directory of envoyproxy/ratelimit YAML files, unchanged.
+//! configured by a directory of envoyproxy/ratelimit YAML files, unchanged, or over xDS
+//! ([`xds`]).
 //!
 //! Envoy's rules ([`descriptors`](crate::descriptors)), beside the decision core, resolve
 //! descriptors as envoyproxy/ratelimit does; this front end answers as it does, and the

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use envoy_types::pb::google::protobuf::Any;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use envoy_types::pb::ratelimit::config::ratelimit::v3::{
     RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitUnit,
 };
@@ -19,13 +19,24 @@ use crate::descriptors::config::{EnvoyConfig, LoadError};
 /// The resource type tollgate asks for.
 pub const TYPE_URL: &str = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig";
 
-/// Loads `resources` (every one decoded first, as upstream does, then loaded in their order),
-/// or says why not, in the words the management server is sent back.
-pub(super) fn load(resources: &[Any], merge_domains: bool) -> Result<EnvoyConfig, LoadError> {
+/// Loads `response`'s resources (every one decoded first, as upstream does, then loaded in
+/// their order), or says why not, in the words the management server is sent back. A response
+/// of another type is refused whole: read as an empty config, it would drop every rule.
+pub(super) fn load(
+    response: &DiscoveryResponse,
+    merge_domains: bool,
+) -> Result<EnvoyConfig, LoadError> {
     let unnamed = |message: String| LoadError {
         file: None,
         message,
     };
+    if response.type_url != TYPE_URL {
+        return Err(unnamed(format!(
+            "a response of type {:?}, where {TYPE_URL:?} was asked for",
+            response.type_url
+        )));
+    }
+    let resources = &response.resources;
     if resources.len() > MAX_RESOURCES {
         return Err(unnamed(format!(
             "the response holds {} resources, more than the {MAX_RESOURCES} accepted",
@@ -89,7 +100,17 @@ fn unit_name(unit: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use envoy_types::pb::google::protobuf::Any;
     use envoy_types::pb::ratelimit::config::ratelimit::v3::RateLimitReplace;
+
+    fn load(resources: &[Any], merge_domains: bool) -> Result<EnvoyConfig, LoadError> {
+        let response = DiscoveryResponse {
+            type_url: TYPE_URL.to_owned(),
+            resources: resources.to_vec(),
+            ..DiscoveryResponse::default()
+        };
+        super::load(&response, merge_domains)
+    }
 
     fn any(config: &RateLimitConfig) -> Any {
         Any {

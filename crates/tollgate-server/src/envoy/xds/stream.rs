@@ -125,7 +125,7 @@ fn apply(
     state: &mut State,
     node: &Node,
 ) -> DiscoveryRequest {
-    let loaded = convert::load(&response.resources, merge_domains).and_then(|config| {
+    let loaded = convert::load(response, merge_domains).and_then(|config| {
         let (resources, domains) = (config.files(), config.domains());
         envoy.reload(config).map(|()| (resources, domains))
     });
