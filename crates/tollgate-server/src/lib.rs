@@ -57,7 +57,12 @@ pub async fn serve(
     settings: Settings,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), ServeError> {
-    let server = Server::bind(settings).await?;
+    let server = tokio::select! {
+        server = Server::bind(settings) => server?,
+        // A signal while it waits for its first config over xDS, before anything listens,
+        // ends it at once: there is nothing in flight.
+        () = shutdown.cancelled() => return Ok(()),
+    };
     // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
     let s = server.settings();
     let scheme = |plain: &'static str, tls: Option<&net::tls::TlsFiles>| match tls {

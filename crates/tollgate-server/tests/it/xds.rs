@@ -570,3 +570,42 @@ fn xds_settings_that_can_never_work_stop_the_start_naming_the_key() {
         "{stderr}"
     );
 }
+
+#[test]
+fn xds_a_signal_while_waiting_for_the_first_version_ends_tollgate_cleanly() {
+    let xds = XdsServer::start(None).unwrap();
+    let (_dir, path) = write_toml(&xds_toml(xds.addr(), ""));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    xds.wait_for("the first request", |seen| !seen.is_empty())
+        .unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let watch = Stopwatch::start();
+    let exited = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            watch.elapsed() < Duration::from_secs(30),
+            "tollgate kept waiting after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exited.success(), "{exited}");
+    let mut banner = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut banner).unwrap();
+    assert_eq!(banner, "", "nothing listened");
+}
