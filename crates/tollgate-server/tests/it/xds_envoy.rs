@@ -1,8 +1,9 @@
 //! A real Envoy in front of a backend, its routes' rate-limit actions shaped as Envoy Gateway's
 //! translator sets them (`generic_key` for the route, `header_value_match` for an exact header
 //! match as `rule-0-match-0`, `request_headers` for a distinct one, `masked_remote_address`),
-//! asking tollgate over mutual TLS; tollgate configured over xDS by the test kit's management
-//! server. Requests through Envoy are limited as the pushed versions say.
+//! asking tollgate over mutual TLS; tollgate configured over xDS, over mutual TLS too, by the
+//! test kit's management server. Requests through Envoy are limited as the pushed versions say,
+//! a bad version changes nothing, and the management server's restart loses nothing.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,29 +11,39 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use envoy_types::pb::ratelimit::config::ratelimit::v3::{RateLimitConfig, RateLimitUnit};
-use tollgate_testkit::{Seen, TestCa, XdsServer};
+use tollgate_testkit::{Seen, TestCa, XdsServer, XdsServerTls};
 
 use crate::envoy_mtls::{free_port, start_envoy};
 use crate::support::{self, Tollgate};
 use crate::xds_fixtures::{self as fx, LISTENER};
 
-/// The files of tollgate's gRPC listener: certificate, key, and the CA of Envoy's certificate.
-struct ListenerTls {
+/// The files tollgate is given, as Envoy Gateway mounts them under `/certs`: its gRPC
+/// listener's certificate and key, and the CA (of Envoy's certificate, and of the management
+/// server's); its client certificate and key to the management server.
+struct Certs {
     cert: PathBuf,
     key: PathBuf,
-    client_ca: PathBuf,
+    ca: PathBuf,
+    xds_cert: PathBuf,
+    xds_key: PathBuf,
 }
 
-/// How this test starts tollgate: gRPC over mutual TLS, its rules from the management server
-/// at `xds`. (One function, so that how tollgate is configured can change alone.)
-fn start_tollgate(dir: &Path, xds: SocketAddr, tls: &ListenerTls) -> Tollgate {
+/// How this test starts tollgate: gRPC over TLS checking Envoy's certificate, its rules from
+/// the management server at `xds` over mutual TLS. (One function, so that how tollgate is
+/// configured can change alone.)
+fn start_tollgate(dir: &Path, xds: SocketAddr, certs: &Certs) -> Tollgate {
+    let p = |path: &PathBuf| path.to_str().unwrap().to_owned();
     let toml = format!(
         "[grpc]\nlisten = \"127.0.0.1:0\"\n\n[grpc.tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\n\n\
          [grpc.xds]\nurl = \"{xds}\"\nnode_id = \"envoy-ratelimit\"\nretry_interval = \"50ms\"\n\
-         backoff_initial = \"100ms\"\nbackoff_max = \"200ms\"\n",
-        tls.cert.to_str().unwrap(),
-        tls.key.to_str().unwrap(),
-        tls.client_ca.to_str().unwrap(),
+         backoff_initial = \"100ms\"\nbackoff_max = \"200ms\"\n\n\
+         [grpc.xds.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\nserver_name = \"localhost\"\n",
+        p(&certs.cert),
+        p(&certs.key),
+        p(&certs.ca),
+        p(&certs.ca),
+        p(&certs.xds_cert),
+        p(&certs.xds_key),
     );
     let path = support::write(dir, "tollgate.toml", &toml);
     Tollgate::start(&["--config", path.to_str().unwrap()])
@@ -214,18 +225,33 @@ fn xds_a_real_envoy_is_limited_as_the_management_server_configures_tollgate() {
         .sign(d, "server", "localhost", "DNS:localhost,IP:127.0.0.1")
         .unwrap();
     ca.sign(d, "envoy", "envoy", "DNS:envoy.internal").unwrap();
-    let xds = XdsServer::start(None).unwrap();
+    let (xds_cert, xds_key) = ca
+        .sign(d, "ratelimit", "envoy-ratelimit", "DNS:envoy-ratelimit")
+        .unwrap();
+    let (server_cert, server_key) = ca
+        .sign(
+            d,
+            "envoy-gateway",
+            "envoy-gateway",
+            "DNS:localhost,IP:127.0.0.1",
+        )
+        .unwrap();
+    let mut xds = XdsServer::start(Some(XdsServerTls {
+        cert: server_cert,
+        key: server_key,
+        client_ca: Some(ca.cert.clone()),
+    }))
+    .unwrap();
     xds.set("v1", &[rules(2, 1)]);
-    let tls = ListenerTls {
+    let certs = Certs {
         cert,
         key,
-        client_ca: ca.cert.clone(),
+        ca: ca.cert.clone(),
+        xds_cert,
+        xds_key,
     };
-    let server = start_tollgate(d, xds.addr(), &tls);
-    xds.wait_for("v1 ACKed", |seen: &[Seen]| {
-        seen.iter().any(|s| s.acks("v1"))
-    })
-    .unwrap();
+    let server = start_tollgate(d, xds.addr(), &certs);
+    xds.wait_for("v1 ACKed", acked("v1")).unwrap();
 
     let port = free_port();
     let config = bootstrap(port, server.grpc_addr(), server.addr, d, &ca.cert);
@@ -243,13 +269,44 @@ fn xds_a_real_envoy_is_limited_as_the_management_server_configures_tollgate() {
     // A new version while Envoy runs: the exact match raised to 5, the address to 3; their
     // counts so far are kept (the rules' buckets are named by their descriptors).
     xds.set("v2", &[rules(5, 3)]);
-    xds.wait_for("v2 ACKed", |seen: &[Seen]| {
-        seen.iter().any(|s| s.acks("v2"))
-    })
-    .unwrap();
+    xds.wait_for("v2 ACKed", acked("v2")).unwrap();
     assert_eq!(
         statuses(envoy.port(), "/first", "one", 4),
         [200, 200, 200, 429]
     );
-    assert_eq!(statuses(envoy.port(), "/second", "", 3), [200, 200, 429]);
+    assert_eq!(statuses(envoy.port(), "/second", "", 1), [200]);
+
+    // A bad version is NACKed; v2 goes on deciding (the address has 1 left of 3).
+    let mut bad = rules(100, 100);
+    bad.descriptors[1].descriptors[0]
+        .rate_limit
+        .as_mut()
+        .unwrap()
+        .unit = 0;
+    xds.set("v3", &[bad]);
+    let seen = xds
+        .wait_for("v3 NACKed", |seen| {
+            seen.iter().any(|s| s.error_detail.is_some())
+        })
+        .unwrap();
+    let nack = seen.iter().find(|s| s.error_detail.is_some()).unwrap();
+    assert_eq!(nack.version_info, "v2");
+    assert_eq!(statuses(envoy.port(), "/second", "", 2), [200, 429]);
+
+    // The management server goes away: Envoy's requests are still decided by v2; it comes
+    // back with v4, which tollgate picks up.
+    xds.stop();
+    assert_eq!(statuses(envoy.port(), "/first", "one", 1), [429]);
+    xds.set("v4", &[rules(8, 10)]);
+    xds.restart().unwrap();
+    xds.wait_for("v4 ACKed after the restart", acked("v4"))
+        .unwrap();
+    assert_eq!(
+        statuses(envoy.port(), "/first", "one", 4),
+        [200, 200, 200, 429]
+    );
+}
+
+fn acked(version: &'static str) -> impl Fn(&[Seen]) -> bool {
+    move |seen: &[Seen]| seen.iter().any(|s| s.acks(version))
 }
