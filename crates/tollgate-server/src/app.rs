@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tollgate::StoreError;
 
@@ -98,7 +98,12 @@ impl App {
             (Some(grpc), Some((files, config))) => {
                 let metrics = envoy::metrics::EnvoyMetrics::new(&metrics)?;
                 let envoy = Envoy::new(Arc::clone(&limiter), config, grpc.clone(), metrics)?;
-                envoy.metrics().loaded(true);
+                if grpc.xds.is_some() {
+                    // Nothing is loaded before the management server's first version.
+                    envoy.wait_for_config();
+                } else {
+                    envoy.metrics().loaded(true);
+                }
                 Some((Arc::new(envoy), files))
             }
             _ => None,
@@ -180,6 +185,36 @@ pub struct Server {
     resp: Option<Bound>,
     grpc: Option<Bound>,
     admin: Option<Bound>,
+    xds: Option<DropGuard>,
+}
+
+/// Starts the xDS client when `envoy` is configured over xDS and, unless
+/// `force_start_without_initial_config`, waits for the management server's first response
+/// (put in force or refused) before anything listens, as envoyproxy/ratelimit does.
+async fn start_xds(envoy: &Arc<Envoy>) -> Option<DropGuard> {
+    let loaded = envoy.loaded();
+    let xds = loaded.settings.xds.clone()?;
+    let stop = CancellationToken::new();
+    let (first, handled) = tokio::sync::oneshot::channel();
+    let wait = !xds.force_start_without_initial_config;
+    let url = xds.url();
+    tokio::spawn(envoy::xds::run(
+        Arc::clone(envoy),
+        xds,
+        loaded.settings.merge_domain_config,
+        first,
+        stop.clone(),
+    ));
+    if wait {
+        tracing::info!(
+            %url,
+            "waiting for the first config from the xDS management server before listening \
+             (force_start_without_initial_config = false)"
+        );
+        // The client tells once it handled one, and never ends before `stop`.
+        let _ = handled.await;
+    }
+    Some(stop.drop_guard())
 }
 
 impl Server {
@@ -187,6 +222,12 @@ impl Server {
     /// be used stop it here, as a bad config does.
     pub async fn bind(settings: Settings) -> Result<Server, ServeError> {
         let app = App::open(settings).await?;
+        // Stops the xDS client when the server is dropped unstarted (a listener that cannot
+        // bind) or, once it runs, at shutdown.
+        let xds = match &app.envoy {
+            Some((envoy, _)) => start_xds(envoy).await,
+            None => None,
+        };
         let settings = &app.settings;
         let metrics = app.limiter.metrics();
         let http = bind("http", settings.listen, &settings.http, metrics).await?;
@@ -210,6 +251,7 @@ impl Server {
             resp,
             grpc,
             admin,
+            xds,
         })
     }
 
@@ -324,6 +366,13 @@ impl Server {
                 envoy,
                 shutdown.clone(),
             ));
+        }
+        if let Some(xds) = self.xds {
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown.cancelled().await;
+                drop(xds);
+            });
         }
         let served = web::serve(self.http.listener(), router, shutdown).await;
         listeners.close();

@@ -57,7 +57,12 @@ pub async fn serve(
     settings: Settings,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), ServeError> {
-    let server = Server::bind(settings).await?;
+    let server = tokio::select! {
+        server = Server::bind(settings) => server?,
+        // A signal while it waits for its first config over xDS, before anything listens,
+        // ends it at once: there is nothing in flight.
+        () = shutdown.cancelled() => return Ok(()),
+    };
     // stdout, one line, so that scripts (and tests) can read the port chosen for `:0`.
     let s = server.settings();
     let scheme = |plain: &'static str, tls: Option<&net::tls::TlsFiles>| match tls {
@@ -84,10 +89,14 @@ pub async fn serve(
     // What the gRPC listener answers from: a server that serves only an Envoy directory says so.
     let envoy = server.envoy().map_or_else(String::new, |envoy| {
         let loaded = envoy.loaded();
-        let dir = loaded.settings.config_dir.as_ref().map_or_else(
-            || "no Envoy config directory".to_owned(),
-            |dir| format!("Envoy config {}", dir.display()),
-        );
+        let dir = match (&loaded.settings.xds, &loaded.settings.config_dir) {
+            (Some(xds), _) if loaded.waiting => {
+                format!("Envoy config over xDS from {} (none yet)", xds.url())
+            }
+            (Some(xds), _) => format!("Envoy config over xDS from {}", xds.url()),
+            (None, Some(dir)) => format!("Envoy config {}", dir.display()),
+            (None, None) => "no Envoy config directory".to_owned(),
+        };
         format!(
             ", {dir}: {} {}, {} {}",
             loaded.config.domains(),

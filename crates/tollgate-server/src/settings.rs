@@ -100,6 +100,21 @@ impl Settings {
     pub fn load(overrides: Overrides) -> Result<Settings, ServeError> {
         let config = overrides.config.as_deref().map(Config::load).transpose()?;
         let settings = Settings::resolve(overrides, config.as_ref());
+        if let Some(grpc) = &settings.grpc
+            && grpc.xds.is_some()
+            && settings.overrides.envoy_config_dir.is_some()
+        {
+            return Err(ConfigError {
+                file: settings.config.clone().unwrap_or_default(),
+                at: None,
+                field: "grpc.xds".to_owned(),
+                message: "--envoy-config-dir and [grpc.xds] are two sources of Envoy's rules: \
+                          give one (as envoyproxy/ratelimit's CONFIG_TYPE is FILE or \
+                          GRPC_XDS_SOTW)"
+                    .to_owned(),
+            }
+            .into());
+        }
         check_policies(
             settings.config.as_deref(),
             &settings.store,
@@ -124,7 +139,9 @@ impl Settings {
         let grpc = f.map(|c| c.grpc.clone()).unwrap_or_default();
         let grpc_listen = cli.grpc_listen.or(grpc.listen);
         let config_dir = cli.envoy_config_dir.clone().or(grpc.config_dir);
-        let grpc = (grpc_listen.is_some() || config_dir.is_some()).then(|| EnvoySettings {
+        let xds = grpc.xds;
+        let on = grpc_listen.is_some() || config_dir.is_some() || xds.is_some();
+        let grpc = on.then(|| EnvoySettings {
             listen: grpc_listen.unwrap_or(crate::envoy::DEFAULT_LISTEN),
             config_dir,
             merge_domain_config: cli.envoy_merge_domain_config
@@ -143,6 +160,7 @@ impl Settings {
             near_limit_ratio: grpc
                 .near_limit_ratio
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
+            xds,
         });
         let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
             let given = f.map(pick).cloned().unwrap_or_default();
@@ -228,7 +246,7 @@ impl Settings {
         differ("resp.listen", running.resp_listen != new.resp_listen);
         differ("resp", running.resp != new.resp);
         differ(
-            "grpc.listen, grpc.config_dir or grpc.merge_domain_config",
+            "grpc.listen, grpc.config_dir, grpc.merge_domain_config or [grpc.xds]",
             match (&running.grpc, &new.grpc) {
                 (Some(a), Some(b)) => a.needs_restart(b),
                 (None, None) => false,

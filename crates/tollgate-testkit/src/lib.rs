@@ -16,6 +16,10 @@
 //!
 //! A missing binary is an error naming the package to install, never a skipped test.
 //!
+//! [`XdsServer`] is an xDS management server in process (tonic), serving envoyproxy/ratelimit's
+//! `RateLimitConfig` resources over ADS, plain or over mutual TLS, for tests of configuration
+//! over xDS.
+//!
 //! Test servers trade durability for speed (PostgreSQL without `fsync`). `tollgate-bench all`
 //! starts its PostgreSQL with [`TestPostgres::start_durable`] instead: commits wait for the
 //! disk, as in production.
@@ -70,6 +74,7 @@ mod resp;
 mod scratch;
 mod tls;
 mod url;
+pub mod xds;
 
 pub use cluster::TestRedisCluster;
 pub use error::TestkitError;
@@ -78,3 +83,4 @@ pub use proxy::StallProxy;
 pub use redis::TestRedis;
 pub use resp::{RedisTarget, Reply, command_calls, redis_cmd};
 pub use tls::TestCa;
+pub use xds::{Seen, XdsServer, XdsServerTls};

@@ -134,7 +134,36 @@ listener_table!(GrpcFile {
     reset_header: Option<String>,
     near_limit_ratio: Option<Spanned<f64>>,
     domains: BTreeMap<String, DomainFile>,
+    xds: Option<Spanned<XdsFile>>,
 });
+
+/// `[grpc.xds]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct XdsFile {
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) node_id: Option<Spanned<String>>,
+    pub(super) node_metadata: BTreeMap<String, String>,
+    pub(super) headers: Option<Spanned<BTreeMap<String, String>>>,
+    pub(super) max_message_size: Option<Spanned<u64>>,
+    pub(super) force_start_without_initial_config: Option<bool>,
+    pub(super) retry_interval: Option<Spanned<String>>,
+    pub(super) backoff_initial: Option<Spanned<String>>,
+    pub(super) backoff_max: Option<Spanned<String>>,
+    pub(super) backoff_random_factor: Option<Spanned<f64>>,
+    pub(super) backoff_jitter: Option<bool>,
+    pub(super) tls: Option<Spanned<XdsTlsFile>>,
+}
+
+/// `[grpc.xds.tls]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct XdsTlsFile {
+    pub(super) ca: Option<String>,
+    pub(super) cert: Option<String>,
+    pub(super) key: Option<String>,
+    pub(super) server_name: Option<Spanned<String>>,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

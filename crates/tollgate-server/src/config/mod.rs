@@ -26,6 +26,7 @@ mod listener;
 mod policies;
 mod read;
 mod redact;
+mod xds;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -118,6 +119,8 @@ pub struct GrpcConfig {
     pub header_names: [Option<String>; 3],
     /// `near_limit_ratio`.
     pub near_limit_ratio: Option<f64>,
+    /// `[grpc.xds]`, its defaults filled in and its TLS files checked.
+    pub xds: Option<crate::envoy::xds::XdsSettings>,
 }
 
 impl Config {
@@ -251,7 +254,18 @@ impl Config {
             },
             &refuse,
         )?;
+        let xds = xds::resolve(file.grpc.xds, dir, &refuse)?;
+        if let (Some((_, span)), Some(_)) = (&xds, &file.grpc.config_dir) {
+            return Err(refuse(
+                Some(span.clone()),
+                "grpc.xds",
+                "grpc.config_dir and [grpc.xds] are two sources of Envoy's rules: give one (as \
+                 envoyproxy/ratelimit's CONFIG_TYPE is FILE or GRPC_XDS_SOTW)"
+                    .to_owned(),
+            ));
+        }
         let grpc = GrpcConfig {
+            xds: xds.map(|(xds, _)| xds),
             listen: grpc_listen,
             config_dir: file
                 .grpc
@@ -339,6 +353,9 @@ fn plain(field: &str, message: &str) -> String {
             ".max_connection_age",
             "_grace",
             ".keepalive_interval",
+            ".retry_interval",
+            ".backoff_initial",
+            ".backoff_max",
         ]
         .iter()
         .any(|end| field.ends_with(end));

@@ -86,6 +86,7 @@ async fn answer(
         Err(EnvoyError::Unavailable(message)) => {
             Problem::store_unavailable(message).into_response()
         }
+        Err(EnvoyError::NoConfig) => Problem::no_config(ratelimit::NO_CONFIG).into_response(),
     }
 }
 

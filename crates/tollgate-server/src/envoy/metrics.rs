@@ -192,7 +192,7 @@ impl EnvoyMetrics {
         }
     }
 
-    /// Counts a load of the directory.
+    /// Counts a load of the directory, or of a version over xDS.
     pub fn loaded(&self, ok: bool) {
         let result = if ok { "success" } else { "failure" };
         self.loads.with_label_values(&[result]).inc();

@@ -1,5 +1,6 @@
 //! Envoy's rate-limit service, drop-in: `envoy.service.ratelimit.v3.RateLimitService` over gRPC,
-//! configured by a directory of envoyproxy/ratelimit YAML files, unchanged.
+//! configured by a directory of envoyproxy/ratelimit YAML files, unchanged, or over xDS
+//! ([`xds`]).
 //!
 //! Envoy's rules ([`descriptors`](crate::descriptors)), beside the decision core, resolve
 //! descriptors as envoyproxy/ratelimit does; this front end answers as it does, and the
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod ratelimit;
 pub(crate) mod reload;
 pub mod service;
+pub mod xds;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -77,6 +79,8 @@ pub struct EnvoySettings {
     pub header_names: [String; 3],
     /// See [`DEFAULT_NEAR_LIMIT_RATIO`].
     pub near_limit_ratio: f64,
+    /// The rules come from an xDS management server (`[grpc.xds]`) rather than `config_dir`.
+    pub xds: Option<xds::XdsSettings>,
 }
 
 impl EnvoySettings {
@@ -93,6 +97,7 @@ impl EnvoySettings {
         self.listen != other.listen
             || self.config_dir != other.config_dir
             || self.merge_domain_config != other.merge_domain_config
+            || self.xds != other.xds
     }
 }
 
@@ -104,6 +109,9 @@ pub struct Loaded {
     pub settings: EnvoySettings,
     /// Their metric series.
     pub metrics: metrics::Series,
+    /// No config has been loaded yet (over xDS, before the first good version): every
+    /// request is answered with an error, as envoyproxy/ratelimit answers before its first.
+    pub waiting: bool,
 }
 
 /// The Envoy front end's state, shared by the gRPC service, `/json`, `/rlconfig` and the
@@ -134,6 +142,7 @@ impl Envoy {
                 config,
                 settings,
                 metrics: series,
+                waiting: false,
             }),
             update: std::sync::Mutex::new(()),
             metrics,
@@ -156,6 +165,7 @@ impl Envoy {
             config,
             settings,
             metrics: series,
+            waiting: false,
         }));
         self.metrics
             .forget_gone(&old.metrics, &self.loaded.load().metrics);
@@ -172,8 +182,22 @@ impl Envoy {
             config: loaded.config.clone(),
             settings,
             metrics: loaded.metrics.clone(),
+            waiting: loaded.waiting,
         }));
         Ok(())
+    }
+
+    /// Answers every request with an error until a config is loaded by [`reload`](Self::reload)
+    /// (configuration over xDS, before its first version).
+    pub(crate) fn wait_for_config(&self) {
+        let _update = self.update.lock().unwrap_or_else(PoisonError::into_inner);
+        let loaded = self.loaded.load_full();
+        self.loaded.store(Arc::new(Loaded {
+            config: loaded.config.clone(),
+            settings: loaded.settings.clone(),
+            metrics: loaded.metrics.clone(),
+            waiting: true,
+        }));
     }
 
     /// The front end's metrics.

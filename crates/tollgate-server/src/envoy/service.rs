@@ -59,6 +59,7 @@ impl RateLimitService for RateLimiter {
         .map_err(|error| match error {
             EnvoyError::Invalid(message) => Status::invalid_argument(message),
             EnvoyError::Unavailable(message) => Status::unavailable(message),
+            EnvoyError::NoConfig => Status::unknown(ratelimit::NO_CONFIG),
         })
     }
 }

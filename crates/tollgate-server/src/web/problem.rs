@@ -74,6 +74,18 @@ impl Problem {
         }
     }
 
+    /// 503: no Envoy config is loaded yet (configuration over xDS, before its first version).
+    pub fn no_config(detail: impl Into<String>) -> Problem {
+        Problem {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "no-config",
+            title: "No rate-limit configuration is loaded yet",
+            detail: detail.into(),
+            field: None,
+            retry_after_secs: Some(1),
+        }
+    }
+
     /// 409: a reservation that cannot be committed (unknown, forged, expired, or committed
     /// already); nothing changed.
     pub fn reservation_conflict(detail: impl Into<String>) -> Problem {

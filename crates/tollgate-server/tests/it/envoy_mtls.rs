@@ -13,9 +13,16 @@ use tollgate_testkit::TestCa;
 use crate::support::{self, Stopwatch, Tollgate};
 
 /// A running Envoy; killed when dropped.
-struct Envoy {
+pub struct Envoy {
     child: Child,
     port: u16,
+}
+
+impl Envoy {
+    /// The port of its listener.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
 }
 
 impl Drop for Envoy {
@@ -25,7 +32,7 @@ impl Drop for Envoy {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -123,7 +130,7 @@ fn bootstrap(
     )
 }
 
-fn start_envoy(dir: &Path, name: &str, config: &str, port: u16) -> Envoy {
+pub fn start_envoy(dir: &Path, name: &str, config: &str, port: u16) -> Envoy {
     let path = support::write(dir, &format!("{name}.yaml"), config);
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
     let child = Command::new("envoy")

@@ -247,7 +247,9 @@ fn every_toml_block_in_the_docs_is_a_good_config() {
 fn dotted_keys(table: &toml::Table, prefix: &str, out: &mut BTreeSet<String>) {
     for (key, value) in table {
         let key = match prefix {
-            "policies." | "grpc.domains." => "NAME",
+            "policies." | "grpc.domains." | "grpc.xds.node_metadata." | "grpc.xds.headers." => {
+                "NAME"
+            }
             _ => key.as_str(),
         };
         let path = format!("{prefix}{key}");

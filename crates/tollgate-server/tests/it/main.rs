@@ -41,3 +41,6 @@ mod resp_decoder;
 mod security;
 mod store_config;
 mod tls;
+mod xds;
+mod xds_envoy;
+mod xds_fixtures;

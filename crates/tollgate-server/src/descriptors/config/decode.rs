@@ -26,33 +26,33 @@ const KEYS: [&str; 16] = [
 
 /// A file, decoded.
 #[derive(Debug, Default)]
-pub(super) struct Root {
-    pub(super) domain: String,
-    pub(super) descriptors: Vec<Descriptor>,
+pub(crate) struct Root {
+    pub(crate) domain: String,
+    pub(crate) descriptors: Vec<Descriptor>,
 }
 
 /// `descriptors[]`.
 #[derive(Debug, Default)]
-pub(super) struct Descriptor {
-    pub(super) key: String,
-    pub(super) value: String,
-    pub(super) rate_limit: Option<RateLimit>,
-    pub(super) descriptors: Vec<Descriptor>,
-    pub(super) shadow_mode: bool,
-    pub(super) quota_mode: bool,
-    pub(super) detailed_metric: bool,
-    pub(super) value_to_metric: bool,
-    pub(super) share_threshold: bool,
+pub(crate) struct Descriptor {
+    pub(crate) key: String,
+    pub(crate) value: String,
+    pub(crate) rate_limit: Option<RateLimit>,
+    pub(crate) descriptors: Vec<Descriptor>,
+    pub(crate) shadow_mode: bool,
+    pub(crate) quota_mode: bool,
+    pub(crate) detailed_metric: bool,
+    pub(crate) value_to_metric: bool,
+    pub(crate) share_threshold: bool,
 }
 
 /// `rate_limit`.
 #[derive(Debug, Default)]
-pub(super) struct RateLimit {
-    pub(super) requests_per_unit: u32,
-    pub(super) unit: String,
-    pub(super) unlimited: bool,
-    pub(super) name: String,
-    pub(super) replaces: Vec<String>,
+pub(crate) struct RateLimit {
+    pub(crate) requests_per_unit: u32,
+    pub(crate) unit: String,
+    pub(crate) unlimited: bool,
+    pub(crate) name: String,
+    pub(crate) replaces: Vec<String>,
 }
 
 /// The keys of `node` and below, as `validateYamlKeys` checks them (in document order).

@@ -8,7 +8,7 @@
 //! ConfigMap as dot-named directories (`..data`, `..2026_11_25...`) beside links to the
 //! files, and reading those too would load each file twice.
 
-mod decode;
+pub(crate) mod decode;
 mod files;
 
 use std::collections::{BTreeMap, HashMap};
@@ -166,7 +166,7 @@ pub struct EnvoyConfig {
 /// message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadError {
-    /// The file at fault.
+    /// The file at fault (for a config over xDS, the resource's name).
     pub file: Option<PathBuf>,
     /// What is wrong, as envoyproxy/ratelimit words it.
     pub message: String,
@@ -191,13 +191,36 @@ impl EnvoyConfig {
 
     /// Loads `files` (a path and its contents each), in their order.
     pub fn load(files: &Snapshot, merge_domains: bool) -> Result<EnvoyConfig, LoadError> {
+        EnvoyConfig::load_decoded(
+            files.iter().map(|(path, bytes)| {
+                parse_file(bytes)
+                    .map(|root| (path.clone(), root))
+                    .map_err(|message| LoadError {
+                        file: Some(path.clone()),
+                        message,
+                    })
+            }),
+            merge_domains,
+        )
+    }
+
+    /// Loads files already decoded (each named by its path, or by its xDS resource's name),
+    /// in their order: the one path every source of config goes through, so that a file and
+    /// an xDS resource of the same content load alike. A file that failed to decode refuses
+    /// the whole, as it comes in the order.
+    pub(crate) fn load_decoded(
+        files: impl IntoIterator<Item = Result<(PathBuf, decode::Root), LoadError>>,
+        merge_domains: bool,
+    ) -> Result<EnvoyConfig, LoadError> {
         let mut domains: BTreeMap<String, Domain> = BTreeMap::new();
-        for (path, bytes) in files.iter() {
+        let mut count = 0;
+        for file in files {
+            let (path, root) = file?;
+            count += 1;
             let refuse = |message: String| LoadError {
                 file: Some(path.clone()),
                 message,
             };
-            let root = parse_file(bytes).map_err(refuse)?;
             if root.domain.is_empty() {
                 return Err(refuse("config file cannot have empty domain".to_owned()));
             }
@@ -222,7 +245,7 @@ impl EnvoyConfig {
         }
         Ok(EnvoyConfig {
             domains: Arc::new(domains),
-            files: files.len(),
+            files: count,
         })
     }
 

@@ -33,7 +33,13 @@ pub enum EnvoyError {
     Invalid(String),
     /// The store failed and the fail policy is to deny (gRPC `UNAVAILABLE`).
     Unavailable(String),
+    /// No config is loaded yet (configuration over xDS before its first version): gRPC
+    /// `UNKNOWN` with [`NO_CONFIG`], as envoyproxy/ratelimit answers then.
+    NoConfig,
 }
+
+/// envoyproxy/ratelimit's words for a request answered before any config is loaded.
+pub const NO_CONFIG: &str = "no rate limit configuration loaded";
 
 impl From<DecideError> for EnvoyError {
     fn from(error: DecideError) -> EnvoyError {
@@ -60,6 +66,10 @@ pub async fn should_rate_limit(
     metrics: &EnvoyMetrics,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, EnvoyError> {
+    // Before anything is counted, as envoyproxy/ratelimit checks for a config first.
+    if loaded.waiting {
+        return Err(EnvoyError::NoConfig);
+    }
     // A descriptor's own `limit` is a limit the client chooses, which the core refuses where
     // it refuses inline policies. That refusal comes before anything else, and a request it
     // refuses counts no hits: a request that cannot be counted (malformed, or giving hits back
