@@ -127,6 +127,7 @@ impl App {
         let router = match &self.envoy {
             Some((envoy, _)) => router
                 .merge(envoy::json::routes(Arc::clone(envoy)))
+                .merge(envoy::health::routes(Arc::clone(envoy)))
                 .merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,
         };
@@ -138,7 +139,9 @@ impl App {
     fn data_router(&self, admin: String) -> Router {
         let router = api::data_router(Arc::clone(&self.limiter), admin);
         let router = match &self.envoy {
-            Some((envoy, _)) => router.merge(envoy::json::routes(Arc::clone(envoy))),
+            Some((envoy, _)) => router
+                .merge(envoy::json::routes(Arc::clone(envoy)))
+                .merge(envoy::health::routes(Arc::clone(envoy))),
             None => router,
         };
         web::auth::authenticate(router, Arc::clone(&self.limiter))
@@ -305,6 +308,13 @@ impl Server {
                         shutdown.clone(),
                     ));
                 }
+                // Upstream's health check fails from SIGTERM on, while requests still finish.
+                let stopping = Arc::clone(&envoy);
+                let stop = shutdown.clone();
+                tokio::spawn(async move {
+                    stop.cancelled().await;
+                    stopping.stopping();
+                });
                 let service =
                     envoy::service::serve(grpc.listener(), Arc::clone(&envoy), shutdown.clone());
                 listeners.spawn(async move {

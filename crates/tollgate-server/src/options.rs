@@ -50,7 +50,7 @@ pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
 pub enum StoreSpec {
     /// This process's memory.
     Memory,
-    /// One Redis (`redis://` or `rediss://`).
+    /// One Redis (`redis://`, `rediss://`, or a Unix socket, `redis+unix:///PATH`).
     Redis(String),
     /// The seed nodes of a Redis Cluster.
     RedisCluster(Vec<String>),
@@ -67,6 +67,19 @@ impl StoreSpec {
         }
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             return Ok(StoreSpec::Postgres(s.to_owned()));
+        }
+        // A Unix socket (`redis+unix:///PATH`, `unix:///PATH`): one Redis, never a cluster's
+        // node.
+        if let Some((scheme, rest)) = s.split_once("://")
+            && matches!(scheme, "redis+unix" | "unix")
+        {
+            if !rest.starts_with('/') || s.contains(',') {
+                return Err(format!(
+                    "{s:?}: a Redis Unix socket is named by one absolute path: \
+                     `redis+unix:///PATH`"
+                ));
+            }
+            return Ok(StoreSpec::Redis(s.to_owned()));
         }
         let urls: Vec<String> = s.split(',').map(|u| u.trim().to_owned()).collect();
         for url in &urls {
@@ -260,6 +273,30 @@ mod tests {
                 "redis://a:1".into(),
                 "redis://b:2".into()
             ]))
+        );
+    }
+
+    #[test]
+    fn unix_sockets_name_one_redis() {
+        assert_eq!(
+            StoreSpec::parse("redis+unix:///run/redis.sock?pass=x"),
+            Ok(StoreSpec::Redis(
+                "redis+unix:///run/redis.sock?pass=x".into()
+            ))
+        );
+        assert!(matches!(
+            StoreSpec::parse("unix:///run/r.sock"),
+            Ok(StoreSpec::Redis(_))
+        ));
+        assert!(
+            StoreSpec::parse("unix://run/r.sock")
+                .unwrap_err()
+                .contains("absolute")
+        );
+        assert!(
+            StoreSpec::parse("redis+unix:///a.sock,redis://b:1")
+                .unwrap_err()
+                .contains("one absolute path")
         );
     }
 

@@ -143,6 +143,7 @@ impl Settings {
             near_limit_ratio: grpc
                 .near_limit_ratio
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
+            health_needs_config: grpc.health_needs_config.unwrap_or(false),
         });
         let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
             let given = f.map(pick).cloned().unwrap_or_default();

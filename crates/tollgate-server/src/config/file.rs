@@ -133,6 +133,7 @@ listener_table!(GrpcFile {
     remaining_header: Option<String>,
     reset_header: Option<String>,
     near_limit_ratio: Option<Spanned<f64>>,
+    health_needs_config: Option<bool>,
     domains: BTreeMap<String, DomainFile>,
 });
 

@@ -118,6 +118,8 @@ pub struct GrpcConfig {
     pub header_names: [Option<String>; 3],
     /// `near_limit_ratio`.
     pub near_limit_ratio: Option<f64>,
+    /// `health_needs_config`.
+    pub health_needs_config: Option<bool>,
 }
 
 impl Config {
@@ -275,6 +277,7 @@ impl Config {
                 file.grpc.reset_header,
             ],
             near_limit_ratio,
+            health_needs_config: file.grpc.health_needs_config,
         };
         let policies = policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
