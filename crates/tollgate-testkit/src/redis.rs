@@ -48,6 +48,8 @@ enum Inner {
         server: RedisServer,
         url: String,
         tls: Option<Tls>,
+        /// The Unix socket it also listens on, if asked.
+        socket: Option<PathBuf>,
         dir: TempDir,
     },
     External {
@@ -86,9 +88,45 @@ impl TestRedis {
                 url: server.url(),
                 server,
                 tls: None,
+                socket: None,
                 dir,
             },
         })
+    }
+
+    /// Starts a `redis-server` that also listens on a Unix socket, always (`TOLLGATE_REDIS_URL`
+    /// is not consulted): [`unix_socket`](Self::unix_socket) is its path, readable by this user
+    /// only. [`url`](Self::url) stays TCP, for the kit's probes and [`cmd`](Self::cmd).
+    pub fn start_unix() -> Result<Self, TestkitError> {
+        let dir = scratch::tempdir(&std::env::temp_dir(), "tollgate-redis-")?;
+        let socket = dir.path().join("redis.sock");
+        let args = vec![
+            "--unixsocket".to_owned(),
+            socket.to_string_lossy().into_owned(),
+            "--unixsocketperm".to_owned(),
+            "700".to_owned(),
+        ];
+        let server = RedisServer::start(dir.path().to_owned(), args, process::free_port)?;
+        Ok(Self {
+            inner: Inner::Owned {
+                url: server.url(),
+                server,
+                tls: None,
+                socket: Some(socket),
+                dir,
+            },
+        })
+    }
+
+    /// The Unix socket of a server from [`start_unix`](Self::start_unix).
+    pub fn unix_socket(&self) -> Option<&Path> {
+        match &self.inner {
+            Inner::Owned {
+                socket: Some(socket),
+                ..
+            } => Some(socket),
+            _ => None,
+        }
     }
 
     /// Starts a `redis-server` that also speaks TLS, always (`TOLLGATE_REDIS_URL` is not
@@ -96,6 +134,16 @@ impl TestRedis {
     /// certificate signed by a throwaway CA whose certificate is [`ca_file`](Self::ca_file).
     /// [`url`](Self::url) stays plain TCP, for the kit's probes and [`cmd`](Self::cmd).
     pub fn start_tls() -> Result<Self, TestkitError> {
+        Self::start_tls_with(None)
+    }
+
+    /// [`start_tls`](Self::start_tls), refusing TLS clients without a certificate signed by
+    /// the CA whose certificate (PEM) is `client_ca` (`tls-auth-clients yes`).
+    pub fn start_tls_requiring_clients(client_ca: &Path) -> Result<Self, TestkitError> {
+        Self::start_tls_with(Some(client_ca))
+    }
+
+    fn start_tls_with(client_ca: Option<&Path>) -> Result<Self, TestkitError> {
         let dir = scratch::tempdir(&std::env::temp_dir(), "tollgate-redis-")?;
         let files = tls::make_certificates(dir.path())?;
         let tls_port = process::free_port()?;
@@ -108,10 +156,11 @@ impl TestRedis {
             "--tls-key-file".to_owned(),
             path(&files.key),
             "--tls-ca-cert-file".to_owned(),
-            path(&files.ca),
-            // Clients prove nothing: the test is of the client verifying the server.
+            path(client_ca.unwrap_or(&files.ca)),
+            // Unless asked, clients prove nothing: the test is of the client verifying the
+            // server.
             "--tls-auth-clients".to_owned(),
-            "no".to_owned(),
+            if client_ca.is_some() { "yes" } else { "no" }.to_owned(),
         ];
         let server = RedisServer::start(dir.path().to_owned(), args, process::free_port)?;
         Ok(Self {
@@ -122,6 +171,7 @@ impl TestRedis {
                     url: format!("rediss://localhost:{tls_port}"),
                     ca: files.ca,
                 }),
+                socket: None,
                 dir,
             },
         })

@@ -252,3 +252,34 @@ fn the_flag_asks_for_the_mode_under_any_name_and_takes_nothing_else() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("environment"), "{stderr}");
 }
+
+/// `REDIS_SOCKET_TYPE=unix` (upstream's default) with `REDIS_URL` the socket's path: the
+/// decisions are counted in the redis-server behind the socket.
+#[tokio::test]
+async fn redis_over_a_unix_socket() {
+    let redis = TestRedis::start_unix().expect("start redis-server on a Unix socket");
+    let socket = redis.unix_socket().unwrap().to_str().unwrap().to_owned();
+    let (_bin, program) = ratelimit_program();
+    let root = runtime_root();
+    let (server, logs) = start(
+        &program,
+        &[
+            ("RUNTIME_ROOT", root.path().to_str().unwrap()),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("REDIS_URL", &socket),
+        ],
+    );
+    assert!(server.banner.contains("redis+unix://"), "{}", server.banner);
+    let mut grpc = client(server.grpc_addr()).await;
+    let ask_once = || request("edge", vec![descriptor(&[("user", "bob")])]);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(codes(&ask(&mut grpc, ask_once()).await).0);
+    }
+    assert_eq!(seen, ["OK", "OK", "OVER"], "{}", logs.text());
+    let keys = redis.cmd(&[b"KEYS", b"tollgate:*"]).unwrap();
+    assert!(
+        matches!(&keys, Reply::Array(items) if !items.is_empty()),
+        "{keys:?}"
+    );
+}
