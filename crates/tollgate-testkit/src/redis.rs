@@ -41,15 +41,24 @@ struct Tls {
     ca: PathBuf,
 }
 
+/// What a server of the kit's own listens on besides plain TCP.
+#[derive(Debug)]
+enum Also {
+    Nothing,
+    /// TLS, from [`TestRedis::start_tls`].
+    Tls(Tls),
+    /// A Unix socket, from [`TestRedis::start_unix`].
+    Unix(PathBuf),
+}
+
 #[derive(Debug)]
 enum Inner {
     Owned {
         // Declared before `dir`: the server dies before its directory is removed.
         server: RedisServer,
         url: String,
-        tls: Option<Tls>,
-        /// The Unix socket it also listens on, if asked.
-        socket: Option<PathBuf>,
+        /// What it listens on besides plain TCP.
+        also: Also,
         dir: TempDir,
     },
     External {
@@ -87,8 +96,7 @@ impl TestRedis {
             inner: Inner::Owned {
                 url: server.url(),
                 server,
-                tls: None,
-                socket: None,
+                also: Also::Nothing,
                 dir,
             },
         })
@@ -111,8 +119,7 @@ impl TestRedis {
             inner: Inner::Owned {
                 url: server.url(),
                 server,
-                tls: None,
-                socket: Some(socket),
+                also: Also::Unix(socket),
                 dir,
             },
         })
@@ -122,7 +129,7 @@ impl TestRedis {
     pub fn unix_socket(&self) -> Option<&Path> {
         match &self.inner {
             Inner::Owned {
-                socket: Some(socket),
+                also: Also::Unix(socket),
                 ..
             } => Some(socket),
             _ => None,
@@ -167,11 +174,10 @@ impl TestRedis {
             inner: Inner::Owned {
                 url: server.url(),
                 server,
-                tls: Some(Tls {
+                also: Also::Tls(Tls {
                     url: format!("rediss://localhost:{tls_port}"),
                     ca: files.ca,
                 }),
-                socket: None,
                 dir,
             },
         })
@@ -180,7 +186,10 @@ impl TestRedis {
     /// `rediss://localhost:PORT` for a server from [`start_tls`](Self::start_tls).
     pub fn tls_url(&self) -> Option<&str> {
         match &self.inner {
-            Inner::Owned { tls: Some(tls), .. } => Some(&tls.url),
+            Inner::Owned {
+                also: Also::Tls(tls),
+                ..
+            } => Some(&tls.url),
             _ => None,
         }
     }
@@ -188,7 +197,10 @@ impl TestRedis {
     /// The CA certificate (PEM) a client must trust to reach [`tls_url`](Self::tls_url).
     pub fn ca_file(&self) -> Option<&Path> {
         match &self.inner {
-            Inner::Owned { tls: Some(tls), .. } => Some(&tls.ca),
+            Inner::Owned {
+                also: Also::Tls(tls),
+                ..
+            } => Some(&tls.ca),
             _ => None,
         }
     }
