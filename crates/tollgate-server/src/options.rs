@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 pub use tollgate::store::postgres::Isolation;
@@ -135,6 +136,17 @@ fn redact(url: &str) -> String {
         (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
         _ => url.to_owned(),
     }
+}
+
+/// `[store.tls]`: TLS files of the Redis store's own, for `rediss://` URLs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreTls {
+    /// A PEM CA bundle trusted instead of the system's roots.
+    pub ca: Option<PathBuf>,
+    /// A client certificate chain and its key (PEM), for a Redis that asks for one.
+    pub client: Option<(PathBuf, PathBuf)>,
+    /// The server certificate's host name is not checked (its chain still is).
+    pub skip_hostname_verification: bool,
 }
 
 /// How log lines are written (`--log-format`, `[log] format`).

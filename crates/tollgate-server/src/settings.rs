@@ -13,7 +13,7 @@ use crate::error::ServeError;
 use crate::limiter::Policies;
 use crate::net::{ListenerSettings, limits};
 use crate::options::{
-    DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,
+    DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec, StoreTls,
 };
 use crate::resp::RespSettings;
 
@@ -70,6 +70,8 @@ pub struct Settings {
     pub admin: ListenerSettings,
     /// The store.
     pub store: StoreSpec,
+    /// The Redis store's TLS files of its own (`[store.tls]`).
+    pub store_tls: Option<StoreTls>,
     /// The fail policy.
     pub on_store_error: OnStoreError,
     /// The bound on one store call.
@@ -167,6 +169,7 @@ impl Settings {
             admin_listen: cli.admin_listen.or_else(|| f.and_then(|c| c.admin_listen)),
             admin: listener(limits::HTTP, |c| &c.admin_listener),
             store,
+            store_tls: f.and_then(|c| c.store_tls.clone()),
             on_store_error: cli
                 .on_store_error
                 .or_else(|| f.and_then(|c| c.on_store_error))
@@ -218,6 +221,7 @@ impl Settings {
             running.admin_listen != new.admin_listen || running.admin != new.admin,
         );
         differ("store.url", running.store != new.store);
+        differ("store.tls", running.store_tls != new.store_tls);
         differ(
             "store.on_error",
             running.on_store_error != new.on_store_error,

@@ -40,6 +40,18 @@ pub(super) struct StoreFile {
     pub(super) max_keys: Option<Spanned<u64>>,
     #[serde(default)]
     pub(super) postgres: PostgresFile,
+    pub(super) tls: Option<Spanned<StoreTlsFile>>,
+}
+
+/// `[store.tls]`: the Redis store's TLS files of its own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StoreTlsFile {
+    pub(super) ca: Option<String>,
+    pub(super) cert: Option<String>,
+    pub(super) key: Option<String>,
+    #[serde(default)]
+    pub(super) skip_hostname_verification: bool,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -44,7 +44,7 @@ use toml::Spanned;
 use crate::auth::{Secret, Tokens};
 use crate::descriptors::{Charge, EnvoyAlgorithm};
 use crate::limiter::Policies;
-use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec};
+use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec, StoreTls};
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.
 #[derive(Debug, Clone)]
@@ -63,6 +63,8 @@ pub struct Config {
     pub max_keys: Option<usize>,
     /// `[store.postgres]`.
     pub postgres: PostgresGiven,
+    /// `[store.tls]`, its paths resolved against the file's directory.
+    pub store_tls: Option<StoreTls>,
     /// `[http] listen`.
     pub listen: Option<SocketAddr>,
     /// `[http] inline_policies`.
@@ -279,6 +281,37 @@ impl Config {
             near_limit_ratio,
             health_needs_config: file.grpc.health_needs_config,
         };
+        let store_tls = file
+            .store
+            .tls
+            .map(|tls| {
+                let span = tls.span();
+                let tls = tls.into_inner();
+                let client = match (tls.cert, tls.key) {
+                    (Some(cert), Some(key)) => Some((dir.join(cert), dir.join(key))),
+                    (None, None) => None,
+                    (Some(_), None) => {
+                        return Err(refuse(
+                            Some(span),
+                            "store.tls.key",
+                            "is missing: a client certificate needs its key".to_owned(),
+                        ));
+                    }
+                    (None, Some(_)) => {
+                        return Err(refuse(
+                            Some(span),
+                            "store.tls.cert",
+                            "is missing: a client key needs its certificate".to_owned(),
+                        ));
+                    }
+                };
+                Ok(StoreTls {
+                    ca: tls.ca.map(|ca| dir.join(ca)),
+                    client,
+                    skip_hostname_verification: tls.skip_hostname_verification,
+                })
+            })
+            .transpose()?;
         let policies = policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
         })?;
@@ -307,6 +340,7 @@ impl Config {
             store_timeout,
             on_store_error: file.store.on_error,
             max_keys,
+            store_tls,
             postgres: PostgresGiven {
                 schema: pg.schema,
                 table: pg.table,

@@ -86,8 +86,20 @@ impl Doc {
     }
 
     /// The variables behind the dotted `field` the reader refused: the key's own, or, for a
-    /// table (an unknown key in it, say), those of every key under it.
+    /// table (an unknown key in it, say), those of every key under it; for a key not set (one
+    /// missing beside another), those of its table.
     pub(super) fn variables_of(&self, field: &str) -> Vec<&'static str> {
+        let mut field = field;
+        loop {
+            let found = self.variables_at(field);
+            match field.rsplit_once('.') {
+                Some((parent, _)) if found.is_empty() => field = parent,
+                _ => return found,
+            }
+        }
+    }
+
+    fn variables_at(&self, field: &str) -> Vec<&'static str> {
         let mut found = Vec::new();
         for (table, keys) in &self.tables {
             for key in keys {

@@ -175,6 +175,25 @@ fn refused_variables_name_themselves() {
 }
 
 #[test]
+fn a_refusal_of_the_config_reader_names_the_variables() {
+    let refused = |vars: &[(&str, &str)]| match load(&env(vars)) {
+        Err(e) => e,
+        Ok(_) => panic!("{vars:?} was taken"),
+    };
+    let e = refused(&[("NEAR_LIMIT_RATIO", "0")]);
+    assert_eq!(e.variable, "NEAR_LIMIT_RATIO");
+    assert!(e.message.contains("grpc.near_limit_ratio"), "{e}");
+    let e = refused(&[
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "localhost:6380"),
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CLIENT_CERT", "/certs/tls.crt"),
+    ]);
+    assert_eq!(e.variable, "REDIS_TLS, REDIS_TLS_CLIENT_CERT", "{e}");
+    assert!(e.message.contains("needs its key"), "{e}");
+}
+
+#[test]
 fn go_values_reach_the_keys() {
     let d = doc_of(&[
         ("SHADOW_MODE", "T"),

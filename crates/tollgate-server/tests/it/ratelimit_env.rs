@@ -9,7 +9,7 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 use tollgate_server::descriptors::config::EnvoyConfig;
-use tollgate_testkit::{Reply, TestRedis};
+use tollgate_testkit::{Reply, TestCa, TestRedis};
 
 use crate::support::envoy::{ask, client, codes, descriptor, request, write};
 use crate::support::{Logs, Tollgate};
@@ -281,5 +281,82 @@ async fn redis_over_a_unix_socket() {
     assert!(
         matches!(&keys, Reply::Array(items) if !items.is_empty()),
         "{keys:?}"
+    );
+}
+
+/// Envoy Gateway's Redis with TLS and client certificates (`REDIS_TLS`,
+/// `REDIS_TLS_CLIENT_CERT`/`KEY`, and the CA the server's certificate is checked against):
+/// a redis-server that refuses clients without a certificate its CA signed decides; without
+/// the certificate, nothing reaches it.
+#[tokio::test]
+async fn redis_tls_with_a_client_certificate_the_server_requires() {
+    let certs = tempfile::tempdir().unwrap();
+    let clients = TestCa::new(certs.path(), "clients").unwrap();
+    let (cert, key) = clients
+        .sign(certs.path(), "ratelimit", "ratelimit", "DNS:ratelimit")
+        .unwrap();
+    let redis = TestRedis::start_tls_requiring_clients(&clients.cert).expect("start redis-server");
+    let host_port = redis
+        .tls_url()
+        .unwrap()
+        .trim_start_matches("rediss://")
+        .to_owned();
+    let ca = redis.ca_file().unwrap().to_str().unwrap().to_owned();
+    let (_bin, program) = ratelimit_program();
+    let root = runtime_root();
+    let common = [
+        ("RUNTIME_ROOT", root.path().to_str().unwrap()),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", host_port.as_str()),
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CACERT", ca.as_str()),
+    ];
+    let ask_thrice = |addr| async move {
+        let mut grpc = client(addr).await;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let r = request("edge", vec![descriptor(&[("user", "carol")])]);
+            seen.push(codes(&ask(&mut grpc, r).await).0);
+        }
+        seen
+    };
+
+    let with_cert: Vec<(&str, &str)> = common
+        .iter()
+        .copied()
+        .chain([
+            ("REDIS_TLS_CLIENT_CERT", cert.to_str().unwrap()),
+            ("REDIS_TLS_CLIENT_KEY", key.to_str().unwrap()),
+        ])
+        .collect();
+    let (server, logs) = start(&program, &with_cert);
+    assert!(
+        server.banner.contains("rediss://localhost"),
+        "{}",
+        server.banner
+    );
+    assert_eq!(
+        ask_thrice(server.grpc_addr()).await,
+        ["OK", "OK", "OVER"],
+        "{}",
+        logs.text()
+    );
+    // Carol's bucket is in Redis.
+    let keys = redis.cmd(&[b"KEYS", b"tollgate:v3:*carol*"]).unwrap();
+    assert!(
+        matches!(&keys, Reply::Array(items) if items.len() == 1),
+        "{keys:?}"
+    );
+    drop(server);
+
+    // The server's handshake refuses a client without a certificate: every call fails, and
+    // the fail policy (allow, as Envoy's default failure mode) answers.
+    let (server, logs) = start(&program, &common);
+    assert_eq!(
+        ask_thrice(server.grpc_addr()).await,
+        ["OK", "OK", "OK"],
+        "{}",
+        logs.text()
     );
 }
