@@ -79,6 +79,9 @@ pub async fn serve(
         let grpc = scheme("grpc", s.grpc_listener.tls.as_ref());
         resp.push_str(&format!(" and {grpc}://{addr}"));
     }
+    if let Some(path) = server.grpc_socket() {
+        resp.push_str(&format!(" and grpc+unix://{}", path.display()));
+    }
     if let Some(addr) = server.admin_addr() {
         let admin = scheme("http", s.admin.tls.as_ref());
         resp.push_str(&format!(" and admin {admin}://{addr}"));

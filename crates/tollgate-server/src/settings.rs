@@ -126,8 +126,16 @@ impl Settings {
         let grpc = f.map(|c| c.grpc.clone()).unwrap_or_default();
         let grpc_listen = cli.grpc_listen.or(grpc.listen);
         let config_dir = cli.envoy_config_dir.clone().or(grpc.config_dir);
-        let grpc = (grpc_listen.is_some() || config_dir.is_some()).then(|| EnvoySettings {
-            listen: grpc_listen.unwrap_or(crate::envoy::DEFAULT_LISTEN),
+        let unix_socket = grpc.unix_socket;
+        let on = grpc_listen.is_some() || config_dir.is_some() || unix_socket.is_some();
+        let grpc = on.then(|| EnvoySettings {
+            // On a Unix socket alone unless an address is given too.
+            listen: match (grpc_listen, &unix_socket) {
+                (Some(addr), _) => Some(addr),
+                (None, Some(_)) => None,
+                (None, None) => Some(crate::envoy::DEFAULT_LISTEN),
+            },
+            unix_socket,
             config_dir,
             merge_domain_config: cli.envoy_merge_domain_config
                 || grpc.merge_domain_config.unwrap_or(false),
@@ -233,7 +241,7 @@ impl Settings {
         differ("resp.listen", running.resp_listen != new.resp_listen);
         differ("resp", running.resp != new.resp);
         differ(
-            "grpc.listen, grpc.config_dir or grpc.merge_domain_config",
+            "grpc.listen, grpc.unix_socket, grpc.config_dir or grpc.merge_domain_config",
             match (&running.grpc, &new.grpc) {
                 (Some(a), Some(b)) => a.needs_restart(b),
                 (None, None) => false,

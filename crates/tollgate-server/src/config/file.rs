@@ -134,6 +134,7 @@ listener_table!(RespFile {
 listener_table!(AdminFile {});
 
 listener_table!(GrpcFile {
+    unix_socket: Option<String>,
     config_dir: Option<String>,
     merge_domain_config: Option<bool>,
     algorithm: Option<EnvoyAlgorithm>,

@@ -100,6 +100,8 @@ pub struct Config {
 pub struct GrpcConfig {
     /// `listen`.
     pub listen: Option<SocketAddr>,
+    /// `unix_socket`, relative to the config file's directory.
+    pub unix_socket: Option<PathBuf>,
     /// `config_dir`, relative to the config file's directory.
     pub config_dir: Option<PathBuf>,
     /// `merge_domain_config`.
@@ -255,8 +257,17 @@ impl Config {
             },
             &refuse,
         )?;
+        if let (Some(_), Some(tls)) = (&file.grpc.unix_socket, &file.grpc.tls) {
+            return Err(refuse(
+                Some(tls.span()),
+                "grpc.tls",
+                "is for gRPC over TCP; TLS on the Unix socket (grpc.unix_socket) is not served"
+                    .to_owned(),
+            ));
+        }
         let grpc = GrpcConfig {
             listen: grpc_listen,
+            unix_socket: file.grpc.unix_socket.map(|socket| dir.join(socket)),
             config_dir: file
                 .grpc
                 .config_dir

@@ -55,8 +55,10 @@ pub fn scope_of(request: &RateLimitRequest) -> Scope {
 /// The gRPC front end's settings (`[grpc]`, `--grpc-listen`, `--envoy-*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnvoySettings {
-    /// Where it listens.
-    pub listen: SocketAddr,
+    /// Where it listens over TCP; none when it listens on a Unix socket alone.
+    pub listen: Option<SocketAddr>,
+    /// The Unix socket it listens on, if any (`GRPC_UDS`).
+    pub unix_socket: Option<PathBuf>,
     /// The envoyproxy/ratelimit config directory; none: no domains (every request is OK).
     pub config_dir: Option<PathBuf>,
     /// Files naming the same domain are merged (`MERGE_DOMAIN_CONFIG`).
@@ -96,6 +98,7 @@ impl EnvoySettings {
     /// Whether `other` differs only in what applies without a restart.
     pub(crate) fn needs_restart(&self, other: &EnvoySettings) -> bool {
         self.listen != other.listen
+            || self.unix_socket != other.unix_socket
             || self.config_dir != other.config_dir
             || self.merge_domain_config != other.merge_domain_config
     }

@@ -360,3 +360,53 @@ async fn redis_tls_with_a_client_certificate_the_server_requires() {
         logs.text()
     );
 }
+
+/// `GRPC_UDS`: gRPC on a Unix socket instead of `GRPC_HOST:GRPC_PORT`, asked by a tonic client
+/// over that socket.
+#[tokio::test]
+async fn grpc_over_a_unix_socket() {
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    let sockets = tempfile::tempdir().unwrap();
+    let socket = sockets.path().join("ratelimit.sock");
+    let (_bin, program) = ratelimit_program();
+    let root = runtime_root();
+    let redis = TestRedis::start().expect("start redis-server");
+    let redis_addr = format!("127.0.0.1:{}", redis.port());
+    let (server, logs) = start(
+        &program,
+        &[
+            ("RUNTIME_ROOT", root.path().to_str().unwrap()),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", &redis_addr),
+            ("GRPC_UDS", socket.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        server
+            .banner
+            .contains(&format!("grpc+unix://{}", socket.display())),
+        "{}",
+        server.banner
+    );
+    // Upstream listens on the socket alone.
+    assert!(!server.banner.contains("grpc://"), "{}", server.banner);
+    let path = socket.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://ratelimit.invalid")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .expect("connect over the Unix socket");
+    let mut grpc = RateLimitServiceClient::new(channel);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let r = request("edge", vec![descriptor(&[("user", "dave")])]);
+        seen.push(codes(&ask(&mut grpc, r).await).0);
+    }
+    assert_eq!(seen, ["OK", "OK", "OVER"], "{}", logs.text());
+}
