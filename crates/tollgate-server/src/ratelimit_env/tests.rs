@@ -194,6 +194,33 @@ fn a_refusal_of_the_config_reader_names_the_variables() {
 }
 
 #[test]
+fn upstreams_zero_durations_and_the_socket_resolve() {
+    let loaded = load(&env(&[
+        ("GRPC_MAX_CONNECTION_AGE", "0"),
+        ("GRPC_MAX_CONNECTION_AGE_GRACE", "0"),
+        ("GRPC_UDS", "/run/ratelimit.sock"),
+    ]))
+    .unwrap();
+    let grpc = loaded.settings.grpc.expect("gRPC is on");
+    assert_eq!(grpc.listen, None);
+    assert_eq!(grpc.unix_socket, Some("/run/ratelimit.sock".into()));
+    assert!(
+        loaded.settings.grpc_listener.limits.max_age > std::time::Duration::from_secs(86_400 * 365)
+    );
+    assert!(loaded.settings.config.is_none(), "no file to watch");
+    // TLS is not served on the socket: refused, naming the variables.
+    let e = load(&env(&[
+        ("GRPC_UDS", "/run/ratelimit.sock"),
+        ("GRPC_SERVER_USE_TLS", "true"),
+        ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
+        ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
+    ]))
+    .unwrap_err();
+    assert!(e.variable.contains("GRPC_SERVER_USE_TLS"), "{e}");
+    assert!(e.message.contains("Unix socket"), "{e}");
+}
+
+#[test]
 fn go_values_reach_the_keys() {
     let d = doc_of(&[
         ("SHADOW_MODE", "T"),
