@@ -96,9 +96,13 @@ async fn started_as_ratelimit_it_serves_runtime_root_on_redis() {
         healthcheck(server.addr).await,
         (StatusCode::OK, "OK".to_owned())
     );
-    // The variable tollgate ignores is said, with why.
-    let logs = logs.text();
-    assert!(logs.contains("REDIS_POOL_SIZE is ignored"), "{logs}");
+    // The variable tollgate ignores is said, with why (logged before the banner; read from
+    // stderr by a thread of the test's, so asked until it has come).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !logs.text().contains("REDIS_POOL_SIZE is ignored") {
+        assert!(std::time::Instant::now() < deadline, "{}", logs.text());
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     // Upstream's debug port: tollgate's admin endpoints, /rlconfig among them.
     let rlconfig = reqwest::get(format!("http://{}/rlconfig", server.admin_addr()))
         .await
