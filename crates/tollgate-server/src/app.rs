@@ -3,6 +3,7 @@
 //! [`Settings`]; [`Server::bind`] adds the listeners; [`Server::run`] serves.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
@@ -132,6 +133,7 @@ impl App {
         let router = match &self.envoy {
             Some((envoy, _)) => router
                 .merge(envoy::json::routes(Arc::clone(envoy)))
+                .merge(envoy::health::routes(Arc::clone(envoy)))
                 .merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,
         };
@@ -143,7 +145,9 @@ impl App {
     fn data_router(&self, admin: String) -> Router {
         let router = api::data_router(Arc::clone(&self.limiter), admin);
         let router = match &self.envoy {
-            Some((envoy, _)) => router.merge(envoy::json::routes(Arc::clone(envoy))),
+            Some((envoy, _)) => router
+                .merge(envoy::json::routes(Arc::clone(envoy)))
+                .merge(envoy::health::routes(Arc::clone(envoy))),
             None => router,
         };
         web::auth::authenticate(router, Arc::clone(&self.limiter))
@@ -184,6 +188,8 @@ pub struct Server {
     http: Bound,
     resp: Option<Bound>,
     grpc: Option<Bound>,
+    /// gRPC on a Unix socket, and the socket's path.
+    grpc_unix: Option<(web::Listener, PathBuf)>,
     admin: Option<Bound>,
     xds: Option<DropGuard>,
 }
@@ -235,11 +241,22 @@ impl Server {
             Some(addr) => Some(bind("resp", addr, &settings.resp.listener, metrics).await?),
             None => None,
         };
-        let grpc = match (&settings.grpc, &app.envoy) {
+        let (grpc, grpc_unix) = match (&settings.grpc, &app.envoy) {
             (Some(grpc), Some(_)) => {
-                Some(bind("grpc", grpc.listen, &settings.grpc_listener, metrics).await?)
+                let tcp = match grpc.listen {
+                    Some(addr) => Some(bind("grpc", addr, &settings.grpc_listener, metrics).await?),
+                    None => None,
+                };
+                let unix = match &grpc.unix_socket {
+                    Some(path) => Some((
+                        bind_unix(path, &settings.grpc_listener, metrics)?,
+                        path.clone(),
+                    )),
+                    None => None,
+                };
+                (tcp, unix)
             }
-            _ => None,
+            _ => (None, None),
         };
         let admin = match settings.admin_listen {
             Some(addr) => Some(bind("admin", addr, &settings.admin, metrics).await?),
@@ -250,6 +267,7 @@ impl Server {
             http,
             resp,
             grpc,
+            grpc_unix,
             admin,
             xds,
         })
@@ -268,6 +286,11 @@ impl Server {
     /// Where HTTP listens.
     pub fn local_addr(&self) -> SocketAddr {
         self.http.addr
+    }
+
+    /// The Unix socket Envoy's gRPC service listens on, if it does.
+    pub fn grpc_socket(&self) -> Option<&Path> {
+        self.grpc_unix.as_ref().map(|(_, path)| path.as_path())
     }
 
     /// Where the admin endpoints listen, if on their own port.
@@ -335,8 +358,8 @@ impl Server {
                 shutdown.clone(),
             ));
         }
-        let envoy = match (envoy, self.grpc) {
-            (Some((envoy, files)), Some(grpc)) => {
+        let envoy = match envoy {
+            Some((envoy, files)) if self.grpc.is_some() || self.grpc_unix.is_some() => {
                 let loaded = envoy.loaded().settings.clone();
                 if let Some(dir) = loaded.config_dir.clone() {
                     tokio::spawn(envoy::reload::watch(
@@ -347,13 +370,24 @@ impl Server {
                         shutdown.clone(),
                     ));
                 }
-                let service =
-                    envoy::service::serve(grpc.listener(), Arc::clone(&envoy), shutdown.clone());
-                listeners.spawn(async move {
-                    if let Err(e) = service.await {
-                        tracing::error!(error = %e, "the gRPC listener failed");
-                    }
+                // Upstream's health check fails from SIGTERM on, while requests still finish.
+                let stopping = Arc::clone(&envoy);
+                let stop = shutdown.clone();
+                tokio::spawn(async move {
+                    stop.cancelled().await;
+                    stopping.stopping();
                 });
+                let grpc = self.grpc.map(Bound::listener);
+                let unix = self.grpc_unix.map(|(listener, _)| listener);
+                for listener in [grpc, unix].into_iter().flatten() {
+                    let service =
+                        envoy::service::serve(listener, Arc::clone(&envoy), shutdown.clone());
+                    listeners.spawn(async move {
+                        if let Err(e) = service.await {
+                            tracing::error!(error = %e, "the gRPC listener failed");
+                        }
+                    });
+                }
                 Some(envoy)
             }
             _ => None,
@@ -396,6 +430,35 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(BACKLOG)
+}
+
+/// Binds the Unix socket at `path` for gRPC: a socket left there by a server before (a file
+/// of the socket type) is removed first; any other file there is refused, never removed.
+fn bind_unix(
+    path: &Path,
+    settings: &ListenerSettings,
+    metrics: &Metrics,
+) -> Result<web::Listener, ServeError> {
+    use std::os::unix::fs::FileTypeExt;
+    let refuse = |source: std::io::Error| ServeError::BindUnix {
+        path: path.to_owned(),
+        source,
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(refuse(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "a file that is not a socket is there",
+            )));
+        }
+        std::fs::remove_file(path).map_err(refuse)?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(refuse)?;
+    Ok(web::Listener {
+        acceptor: Acceptor::unix(listener, "grpc", &settings.limits, metrics),
+        limits: settings.limits,
+        tls: None,
+    })
 }
 
 /// What HTTP listeners offer in ALPN: gRPC clients insist on `h2`.

@@ -26,6 +26,14 @@ pub enum ServeError {
         /// Why.
         source: io::Error,
     },
+    /// The Unix socket could not be bound.
+    #[error("cannot listen on the Unix socket {}: {source}", .path.display())]
+    BindUnix {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
     /// A listener's TLS files cannot be used.
     #[error("[{listener}.tls]: {source}")]
     Tls {

@@ -12,7 +12,8 @@
 //! [`descriptors`] holds Envoy's rules (envoyproxy/ratelimit's config files and matching)
 //! beside the core, which never names them nor any protocol crate. [`options`], [`config`] and
 //! [`settings`] say what to run; [`app`] is the one way to put it together, which `main.rs`,
-//! the tests and the benchmarks all use; [`cli`] only parses the command line into options.
+//! the tests and the benchmarks all use; [`cli`] only parses the command line into options,
+//! and [`ratelimit_env`] envoyproxy/ratelimit's environment into the same settings.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), tollgate_server::ServeError> {
@@ -39,6 +40,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod net;
 pub mod options;
+pub mod ratelimit_env;
 mod reload;
 pub mod resp;
 pub mod settings;
@@ -81,6 +83,9 @@ pub async fn serve(
     if let Some(addr) = server.grpc_addr() {
         let grpc = scheme("grpc", s.grpc_listener.tls.as_ref());
         resp.push_str(&format!(" and {grpc}://{addr}"));
+    }
+    if let Some(path) = server.grpc_socket() {
+        resp.push_str(&format!(" and grpc+unix://{}", path.display()));
     }
     if let Some(addr) = server.admin_addr() {
         let admin = scheme("http", s.admin.tls.as_ref());

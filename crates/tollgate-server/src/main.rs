@@ -1,5 +1,6 @@
-//! `tollgate`: parses the command line, reads the config, sets up logging, turns SIGINT/SIGTERM
-//! into a graceful shutdown, runs.
+//! `tollgate`: parses the command line (or, started as `ratelimit`, reads envoyproxy/ratelimit's
+//! environment), reads the config, sets up logging, turns SIGINT/SIGTERM into a graceful
+//! shutdown, runs.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tollgate_server::Settings;
 use tollgate_server::cli::Invocation;
 use tollgate_server::options::LogFormat;
+use tollgate_server::ratelimit_env;
 
 /// How long requests in flight get to finish after a signal before the process exits anyway.
 const GRACE: Duration = Duration::from_secs(10);
@@ -35,10 +37,14 @@ fn main() -> ExitCode {
 }
 
 async fn run() -> ExitCode {
-    let overrides = match Invocation::parse(std::env::args_os()) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if ratelimit_env::requested(&argv) {
+        return run_env(&argv).await;
+    }
+    let overrides = match Invocation::parse(argv) {
         Ok(Invocation::Serve(overrides)) => *overrides,
         Ok(Invocation::Migrate { store, postgres }) => {
-            init_logs(LogFormat::Text);
+            init_logs(LogFormat::Text, None);
             return report(tollgate_server::migrate(store, postgres).await);
         }
         Ok(Invocation::CheckConfig {
@@ -60,7 +66,39 @@ async fn run() -> ExitCode {
         Ok(settings) => settings,
         Err(e) => return report(Err(e)),
     };
-    init_logs(settings.log_format);
+    init_logs(settings.log_format, None);
+    serve(settings).await
+}
+
+/// Serves as envoyproxy/ratelimit would with this process's environment.
+async fn run_env(argv: &[std::ffi::OsString]) -> ExitCode {
+    let named = usize::from(argv.get(1).is_some_and(|a| a == ratelimit_env::FLAG));
+    if argv.len() > 1 + named {
+        eprintln!(
+            "tollgate: started as {} (or with {}), the settings come from the environment \
+             alone, as envoyproxy/ratelimit's do; no other argument is taken",
+            ratelimit_env::PROGRAM,
+            ratelimit_env::FLAG
+        );
+        return ExitCode::from(2);
+    }
+    let env = ratelimit_env::Env::new(std::env::vars_os());
+    let loaded = match ratelimit_env::load(&env) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("tollgate: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    init_logs(loaded.settings.log_format, Some(loaded.log_filter));
+    for note in &loaded.notes {
+        tracing::warn!("{note}");
+    }
+    serve(loaded.settings).await
+}
+
+/// Serves with `settings` until SIGINT or SIGTERM.
+async fn serve(settings: Settings) -> ExitCode {
     // SIGHUP reloads the config file; without one (or before the watcher starts) it must not
     // do what it does by default, end the process. Tokio keeps its handler for good once set.
     if let Err(e) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -95,10 +133,15 @@ fn print_out(text: &str) -> ExitCode {
     }
 }
 
-/// Logs to stderr, at `info` unless `RUST_LOG` says otherwise.
-fn init_logs(format: LogFormat) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+/// Logs to stderr: at `level` when given (`LOG_LEVEL` in the environment mode), else at `info`
+/// unless `RUST_LOG` says otherwise.
+fn init_logs(format: LogFormat, level: Option<&str>) {
+    let filter = match level {
+        Some(level) => tracing_subscriber::EnvFilter::new(level),
+        None => {
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())
+        }
+    };
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 pub use tollgate::store::postgres::Isolation;
@@ -50,7 +51,7 @@ pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
 pub enum StoreSpec {
     /// This process's memory.
     Memory,
-    /// One Redis (`redis://` or `rediss://`).
+    /// One Redis (`redis://`, `rediss://`, or a Unix socket, `redis+unix:///PATH`).
     Redis(String),
     /// The seed nodes of a Redis Cluster.
     RedisCluster(Vec<String>),
@@ -67,6 +68,19 @@ impl StoreSpec {
         }
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             return Ok(StoreSpec::Postgres(s.to_owned()));
+        }
+        // A Unix socket (`redis+unix:///PATH`, `unix:///PATH`): one Redis, never a cluster's
+        // node.
+        if let Some((scheme, rest)) = s.split_once("://")
+            && matches!(scheme, "redis+unix" | "unix")
+        {
+            if !rest.starts_with('/') || s.contains(',') {
+                return Err(format!(
+                    "{s:?}: a Redis Unix socket is named by one absolute path: \
+                     `redis+unix:///PATH`"
+                ));
+            }
+            return Ok(StoreSpec::Redis(s.to_owned()));
         }
         let urls: Vec<String> = s.split(',').map(|u| u.trim().to_owned()).collect();
         for url in &urls {
@@ -122,6 +136,17 @@ fn redact(url: &str) -> String {
         (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
         _ => url.to_owned(),
     }
+}
+
+/// `[store.tls]`: TLS files of the Redis store's own, for `rediss://` URLs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreTls {
+    /// A PEM CA bundle trusted instead of the system's roots.
+    pub ca: Option<PathBuf>,
+    /// A client certificate chain and its key (PEM), for a Redis that asks for one.
+    pub client: Option<(PathBuf, PathBuf)>,
+    /// The server certificate's host name is not checked (its chain still is).
+    pub skip_hostname_verification: bool,
 }
 
 /// How log lines are written (`--log-format`, `[log] format`).
@@ -260,6 +285,30 @@ mod tests {
                 "redis://a:1".into(),
                 "redis://b:2".into()
             ]))
+        );
+    }
+
+    #[test]
+    fn unix_sockets_name_one_redis() {
+        assert_eq!(
+            StoreSpec::parse("redis+unix:///run/redis.sock?pass=x"),
+            Ok(StoreSpec::Redis(
+                "redis+unix:///run/redis.sock?pass=x".into()
+            ))
+        );
+        assert!(matches!(
+            StoreSpec::parse("unix:///run/r.sock"),
+            Ok(StoreSpec::Redis(_))
+        ));
+        assert!(
+            StoreSpec::parse("unix://run/r.sock")
+                .unwrap_err()
+                .contains("absolute")
+        );
+        assert!(
+            StoreSpec::parse("redis+unix:///a.sock,redis://b:1")
+                .unwrap_err()
+                .contains("one absolute path")
         );
     }
 

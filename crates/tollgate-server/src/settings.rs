@@ -13,7 +13,7 @@ use crate::error::ServeError;
 use crate::limiter::Policies;
 use crate::net::{ListenerSettings, limits};
 use crate::options::{
-    DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec,
+    DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec, StoreTls,
 };
 use crate::resp::RespSettings;
 
@@ -70,6 +70,8 @@ pub struct Settings {
     pub admin: ListenerSettings,
     /// The store.
     pub store: StoreSpec,
+    /// The Redis store's TLS files of its own (`[store.tls]`).
+    pub store_tls: Option<StoreTls>,
     /// The fail policy.
     pub on_store_error: OnStoreError,
     /// The bound on one store call.
@@ -140,9 +142,17 @@ impl Settings {
         let grpc_listen = cli.grpc_listen.or(grpc.listen);
         let config_dir = cli.envoy_config_dir.clone().or(grpc.config_dir);
         let xds = grpc.xds;
-        let on = grpc_listen.is_some() || config_dir.is_some() || xds.is_some();
+        let unix_socket = grpc.unix_socket;
+        let on =
+            grpc_listen.is_some() || config_dir.is_some() || unix_socket.is_some() || xds.is_some();
         let grpc = on.then(|| EnvoySettings {
-            listen: grpc_listen.unwrap_or(crate::envoy::DEFAULT_LISTEN),
+            // On a Unix socket alone unless an address is given too.
+            listen: match (grpc_listen, &unix_socket) {
+                (Some(addr), _) => Some(addr),
+                (None, Some(_)) => None,
+                (None, None) => Some(crate::envoy::DEFAULT_LISTEN),
+            },
+            unix_socket,
             config_dir,
             merge_domain_config: cli.envoy_merge_domain_config
                 || grpc.merge_domain_config.unwrap_or(false),
@@ -161,6 +171,7 @@ impl Settings {
                 .near_limit_ratio
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
             xds,
+            health_needs_config: grpc.health_needs_config.unwrap_or(false),
         });
         let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
             let given = f.map(pick).cloned().unwrap_or_default();
@@ -184,6 +195,7 @@ impl Settings {
             admin_listen: cli.admin_listen.or_else(|| f.and_then(|c| c.admin_listen)),
             admin: listener(limits::HTTP, |c| &c.admin_listener),
             store,
+            store_tls: f.and_then(|c| c.store_tls.clone()),
             on_store_error: cli
                 .on_store_error
                 .or_else(|| f.and_then(|c| c.on_store_error))
@@ -235,6 +247,7 @@ impl Settings {
             running.admin_listen != new.admin_listen || running.admin != new.admin,
         );
         differ("store.url", running.store != new.store);
+        differ("store.tls", running.store_tls != new.store_tls);
         differ(
             "store.on_error",
             running.on_store_error != new.on_store_error,
@@ -246,7 +259,7 @@ impl Settings {
         differ("resp.listen", running.resp_listen != new.resp_listen);
         differ("resp", running.resp != new.resp);
         differ(
-            "grpc.listen, grpc.config_dir, grpc.merge_domain_config or [grpc.xds]",
+            "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config or [grpc.xds]",
             match (&running.grpc, &new.grpc) {
                 (Some(a), Some(b)) => a.needs_restart(b),
                 (None, None) => false,

@@ -6,13 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::store::guarded::{FailPolicy, Guarded};
+use tollgate::store::redis::RedisTls;
 use tollgate::store::settle::{DynSettle, Settle};
 use tollgate::{
     ErrorKind, MemoryStore, NonZeroDuration, PostgresStore, RedisStore, Store, StoreError,
 };
 
+use crate::files::Kind;
 use crate::limiter::StoreHealth;
-use crate::options::{OnStoreError, PostgresOptions, StoreSpec};
+use crate::options::{OnStoreError, PostgresOptions, StoreSpec, StoreTls};
 use crate::settings::Settings;
 
 /// How long the server waits at start (and a reload or `config check` waits) for a store to
@@ -29,6 +31,7 @@ pub async fn open(
     let max_keys = NonZeroUsize::new(settings.max_keys).ok_or_else(|| {
         StoreError::Config("max_keys is 0: a store that may hold no key fails every check".into())
     })?;
+    tls_only_for_redis(settings)?;
     let memory = || MemoryStore::builder().max_keys(max_keys).build();
     let on_error = match settings.on_store_error {
         OnStoreError::Allow => FailPolicy::Allow,
@@ -48,11 +51,11 @@ pub async fn open(
     match &settings.store {
         StoreSpec::Memory => Ok(guard(memory(), on_error, guard_timeout, health)),
         StoreSpec::Redis(url) => {
-            let store = redis(url, &[], timeout).await?;
+            let store = redis(url, &[], timeout, settings.store_tls.as_ref()).await?;
             Ok(guard(store, on_error, guard_timeout, health))
         }
         StoreSpec::RedisCluster(urls) => {
-            let store = redis(&urls[0], urls, timeout).await?;
+            let store = redis(&urls[0], urls, timeout, settings.store_tls.as_ref()).await?;
             Ok(guard(store, on_error, guard_timeout, health))
         }
         StoreSpec::Postgres(url) => {
@@ -62,15 +65,57 @@ pub async fn open(
     }
 }
 
-/// The Redis store at `url`, or the cluster whose other seed nodes are `cluster`.
-async fn redis(url: &str, cluster: &[String], timeout: Duration) -> Result<RedisStore, StoreError> {
+/// The Redis store at `url`, or the cluster whose other seed nodes are `cluster`, with the TLS
+/// files of `[store.tls]`.
+async fn redis(
+    url: &str,
+    cluster: &[String],
+    timeout: Duration,
+    tls: Option<&StoreTls>,
+) -> Result<RedisStore, StoreError> {
     let builder = RedisStore::builder(url);
     let builder = if cluster.is_empty() {
         builder
     } else {
         builder.cluster(cluster.iter().cloned())
     };
+    let builder = match tls {
+        Some(tls) => builder.tls(redis_tls(tls)?),
+        None => builder,
+    };
     builder.timeout(timeout).build().await
+}
+
+/// The files of `[store.tls]`, read (each within its cap, by the one file reader).
+fn redis_tls(tls: &StoreTls) -> Result<RedisTls, StoreError> {
+    let read = |key: &str, path: &std::path::Path, kind: Kind| {
+        crate::files::read(path, kind)
+            .map(|bytes| bytes.to_vec())
+            .map_err(|e| {
+                StoreError::Config(format!("[store.tls] {key} {}: {}", path.display(), e.why))
+            })
+    };
+    let mut out = RedisTls::new().skip_hostname_verification(tls.skip_hostname_verification);
+    if let Some(ca) = &tls.ca {
+        out = out.ca_pem(read("ca", ca, Kind::ClientCa)?);
+    }
+    if let Some((cert, key)) = &tls.client {
+        out = out.client_pem(
+            read("cert", cert, Kind::Certificate)?,
+            read("key", key, Kind::Key)?,
+        );
+    }
+    Ok(out)
+}
+
+/// Refuses `[store.tls]` for a store other than Redis, which would never read it.
+fn tls_only_for_redis(settings: &Settings) -> Result<(), StoreError> {
+    match (&settings.store, &settings.store_tls) {
+        (StoreSpec::Memory | StoreSpec::Postgres(_), Some(_)) => Err(StoreError::Config(
+            "[store.tls] is for a rediss:// store; this one is not Redis".into(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn guard<S: Settle>(
@@ -135,15 +180,16 @@ where
 /// start ([`warm_up`] for `within`): what `config check` and a reload that changes the store
 /// report. `Ok` for the memory store.
 pub async fn probe(settings: &Settings, within: Duration) -> Result<(), StoreError> {
+    tls_only_for_redis(settings)?;
     let timeout = settings.store_timeout;
     match &settings.store {
         StoreSpec::Memory => Ok(()),
         StoreSpec::Redis(url) => {
-            let store = redis(url, &[], timeout).await?;
+            let store = redis(url, &[], timeout, settings.store_tls.as_ref()).await?;
             warm_up(|| store.ready(), within).await
         }
         StoreSpec::RedisCluster(urls) => {
-            let store = redis(&urls[0], urls, timeout).await?;
+            let store = redis(&urls[0], urls, timeout, settings.store_tls.as_ref()).await?;
             warm_up(|| store.ready(), within).await
         }
         StoreSpec::Postgres(url) => {

@@ -41,13 +41,24 @@ struct Tls {
     ca: PathBuf,
 }
 
+/// What a server of the kit's own listens on besides plain TCP.
+#[derive(Debug)]
+enum Also {
+    Nothing,
+    /// TLS, from [`TestRedis::start_tls`].
+    Tls(Tls),
+    /// A Unix socket, from [`TestRedis::start_unix`].
+    Unix(PathBuf),
+}
+
 #[derive(Debug)]
 enum Inner {
     Owned {
         // Declared before `dir`: the server dies before its directory is removed.
         server: RedisServer,
         url: String,
-        tls: Option<Tls>,
+        /// What it listens on besides plain TCP.
+        also: Also,
         dir: TempDir,
     },
     External {
@@ -85,10 +96,44 @@ impl TestRedis {
             inner: Inner::Owned {
                 url: server.url(),
                 server,
-                tls: None,
+                also: Also::Nothing,
                 dir,
             },
         })
+    }
+
+    /// Starts a `redis-server` that also listens on a Unix socket, always (`TOLLGATE_REDIS_URL`
+    /// is not consulted): [`unix_socket`](Self::unix_socket) is its path, readable by this user
+    /// only. [`url`](Self::url) stays TCP, for the kit's probes and [`cmd`](Self::cmd).
+    pub fn start_unix() -> Result<Self, TestkitError> {
+        let dir = scratch::tempdir(&std::env::temp_dir(), "tollgate-redis-")?;
+        let socket = dir.path().join("redis.sock");
+        let args = vec![
+            "--unixsocket".to_owned(),
+            socket.to_string_lossy().into_owned(),
+            "--unixsocketperm".to_owned(),
+            "700".to_owned(),
+        ];
+        let server = RedisServer::start(dir.path().to_owned(), args, process::free_port)?;
+        Ok(Self {
+            inner: Inner::Owned {
+                url: server.url(),
+                server,
+                also: Also::Unix(socket),
+                dir,
+            },
+        })
+    }
+
+    /// The Unix socket of a server from [`start_unix`](Self::start_unix).
+    pub fn unix_socket(&self) -> Option<&Path> {
+        match &self.inner {
+            Inner::Owned {
+                also: Also::Unix(socket),
+                ..
+            } => Some(socket),
+            _ => None,
+        }
     }
 
     /// Starts a `redis-server` that also speaks TLS, always (`TOLLGATE_REDIS_URL` is not
@@ -96,6 +141,16 @@ impl TestRedis {
     /// certificate signed by a throwaway CA whose certificate is [`ca_file`](Self::ca_file).
     /// [`url`](Self::url) stays plain TCP, for the kit's probes and [`cmd`](Self::cmd).
     pub fn start_tls() -> Result<Self, TestkitError> {
+        Self::start_tls_with(None)
+    }
+
+    /// [`start_tls`](Self::start_tls), refusing TLS clients without a certificate signed by
+    /// the CA whose certificate (PEM) is `client_ca` (`tls-auth-clients yes`).
+    pub fn start_tls_requiring_clients(client_ca: &Path) -> Result<Self, TestkitError> {
+        Self::start_tls_with(Some(client_ca))
+    }
+
+    fn start_tls_with(client_ca: Option<&Path>) -> Result<Self, TestkitError> {
         let dir = scratch::tempdir(&std::env::temp_dir(), "tollgate-redis-")?;
         let files = tls::make_certificates(dir.path())?;
         let tls_port = process::free_port()?;
@@ -108,17 +163,18 @@ impl TestRedis {
             "--tls-key-file".to_owned(),
             path(&files.key),
             "--tls-ca-cert-file".to_owned(),
-            path(&files.ca),
-            // Clients prove nothing: the test is of the client verifying the server.
+            path(client_ca.unwrap_or(&files.ca)),
+            // Unless asked, clients prove nothing: the test is of the client verifying the
+            // server.
             "--tls-auth-clients".to_owned(),
-            "no".to_owned(),
+            if client_ca.is_some() { "yes" } else { "no" }.to_owned(),
         ];
         let server = RedisServer::start(dir.path().to_owned(), args, process::free_port)?;
         Ok(Self {
             inner: Inner::Owned {
                 url: server.url(),
                 server,
-                tls: Some(Tls {
+                also: Also::Tls(Tls {
                     url: format!("rediss://localhost:{tls_port}"),
                     ca: files.ca,
                 }),
@@ -130,7 +186,10 @@ impl TestRedis {
     /// `rediss://localhost:PORT` for a server from [`start_tls`](Self::start_tls).
     pub fn tls_url(&self) -> Option<&str> {
         match &self.inner {
-            Inner::Owned { tls: Some(tls), .. } => Some(&tls.url),
+            Inner::Owned {
+                also: Also::Tls(tls),
+                ..
+            } => Some(&tls.url),
             _ => None,
         }
     }
@@ -138,7 +197,10 @@ impl TestRedis {
     /// The CA certificate (PEM) a client must trust to reach [`tls_url`](Self::tls_url).
     pub fn ca_file(&self) -> Option<&Path> {
         match &self.inner {
-            Inner::Owned { tls: Some(tls), .. } => Some(&tls.ca),
+            Inner::Owned {
+                also: Also::Tls(tls),
+                ..
+            } => Some(&tls.ca),
             _ => None,
         }
     }

@@ -105,7 +105,7 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `redis` | `RedisStore`: one Lua script per batch of decisions, Redis Cluster |
-//! | `redis-tls` | `rediss://` URLs (rustls; the system's roots or `SSL_CERT_FILE`) |
+//! | `redis-tls` | `rediss://` URLs (rustls; the system's roots or `SSL_CERT_FILE`, or `RedisTls`: a CA, a client certificate) |
 //! | `postgres` | `PostgresStore`: one statement per batch, retries for distributed SQL |
 //! | `postgres-tls` | `sslmode` / `sslrootcert` in PostgreSQL URLs, as libpq (rustls) |
 //! | `tower` | the middleware, `TollgateLayer`, for any tower service (hyper, tonic) |

@@ -40,6 +40,18 @@ pub(super) struct StoreFile {
     pub(super) max_keys: Option<Spanned<u64>>,
     #[serde(default)]
     pub(super) postgres: PostgresFile,
+    pub(super) tls: Option<Spanned<StoreTlsFile>>,
+}
+
+/// `[store.tls]`: the Redis store's TLS files of its own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StoreTlsFile {
+    pub(super) ca: Option<String>,
+    pub(super) cert: Option<String>,
+    pub(super) key: Option<String>,
+    #[serde(default)]
+    pub(super) skip_hostname_verification: bool,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -122,6 +134,7 @@ listener_table!(RespFile {
 listener_table!(AdminFile {});
 
 listener_table!(GrpcFile {
+    unix_socket: Option<String>,
     config_dir: Option<String>,
     merge_domain_config: Option<bool>,
     algorithm: Option<EnvoyAlgorithm>,
@@ -133,6 +146,7 @@ listener_table!(GrpcFile {
     remaining_header: Option<String>,
     reset_header: Option<String>,
     near_limit_ratio: Option<Spanned<f64>>,
+    health_needs_config: Option<bool>,
     domains: BTreeMap<String, DomainFile>,
     xds: Option<Spanned<XdsFile>>,
 });

@@ -45,7 +45,7 @@ use toml::Spanned;
 use crate::auth::{Secret, Tokens};
 use crate::descriptors::{Charge, EnvoyAlgorithm};
 use crate::limiter::Policies;
-use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec};
+use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec, StoreTls};
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.
 #[derive(Debug, Clone)]
@@ -64,6 +64,8 @@ pub struct Config {
     pub max_keys: Option<usize>,
     /// `[store.postgres]`.
     pub postgres: PostgresGiven,
+    /// `[store.tls]`, its paths resolved against the file's directory.
+    pub store_tls: Option<StoreTls>,
     /// `[http] listen`.
     pub listen: Option<SocketAddr>,
     /// `[http] inline_policies`.
@@ -99,6 +101,8 @@ pub struct Config {
 pub struct GrpcConfig {
     /// `listen`.
     pub listen: Option<SocketAddr>,
+    /// `unix_socket`, relative to the config file's directory.
+    pub unix_socket: Option<PathBuf>,
     /// `config_dir`, relative to the config file's directory.
     pub config_dir: Option<PathBuf>,
     /// `merge_domain_config`.
@@ -121,6 +125,8 @@ pub struct GrpcConfig {
     pub near_limit_ratio: Option<f64>,
     /// `[grpc.xds]`, its defaults filled in and its TLS files checked.
     pub xds: Option<crate::envoy::xds::XdsSettings>,
+    /// `health_needs_config`.
+    pub health_needs_config: Option<bool>,
 }
 
 impl Config {
@@ -264,9 +270,18 @@ impl Config {
                     .to_owned(),
             ));
         }
+        if let (Some(_), Some(tls)) = (&file.grpc.unix_socket, &file.grpc.tls) {
+            return Err(refuse(
+                Some(tls.span()),
+                "grpc.tls",
+                "is for gRPC over TCP; TLS on the Unix socket (grpc.unix_socket) is not served"
+                    .to_owned(),
+            ));
+        }
         let grpc = GrpcConfig {
             xds: xds.map(|(xds, _)| xds),
             listen: grpc_listen,
+            unix_socket: file.grpc.unix_socket.map(|socket| dir.join(socket)),
             config_dir: file
                 .grpc
                 .config_dir
@@ -289,7 +304,39 @@ impl Config {
                 file.grpc.reset_header,
             ],
             near_limit_ratio,
+            health_needs_config: file.grpc.health_needs_config,
         };
+        let store_tls = file
+            .store
+            .tls
+            .map(|tls| {
+                let span = tls.span();
+                let tls = tls.into_inner();
+                let client = match (tls.cert, tls.key) {
+                    (Some(cert), Some(key)) => Some((dir.join(cert), dir.join(key))),
+                    (None, None) => None,
+                    (Some(_), None) => {
+                        return Err(refuse(
+                            Some(span),
+                            "store.tls.key",
+                            "is missing: a client certificate needs its key".to_owned(),
+                        ));
+                    }
+                    (None, Some(_)) => {
+                        return Err(refuse(
+                            Some(span),
+                            "store.tls.cert",
+                            "is missing: a client key needs its certificate".to_owned(),
+                        ));
+                    }
+                };
+                Ok(StoreTls {
+                    ca: tls.ca.map(|ca| dir.join(ca)),
+                    client,
+                    skip_hostname_verification: tls.skip_hostname_verification,
+                })
+            })
+            .transpose()?;
         let policies = policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
         })?;
@@ -318,6 +365,7 @@ impl Config {
             store_timeout,
             on_store_error: file.store.on_error,
             max_keys,
+            store_tls,
             postgres: PostgresGiven {
                 schema: pg.schema,
                 table: pg.table,

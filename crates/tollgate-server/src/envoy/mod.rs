@@ -7,6 +7,7 @@
 //! decisions are tollgate's, on any store: every descriptor of a request in one store call,
 //! all-or-nothing, and a denied request takes nothing ([`ratelimit`]).
 
+pub mod health;
 pub mod json;
 pub mod metrics;
 pub mod ratelimit;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use std::sync::PoisonError;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 
@@ -55,8 +57,10 @@ pub fn scope_of(request: &RateLimitRequest) -> Scope {
 /// The gRPC front end's settings (`[grpc]`, `--grpc-listen`, `--envoy-*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnvoySettings {
-    /// Where it listens.
-    pub listen: SocketAddr,
+    /// Where it listens over TCP; none when it listens on a Unix socket alone.
+    pub listen: Option<SocketAddr>,
+    /// The Unix socket it listens on, if any (`GRPC_UDS`).
+    pub unix_socket: Option<PathBuf>,
     /// The envoyproxy/ratelimit config directory; none: no domains (every request is OK).
     pub config_dir: Option<PathBuf>,
     /// Files naming the same domain are merged (`MERGE_DOMAIN_CONFIG`).
@@ -81,6 +85,9 @@ pub struct EnvoySettings {
     pub near_limit_ratio: f64,
     /// The rules come from an xDS management server (`[grpc.xds]`) rather than `config_dir`.
     pub xds: Option<xds::XdsSettings>,
+    /// `/healthcheck` answers 500 until a config has been loaded
+    /// (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
+    pub health_needs_config: bool,
 }
 
 impl EnvoySettings {
@@ -95,6 +102,7 @@ impl EnvoySettings {
     /// Whether `other` differs only in what applies without a restart.
     pub(crate) fn needs_restart(&self, other: &EnvoySettings) -> bool {
         self.listen != other.listen
+            || self.unix_socket != other.unix_socket
             || self.config_dir != other.config_dir
             || self.merge_domain_config != other.merge_domain_config
             || self.xds != other.xds
@@ -123,6 +131,11 @@ pub struct Envoy {
     /// change one half of it, and neither may undo the other's change.
     update: std::sync::Mutex<()>,
     metrics: EnvoyMetrics,
+    /// A config has been put in force at least once: the directory's at start, or one
+    /// [`Envoy::reload`] took (a directory's change, or a config received over xDS).
+    config_loaded: AtomicBool,
+    /// The server is shutting down: `/healthcheck` says so.
+    stopping: AtomicBool,
 }
 
 impl Envoy {
@@ -136,7 +149,11 @@ impl Envoy {
     ) -> Result<Envoy, LoadError> {
         check_store(&limiter, &config, &settings)?;
         let series = metrics.series(&config);
+        // A directory read at start is a config loaded; without one, none is until a reload.
+        let config_loaded = AtomicBool::new(settings.config_dir.is_some());
         Ok(Envoy {
+            config_loaded,
+            stopping: AtomicBool::new(false),
             limiter,
             loaded: ArcSwap::from_pointee(Loaded {
                 config,
@@ -169,7 +186,24 @@ impl Envoy {
         }));
         self.metrics
             .forget_gone(&old.metrics, &self.loaded.load().metrics);
+        self.config_loaded.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether a config has been put in force at least once (what
+    /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED` waits for).
+    pub fn config_loaded(&self) -> bool {
+        self.config_loaded.load(Ordering::Acquire)
+    }
+
+    /// Marks the server as shutting down: `/healthcheck` answers 500 from now on.
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Envoy::stopping`] was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 
     /// Keeps the files, answers under `settings` (a reload of the TOML file), or says which

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus::{IntCounter, IntGauge};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, UnixListener};
+
+use super::stream::Conn;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -57,7 +59,7 @@ pub enum Accepted {
 /// A connection under the caps.
 pub struct Admitted {
     /// The connection.
-    pub stream: TcpStream,
+    pub stream: Conn,
     /// Its place under the caps, freed when the connection is dropped.
     pub place: Place,
     /// The TCP peer's address: failed authentications are counted under it.
@@ -67,7 +69,7 @@ pub struct Admitted {
 /// A connection over a cap.
 pub struct OverCap {
     /// The connection.
-    pub stream: TcpStream,
+    pub stream: Conn,
     /// The cap it is over.
     pub over: Over,
     _refusing: OwnedSemaphorePermit,
@@ -92,8 +94,8 @@ impl Drop for Place {
 /// The address a client's connections are counted under: its IPv4 address (an IPv4-mapped
 /// IPv6 one as IPv4), or its IPv6 /64, which one host commonly holds whole (as its failed
 /// authentications are).
-fn client(peer: SocketAddr) -> IpAddr {
-    crate::auth::client_address(peer.ip())
+fn client(peer: IpAddr) -> IpAddr {
+    crate::auth::client_address(peer)
 }
 
 /// Connections open per client address; an entry exists only while one is open, so there are
@@ -153,7 +155,7 @@ impl ListenerMetrics {
 
 /// A listener with its caps.
 pub struct Acceptor {
-    listener: TcpListener,
+    listener: Listening,
     name: &'static str,
     slots: Arc<Semaphore>,
     refusing: Arc<Semaphore>,
@@ -163,10 +165,40 @@ pub struct Acceptor {
     unlogged_errors: u64,
 }
 
+/// What an [`Acceptor`] accepts on.
+enum Listening {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
 impl Acceptor {
     /// Accepts on `listener` (named `name` in logs and metrics) under `limits`.
     pub fn new(
         listener: TcpListener,
+        name: &'static str,
+        limits: &ConnLimits,
+        metrics: &Metrics,
+    ) -> Acceptor {
+        Acceptor::on(Listening::Tcp(listener), name, limits, metrics)
+    }
+
+    /// Accepts on the Unix socket `listener` under `limits`; its clients have no address, so
+    /// `max_connections_per_ip` does not apply (`max_connections` does).
+    pub fn unix(
+        listener: UnixListener,
+        name: &'static str,
+        limits: &ConnLimits,
+        metrics: &Metrics,
+    ) -> Acceptor {
+        let limits = ConnLimits {
+            max_connections_per_ip: None,
+            ..*limits
+        };
+        Acceptor::on(Listening::Unix(listener), name, &limits, metrics)
+    }
+
+    fn on(
+        listener: Listening,
         name: &'static str,
         limits: &ConnLimits,
         metrics: &Metrics,
@@ -188,9 +220,12 @@ impl Acceptor {
         }
     }
 
-    /// Where it listens.
+    /// Where it listens (a Unix socket has no such address).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        match &self.listener {
+            Listening::Tcp(listener) => listener.local_addr(),
+            Listening::Unix(_) => Err(io::Error::other("a Unix socket has no IP address")),
+        }
     }
 
     /// The listener's series.
@@ -203,7 +238,18 @@ impl Acceptor {
     pub async fn accept(&mut self) -> Accepted {
         let mut backoff = Duration::from_millis(5);
         loop {
-            match self.listener.accept().await {
+            let accepted = match &self.listener {
+                Listening::Tcp(listener) => listener.accept().await.map(|(stream, peer)| {
+                    let _ = stream.set_nodelay(true);
+                    (Conn::Tcp(stream), peer.ip())
+                }),
+                // A local client: failed authentications count under the loopback address.
+                Listening::Unix(listener) => listener
+                    .accept()
+                    .await
+                    .map(|(stream, _)| (Conn::Unix(stream), IpAddr::from([127, 0, 0, 1]))),
+            };
+            match accepted {
                 Ok((stream, peer)) => {
                     if let Some(accepted) = self.admit(stream, peer) {
                         return accepted;
@@ -220,8 +266,7 @@ impl Acceptor {
     }
 
     /// `None`: over a cap with too many refusals under way already, so closed at once.
-    fn admit(&mut self, stream: TcpStream, peer: SocketAddr) -> Option<Accepted> {
-        let _ = stream.set_nodelay(true);
+    fn admit(&mut self, stream: Conn, peer: IpAddr) -> Option<Accepted> {
         self.metrics.accepted.inc();
         let over = match Arc::clone(&self.slots).try_acquire_owned() {
             Err(_) => Err(Over::Listener),
@@ -241,7 +286,7 @@ impl Acceptor {
                 Some(Accepted::Admitted(Admitted {
                     stream,
                     place,
-                    peer: peer.ip(),
+                    peer,
                 }))
             }
             Err(over) => {

@@ -1,14 +1,22 @@
-//! A connection as a front end reads and writes it: plain TCP, or TLS over it.
+//! A connection as a front end reads and writes it: plain TCP, TLS over it, or a Unix socket.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 
 use super::tls::Tls;
+
+/// A connection as accepted, before any handshake.
+pub enum Conn {
+    /// Over TCP.
+    Tcp(TcpStream),
+    /// Over a Unix socket.
+    Unix(UnixStream),
+}
 
 /// A connection, plain or over TLS.
 pub enum Stream {
@@ -16,14 +24,21 @@ pub enum Stream {
     Plain(TcpStream),
     /// TLS (boxed: its buffers make it large).
     Tls(Box<TlsStream<TcpStream>>),
+    /// A Unix socket.
+    Unix(UnixStream),
 }
 
 impl Stream {
-    /// `stream` as the listener serves it: handshaken when `tls` is set.
-    pub async fn open(stream: TcpStream, tls: Option<&Tls>) -> io::Result<Stream> {
-        Ok(match tls {
-            None => Stream::Plain(stream),
-            Some(tls) => Stream::Tls(Box::new(tls.accept(stream).await?)),
+    /// `conn` as the listener serves it: handshaken when `tls` is set (TCP only: a Unix
+    /// listener with TLS is refused at start).
+    pub async fn open(conn: Conn, tls: Option<&Tls>) -> io::Result<Stream> {
+        Ok(match (conn, tls) {
+            (Conn::Tcp(stream), None) => Stream::Plain(stream),
+            (Conn::Tcp(stream), Some(tls)) => Stream::Tls(Box::new(tls.accept(stream).await?)),
+            (Conn::Unix(stream), None) => Stream::Unix(stream),
+            (Conn::Unix(_), Some(_)) => {
+                return Err(io::Error::other("TLS over a Unix socket is not served"));
+            }
         })
     }
 }
@@ -37,6 +52,10 @@ macro_rules! either {
             }
             Stream::Tls($s) => {
                 let $s = Pin::new($s.as_mut());
+                $e
+            }
+            Stream::Unix($s) => {
+                let $s = Pin::new($s);
                 $e
             }
         }
@@ -74,6 +93,7 @@ impl AsyncWrite for Stream {
         match self {
             Stream::Plain(s) => s.is_write_vectored(),
             Stream::Tls(s) => s.is_write_vectored(),
+            Stream::Unix(s) => s.is_write_vectored(),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Authentication over HTTP, for the API and Envoy's `/json` and `/rlconfig` alike: every
-//! request but `/healthz` and `/readyz` shows `Authorization: Bearer <secret>` once `[auth]`
+//! request but `/healthz`, `/readyz` and `/healthcheck` shows `Authorization: Bearer <secret>` once `[auth]`
 //! has tokens ([`authenticate`], around the whole router), and each route asks for the scope
 //! it needs ([`require`], on the route). A missing or wrong token is a `401` with
 //! `WWW-Authenticate: Bearer`, a token without the scope a `403`, an address that failed too
@@ -25,7 +25,7 @@ use crate::web::body;
 use crate::web::problem::Problem;
 
 /// Paths answered without a token: probes must work without a secret.
-const OPEN: [&str; 2] = ["/healthz", "/readyz"];
+const OPEN: [&str; 3] = ["/healthz", "/readyz", "/healthcheck"];
 
 /// `router`, each request authenticated by `limiter`'s tokens first; the [`Grant`] it gets is
 /// in the request's extensions for [`require`] (and handlers) to read.

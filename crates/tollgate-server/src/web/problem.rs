@@ -256,9 +256,17 @@ pub async fn ensure_problem(response: Response) -> Response {
     problem
 }
 
+/// Marks an error answer whose bare form is its protocol's (envoyproxy/ratelimit's
+/// `/healthcheck`: a `500` with no body): [`ensure_problem`] leaves it as it is.
+#[derive(Debug, Clone, Copy)]
+pub struct AsIs;
+
 /// Whether [`ensure_problem`] would rewrite `response`: an error answer of plain text or of no
-/// body.
+/// body, unless marked [`AsIs`].
 pub fn needs_problem(response: &Response) -> bool {
+    if response.extensions().get::<AsIs>().is_some() {
+        return false;
+    }
     let status = response.status();
     let plain = response
         .headers()

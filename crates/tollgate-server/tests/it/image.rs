@@ -184,3 +184,63 @@ async fn the_image_reaches_redis_over_tls_with_its_ca_bundle() {
     assert!(banner.is_empty(), "started without trust roots: {banner}");
     assert!(said.contains("no root certificate"), "{said}");
 }
+
+/// Envoy Gateway runs the rate-limit image as `/bin/ratelimit` with environment variables
+/// alone: the image's link of that name starts the server in the environment mode, which reads
+/// upstream's default `RUNTIME_ROOT` and decides on Redis.
+#[tokio::test]
+async fn the_image_runs_as_bin_ratelimit_with_the_environment_alone() {
+    use crate::support::envoy::{ask, client, codes, descriptor, request};
+    let redis = TestRedis::start().expect("start redis-server");
+    let dir = tempfile::tempdir().unwrap();
+    let image = Image::make(dir.path());
+    let config = image.rootfs.join("srv/runtime_data/current/config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.yaml"),
+        "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+    )
+    .unwrap();
+    let redis_url = format!("127.0.0.1:{}", redis.port());
+    let mut server = Command::new("chroot")
+        .arg(format!("--userspec={}", image.user))
+        .arg(&image.rootfs)
+        .arg("/bin/ratelimit")
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .envs([
+            ("HOST", "127.0.0.1"),
+            ("PORT", "0"),
+            ("GRPC_HOST", "127.0.0.1"),
+            ("GRPC_PORT", "0"),
+            ("DEBUG_PORT", "0"),
+            ("USE_STATSD", "false"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", redis_url.as_str()),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chroot runs");
+    let (banner, addr) = first_line(&mut server);
+    let grpc = banner
+        .split("grpc://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok());
+    let (Some(addr), Some(grpc)) = (addr, grpc) else {
+        panic!("no addresses: {banner} {}", stderr_of(server));
+    };
+    let health = reqwest::get(format!("http://{addr}/healthcheck"))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), reqwest::StatusCode::OK);
+    let mut grpc = client(grpc).await;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let r = request("edge", vec![descriptor(&[("user", "erin")])]);
+        seen.push(codes(&ask(&mut grpc, r).await).0);
+    }
+    let said = stderr_of(server);
+    assert_eq!(seen, ["OK", "OVER"], "{said}");
+}

@@ -31,6 +31,7 @@ mod image;
 mod layers;
 mod leases;
 mod postgres;
+mod ratelimit_env;
 mod readme_options;
 mod redis;
 mod redis_tls;

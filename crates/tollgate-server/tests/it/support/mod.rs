@@ -56,46 +56,74 @@ impl Tollgate {
 
     /// Starts `tollgate <args>`, nothing added, with environment variables `env` set.
     pub fn start_exactly(args: &[&str], env: &[(&str, &str)]) -> Tollgate {
-        Tollgate::spawn(args, env, Stdio::inherit())
+        Tollgate::spawn(args, env)
     }
 
     /// [`start_exactly`](Self::start_exactly), what it writes on stderr (its logs) kept.
     pub fn start_logged(args: &[&str], env: &[(&str, &str)]) -> (Tollgate, Logs) {
-        let mut server = Tollgate::spawn(args, env, Stdio::piped());
-        let logs = Logs::default();
-        let stderr = server.child.stderr.take().expect("stderr is piped");
-        let kept = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let mut text = kept.0.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
-            }
-        });
-        (server, logs)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        command.args(args).envs(env.iter().copied());
+        Tollgate::spawn_command(command, true)
     }
 
-    fn spawn(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Tollgate {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(args)
-            .envs(env.iter().copied())
+    /// Starts the binary under the name `program` (a link to it), with no argument and only
+    /// the environment `env` (and `PATH`), as a container runs envoyproxy/ratelimit; its logs
+    /// kept.
+    pub fn start_as(program: &Path, env: &[(&str, &str)]) -> (Tollgate, Logs) {
+        let mut command = Command::new(program);
+        command.env_clear().envs(env.iter().copied());
+        if let Some(path) = std::env::var_os("PATH") {
+            command.env("PATH", path);
+        }
+        Tollgate::spawn_command(command, true)
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Tollgate {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        command.args(args).envs(env.iter().copied());
+        let (server, _) = Tollgate::spawn_command(command, false);
+        server
+    }
+
+    /// Runs `command`, its stderr kept in the [`Logs`] when `keep_logs`, else inherited.
+    fn spawn_command(mut command: Command, keep_logs: bool) -> (Tollgate, Logs) {
+        let stderr = if keep_logs {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        };
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
             .expect("the tollgate binary starts");
+        let logs = Logs::default();
+        if keep_logs && let Some(stderr) = child.stderr.take() {
+            let kept = logs.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    let mut text = kept.0.lock().unwrap();
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            });
+        }
         let mut banner = String::new();
         let stdout = child.stdout.take().expect("stdout is piped");
         BufReader::new(stdout)
             .read_line(&mut banner)
             .expect("tollgate prints its banner");
         let addr = address(&banner, &["listening on http://", "listening on https://"])
-            .unwrap_or_else(|| panic!("no address in the banner {banner:?}"));
-        Tollgate {
-            child,
-            addr,
-            banner,
-        }
+            .unwrap_or_else(|| panic!("no address in the banner {banner:?}: {}", logs.text()));
+        (
+            Tollgate {
+                child,
+                addr,
+                banner,
+            },
+            logs,
+        )
     }
 
     /// Where its RESP listener is (the banner's `redis://` address).

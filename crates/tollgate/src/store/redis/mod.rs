@@ -87,6 +87,8 @@ mod nodes;
 mod plan;
 mod script;
 mod settle;
+#[cfg(feature = "redis-tls")]
+mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +104,8 @@ use crate::{CheckError, Clock, MonotonicClock, Nanos, StoreError, Verdict};
 use encoded::Encoded;
 use plan::TakeFirst;
 use script::{Keys, Reply, Scripts};
+#[cfg(feature = "redis-tls")]
+pub use tls::RedisTls;
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
 const LAYOUT_SCRIPT: &str =
@@ -146,6 +150,8 @@ pub struct RedisStoreBuilder {
     max_in_flight: Option<usize>,
     test_clock: Option<Arc<dyn Clock>>,
     per_node: bool,
+    #[cfg(feature = "redis-tls")]
+    tls: Option<RedisTls>,
 }
 
 /// A store in Redis or Redis Cluster. Cheap to clone: clones share the connection, the queues
@@ -204,6 +210,8 @@ impl RedisStore {
             max_in_flight: None,
             test_clock: None,
             per_node: true,
+            #[cfg(feature = "redis-tls")]
+            tls: None,
         }
     }
 
@@ -227,6 +235,14 @@ impl RedisStoreBuilder {
             // One URL and `cluster()`: still a cluster client, discovering the others.
             self.urls.push(self.urls[0].clone());
         }
+        self
+    }
+
+    /// TLS of its own for the `rediss://` URLs: a CA, a client certificate, host names left
+    /// unchecked ([`RedisTls`]). Given for a URL that is not `rediss://`, building refuses it.
+    #[cfg(feature = "redis-tls")]
+    pub fn tls(mut self, tls: RedisTls) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -353,18 +369,39 @@ impl RedisStoreBuilder {
         // What must answer within the time allowed to reach Redis.
         let reach = self.timeout.max(Duration::from_secs(1));
         connect::hosts_resolve(&infos, reach).await?;
-        if connect::any_tls(&infos) {
+        #[cfg(feature = "redis-tls")]
+        let own_ca = match &self.tls {
+            Some(tls) if !connect::any_tls(&infos) => {
+                return Err(StoreError::Config(format!(
+                    "TLS settings ({tls:?}) are given, and the Redis URL is not rediss://"
+                )));
+            }
+            Some(tls) if tls.skips_hostnames() && self.urls.len() > 1 => {
+                return Err(StoreError::Config(
+                    "skipping host name verification is for one Redis, not a cluster".into(),
+                ));
+            }
+            Some(tls) => tls.has_ca(),
+            None => false,
+        };
+        #[cfg(not(feature = "redis-tls"))]
+        let own_ca = false;
+        if connect::any_tls(&infos) && !own_ca {
             connect::trust_roots()?;
         }
         let scripts = Scripts::new();
         let mut nodes = None;
         let connection = if self.urls.len() > 1 {
-            let client = redis::cluster::ClusterClient::builder(self.urls.clone())
+            let builder = redis::cluster::ClusterClient::builder(self.urls.clone())
                 .connection_timeout(self.timeout.max(Duration::from_millis(500)))
                 .response_timeout(self.timeout.max(Duration::from_secs(1)))
-                .retries(2)
-                .build()
-                .map_err(config_error)?;
+                .retries(2);
+            #[cfg(feature = "redis-tls")]
+            let builder = match &self.tls {
+                Some(tls) => builder.certs(tls.certificates()?),
+                None => builder,
+            };
+            let client = builder.build().map_err(config_error)?;
             let mut conn = client.get_async_connection().await.map_err(unavailable)?;
             if self.per_node {
                 nodes = per_node(&scripts, &mut conn).await?;
@@ -373,6 +410,13 @@ impl RedisStoreBuilder {
             }
             Connection::Cluster(conn)
         } else {
+            #[cfg(feature = "redis-tls")]
+            let client = match &self.tls {
+                Some(tls) => tls::client(&self.urls[0], tls),
+                None => redis::Client::open(self.urls[0].as_str()),
+            }
+            .map_err(config_error)?;
+            #[cfg(not(feature = "redis-tls"))]
             let client = redis::Client::open(self.urls[0].as_str()).map_err(config_error)?;
             connect::first_connection(&client, reach).await?;
             let config = ConnectionManagerConfig::new()
