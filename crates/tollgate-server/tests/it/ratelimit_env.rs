@@ -18,7 +18,7 @@ use crate::support::{Logs, Tollgate};
 const CONFIG: &str = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
 
 /// A directory holding a link named `ratelimit` to the tollgate binary.
-fn ratelimit_program() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn ratelimit_program() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("ratelimit");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tollgate"), &link).unwrap();

@@ -1,9 +1,12 @@
 //! A real Envoy in front of a backend, its routes' rate-limit actions shaped as Envoy Gateway's
 //! translator sets them (`generic_key` for the route, `header_value_match` for an exact header
 //! match as `rule-0-match-0`, `request_headers` for a distinct one, `masked_remote_address`),
-//! asking tollgate over mutual TLS; tollgate configured over xDS, over mutual TLS too, by the
-//! test kit's management server. Requests through Envoy are limited as the pushed versions say,
-//! a bad version changes nothing, and the management server's restart loses nothing.
+//! asking tollgate over TLS with its client certificate; tollgate started as Envoy Gateway
+//! starts envoyproxy/ratelimit (the program `ratelimit`, its environment alone: as upstream,
+//! it serves TLS without checking Envoy's certificate, `GRPC_SERVER_TLS_CA_CERT` being unread)
+//! and configured over xDS, over mutual TLS, by the test kit's management server. Requests
+//! through Envoy are limited as the pushed versions say, a bad version changes nothing, and
+//! the management server's restart loses nothing.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,10 +14,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use envoy_types::pb::ratelimit::config::ratelimit::v3::{RateLimitConfig, RateLimitUnit};
-use tollgate_testkit::{Seen, TestCa, XdsServer, XdsServerTls};
+use tollgate_testkit::{Seen, TestCa, TestRedis, XdsServer, XdsServerTls};
 
 use crate::envoy_mtls::{free_port, start_envoy};
-use crate::support::{self, Tollgate};
+use crate::ratelimit_env::ratelimit_program;
+use crate::support::{Logs, Tollgate};
 use crate::xds_fixtures::{self as fx, LISTENER};
 
 /// The files tollgate is given, as Envoy Gateway mounts them under `/certs`: its gRPC
@@ -28,25 +32,54 @@ struct Certs {
     xds_key: PathBuf,
 }
 
-/// How this test starts tollgate: gRPC over TLS checking Envoy's certificate, its rules from
-/// the management server at `xds` over mutual TLS. (One function, so that how tollgate is
-/// configured can change alone.)
-fn start_tollgate(dir: &Path, xds: SocketAddr, certs: &Certs) -> Tollgate {
+/// How this test starts tollgate: as Envoy Gateway's Deployment does (its
+/// `internal/infrastructure/kubernetes/ratelimit/resource.go`), the program `ratelimit` with
+/// only environment variables, those it sets with their values, the files where the test made
+/// them and Redis where the test runs it. The test adds only free loopback ports for the
+/// listeners and short xDS backoffs (upstream's 10 s wait after a broken stream would only
+/// slow the restart below).
+fn start_tollgate(xds: SocketAddr, redis: &TestRedis, certs: &Certs) -> (Tollgate, Logs) {
     let p = |path: &PathBuf| path.to_str().unwrap().to_owned();
-    let toml = format!(
-        "[grpc]\nlisten = \"127.0.0.1:0\"\n\n[grpc.tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\n\n\
-         [grpc.xds]\nurl = \"{xds}\"\nnode_id = \"envoy-ratelimit\"\nretry_interval = \"50ms\"\n\
-         backoff_initial = \"100ms\"\nbackoff_max = \"200ms\"\n\n\
-         [grpc.xds.tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\nserver_name = \"localhost\"\n",
-        p(&certs.cert),
-        p(&certs.key),
-        p(&certs.ca),
-        p(&certs.ca),
-        p(&certs.xds_cert),
-        p(&certs.xds_key),
-    );
-    let path = support::write(dir, "tollgate.toml", &toml);
-    Tollgate::start(&["--config", path.to_str().unwrap()])
+    let (cert, key, ca) = (p(&certs.cert), p(&certs.key), p(&certs.ca));
+    let (xds_cert, xds_key) = (p(&certs.xds_cert), p(&certs.xds_key));
+    let xds = xds.to_string();
+    let redis_url = format!("127.0.0.1:{}", redis.port());
+    let (_dir, program) = ratelimit_program();
+    let envoy_gateway = [
+        ("RUNTIME_ROOT", "/data"),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("RUNTIME_IGNOREDOTFILES", "true"),
+        ("RUNTIME_WATCH_ROOT", "false"),
+        ("LOG_LEVEL", "info"),
+        ("USE_STATSD", "false"),
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+        ("CONFIG_GRPC_XDS_SERVER_URL", xds.as_str()),
+        ("CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"),
+        ("GRPC_SERVER_USE_TLS", "true"),
+        ("GRPC_SERVER_TLS_CERT", cert.as_str()),
+        ("GRPC_SERVER_TLS_KEY", key.as_str()),
+        ("GRPC_SERVER_TLS_CA_CERT", ca.as_str()),
+        ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", xds_cert.as_str()),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", xds_key.as_str()),
+        ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ca.as_str()),
+        ("FORCE_START_WITHOUT_INITIAL_CONFIG", "true"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", redis_url.as_str()),
+    ];
+    let test = [
+        ("HOST", "127.0.0.1"),
+        ("PORT", "0"),
+        ("GRPC_HOST", "127.0.0.1"),
+        ("GRPC_PORT", "0"),
+        ("DEBUG_HOST", "127.0.0.1"),
+        ("DEBUG_PORT", "0"),
+        ("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "50ms"),
+        ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "100ms"),
+        ("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "200ms"),
+    ];
+    let env: Vec<(&str, &str)> = envoy_gateway.iter().chain(&test).copied().collect();
+    Tollgate::start_as(&program, &env)
 }
 
 /// The listener's rules: on `first-route`, the exact match of `x-user-id: one` (`exact` a day)
@@ -250,8 +283,10 @@ fn xds_a_real_envoy_is_limited_as_the_management_server_configures_tollgate() {
         xds_cert,
         xds_key,
     };
-    let server = start_tollgate(d, xds.addr(), &certs);
-    xds.wait_for("v1 ACKed", acked("v1")).unwrap();
+    let redis = TestRedis::start().expect("start redis-server");
+    let (server, logs) = start_tollgate(xds.addr(), &redis, &certs);
+    xds.wait_for("v1 ACKed", acked("v1"))
+        .unwrap_or_else(|e| panic!("{e}: {}", logs.text()));
 
     let port = free_port();
     let config = bootstrap(port, server.grpc_addr(), server.addr, d, &ca.cert);
@@ -301,9 +336,13 @@ fn xds_a_real_envoy_is_limited_as_the_management_server_configures_tollgate() {
     xds.restart().unwrap();
     xds.wait_for("v4 ACKed after the restart", acked("v4"))
         .unwrap();
+    // The exact match has 3 left of 8, but `one`'s own bucket (10 an hour) ends it after 2:
+    // charged as envoyproxy/ratelimit charges (Envoy Gateway leaves
+    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT false), the request the exact match denied
+    // while the server was away still took one from it (3 + 4 + 1 = 8 of 10).
     assert_eq!(
         statuses(envoy.port(), "/first", "one", 4),
-        [200, 200, 200, 429]
+        [200, 200, 429, 429]
     );
 }
 
