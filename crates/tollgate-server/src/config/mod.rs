@@ -26,6 +26,7 @@ mod listener;
 mod policies;
 mod read;
 mod redact;
+mod traces;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -40,6 +41,7 @@ pub use listener::ListenerGiven;
 pub use read::MAX_FILE_BYTES;
 pub(crate) use read::read;
 use toml::Spanned;
+pub use traces::TracingConfig;
 
 use crate::auth::{Secret, Tokens};
 use crate::descriptors::{Charge, EnvoyAlgorithm};
@@ -89,6 +91,8 @@ pub struct Config {
     pub policies: Policies,
     /// `[auth.tokens.*]`, their secrets read.
     pub auth: Tokens,
+    /// `[tracing]`.
+    pub tracing: TracingConfig,
     /// What is allowed but unwise (a short `[resp] password`): `config check` prints them.
     pub warnings: Vec<String>,
 }
@@ -118,6 +122,8 @@ pub struct GrpcConfig {
     pub header_names: [Option<String>; 3],
     /// `near_limit_ratio`.
     pub near_limit_ratio: Option<f64>,
+    /// `response_dynamic_metadata`.
+    pub response_dynamic_metadata: Option<bool>,
 }
 
 impl Config {
@@ -275,6 +281,7 @@ impl Config {
                 file.grpc.reset_header,
             ],
             near_limit_ratio,
+            response_dynamic_metadata: file.grpc.response_dynamic_metadata,
         };
         let policies = policies::compile(file.policies, &refuse, &|offset| {
             error::line_and_column(text, offset)
@@ -285,6 +292,7 @@ impl Config {
             file.resp.password.is_some(),
             &refuse,
         )?;
+        let tracing = traces::given(file.tracing, &refuse)?;
         let mut warnings = Vec::new();
         if let Some(password) = &file.resp.password
             && password.len() < auth::MIN_SECRET
@@ -325,6 +333,7 @@ impl Config {
             grpc,
             policies,
             auth,
+            tracing,
         })
     }
 }

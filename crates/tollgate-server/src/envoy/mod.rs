@@ -77,6 +77,9 @@ pub struct EnvoySettings {
     pub header_names: [String; 3],
     /// See [`DEFAULT_NEAR_LIMIT_RATIO`].
     pub near_limit_ratio: f64,
+    /// Each answer carries the request's domain, descriptors and hits, and the metadata of
+    /// the limits it passed, in its `dynamic_metadata` (`RESPONSE_DYNAMIC_METADATA`).
+    pub response_dynamic_metadata: bool,
 }
 
 impl EnvoySettings {

@@ -134,13 +134,45 @@ pub(super) async fn execute(
     }
 }
 
+/// The reply of the rate-limiting command `name`, in a span of its own when tracing is on.
+async fn traced(limiter: &Limiter, name: &'static str, work: impl Future<Output = Reply>) -> Reply {
+    let Some(traces) = limiter.traces() else {
+        return work.await;
+    };
+    let span = traces.resp_command(name);
+    let reply = span.run(work).await;
+    match &reply {
+        Reply::Error(message) => span.fail(message.as_str()),
+        Reply::RawError(message) => span.fail(String::from_utf8_lossy(message)),
+        _ => {}
+    }
+    span.end();
+    reply
+}
+
 /// Runs `command` on the connection `session`.
 async fn apply(shared: &Shared, session: &mut Session, command: &Command<'_>) -> (Reply, After) {
     let limiter = &*shared.limiter;
     let reply = match command {
-        Command::ClThrottle(parsed) => throttle::cl_throttle(limiter, parsed).await,
-        Command::Throttle(parsed) => throttle::throttle(limiter, parsed).await,
-        Command::TollgateCheck(check) => throttle::tollgate_check(limiter, check).await,
+        Command::ClThrottle(parsed) => {
+            traced(
+                limiter,
+                "CL.THROTTLE",
+                throttle::cl_throttle(limiter, parsed),
+            )
+            .await
+        }
+        Command::Throttle(parsed) => {
+            traced(limiter, "THROTTLE", throttle::throttle(limiter, parsed)).await
+        }
+        Command::TollgateCheck(check) => {
+            traced(
+                limiter,
+                "TOLLGATE.CHECK",
+                throttle::tollgate_check(limiter, check),
+            )
+            .await
+        }
         Command::Ping(None) => Reply::Simple("PONG"),
         Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.to_vec()),
         Command::Quit => return (Reply::Simple("OK"), After::Close),
