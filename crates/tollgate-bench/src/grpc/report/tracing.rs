@@ -84,7 +84,7 @@ impl GrpcReport {
         Some(Section::table(
             "Tracing on / off",
             vec![text],
-            Table::new(&columns, rows.into_iter()),
+            Table::new(&columns, rows),
         ))
     }
 }
