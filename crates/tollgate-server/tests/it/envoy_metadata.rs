@@ -1,7 +1,8 @@
 //! `[grpc] response_dynamic_metadata` (`RESPONSE_DYNAMIC_METADATA`): each answer's
 //! `dynamic_metadata` carries what envoyproxy/ratelimit puts there — the domain, each
-//! descriptor's entries (and its own limit and hits), the request's hits — read by a real gRPC
-//! client, and by a real Envoy, which logs it with `%DYNAMIC_METADATA(...)%`.
+//! descriptor's entries (and its own limit and hits), the request's hits, the configured
+//! metadata of the limits passed — read by a real gRPC client, and by a real Envoy, which logs
+//! it with `%DYNAMIC_METADATA(...)%`.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::google::protobuf::value::Kind;
@@ -10,8 +11,20 @@ use envoy_types::pb::google::protobuf::{Struct, Value};
 use crate::support::Tollgate;
 use crate::support::envoy::{ask, client, configured, descriptor, request, with_hits};
 
-const DOMAIN: &str =
-    "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10}\n";
+const DOMAIN: &str = "domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 10}
+    metadata: {team: {name: edge, size: 3}, tier: gold}
+  - key: m
+    rate_limit: {unit: hour, requests_per_unit: 1}
+    metadata:
+      team: {region: eu, name: other}
+      tier: silver
+      list: [1, a, true, null, 0.5]
+  - key: plain
+    rate_limit: {unit: hour, requests_per_unit: 10}
+";
 
 fn start(on: bool) -> (tempfile::TempDir, Tollgate) {
     let (dir, toml) = configured(
@@ -57,6 +70,7 @@ async fn the_answer_carries_upstreams_dynamic_metadata_when_asked() {
                 {"entries": ["k=v"], "hitsAddend": 2.0},
                 {"entries": ["a=b", "c="], "limit": "requests_per_unit:5 unit:MINUTE"},
             ],
+            "metadata": {"team": {"name": "edge", "size": 3.0}, "tier": "gold"},
         })
     );
     // The request's own hits, when not 0; an answer over the limit carries it too.
@@ -72,6 +86,44 @@ async fn the_answer_carries_upstreams_dynamic_metadata_when_asked() {
             "descriptors": [{"entries": ["k=v"]}],
             "hitsAddend": 20.0,
         })
+    );
+}
+
+/// The metadata of every limit passed, merged: a key the first limit set stays, maps merge
+/// key by key; a limit over is not passed, and one without metadata adds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metadata_of_the_limits_passed_is_merged() {
+    let (_dir, server) = start(true);
+    let mut c = client(server.grpc_addr()).await;
+    let three = || {
+        request(
+            "d",
+            vec![
+                descriptor(&[("k", "v")]),
+                descriptor(&[("m", "x")]),
+                descriptor(&[("plain", "p")]),
+            ],
+        )
+    };
+    let metadata = |answer: &envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse| {
+        object(answer.dynamic_metadata.as_ref().expect("dynamic metadata"))["metadata"].clone()
+    };
+    let first = ask(&mut c, three()).await;
+    assert_eq!(first.overall_code, 1);
+    assert_eq!(
+        metadata(&first),
+        serde_json::json!({
+            "team": {"name": "edge", "size": 3.0, "region": "eu"},
+            "tier": "gold",
+            "list": [1.0, "a", true, null, 0.5],
+        })
+    );
+    // `m` allows one an hour: now over, and its metadata is not passed.
+    let second = ask(&mut c, three()).await;
+    assert_eq!(second.overall_code, 2);
+    assert_eq!(
+        metadata(&second),
+        serde_json::json!({"team": {"name": "edge", "size": 3.0}, "tier": "gold"})
     );
 }
 
@@ -248,6 +300,10 @@ fn a_real_envoy_logs_the_dynamic_metadata() {
         .unwrap_or_else(|e| panic!("{e}: the logged metadata {metadata:?}"));
     assert_eq!(
         metadata,
-        serde_json::json!({"domain": "d", "descriptors": [{"entries": ["k=v"]}]})
+        serde_json::json!({
+            "domain": "d",
+            "descriptors": [{"entries": ["k=v"]}],
+            "metadata": {"team": {"name": "edge", "size": 3}, "tier": "gold"},
+        })
     );
 }

@@ -10,12 +10,19 @@ use std::collections::HashMap;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
 
-/// The metadata of `request`.
-pub(super) fn of(request: &RateLimitRequest) -> Struct {
+use super::plan::Part;
+
+/// The metadata of `request`, planned into `parts` and answered with `statuses`.
+pub(super) fn of(
+    request: &RateLimitRequest,
+    parts: &[Part],
+    statuses: &[DescriptorStatus],
+) -> Struct {
     let mut fields = HashMap::with_capacity(3);
     fields.insert("domain".to_owned(), text(request.domain.clone()));
     fields.insert(
@@ -28,7 +35,63 @@ pub(super) fn of(request: &RateLimitRequest) -> Struct {
             number(f64::from(request.hits_addend)),
         );
     }
+    // The limits passed: counted and not over (a shadow limit over is OK in its status, and
+    // passed, as upstream counts it); unlimited and unmatched descriptors have no limit.
+    let mut passed = serde_json::Map::new();
+    for (part, status) in parts.iter().zip(statuses) {
+        if let Part::Counted { limit, .. } = part
+            && status.code != Code::OverLimit as i32
+            && let Some(metadata) = &limit.rule.metadata
+        {
+            merge(&mut passed, metadata);
+        }
+    }
+    if !passed.is_empty() {
+        fields.insert(
+            "metadata".to_owned(),
+            value(Kind::StructValue(structure(&passed))),
+        );
+    }
     Struct { fields }
+}
+
+/// `from`'s keys added to `into`'s: a key `into` has stays, but two maps merge.
+fn merge(
+    into: &mut serde_json::Map<String, serde_json::Value>,
+    from: &serde_json::Map<String, serde_json::Value>,
+) {
+    for (key, value) in from {
+        match (into.get_mut(key), value) {
+            (Some(serde_json::Value::Object(mine)), serde_json::Value::Object(theirs)) => {
+                merge(mine, theirs);
+            }
+            (Some(_), _) => {}
+            (None, _) => {
+                into.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// A JSON object as protobuf's `Struct`.
+fn structure(map: &serde_json::Map<String, serde_json::Value>) -> Struct {
+    Struct {
+        fields: map.iter().map(|(k, v)| (k.clone(), from_json(v))).collect(),
+    }
+}
+
+fn from_json(json: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    value(match json {
+        J::Null => Kind::NullValue(0),
+        J::Bool(b) => Kind::BoolValue(*b),
+        J::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(f64::NAN)),
+        J::String(s) => Kind::StringValue(s.clone()),
+        J::Array(items) => Kind::ListValue(ListValue {
+            values: items.iter().map(from_json).collect(),
+        }),
+        J::Object(map) => Kind::StructValue(structure(map)),
+    })
 }
 
 /// One descriptor's fields.

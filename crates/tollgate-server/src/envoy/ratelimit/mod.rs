@@ -95,7 +95,7 @@ pub async fn should_rate_limit(
     }
     let mut response = answer::answer(loaded, &plan, &counters, &outcome?);
     if loaded.settings.response_dynamic_metadata {
-        response.dynamic_metadata = Some(metadata::of(request));
+        response.dynamic_metadata = Some(metadata::of(request, &plan.parts, &response.statuses));
     }
     Ok(response)
 }
