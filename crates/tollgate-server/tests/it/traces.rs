@@ -245,11 +245,23 @@ async fn at_sampling_rate_zero_only_a_sampled_parent_is_followed() {
         .await;
     assert_eq!(all.len(), 2, "{all:#?}");
     assert!(all.iter().all(|s| s.trace_id() == TRACE), "{all:#?}");
-    let metrics = support::get(&Client::new(), &server, "/metrics").await;
-    assert_eq!(
-        support::metric(&metrics, "tollgate_trace_spans_exported_total"),
-        2.0
-    );
+    // Counted once the receiver's answer is in, a moment after it kept the spans.
+    let client = Client::new();
+    let watch = Stopwatch::start();
+    loop {
+        let metrics = support::get(&client, &server, "/metrics").await;
+        let exported = support::metric(&metrics, "tollgate_trace_spans_exported_total");
+        assert!(exported <= 2.0, "{exported} spans exported");
+        if exported == 2.0 {
+            break;
+        }
+        assert!(
+            watch.elapsed() < std::time::Duration::from_secs(60),
+            "the two spans not counted as exported"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(spans.all().len(), 2);
 }
 
 /// A receiver that takes the connection and never answers holds the exporter in its first
@@ -348,4 +360,25 @@ fn a_bad_tracing_section_is_refused_naming_its_key() {
         assert!(!ok, "{section} accepted");
         assert!(err.contains(key) && err.contains(says), "{section}: {err}");
     }
+}
+
+/// Spans still queued when the server is told to stop are exported before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spans_queued_at_a_stop_are_exported_before_the_exit() {
+    let (url, spans) = receiver::http().await;
+    let (_dir, mut server) = start(&format!("endpoint = \"{url}\""), &[]);
+    assert_eq!(check(&server, None).await, StatusCode::OK);
+    server.terminate();
+    let status = tokio::task::spawn_blocking(move || {
+        let status = server.wait(std::time::Duration::from_secs(30));
+        (server, status)
+    })
+    .await
+    .unwrap()
+    .1;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let all = spans.all();
+    let http = named(&all, "POST /v1/check");
+    assert_eq!(http.len(), 1, "{all:#?}");
+    assert!(store_child(&all, http[0]).is_some(), "{all:#?}");
 }
