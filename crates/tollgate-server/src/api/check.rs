@@ -19,12 +19,11 @@ static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy"
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 pub(super) async fn check(State(limiter): State<Arc<Limiter>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
     let Some(traces) = limiter.traces() else {
-        return decide(&limiter, body).await;
+        return decide(&limiter, request.into_body()).await;
     };
-    let span = traces.http_request(&parts.headers, "POST", "/v1/check");
-    let response = span.run(decide(&limiter, body)).await;
+    let span = traces.http_request(request.headers(), "POST", "/v1/check");
+    let response = span.run(decide(&limiter, request.into_body())).await;
     let status = response.status();
     span.set(traces::count(
         "http.response.status_code",

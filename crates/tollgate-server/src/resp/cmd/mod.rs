@@ -24,6 +24,7 @@ use tollgate::{Clock, MonotonicClock, Nanos};
 use super::codec::Reply;
 use crate::auth::Secret;
 use crate::limiter::Limiter;
+use crate::traces::Traces;
 use name::Name;
 use parse::Command;
 
@@ -134,11 +135,9 @@ pub(super) async fn execute(
     }
 }
 
-/// The reply of the rate-limiting command `name`, in a span of its own when tracing is on.
-async fn traced(limiter: &Limiter, name: &'static str, work: impl Future<Output = Reply>) -> Reply {
-    let Some(traces) = limiter.traces() else {
-        return work.await;
-    };
+/// The reply of the rate-limiting command `name`, in a span of its own (the untraced path
+/// awaits the command itself: no wrapper to move its future into).
+async fn traced(traces: &Traces, name: &'static str, work: impl Future<Output = Reply>) -> Reply {
     let span = traces.resp_command(name);
     let reply = span.run(work).await;
     match &reply {
@@ -155,23 +154,25 @@ async fn apply(shared: &Shared, session: &mut Session, command: &Command<'_>) ->
     let limiter = &*shared.limiter;
     let reply = match command {
         Command::ClThrottle(parsed) => {
-            traced(
-                limiter,
-                "CL.THROTTLE",
-                throttle::cl_throttle(limiter, parsed),
-            )
-            .await
+            let work = throttle::cl_throttle(limiter, parsed);
+            match limiter.traces() {
+                None => work.await,
+                Some(traces) => traced(traces, "CL.THROTTLE", work).await,
+            }
         }
         Command::Throttle(parsed) => {
-            traced(limiter, "THROTTLE", throttle::throttle(limiter, parsed)).await
+            let work = throttle::throttle(limiter, parsed);
+            match limiter.traces() {
+                None => work.await,
+                Some(traces) => traced(traces, "THROTTLE", work).await,
+            }
         }
         Command::TollgateCheck(check) => {
-            traced(
-                limiter,
-                "TOLLGATE.CHECK",
-                throttle::tollgate_check(limiter, check),
-            )
-            .await
+            let work = throttle::tollgate_check(limiter, check);
+            match limiter.traces() {
+                None => work.await,
+                Some(traces) => traced(traces, "TOLLGATE.CHECK", work).await,
+            }
         }
         Command::Ping(None) => Reply::Simple("PONG"),
         Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.to_vec()),
