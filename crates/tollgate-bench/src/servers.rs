@@ -106,6 +106,18 @@ pub(crate) async fn grpc(
     tls: Option<&Certificates>,
     shutdown: &CancellationToken,
 ) -> Result<Running, BenchError> {
+    grpc_traced(store, config, tls, None, shutdown).await
+}
+
+/// [`grpc`], with `[tracing]` on when `tracing` gives a sampling rate and the OTLP/HTTP
+/// receiver's base URL.
+pub(crate) async fn grpc_traced(
+    store: &str,
+    config: &EnvoyConfig,
+    tls: Option<&Certificates>,
+    tracing: Option<(f64, &str)>,
+    shutdown: &CancellationToken,
+) -> Result<Running, BenchError> {
     let dir = config.0.path().to_string_lossy().into_owned();
     let mut args = vec![
         "--listen".to_owned(),
@@ -119,16 +131,21 @@ pub(crate) async fn grpc(
         "--on-store-error".to_owned(),
         "deny".to_owned(),
     ];
-    // The flags say the rest; the file only what no flag can: the listener's TLS.
-    let scratch_dir = match tls {
-        Some(tls) => {
-            let dir = scratch("grpc-tls")?;
-            let file = dir.path().join("bench.toml");
-            write(&file, &tls_table("grpc", tls))?;
-            args.extend(["--config".to_owned(), file.to_string_lossy().into_owned()]);
-            Some(dir)
-        }
-        None => None,
+    // The flags say the rest; the file only what no flag can: the listener's TLS, tracing.
+    let mut file_text = tls.map(|tls| tls_table("grpc", tls)).unwrap_or_default();
+    if let Some((rate, endpoint)) = tracing {
+        file_text.push_str(&format!(
+            "[tracing]\nenabled = true\nendpoint = {endpoint:?}\nsampling_rate = {rate:?}\n"
+        ));
+    }
+    let scratch_dir = if file_text.is_empty() {
+        None
+    } else {
+        let dir = scratch("grpc")?;
+        let file = dir.path().join("bench.toml");
+        write(&file, &file_text)?;
+        args.extend(["--config".to_owned(), file.to_string_lossy().into_owned()]);
+        Some(dir)
     };
     let settings = serve_settings(args)?;
     let server = Server::bind(settings).await?;

@@ -84,6 +84,20 @@ impl App {
                 settings.on_store_error
             ),
         }
+        let traces = match &settings.tracing {
+            Some(tracing) => {
+                let traces = crate::traces::Traces::start(tracing, &metrics)?;
+                tracing::info!(
+                    protocol = ?tracing.protocol,
+                    endpoint = tracing.endpoint.as_deref().unwrap_or("(from OTEL_EXPORTER_OTLP_*, or the default)"),
+                    service_name = %tracing.service_name,
+                    sampling_rate = tracing.sampling_rate,
+                    "exporting OpenTelemetry spans over OTLP"
+                );
+                Some(Arc::new(traces))
+            }
+            None => None,
+        };
         // Servers that share a store share this secret, to commit each other's reservations.
         let secret = std::env::var_os("TOLLGATE_RESERVATION_SECRET");
         let limiter = Limiter::builder(store)
@@ -92,6 +106,7 @@ impl App {
             .observed(Arc::clone(&metrics), health)
             .policies(settings.policies.clone(), settings.inline_policies)
             .tokens(settings.auth.clone())
+            .traces(traces)
             .build()?;
         metrics.stamp_config();
         let limiter = Arc::new(limiter);
@@ -412,6 +427,9 @@ impl Server {
         listeners.close();
         listeners.wait().await;
         limiter.close().await;
+        if let Some(traces) = limiter.traces() {
+            traces.shutdown().await;
+        }
         served.map_err(ServeError::Http)
     }
 }

@@ -77,6 +77,9 @@ pub enum ServeError {
     /// The Envoy config directory was refused.
     #[error("{0}")]
     Envoy(#[from] LoadError),
+    /// `[tracing]` could not start.
+    #[error("{0}")]
+    Traces(#[from] crate::traces::TracesError),
 }
 
 /// A store's error without its kind's preamble, when it is what the user has to fix.

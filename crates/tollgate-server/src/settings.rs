@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::auth::Tokens;
-use crate::config::{Config, ConfigError, ListenerGiven};
+use crate::config::{Config, ConfigError, ListenerGiven, TracingConfig};
 use crate::descriptors::EnvoyAlgorithm;
 use crate::envoy::EnvoySettings;
 use crate::error::ServeError;
@@ -16,6 +16,7 @@ use crate::options::{
     DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec, StoreTls,
 };
 use crate::resp::RespSettings;
+use crate::traces::TracingSettings;
 
 /// What the command line says: each option it gave, `None` where it is silent (then the
 /// config file, or else the default, decides).
@@ -94,6 +95,8 @@ pub struct Settings {
     pub grpc: Option<EnvoySettings>,
     /// The tokens requests need (none: everything is open).
     pub auth: Tokens,
+    /// OpenTelemetry spans over OTLP, if `[tracing] enabled`.
+    pub tracing: Option<TracingSettings>,
 }
 
 impl Settings {
@@ -172,6 +175,7 @@ impl Settings {
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
             xds,
             health_needs_config: grpc.health_needs_config.unwrap_or(false),
+            response_dynamic_metadata: grpc.response_dynamic_metadata.unwrap_or(false),
         });
         let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
             let given = f.map(pick).cloned().unwrap_or_default();
@@ -222,6 +226,7 @@ impl Settings {
             },
             grpc,
             auth: f.map(|c| c.auth.clone()).unwrap_or_default(),
+            tracing: f.and_then(|c| tracing(&c.tracing)),
             overrides,
         }
     }
@@ -258,6 +263,7 @@ impl Settings {
         differ("log.format", running.log_format != new.log_format);
         differ("resp.listen", running.resp_listen != new.resp_listen);
         differ("resp", running.resp != new.resp);
+        differ("tracing", running.tracing != new.tracing);
         differ(
             "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config or [grpc.xds]",
             match (&running.grpc, &new.grpc) {
@@ -268,6 +274,21 @@ impl Settings {
         );
         changed
     }
+}
+
+/// `[tracing]` over its defaults, when it is enabled.
+fn tracing(given: &TracingConfig) -> Option<TracingSettings> {
+    given.enabled.unwrap_or(false).then(|| TracingSettings {
+        protocol: given.protocol.unwrap_or_default(),
+        endpoint: given.endpoint.clone(),
+        service_name: given
+            .service_name
+            .clone()
+            .unwrap_or_else(|| crate::traces::DEFAULT_SERVICE_NAME.to_owned()),
+        service_namespace: given.service_namespace.clone().unwrap_or_default(),
+        service_instance_id: given.service_instance_id.clone().unwrap_or_default(),
+        sampling_rate: given.sampling_rate.unwrap_or(1.0),
+    })
 }
 
 /// Refuses policies the store cannot decide (numbers beyond its range), naming where the file

@@ -18,13 +18,14 @@ use crate::clock::Stopwatch;
 use crate::stats::Histogram;
 use crate::tls::TlsClient;
 
-/// One run against `addr`, over TLS with `tls`. The connections are open (their handshakes
-/// done) before the clock starts.
+/// One run against `addr`, over TLS with `tls`, a server traced at `tracing`. The connections
+/// are open (their handshakes done) before the clock starts.
 pub(super) async fn measure(
     args: &GrpcBenchArgs,
     store: &str,
     addr: SocketAddr,
     tls: Option<&TlsClient>,
+    tracing: Option<f64>,
     round: usize,
 ) -> Result<GrpcRun, BenchError> {
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -79,6 +80,7 @@ pub(super) async fn measure(
         p99_us: us(0.99),
         allowed,
         errors,
+        tracing,
     })
 }
 

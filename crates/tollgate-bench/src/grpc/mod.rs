@@ -1,7 +1,8 @@
 //! gRPC: Envoy's `ShouldRateLimit` against tollgate's gRPC listener, on the memory store (in
-//! plaintext and over TLS) and on Redis, with concurrent calls spread over a few HTTP/2
-//! connections, as Envoy's pool sends them. Decisions/s and latency per store, and what TLS
-//! costs, in one run on one machine.
+//! plaintext, over TLS, and with OpenTelemetry tracing on, sampled at 1 and at 0.01) and on
+//! Redis, with concurrent calls spread over a few HTTP/2 connections, as Envoy's pool sends
+//! them. Decisions/s and latency per store, and what TLS and tracing cost, in one run on one
+//! machine.
 //!
 //! The servers run in this process, started through the server's library on the config
 //! [`CONFIG`] (`servers.rs`, which starts them); `measure.rs` drives them, `report/` writes the
@@ -11,6 +12,7 @@
 mod dial;
 mod measure;
 mod report;
+mod sink;
 
 use std::path::PathBuf;
 
@@ -87,23 +89,33 @@ pub async fn run_grpc(args: &GrpcBenchArgs) -> Result<GrpcReport, BenchError> {
     let mut missing = Vec::new();
     // TLS on the memory store only: there the decision is cheapest, so TLS's share of a call
     // is the largest and the least blurred by a store's own latency.
-    let mut stores = vec![("memory", "memory", false), ("memory", "memory", true)];
+    // Tracing likewise, at upstream's default rate (1) and a production-like one (0.01),
+    // exporting to a receiver in this process that discards what it gets.
+    let receiver = sink::start(&shutdown).await?;
+    let mut stores = vec![
+        ("memory", "memory", false, None),
+        ("memory", "memory", true, None),
+        ("memory", "memory", false, Some(1.0)),
+        ("memory", "memory", false, Some(0.01)),
+    ];
     match &args.redis {
-        Some(url) => stores.push(("redis", url.as_str(), false)),
+        Some(url) => stores.push(("redis", url.as_str(), false, None)),
         None => missing.push(("redis".to_owned(), "no --redis URL given".to_owned())),
     }
     let mut targets = Vec::new();
     let mut started = Ok(());
-    for (name, store, tls) in stores {
+    for (name, store, tls, tracing) in stores {
         let certs = tls.then_some(&certificates);
         let client = match tls {
             true => Some(certificates.client(b"h2")?),
             false => None,
         };
-        match servers::grpc(store, &config, certs, &shutdown).await {
+        let traced = tracing.map(|rate| (rate, receiver.as_str()));
+        match servers::grpc_traced(store, &config, certs, traced, &shutdown).await {
             Ok(server) => targets.push(Target {
                 store: name,
                 client,
+                tracing,
                 server,
             }),
             Err(e) => {
@@ -128,10 +140,12 @@ pub async fn run_grpc(args: &GrpcBenchArgs) -> Result<GrpcReport, BenchError> {
     Ok(report)
 }
 
-/// A server measured: its store's name, its client's TLS if it has one.
+/// A server measured: its store's name, its client's TLS if it has one, its sampling rate if
+/// it traces.
 struct Target {
     store: &'static str,
     client: Option<TlsClient>,
+    tracing: Option<f64>,
     server: Running,
 }
 
@@ -170,6 +184,7 @@ async fn measure_all(
                 target.store,
                 target.server.addr,
                 target.client.as_ref(),
+                target.tracing,
                 round,
             )
             .await?;

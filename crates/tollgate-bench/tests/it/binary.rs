@@ -320,3 +320,25 @@ fn all_quick_runs_every_benchmark_and_indexes_them() {
         "stdout starts with the index written"
     );
 }
+
+/// `tollgate-bench grpc` measures tracing on, sampled at 1 and at 0.01, against off in the
+/// same run, every call answered.
+#[test]
+fn grpc_reports_what_tracing_costs() {
+    let (report, stderr, _out) =
+        bench(&["grpc", "--seconds", "1", "--rounds", "1", "--keys", "20"]);
+    assert!(report.contains("## Tracing on / off"), "{report}{stderr}");
+    for rate in ["1", "0.01"] {
+        let row = report
+            .lines()
+            .find(|l| l.starts_with(&format!("| memory traced at {rate} |")))
+            .unwrap_or_else(|| panic!("no run traced at {rate} in\n{report}"));
+        assert!(row.ends_with("| 0 |"), "errors: {row}");
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("| {rate} | "))),
+            "no ratio of {rate} in\n{report}"
+        );
+    }
+}

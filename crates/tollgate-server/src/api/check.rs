@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -11,13 +11,37 @@ use tollgate::{Decision, headers};
 
 use super::request::CheckRequest;
 use crate::limiter::{Ask, Entry, Limiter, Outcome};
+use crate::traces;
 use crate::web::body;
 use crate::web::problem::Problem;
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-pub(super) async fn check(State(limiter): State<Arc<Limiter>>, body: Body) -> Response {
+pub(super) async fn check(State(limiter): State<Arc<Limiter>>, request: Request) -> Response {
+    let Some(traces) = limiter.traces() else {
+        return decide(&limiter, request.into_body()).await;
+    };
+    let span = traces.http_request(request.headers(), "POST", "/v1/check");
+    let response = span.run(decide(&limiter, request.into_body())).await;
+    let status = response.status();
+    span.set(traces::count(
+        "http.response.status_code",
+        usize::from(status.as_u16()),
+    ));
+    if status.is_server_error()
+        || status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS
+    {
+        span.fail(status.to_string());
+    } else {
+        span.set(traces::flag("allowed", status == StatusCode::OK));
+    }
+    span.end();
+    response
+}
+
+/// The check in `body`, decided and answered.
+async fn decide(limiter: &Limiter, body: Body) -> Response {
     let request = match body::read(body).await.and_then(|b| CheckRequest::parse(&b)) {
         Ok(request) => request,
         Err(problem) => return problem.into_response(),

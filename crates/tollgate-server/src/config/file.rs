@@ -10,6 +10,7 @@ use toml::Spanned;
 use crate::auth::Scope;
 use crate::descriptors::{Charge, EnvoyAlgorithm};
 use crate::options::{LogFormat, OnStoreError};
+use crate::traces::TracingProtocol;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +29,8 @@ pub(super) struct File {
     pub(super) admin: AdminFile,
     #[serde(default)]
     pub(super) auth: AuthFile,
+    #[serde(default)]
+    pub(super) tracing: TracingFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }
 
@@ -147,6 +150,7 @@ listener_table!(GrpcFile {
     reset_header: Option<String>,
     near_limit_ratio: Option<Spanned<f64>>,
     health_needs_config: Option<bool>,
+    response_dynamic_metadata: Option<bool>,
     domains: BTreeMap<String, DomainFile>,
     xds: Option<Spanned<XdsFile>>,
 });
@@ -200,6 +204,19 @@ pub(super) struct TokenFile {
     /// Read only to be refused with the reason (and without its value).
     pub(super) secret: Option<Spanned<serde::de::IgnoredAny>>,
     pub(super) scopes: Spanned<Vec<Scope>>,
+}
+
+/// `[tracing]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TracingFile {
+    pub(super) enabled: Option<bool>,
+    pub(super) protocol: Option<TracingProtocol>,
+    pub(super) endpoint: Option<Spanned<String>>,
+    pub(super) service_name: Option<String>,
+    pub(super) service_namespace: Option<String>,
+    pub(super) service_instance_id: Option<String>,
+    pub(super) sampling_rate: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -26,6 +26,7 @@ mod listener;
 mod policies;
 mod read;
 mod redact;
+mod traces;
 mod xds;
 
 use std::collections::BTreeMap;
@@ -41,6 +42,7 @@ pub use listener::ListenerGiven;
 pub use read::MAX_FILE_BYTES;
 pub(crate) use read::read;
 use toml::Spanned;
+pub use traces::TracingConfig;
 
 use crate::auth::{Secret, Tokens};
 use crate::descriptors::{Charge, EnvoyAlgorithm};
@@ -92,6 +94,8 @@ pub struct Config {
     pub policies: Policies,
     /// `[auth.tokens.*]`, their secrets read.
     pub auth: Tokens,
+    /// `[tracing]`.
+    pub tracing: TracingConfig,
     /// What is allowed but unwise (a short `[resp] password`): `config check` prints them.
     pub warnings: Vec<String>,
 }
@@ -127,6 +131,8 @@ pub struct GrpcConfig {
     pub xds: Option<crate::envoy::xds::XdsSettings>,
     /// `health_needs_config`.
     pub health_needs_config: Option<bool>,
+    /// `response_dynamic_metadata`.
+    pub response_dynamic_metadata: Option<bool>,
 }
 
 impl Config {
@@ -305,6 +311,7 @@ impl Config {
             ],
             near_limit_ratio,
             health_needs_config: file.grpc.health_needs_config,
+            response_dynamic_metadata: file.grpc.response_dynamic_metadata,
         };
         let store_tls = file
             .store
@@ -346,6 +353,7 @@ impl Config {
             file.resp.password.is_some(),
             &refuse,
         )?;
+        let tracing = traces::given(file.tracing, &refuse)?;
         let mut warnings = Vec::new();
         if let Some(password) = &file.resp.password
             && password.len() < auth::MIN_SECRET
@@ -387,6 +395,7 @@ impl Config {
             grpc,
             policies,
             auth,
+            tracing,
         })
     }
 }

@@ -65,6 +65,7 @@ pub fn lookup(
             shadow_mode: false,
             quota_mode: false,
             detailed_metric: false,
+            metadata: None,
         };
         return Ok(Lookup::Limit(Limit {
             rule: Arc::new(rule),

@@ -88,6 +88,9 @@ pub struct EnvoySettings {
     /// `/healthcheck` answers 500 until a config has been loaded
     /// (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
     pub health_needs_config: bool,
+    /// Each answer carries the request's domain, descriptors and hits, and the metadata of
+    /// the limits it passed, in its `dynamic_metadata` (`RESPONSE_DYNAMIC_METADATA`).
+    pub response_dynamic_metadata: bool,
 }
 
 impl EnvoySettings {

@@ -9,6 +9,7 @@
 use std::io;
 use std::sync::Arc;
 
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
@@ -20,6 +21,7 @@ use tonic::{Request, Response, Status};
 use super::Envoy;
 use super::ratelimit::{self, EnvoyError};
 use crate::auth::{AuthError, Caller, Frontend};
+use crate::traces;
 use crate::web::Peer;
 
 /// The largest request accepted, in bytes: [`ratelimit::MAX_DESCRIPTORS`] descriptors of a few
@@ -36,6 +38,9 @@ pub const RLS_DESCRIPTOR_SET: &[u8] =
 /// envoyproxy/ratelimit names it.
 const HEALTH_NAME: &str = "ratelimit";
 
+/// The rate-limit service's full name, as its spans are named (`SERVICE/ShouldRateLimit`).
+const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
+
 struct RateLimiter {
     envoy: Arc<Envoy>,
 }
@@ -46,7 +51,39 @@ impl RateLimitService for RateLimiter {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        authorize(&self.envoy, &request).await?;
+        let span = self.envoy.limiter().traces().map(|traces| {
+            let span = traces.grpc_call(request.metadata(), SERVICE, "ShouldRateLimit");
+            span.set(traces::text("domain", &request.get_ref().domain));
+            span.set(traces::count(
+                "descriptors",
+                request.get_ref().descriptors.len(),
+            ));
+            span
+        });
+        let answered = traces::within(span.as_ref(), self.answer(&request)).await;
+        if let Some(span) = span {
+            match &answered {
+                Ok(response) => span.set(traces::text(
+                    "overall_code",
+                    Code::try_from(response.overall_code)
+                        .unwrap_or(Code::Unknown)
+                        .as_str_name(),
+                )),
+                Err(status) => span.fail(status.message()),
+            }
+            span.end();
+        }
+        answered.map(Response::new)
+    }
+}
+
+impl RateLimiter {
+    /// The call authorized and answered.
+    async fn answer(
+        &self,
+        request: &Request<RateLimitRequest>,
+    ) -> Result<RateLimitResponse, Status> {
+        authorize(&self.envoy, request).await?;
         let loaded = self.envoy.loaded();
         ratelimit::should_rate_limit(
             self.envoy.limiter(),
@@ -55,7 +92,6 @@ impl RateLimitService for RateLimiter {
             request.get_ref(),
         )
         .await
-        .map(Response::new)
         .map_err(|error| match error {
             EnvoyError::Invalid(message) => Status::invalid_argument(message),
             EnvoyError::Unavailable(message) => Status::unavailable(message),

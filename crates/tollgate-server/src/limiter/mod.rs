@@ -49,6 +49,7 @@ pub use settle::{Reservation, Used};
 
 use crate::auth::{Auth, Tokens};
 use crate::metrics::Metrics;
+use crate::traces::Traces;
 use reservation::Signer;
 
 /// What every front end decides through.
@@ -67,6 +68,8 @@ pub struct Limiter {
     auth: Auth,
     /// The leases of the policies that ask for them, on a shared store.
     leases: Option<leases::Leases>,
+    /// The spans of decisions, when `[tracing]` is on.
+    traces: Option<Arc<Traces>>,
 }
 
 /// Builds a [`Limiter`]: see [`Limiter::builder`].
@@ -80,6 +83,7 @@ pub struct LimiterBuilder {
     inline_policies: bool,
     observed: Option<(Arc<Metrics>, Arc<StoreHealth>)>,
     tokens: Tokens,
+    traces: Option<Arc<Traces>>,
 }
 
 impl Limiter {
@@ -97,6 +101,7 @@ impl Limiter {
             inline_policies: true,
             observed: None,
             tokens: Tokens::default(),
+            traces: None,
         }
     }
 
@@ -131,8 +136,16 @@ impl Limiter {
     /// Decides `checks` on the store: one call, timed for the metrics, its fail-policy answers
     /// counted, the store's recovery noted. Every decision goes through here.
     pub(super) async fn ask_store(&self, checks: &[Check<'_>]) -> Result<Verdict, StoreError> {
+        // Inside a request's span, the call is its child.
+        let mut span = self
+            .traces
+            .as_ref()
+            .and_then(|t| t.store_call(self.store.name_dyn(), checks.len()));
         let started = self.timer.now();
         let result = self.store.decide_dyn(checks).await;
+        if let (Some(span), Err(e)) = (&mut span, &result) {
+            span.fail(e.to_string());
+        }
         let took = Duration::from(self.timer.now() - started);
         self.metrics.store_latency.observe(took.as_secs_f64());
         let verdict = result?;
@@ -218,6 +231,12 @@ impl Limiter {
     pub fn auth(&self) -> &Auth {
         &self.auth
     }
+
+    /// The tracer of decisions, when `[tracing]` is on: each front end starts its request's
+    /// span with it.
+    pub fn traces(&self) -> Option<&Arc<Traces>> {
+        self.traces.as_ref()
+    }
 }
 
 impl LimiterBuilder {
@@ -259,6 +278,12 @@ impl LimiterBuilder {
         self
     }
 
+    /// Traces the store calls made inside a request's span with `traces`.
+    pub fn traces(mut self, traces: Option<Arc<Traces>>) -> Self {
+        self.traces = traces;
+        self
+    }
+
     /// Reports to `metrics`, and store calls to `health` (which the store's fail policy
     /// reports its failures to).
     pub fn observed(mut self, metrics: Arc<Metrics>, health: Arc<StoreHealth>) -> Self {
@@ -291,6 +316,7 @@ impl LimiterBuilder {
             auth: Auth::new(self.tokens, &metrics),
             metrics,
             health,
+            traces: self.traces,
         })
     }
 }

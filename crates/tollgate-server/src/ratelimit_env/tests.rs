@@ -278,3 +278,27 @@ fn the_docs_table_lists_every_variable() {
         );
     }
 }
+
+/// Upstream's ratio sampler takes any number: from 1 up it samples everything, from 0 down
+/// nothing; an empty exporter protocol is its default, HTTP. NaN has no meaning there.
+#[test]
+fn tracing_values_take_upstreams_meaning() {
+    let rate = |v: &str| {
+        doc_of(&[("TRACING_ENABLED", "true"), ("TRACING_SAMPLING_RATE", v)])
+            .get("tracing", "sampling_rate")
+            .cloned()
+    };
+    assert_eq!(rate("2.5"), Some(Value::Float(1.0)));
+    assert_eq!(rate("-1"), Some(Value::Float(0.0)));
+    assert_eq!(rate("0.25"), Some(Value::Float(0.25)));
+    let e = refused(&[
+        ("TRACING_ENABLED", "true"),
+        ("TRACING_SAMPLING_RATE", "NaN"),
+    ]);
+    assert_eq!(e.variable, "TRACING_SAMPLING_RATE", "{e}");
+    let d = doc_of(&[
+        ("TRACING_ENABLED", "true"),
+        ("TRACING_EXPORTER_PROTOCOL", ""),
+    ]);
+    assert_eq!(d.get("tracing", "protocol").cloned(), s("http"));
+}

@@ -21,7 +21,8 @@ pub(super) fn tracing(env: &Env, doc: &mut Doc, notes: &mut Notes) -> Result<(),
     doc.set(T, "enabled", Value::Bool(true), &["TRACING_ENABLED"]);
     let protocol = env.string("TRACING_EXPORTER_PROTOCOL")?;
     let protocol = match protocol.to_ascii_lowercase().as_str() {
-        "http" => "http",
+        // Upstream takes an empty value as its default, HTTP.
+        "http" | "" => "http",
         "grpc" => "grpc",
         _ => {
             return Err(EnvError::new(
@@ -54,10 +55,19 @@ pub(super) fn tracing(env: &Env, doc: &mut Doc, notes: &mut Notes) -> Result<(),
     ] {
         doc.set(T, key, Value::Str(env.string(name)?), &[name]);
     }
+    let rate = env.float("TRACING_SAMPLING_RATE")?;
+    if rate.is_nan() {
+        return Err(EnvError::new(
+            "TRACING_SAMPLING_RATE",
+            "NaN is not a share of traces: give a number from 0 to 1",
+        ));
+    }
+    // Upstream's ratio sampler samples everything from 1 up and nothing from 0 down; the
+    // config's key takes the same meaning within its bounds.
     doc.set(
         T,
         "sampling_rate",
-        Value::Float(env.float("TRACING_SAMPLING_RATE")?),
+        Value::Float(rate.clamp(0.0, 1.0)),
         &["TRACING_SAMPLING_RATE"],
     );
     Ok(())

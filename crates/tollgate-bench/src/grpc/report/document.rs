@@ -23,6 +23,7 @@ impl GrpcReport {
             sections: [
                 Some(self.medians()),
                 self.tls_section(),
+                self.tracing_section(),
                 Some(self.every_run()),
             ]
             .into_iter()
@@ -34,21 +35,24 @@ impl GrpcReport {
     }
 
     fn medians(&self) -> Section {
-        let measured = self.targets().into_iter().filter_map(|(store, tls)| {
-            let m = self.median(store, tls)?;
-            let runs = self
-                .runs
-                .iter()
-                .filter(|r| r.store == store && r.tls == tls);
-            let errors: u64 = runs.map(|r| r.errors).sum();
-            Some(vec![
-                target(store, tls),
-                thousands(m.per_sec),
-                format!("{:.0}", m.p50),
-                format!("{:.0}", m.p99),
-                errors.to_string(),
-            ])
-        });
+        let measured = self
+            .targets()
+            .into_iter()
+            .filter_map(|(store, tls, tracing)| {
+                let m = self.median(store, tls, tracing)?;
+                let runs = self
+                    .runs
+                    .iter()
+                    .filter(|r| r.store == store && r.tls == tls && r.tracing == tracing);
+                let errors: u64 = runs.map(|r| r.errors).sum();
+                Some(vec![
+                    target(store, tls, tracing),
+                    thousands(m.per_sec),
+                    format!("{:.0}", m.p50),
+                    format!("{:.0}", m.p99),
+                    errors.to_string(),
+                ])
+            });
         let missing = self.missing.iter().map(|(store, why)| {
             let blank = String::new;
             vec![
@@ -75,8 +79,8 @@ impl GrpcReport {
         let rows: Vec<(String, _)> = self
             .targets()
             .into_iter()
-            .filter(|(_, tls)| *tls)
-            .filter_map(|(store, _)| Some((store.to_owned(), self.tls_cost(store)?)))
+            .filter(|(_, tls, _)| *tls)
+            .filter_map(|(store, _, _)| Some((store.to_owned(), self.tls_cost(store)?)))
             .collect();
         if rows.is_empty() {
             return None;
@@ -130,18 +134,26 @@ impl GrpcReport {
             groups: self
                 .targets()
                 .into_iter()
-                .map(|(store, tls)| Group {
-                    label: match self.tls_cost(store).filter(|_| tls) {
-                        Some(cost) => {
+                .map(|(store, tls, tracing)| Group {
+                    label: match (self.tls_cost(store).filter(|_| tls), tracing) {
+                        (Some(cost), _) => {
                             format!(
                                 "{} ({:.2}× plaintext)",
-                                target(store, tls),
+                                target(store, tls, tracing),
                                 cost.throughput()
                             )
                         }
-                        None => target(store, tls),
+                        (None, Some(rate)) => match self.tracing_cost(store, rate) {
+                            Some(cost) => format!(
+                                "{} ({:.2}× off)",
+                                target(store, tls, tracing),
+                                cost.throughput()
+                            ),
+                            None => target(store, tls, tracing),
+                        },
+                        (None, None) => target(store, tls, tracing),
                     },
-                    values: vec![self.median(store, tls).map(|m| m.per_sec)],
+                    values: vec![self.median(store, tls, tracing).map(|m| m.per_sec)],
                 })
                 .collect(),
         }

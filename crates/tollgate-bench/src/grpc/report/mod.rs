@@ -1,7 +1,8 @@
 //! What a gRPC run measured (decisions/s and latency per store, in plaintext and over TLS,
-//! the stores not measured) and the medians across rounds.
+//! with tracing off and on, the stores not measured) and the medians across rounds.
 
 mod document;
+mod tracing;
 
 use crate::report::{Medians, TlsCost, median};
 
@@ -24,6 +25,9 @@ pub struct GrpcRun {
     pub allowed: u64,
     /// Calls that failed.
     pub errors: u64,
+    /// With `[tracing]` on, its sampling rate (every span exported over OTLP/HTTP to a
+    /// receiver that discards it); `None`: tracing off.
+    pub tracing: Option<f64>,
 }
 
 /// The whole run.
@@ -47,27 +51,32 @@ pub struct GrpcReport {
 }
 
 impl GrpcRun {
-    /// What it ran against, as the report names it: `memory`, `memory over TLS`.
+    /// What it ran against, as the report names it: `memory`, `memory over TLS`,
+    /// `memory traced at 0.01`.
     pub fn target(&self) -> String {
-        target(&self.store, self.tls)
+        target(&self.store, self.tls, self.tracing)
     }
 }
 
-/// `store`, and `over TLS` when `tls`.
-pub(crate) fn target(store: &str, tls: bool) -> String {
+/// `store`, and `over TLS` when `tls`, `traced at RATE` when `tracing`.
+pub(crate) fn target(store: &str, tls: bool, tracing: Option<f64>) -> String {
+    let mut name = store.to_owned();
     if tls {
-        format!("{store} over TLS")
-    } else {
-        store.to_owned()
+        name.push_str(" over TLS");
     }
+    if let Some(rate) = tracing {
+        name.push_str(&format!(" traced at {rate}"));
+    }
+    name
 }
 
 impl GrpcReport {
-    /// The stores measured and whether over TLS, in the order first run.
-    pub fn targets(&self) -> Vec<(&str, bool)> {
-        let mut targets: Vec<(&str, bool)> = Vec::new();
+    /// The stores measured, whether over TLS, and at which sampling rate traced, in the
+    /// order first run.
+    pub fn targets(&self) -> Vec<(&str, bool, Option<f64>)> {
+        let mut targets: Vec<(&str, bool, Option<f64>)> = Vec::new();
         for run in &self.runs {
-            let target = (run.store.as_str(), run.tls);
+            let target = (run.store.as_str(), run.tls, run.tracing);
             if !targets.contains(&target) {
                 targets.push(target);
             }
@@ -75,15 +84,21 @@ impl GrpcReport {
         targets
     }
 
-    fn runs_of(&self, store: &str, tls: bool) -> impl Iterator<Item = &GrpcRun> {
+    fn runs_of(
+        &self,
+        store: &str,
+        tls: bool,
+        tracing: Option<f64>,
+    ) -> impl Iterator<Item = &GrpcRun> {
         self.runs
             .iter()
-            .filter(move |r| r.store == store && r.tls == tls)
+            .filter(move |r| r.store == store && r.tls == tls && r.tracing == tracing)
     }
 
-    /// The median decisions/s, p50 and p99 (µs) of `store`'s runs, over TLS or not.
-    pub fn median(&self, store: &str, tls: bool) -> Option<Medians> {
-        let runs: Vec<&GrpcRun> = self.runs_of(store, tls).collect();
+    /// The median decisions/s, p50 and p99 (µs) of `store`'s runs, over TLS or not, traced
+    /// at `tracing` or not.
+    pub fn median(&self, store: &str, tls: bool, tracing: Option<f64>) -> Option<Medians> {
+        let runs: Vec<&GrpcRun> = self.runs_of(store, tls, tracing).collect();
         Some(Medians {
             per_sec: median(runs.iter().map(|r| r.decisions_per_sec).collect())?,
             p50: median(runs.iter().map(|r| r.p50_us).collect())?,
@@ -91,15 +106,17 @@ impl GrpcReport {
         })
     }
 
-    /// `store` over TLS beside itself in plaintext; `None` unless both ran.
+    /// `store` over TLS beside itself in plaintext (both untraced); `None` unless both ran.
     pub fn tls_cost(&self, store: &str) -> Option<TlsCost> {
         Some(TlsCost {
-            plaintext: self.median(store, false)?,
-            tls: self.median(store, true)?,
+            plaintext: self.median(store, false, None)?,
+            tls: self.median(store, true, None)?,
             round_ratios: self
-                .runs_of(store, true)
+                .runs_of(store, true, None)
                 .filter_map(|tls| {
-                    let plain = self.runs_of(store, false).find(|p| p.round == tls.round)?;
+                    let plain = self
+                        .runs_of(store, false, None)
+                        .find(|p| p.round == tls.round)?;
                     (plain.decisions_per_sec > 0.0)
                         .then(|| tls.decisions_per_sec / plain.decisions_per_sec)
                 })
@@ -123,6 +140,7 @@ mod tests {
             p99_us: 900.0,
             allowed: 10,
             errors: 0,
+            tracing: None,
         };
         let report = GrpcReport {
             seconds: 1,
@@ -134,7 +152,7 @@ mod tests {
             missing: vec![("postgres".into(), "no database given".into())],
         };
         assert_eq!(
-            report.median("memory", false),
+            report.median("memory", false, None),
             Some(Medians {
                 per_sec: 20.0,
                 p50: 100.0,
@@ -163,6 +181,7 @@ mod tests {
             p99_us,
             allowed: 10,
             errors: 0,
+            tracing: None,
         };
         let report = GrpcReport {
             seconds: 1,
@@ -178,7 +197,10 @@ mod tests {
             ],
             missing: Vec::new(),
         };
-        assert_eq!(report.targets(), [("memory", false), ("memory", true)]);
+        assert_eq!(
+            report.targets(),
+            [("memory", false, None), ("memory", true, None)]
+        );
         let cost = report.tls_cost("memory").unwrap();
         assert!((cost.throughput() - 0.825).abs() < 1e-12, "{cost:?}");
         assert!((cost.p99() - 1.35).abs() < 1e-12, "{cost:?}");

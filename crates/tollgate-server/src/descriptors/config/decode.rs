@@ -43,6 +43,9 @@ pub(crate) struct Descriptor {
     pub(crate) detailed_metric: bool,
     pub(crate) value_to_metric: bool,
     pub(crate) share_threshold: bool,
+    /// `metadata`, as yaml.v2 decodes it and `structpb.NewStruct` keeps it (`None` when absent
+    /// or empty).
+    pub(crate) metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `rate_limit`.
@@ -237,7 +240,7 @@ fn descriptors(node: &Node, errors: &mut Errors) -> Vec<Descriptor> {
                     Some("detailed_metric") => d.detailed_metric = boolean(value, errors),
                     Some("value_to_metric") => d.value_to_metric = boolean(value, errors),
                     Some("share_threshold") => d.share_threshold = boolean(value, errors),
-                    Some("metadata") => metadata(value, errors),
+                    Some("metadata") => d.metadata = metadata(value, errors),
                     _ => {}
                 }
             }
@@ -281,18 +284,50 @@ fn rate_limit(node: &Node, errors: &mut Errors) -> Option<RateLimit> {
     Some(limit)
 }
 
-/// `metadata` is only checked to be a map with scalar keys, which yaml.v2 decodes as strings
-/// (it is not used in the answers).
-fn metadata(node: &Node, errors: &mut Errors) {
+/// `metadata`: a map with scalar keys, which yaml.v2 decodes as strings; kept as
+/// envoyproxy/ratelimit keeps it (`structpb.NewStruct`: numbers as doubles, nested maps' keys as
+/// Go's `%v` prints them) for the answers' dynamic metadata. Empty: none.
+fn metadata(
+    node: &Node,
+    errors: &mut Errors,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
     match &node.kind {
-        Kind::Scalar(_, Value::Null) => {}
+        Kind::Scalar(_, Value::Null) => None,
         Kind::Map(pairs) => {
             for (key, _) in pairs {
                 if !matches!(key.kind, Kind::Scalar(..)) {
                     errors.wrong(key, "string");
                 }
             }
+            match json(node) {
+                serde_json::Value::Object(map) if !map.is_empty() => Some(map),
+                _ => None,
+            }
         }
-        _ => errors.wrong(node, "map[string]interface {}"),
+        _ => {
+            errors.wrong(node, "map[string]interface {}");
+            None
+        }
+    }
+}
+
+/// `node` as a protobuf `Value` holds it, in JSON's terms: a number that is not finite (which
+/// JSON cannot hold) as null.
+fn json(node: &Node) -> serde_json::Value {
+    use serde_json::Value as J;
+    match &node.kind {
+        Kind::Scalar(_, Value::Null) => J::Null,
+        Kind::Scalar(_, Value::Bool(b)) => J::Bool(*b),
+        // protobuf's Struct holds every number as a double.
+        #[allow(clippy::cast_precision_loss)]
+        Kind::Scalar(_, Value::Int(i)) => {
+            serde_json::Number::from_f64(*i as f64).map_or(J::Null, J::Number)
+        }
+        Kind::Scalar(_, Value::Float(f)) => {
+            serde_json::Number::from_f64(*f).map_or(J::Null, J::Number)
+        }
+        Kind::Scalar(text, Value::Str) => J::String(text.clone()),
+        Kind::Seq(items) => J::Array(items.iter().map(json).collect()),
+        Kind::Map(pairs) => J::Object(pairs.iter().map(|(k, v)| (k.go_value(), json(v))).collect()),
     }
 }

@@ -129,6 +129,9 @@ pub struct Rule {
     pub quota_mode: bool,
     /// The descriptor's `detailed_metric`.
     pub detailed_metric: bool,
+    /// The descriptor's `metadata` (none when absent or empty): what an answer's dynamic
+    /// metadata carries of the limits a request passed.
+    pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// One level of a domain's descriptors.
@@ -380,6 +383,7 @@ fn load_descriptors(
                     shadow_mode: d.shadow_mode,
                     quota_mode: d.quota_mode,
                     detailed_metric: d.detailed_metric,
+                    metadata: d.metadata.map(Arc::new),
                 }))
             }
         };

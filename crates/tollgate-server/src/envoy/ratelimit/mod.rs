@@ -10,6 +10,7 @@
 
 mod answer;
 mod hits;
+mod metadata;
 mod over;
 mod plan;
 
@@ -102,5 +103,9 @@ pub async fn should_rate_limit(
     if let Some(refused) = plan.refunds_refused() {
         return Err(refused);
     }
-    Ok(answer::answer(loaded, &plan, &counters, &outcome?))
+    let mut response = answer::answer(loaded, &plan, &counters, &outcome?);
+    if loaded.settings.response_dynamic_metadata {
+        response.dynamic_metadata = Some(metadata::of(request, &plan.parts, &response.statuses));
+    }
+    Ok(response)
 }

@@ -4,9 +4,11 @@
 //! is by its path. The protocol has no `value_to_metric` or `share_threshold`: both stay off,
 //! as upstream leaves them; descriptors' `metadata` is not kept (the file loader keeps none).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+use envoy_types::pb::google::protobuf::{Value, value::Kind};
 use envoy_types::pb::ratelimit::config::ratelimit::v3::{
     RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitUnit,
 };
@@ -77,8 +79,29 @@ fn descriptors(list: Vec<RateLimitDescriptor>) -> Vec<Descriptor> {
             detailed_metric: d.detailed_metric,
             value_to_metric: false,
             share_threshold: false,
+            metadata: d.metadata.map(|s| map(s.fields)).filter(|m| !m.is_empty()),
         })
         .collect()
+}
+
+/// A descriptor's `metadata` as the file loader keeps it (upstream's `structpbToMap`; an empty
+/// one is none, as an empty map in a file is).
+fn map(fields: HashMap<String, Value>) -> serde_json::Map<String, serde_json::Value> {
+    fields.into_iter().map(|(k, v)| (k, json(v))).collect()
+}
+
+/// A protobuf `Value` in JSON's terms: a number that is not finite (which JSON cannot hold) as
+/// null, as the file loader has it.
+fn json(value: Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match value.kind {
+        None | Some(Kind::NullValue(_)) => J::Null,
+        Some(Kind::NumberValue(n)) => serde_json::Number::from_f64(n).map_or(J::Null, J::Number),
+        Some(Kind::StringValue(s)) => J::String(s),
+        Some(Kind::BoolValue(b)) => J::Bool(b),
+        Some(Kind::StructValue(s)) => J::Object(map(s.fields)),
+        Some(Kind::ListValue(l)) => J::Array(l.values.into_iter().map(json).collect()),
+    }
 }
 
 fn policy(p: RateLimitPolicy) -> RateLimit {
@@ -170,7 +193,19 @@ mod tests {
                 ..RateLimitPolicy::default()
             }),
         );
-        let week = descriptor("w", "", limit(RateLimitUnit::Week, 7));
+        let mut week = descriptor("w", "", limit(RateLimitUnit::Week, 7));
+        let value = |kind| Value { kind: Some(kind) };
+        let inner = envoy_types::pb::google::protobuf::Struct {
+            fields: [("x".to_owned(), value(Kind::BoolValue(true)))].into(),
+        };
+        week.metadata = Some(envoy_types::pb::google::protobuf::Struct {
+            fields: [
+                ("team".to_owned(), value(Kind::StringValue("a".to_owned()))),
+                ("count".to_owned(), value(Kind::NumberValue(2.0))),
+                ("nested".to_owned(), value(Kind::StructValue(inner))),
+            ]
+            .into(),
+        });
         let loaded = load(
             &[any(&config(
                 "listener/http",
@@ -180,7 +215,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let yaml = "domain: edge\ndescriptors:\n- key: rule-0-match-0\n  descriptors:\n  - key: rule-0-match-1\n    value: x\n    shadow_mode: true\n    detailed_metric: true\n    rate_limit: {unit: month, requests_per_unit: 5}\n- key: k\n  value: v\n  rate_limit: {unit: YEAR, requests_per_unit: 1, name: yearly, replaces: [{name: other}]}\n- key: free\n  rate_limit: {unlimited: true}\n- key: w\n  rate_limit: {unit: week, requests_per_unit: 7}\n";
+        let yaml = "domain: edge\ndescriptors:\n- key: rule-0-match-0\n  descriptors:\n  - key: rule-0-match-1\n    value: x\n    shadow_mode: true\n    detailed_metric: true\n    rate_limit: {unit: month, requests_per_unit: 5}\n- key: k\n  value: v\n  rate_limit: {unit: YEAR, requests_per_unit: 1, name: yearly, replaces: [{name: other}]}\n- key: free\n  rate_limit: {unlimited: true}\n- key: w\n  rate_limit: {unit: week, requests_per_unit: 7}\n  metadata: {team: a, count: 2, nested: {x: true}}\n";
         let file = EnvoyConfig::load(&vec![(PathBuf::from("f"), yaml.as_bytes().to_vec())], false)
             .unwrap();
         assert_eq!(loaded.dump(), file.dump());

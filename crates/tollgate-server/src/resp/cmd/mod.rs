@@ -24,6 +24,7 @@ use tollgate::{Clock, MonotonicClock, Nanos};
 use super::codec::Reply;
 use crate::auth::Secret;
 use crate::limiter::Limiter;
+use crate::traces::Traces;
 use name::Name;
 use parse::Command;
 
@@ -134,13 +135,45 @@ pub(super) async fn execute(
     }
 }
 
+/// The reply of the rate-limiting command `name`, in a span of its own (the untraced path
+/// awaits the command itself: no wrapper to move its future into).
+async fn traced(traces: &Traces, name: &'static str, work: impl Future<Output = Reply>) -> Reply {
+    let span = traces.resp_command(name);
+    let reply = span.run(work).await;
+    match &reply {
+        Reply::Error(message) => span.fail(message.as_str()),
+        Reply::RawError(message) => span.fail(String::from_utf8_lossy(message)),
+        _ => {}
+    }
+    span.end();
+    reply
+}
+
 /// Runs `command` on the connection `session`.
 async fn apply(shared: &Shared, session: &mut Session, command: &Command<'_>) -> (Reply, After) {
     let limiter = &*shared.limiter;
     let reply = match command {
-        Command::ClThrottle(parsed) => throttle::cl_throttle(limiter, parsed).await,
-        Command::Throttle(parsed) => throttle::throttle(limiter, parsed).await,
-        Command::TollgateCheck(check) => throttle::tollgate_check(limiter, check).await,
+        Command::ClThrottle(parsed) => {
+            let work = throttle::cl_throttle(limiter, parsed);
+            match limiter.traces() {
+                None => work.await,
+                Some(traces) => traced(traces, "CL.THROTTLE", work).await,
+            }
+        }
+        Command::Throttle(parsed) => {
+            let work = throttle::throttle(limiter, parsed);
+            match limiter.traces() {
+                None => work.await,
+                Some(traces) => traced(traces, "THROTTLE", work).await,
+            }
+        }
+        Command::TollgateCheck(check) => {
+            let work = throttle::tollgate_check(limiter, check);
+            match limiter.traces() {
+                None => work.await,
+                Some(traces) => traced(traces, "TOLLGATE.CHECK", work).await,
+            }
+        }
         Command::Ping(None) => Reply::Simple("PONG"),
         Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.to_vec()),
         Command::Quit => return (Reply::Simple("OK"), After::Close),
