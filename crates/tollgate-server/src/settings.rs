@@ -172,6 +172,7 @@ impl Settings {
                 .unwrap_or(crate::envoy::DEFAULT_NEAR_LIMIT_RATIO),
             xds,
             health_needs_config: grpc.health_needs_config.unwrap_or(false),
+            prometheus: grpc.prometheus,
         });
         let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
             let given = f.map(pick).cloned().unwrap_or_default();
@@ -259,7 +260,8 @@ impl Settings {
         differ("resp.listen", running.resp_listen != new.resp_listen);
         differ("resp", running.resp != new.resp);
         differ(
-            "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config or [grpc.xds]",
+            "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config, [grpc.xds] \
+             or [grpc.prometheus]",
             match (&running.grpc, &new.grpc) {
                 (Some(a), Some(b)) => a.needs_restart(b),
                 (None, None) => false,

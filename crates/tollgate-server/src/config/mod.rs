@@ -24,6 +24,7 @@ mod error;
 mod file;
 mod listener;
 mod policies;
+mod prometheus;
 mod read;
 mod redact;
 mod xds;
@@ -127,6 +128,8 @@ pub struct GrpcConfig {
     pub xds: Option<crate::envoy::xds::XdsSettings>,
     /// `health_needs_config`.
     pub health_needs_config: Option<bool>,
+    /// `[grpc.prometheus]`, its mapping file read and checked.
+    pub prometheus: Option<crate::envoy::prometheus::PrometheusSettings>,
 }
 
 impl Config {
@@ -261,6 +264,7 @@ impl Config {
             &refuse,
         )?;
         let xds = xds::resolve(file.grpc.xds, dir, &refuse)?;
+        let prometheus = prometheus::resolve(file.grpc.prometheus, dir, &refuse)?;
         if let (Some((_, span)), Some(_)) = (&xds, &file.grpc.config_dir) {
             return Err(refuse(
                 Some(span.clone()),
@@ -305,6 +309,7 @@ impl Config {
             ],
             near_limit_ratio,
             health_needs_config: file.grpc.health_needs_config,
+            prometheus,
         };
         let store_tls = file
             .store

@@ -192,6 +192,18 @@ impl EnvoyMetrics {
         }
     }
 
+    /// The per-key families, each with its outcome (`total_hits`, `over_limit`, ...), labelled
+    /// `domain` and `key` (the descriptor key after the domain).
+    pub fn hit_families(&self) -> impl Iterator<Item = (&'static str, &IntCounterVec)> {
+        OUTCOMES.into_iter().zip(&self.hits)
+    }
+
+    /// Loads counted, good (`ok`) or refused.
+    pub fn loads(&self, ok: bool) -> u64 {
+        let result = if ok { "success" } else { "failure" };
+        self.loads.with_label_values(&[result]).get()
+    }
+
     /// Counts a load of the directory, or of a version over xDS.
     pub fn loaded(&self, ok: bool) {
         let result = if ok { "success" } else { "failure" };

@@ -10,6 +10,7 @@
 pub mod health;
 pub mod json;
 pub mod metrics;
+pub mod prometheus;
 pub mod ratelimit;
 pub(crate) mod reload;
 pub mod service;
@@ -88,6 +89,9 @@ pub struct EnvoySettings {
     /// `/healthcheck` answers 500 until a config has been loaded
     /// (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
     pub health_needs_config: bool,
+    /// The counters under envoyproxy/ratelimit's Prometheus names, on a listener of their own
+    /// (`[grpc.prometheus]`, `USE_PROMETHEUS`).
+    pub prometheus: Option<prometheus::PrometheusSettings>,
 }
 
 impl EnvoySettings {
@@ -106,6 +110,7 @@ impl EnvoySettings {
             || self.config_dir != other.config_dir
             || self.merge_domain_config != other.merge_domain_config
             || self.xds != other.xds
+            || self.prometheus != other.prometheus
     }
 }
 
