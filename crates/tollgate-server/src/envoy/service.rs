@@ -8,6 +8,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
@@ -46,6 +47,8 @@ impl RateLimitService for RateLimiter {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        let metrics = self.envoy.metrics();
+        metrics.calls.total.fetch_add(1, Ordering::Relaxed);
         authorize(&self.envoy, &request).await?;
         let loaded = self.envoy.loaded();
         ratelimit::should_rate_limit(
@@ -56,10 +59,13 @@ impl RateLimitService for RateLimiter {
         )
         .await
         .map(Response::new)
-        .map_err(|error| match error {
-            EnvoyError::Invalid(message) => Status::invalid_argument(message),
-            EnvoyError::Unavailable(message) => Status::unavailable(message),
-            EnvoyError::NoConfig => Status::unknown(ratelimit::NO_CONFIG),
+        .map_err(|error| {
+            error.count(metrics);
+            match error {
+                EnvoyError::Invalid(message) => Status::invalid_argument(message),
+                EnvoyError::Unavailable(message) => Status::unavailable(message),
+                EnvoyError::NoConfig => Status::unknown(ratelimit::NO_CONFIG),
+            }
         })
     }
 }

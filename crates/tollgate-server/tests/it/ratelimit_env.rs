@@ -455,6 +455,11 @@ mappings:
   - match: "ratelimit.service.config_load_success"
     name: "ratelimit_service_config_load_success"
     match_metric_type: counter
+  - match: "ratelimit_server.*.total_requests"
+    name: "ratelimit_service_total_requests"
+    match_metric_type: counter
+    labels:
+      grpc_method: "$1"
 "#;
 
 /// Rules as Envoy Gateway's translator shapes them: a route's key and value with a header's
@@ -509,6 +514,11 @@ async fn use_prometheus_serves_the_names_the_mapper_gives() {
         seen.push(codes(&ask(&mut grpc, user()).await).0);
     }
     assert_eq!(seen, ["OK", "OK", "OVER", "OK", "OVER", "OVER"]);
+    // A request upstream refuses as a service error: an empty domain.
+    let refused = grpc
+        .should_rate_limit(request("", vec![descriptor(&[("route", "a")])]))
+        .await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::InvalidArgument);
 
     let base = format!("http://{}", server.prometheus_addr());
     let scrape = reqwest::get(format!("{base}/metrics")).await.unwrap();
@@ -530,6 +540,18 @@ async fn use_prometheus_serves_the_names_the_mapper_gives() {
         ),
         ("ratelimit_service_config_load_success".to_owned(), 1.0),
         ("ratelimit_service_config_load_error".to_owned(), 0.0),
+        (
+            r#"ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}"#.to_owned(),
+            7.0,
+        ),
+        (
+            "ratelimit_service_call_should_rate_limit_service_error".to_owned(),
+            1.0,
+        ),
+        (
+            "ratelimit_service_call_should_rate_limit_redis_error".to_owned(),
+            0.0,
+        ),
     ] {
         assert_eq!(crate::support::metric(&text, &series), count, "{series}");
     }

@@ -1,10 +1,13 @@
 //! The statsd names envoyproxy/ratelimit emits for what the Envoy front end counts:
 //! `ratelimit.service.rate_limit.KEY.total_hits` (and `over_limit`, `near_limit`,
 //! `within_limit`, `shadow_mode`) per descriptor key, whose `KEY` is the domain and the
-//! descriptors' `key_value` path, sanitized as upstream's `SanitizeStatName` does; and
-//! `ratelimit.service.config_load_success` / `config_load_error`.
+//! descriptors' `key_value` path, sanitized as upstream's `SanitizeStatName` does;
+//! `ratelimit.service.config_load_success` / `config_load_error`;
+//! `ratelimit_server.ShouldRateLimit.total_requests`; and
+//! `ratelimit.service.call.should_rate_limit.redis_error` / `service_error`.
 
 use std::sync::LazyLock;
+use std::sync::atomic::Ordering;
 
 use prometheus::core::Collector;
 use regex::Regex;
@@ -42,6 +45,23 @@ pub(super) fn statsd_counters(metrics: &EnvoyMetrics) -> Vec<(String, u64)> {
     }
     for (ok, name) in [(true, "config_load_success"), (false, "config_load_error")] {
         out.push((format!("ratelimit.service.{name}"), metrics.loads(ok)));
+    }
+    let calls = &metrics.calls;
+    for (name, count) in [
+        (
+            "ratelimit_server.ShouldRateLimit.total_requests",
+            &calls.total,
+        ),
+        (
+            "ratelimit.service.call.should_rate_limit.redis_error",
+            &calls.store_errors,
+        ),
+        (
+            "ratelimit.service.call.should_rate_limit.service_error",
+            &calls.service_errors,
+        ),
+    ] {
+        out.push((name.to_owned(), count.load(Ordering::Relaxed)));
     }
     out
 }

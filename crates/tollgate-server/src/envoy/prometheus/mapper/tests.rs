@@ -114,6 +114,20 @@ fn upstreams_default_mapping_parses_and_names_as_the_dashboards_read() {
         counter(&m, "ratelimit.service.config_load_error"),
         metric("ratelimit_service_config_load_error", &[])
     );
+    assert_eq!(
+        counter(&m, "ratelimit_server.ShouldRateLimit.total_requests"),
+        metric(
+            "ratelimit_service_total_requests",
+            &[("grpc_method", "ShouldRateLimit")]
+        )
+    );
+    assert_eq!(
+        counter(&m, "ratelimit.service.call.should_rate_limit.redis_error"),
+        metric(
+            "ratelimit_service_should_rate_limit_error",
+            &[("err_type", "redis_error")]
+        )
+    );
 }
 
 #[test]
