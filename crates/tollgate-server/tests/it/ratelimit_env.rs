@@ -562,6 +562,20 @@ async fn use_prometheus_serves_the_names_the_mapper_gives() {
     // One path, upstream's PROMETHEUS_PATH default.
     let other = reqwest::get(format!("{base}/stats")).await.unwrap();
     assert_eq!(other.status(), StatusCode::NOT_FOUND);
+    // Its listener is capped as the admin listener is, and counted as the others are.
+    let own = reqwest::get(format!("http://{}/metrics", server.admin_addr()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::support::metric(&own, r#"tollgate_connections_max{listener="prometheus"}"#),
+        10_000.0
+    );
+    assert!(
+        crate::support::metric(&own, r#"tollgate_connections_total{listener="prometheus"}"#) >= 2.0
+    );
 }
 
 /// A mapping file that cannot work stops the server at start, naming the variable, the
