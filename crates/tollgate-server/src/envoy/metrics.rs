@@ -52,9 +52,8 @@ pub struct EnvoyMetrics {
     pub domain_not_found: IntCounter,
     /// Loads of the config directory, by result.
     loads: IntCounterVec,
-    /// The calls of upstream's statsd names alone, for its Prometheus exporter
-    /// ([`crate::envoy::prometheus`]); not in the server's registry, whose own metrics say as
-    /// much otherwise.
+    /// The calls of upstream's statsd names alone, for envoyproxy/ratelimit's Prometheus
+    /// exporter; not in the server's registry, whose own metrics say as much otherwise.
     pub calls: UpstreamCalls,
 }
 
