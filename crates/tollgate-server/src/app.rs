@@ -206,6 +206,8 @@ pub struct Server {
     /// gRPC on a Unix socket, and the socket's path.
     grpc_unix: Option<(web::Listener, PathBuf)>,
     admin: Option<Bound>,
+    /// envoyproxy/ratelimit's Prometheus exporter (`[grpc.prometheus]`).
+    prometheus: Option<Bound>,
     xds: Option<DropGuard>,
 }
 
@@ -277,6 +279,18 @@ impl Server {
             Some(addr) => Some(bind("admin", addr, &settings.admin, metrics).await?),
             None => None,
         };
+        // A scrape endpoint, with the admin listener's connection limits (and no TLS, as
+        // upstream's exporter serves none).
+        let prometheus = match (&settings.grpc, &app.envoy) {
+            (Some(grpc), Some(_)) => match &grpc.prometheus {
+                Some(exporter) => {
+                    let listener = ListenerSettings::plain(settings.admin.limits);
+                    Some(bind("prometheus", exporter.listen, &listener, metrics).await?)
+                }
+                None => None,
+            },
+            _ => None,
+        };
         Ok(Server {
             app,
             http,
@@ -284,6 +298,7 @@ impl Server {
             grpc,
             grpc_unix,
             admin,
+            prometheus,
             xds,
         })
     }
@@ -311,6 +326,11 @@ impl Server {
     /// Where the admin endpoints listen, if on their own port.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(|bound| bound.addr)
+    }
+
+    /// Where envoyproxy/ratelimit's Prometheus exporter listens, if it does.
+    pub fn prometheus_addr(&self) -> Option<SocketAddr> {
+        self.prometheus.as_ref().map(|bound| bound.addr)
     }
 
     /// The settings it runs with.
@@ -394,6 +414,15 @@ impl Server {
                 });
                 let grpc = self.grpc.map(Bound::listener);
                 let unix = self.grpc_unix.map(|(listener, _)| listener);
+                if let (Some(bound), Some(exporter)) = (self.prometheus, &loaded.prometheus) {
+                    let router = envoy::prometheus::router(Arc::clone(&envoy), exporter);
+                    let shutdown = shutdown.clone();
+                    listeners.spawn(async move {
+                        if let Err(e) = web::serve(bound.listener(), router, shutdown).await {
+                            tracing::error!(error = %e, "the Prometheus exporter's listener failed");
+                        }
+                    });
+                }
                 for listener in [grpc, unix].into_iter().flatten() {
                     let service =
                         envoy::service::serve(listener, Arc::clone(&envoy), shutdown.clone());

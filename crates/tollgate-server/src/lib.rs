@@ -92,6 +92,14 @@ pub async fn serve(
         let admin = scheme("http", s.admin.tls.as_ref());
         resp.push_str(&format!(" and admin {admin}://{addr}"));
     }
+    if let (Some(addr), Some(grpc)) = (server.prometheus_addr(), &s.grpc)
+        && let Some(exporter) = &grpc.prometheus
+    {
+        resp.push_str(&format!(
+            " and Prometheus exporter http://{addr} at {}",
+            exporter.path
+        ));
+    }
     // What the gRPC listener answers from: a server that serves only an Envoy directory says so.
     let envoy = server.envoy().map_or_else(String::new, |envoy| {
         let loaded = envoy.loaded();

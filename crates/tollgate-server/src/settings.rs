@@ -176,6 +176,7 @@ impl Settings {
             xds,
             health_needs_config: grpc.health_needs_config.unwrap_or(false),
             response_dynamic_metadata: grpc.response_dynamic_metadata.unwrap_or(false),
+            prometheus: grpc.prometheus,
         });
         let listener = |defaults: limits::ConnLimits, pick: fn(&Config) -> &ListenerGiven| {
             let given = f.map(pick).cloned().unwrap_or_default();
@@ -265,7 +266,8 @@ impl Settings {
         differ("resp", running.resp != new.resp);
         differ("tracing", running.tracing != new.tracing);
         differ(
-            "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config or [grpc.xds]",
+            "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config, [grpc.xds] \
+             or [grpc.prometheus]",
             match (&running.grpc, &new.grpc) {
                 (Some(a), Some(b)) => a.needs_restart(b),
                 (None, None) => false,

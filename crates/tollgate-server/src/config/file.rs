@@ -153,7 +153,17 @@ listener_table!(GrpcFile {
     response_dynamic_metadata: Option<bool>,
     domains: BTreeMap<String, DomainFile>,
     xds: Option<Spanned<XdsFile>>,
+    prometheus: Option<Spanned<PrometheusFile>>,
 });
+
+/// `[grpc.prometheus]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct PrometheusFile {
+    pub(super) listen: Option<Spanned<String>>,
+    pub(super) path: Option<Spanned<String>>,
+    pub(super) mapper: Option<Spanned<String>>,
+}
 
 /// `[grpc.xds]`.
 #[derive(Debug, Default, Deserialize)]

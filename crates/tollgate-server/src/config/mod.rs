@@ -24,6 +24,7 @@ mod error;
 mod file;
 mod listener;
 mod policies;
+mod prometheus;
 mod read;
 mod redact;
 mod traces;
@@ -133,6 +134,8 @@ pub struct GrpcConfig {
     pub health_needs_config: Option<bool>,
     /// `response_dynamic_metadata`.
     pub response_dynamic_metadata: Option<bool>,
+    /// `[grpc.prometheus]`, its mapping file read and checked.
+    pub prometheus: Option<crate::envoy::prometheus::PrometheusSettings>,
 }
 
 impl Config {
@@ -267,6 +270,7 @@ impl Config {
             &refuse,
         )?;
         let xds = xds::resolve(file.grpc.xds, dir, &refuse)?;
+        let prometheus = prometheus::resolve(file.grpc.prometheus, dir, &refuse)?;
         if let (Some((_, span)), Some(_)) = (&xds, &file.grpc.config_dir) {
             return Err(refuse(
                 Some(span.clone()),
@@ -312,6 +316,7 @@ impl Config {
             near_limit_ratio,
             health_needs_config: file.grpc.health_needs_config,
             response_dynamic_metadata: file.grpc.response_dynamic_metadata,
+            prometheus,
         };
         let store_tls = file
             .store

@@ -5,7 +5,7 @@
 
 pub mod config;
 pub mod limits;
-mod yaml;
+pub(crate) mod yaml;
 
 use std::time::Duration;
 

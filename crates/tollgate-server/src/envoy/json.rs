@@ -71,7 +71,14 @@ async fn answer(
         return Problem::from(refusal).into_response();
     }
     let loaded = envoy.loaded();
-    match ratelimit::should_rate_limit(envoy.limiter(), &loaded, envoy.metrics(), &request).await {
+    let answer =
+        ratelimit::should_rate_limit(envoy.limiter(), &loaded, envoy.metrics(), &request).await;
+    // Upstream counts the failures of `/json` as of gRPC calls (not the calls: its count is
+    // of gRPC's).
+    if let Err(error) = &answer {
+        error.count(envoy.metrics());
+    }
+    match answer {
         Ok(response) => {
             let status = if response.overall_code == Code::OverLimit as i32 {
                 StatusCode::TOO_MANY_REQUESTS

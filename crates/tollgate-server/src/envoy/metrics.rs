@@ -8,6 +8,7 @@
 //! hits count under its rule's key.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use prometheus::{IntCounter, IntCounterVec, Opts};
@@ -51,6 +52,22 @@ pub struct EnvoyMetrics {
     pub domain_not_found: IntCounter,
     /// Loads of the config directory, by result.
     loads: IntCounterVec,
+    /// The calls of upstream's statsd names alone, for envoyproxy/ratelimit's Prometheus
+    /// exporter; not in the server's registry, whose own metrics say as much otherwise.
+    pub calls: UpstreamCalls,
+}
+
+/// What envoyproxy/ratelimit counts of its `ShouldRateLimit` calls.
+#[derive(Default)]
+pub struct UpstreamCalls {
+    /// Every call (`ratelimit_server.ShouldRateLimit.total_requests`).
+    pub total: AtomicU64,
+    /// Calls answered with an error because the store failed and the fail policy denies
+    /// (`ratelimit.service.call.should_rate_limit.redis_error`).
+    pub store_errors: AtomicU64,
+    /// Calls refused as malformed or before a config is loaded
+    /// (`ratelimit.service.call.should_rate_limit.service_error`).
+    pub service_errors: AtomicU64,
 }
 
 const OUTCOMES: [&str; 5] = [
@@ -103,6 +120,7 @@ impl EnvoyMetrics {
             hits,
             domain_not_found,
             loads,
+            calls: UpstreamCalls::default(),
         })
     }
 
@@ -190,6 +208,18 @@ impl EnvoyMetrics {
                 let _ = family.remove_label_values(&[domain, rest]);
             }
         }
+    }
+
+    /// The per-key families, each with its outcome (`total_hits`, `over_limit`, ...), labelled
+    /// `domain` and `key` (the descriptor key after the domain).
+    pub fn hit_families(&self) -> impl Iterator<Item = (&'static str, &IntCounterVec)> {
+        OUTCOMES.into_iter().zip(&self.hits)
+    }
+
+    /// Loads counted, good (`ok`) or refused.
+    pub fn loads(&self, ok: bool) -> u64 {
+        let result = if ok { "success" } else { "failure" };
+        self.loads.with_label_values(&[result]).get()
     }
 
     /// Counts a load of the directory, or of a version over xDS.

@@ -10,6 +10,7 @@
 pub mod health;
 pub mod json;
 pub mod metrics;
+pub mod prometheus;
 pub mod ratelimit;
 pub(crate) mod reload;
 pub mod service;
@@ -91,6 +92,9 @@ pub struct EnvoySettings {
     /// Each answer carries the request's domain, descriptors and hits, and the metadata of
     /// the limits it passed, in its `dynamic_metadata` (`RESPONSE_DYNAMIC_METADATA`).
     pub response_dynamic_metadata: bool,
+    /// The counters under envoyproxy/ratelimit's Prometheus names, on a listener of their own
+    /// (`[grpc.prometheus]`, `USE_PROMETHEUS`).
+    pub prometheus: Option<prometheus::PrometheusSettings>,
 }
 
 impl EnvoySettings {
@@ -109,6 +113,7 @@ impl EnvoySettings {
             || self.config_dir != other.config_dir
             || self.merge_domain_config != other.merge_domain_config
             || self.xds != other.xds
+            || self.prometheus != other.prometheus
     }
 }
 

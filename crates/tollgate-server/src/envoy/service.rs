@@ -8,6 +8,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
@@ -83,6 +84,8 @@ impl RateLimiter {
         &self,
         request: &Request<RateLimitRequest>,
     ) -> Result<RateLimitResponse, Status> {
+        let metrics = self.envoy.metrics();
+        metrics.calls.total.fetch_add(1, Ordering::Relaxed);
         authorize(&self.envoy, request).await?;
         let loaded = self.envoy.loaded();
         ratelimit::should_rate_limit(
@@ -92,10 +95,13 @@ impl RateLimiter {
             request.get_ref(),
         )
         .await
-        .map_err(|error| match error {
-            EnvoyError::Invalid(message) => Status::invalid_argument(message),
-            EnvoyError::Unavailable(message) => Status::unavailable(message),
-            EnvoyError::NoConfig => Status::unknown(ratelimit::NO_CONFIG),
+        .map_err(|error| {
+            error.count(metrics);
+            match error {
+                EnvoyError::Invalid(message) => Status::invalid_argument(message),
+                EnvoyError::Unavailable(message) => Status::unavailable(message),
+                EnvoyError::NoConfig => Status::unknown(ratelimit::NO_CONFIG),
+            }
         })
     }
 }

@@ -47,17 +47,20 @@ pub enum Kind {
     ClientCa,
     /// One YAML file of the Envoy config directory.
     EnvoyYaml,
+    /// The statsd-to-Prometheus mapping file (`[grpc.prometheus] mapper`).
+    StatsdMapper,
 }
 
 impl Kind {
     /// The most bytes a file of this kind may hold: the config file 16 MiB, each Envoy YAML
     /// file 16 MiB (the
     /// directory's files 64 MiB together), a secret 4 KiB (a token is a line), a certificate
-    /// chain, key or CA bundle 1 MiB (hundreds of certificates).
+    /// chain, key or CA bundle 1 MiB (hundreds of certificates), a statsd mapping file 1 MiB
+    /// (a thousand mappings, the most it may hold, take a few hundred KiB).
     pub const fn cap(self) -> u64 {
         match self {
             Kind::Secret => 4 << 10,
-            Kind::Certificate | Kind::Key | Kind::ClientCa => 1 << 20,
+            Kind::Certificate | Kind::Key | Kind::ClientCa | Kind::StatsdMapper => 1 << 20,
             Kind::Config | Kind::EnvoyYaml => 16 << 20,
         }
     }
@@ -71,6 +74,7 @@ impl Kind {
             Kind::Key => "key",
             Kind::ClientCa => "client_ca",
             Kind::EnvoyYaml => "envoy_yaml",
+            Kind::StatsdMapper => "statsd_mapper",
         }
     }
 
@@ -82,6 +86,7 @@ impl Kind {
             Kind::Key => "key file",
             Kind::ClientCa => "client CA file",
             Kind::EnvoyYaml => "Envoy config file",
+            Kind::StatsdMapper => "statsd mapping file",
         }
     }
 

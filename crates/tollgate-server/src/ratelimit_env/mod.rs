@@ -128,7 +128,7 @@ fn translate(env: &Env) -> Result<(Doc, &'static str, Notes), EnvError> {
     source::config_source(env, &mut doc, &mut notes)?;
     source::decisions(env, &mut doc)?;
     store::store(env, &mut doc, &mut notes)?;
-    stats::stats(env, &mut notes)?;
+    stats::stats(env, &mut doc, &mut notes)?;
     traces::tracing(env, &mut doc, &mut notes)?;
     Ok((doc, log_filter, notes))
 }

@@ -302,3 +302,49 @@ fn tracing_values_take_upstreams_meaning() {
     ]);
     assert_eq!(d.get("tracing", "protocol").cloned(), s("http"));
 }
+
+#[test]
+fn use_prometheus_is_the_exporter_and_a_bad_mapping_names_its_variable() {
+    let (d, _, notes) = translate(&env(&[
+        ("USE_STATSD", "false"),
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", ":19001"),
+        ("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        d.get("grpc.prometheus", "listen").cloned(),
+        s("0.0.0.0:19001")
+    );
+    assert_eq!(d.get("grpc.prometheus", "path").cloned(), s("/metrics"));
+    assert!(d.get("grpc.prometheus", "mapper").is_none());
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=true is ignored"))
+    );
+    // Without USE_PROMETHEUS there is no exporter, and its variables are noted.
+    let (d, _, notes) = translate(&env(&[("PROMETHEUS_ADDR", ":19001")])).unwrap();
+    assert!(d.get("grpc.prometheus", "listen").is_none());
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("PROMETHEUS_ADDR is ignored"))
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conf.yaml");
+    std::fs::write(
+        &file,
+        "mappings:\n- {match: a.b, name: x, labels: {k: v}, typo: 1}\n",
+    )
+    .unwrap();
+    let vars = [
+        ("USE_STATSD", "false"),
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_MAPPER_YAML", file.to_str().unwrap()),
+    ];
+    let e = load(&env(&vars)).unwrap_err();
+    assert_eq!(e.variable, "PROMETHEUS_MAPPER_YAML", "{e}");
+    assert!(e.message.contains("mappings[0].typo: unknown key"), "{e}");
+}

@@ -416,3 +416,193 @@ async fn grpc_over_a_unix_socket() {
     }
     assert_eq!(seen, ["OK", "OK", "OVER"], "{}", logs.text());
 }
+
+/// A mapping of the test's own, shaped as Envoy Gateway's (its statsd_conf.yaml): globs for a
+/// domain and one key, regexes for deeper keys with `key2`, `match_metric_type`; and a drop.
+const MAPPER: &str = r#"
+mappings:
+  - match: "ratelimit.service.rate_limit.*.*.near_limit"
+    name: "dropped"
+    action: drop
+  - match: "ratelimit.service.rate_limit.*.*.total_hits"
+    name: "ratelimit_service_rate_limit_total_hits"
+    timer_type: "histogram"
+    labels:
+      domain: "$1"
+      key1: "$2"
+  - match: "ratelimit.service.rate_limit.*.*.over_limit"
+    name: "ratelimit_service_rate_limit_over_limit"
+    labels:
+      domain: "$1"
+      key1: "$2"
+  - match: "ratelimit\\.service\\.rate_limit\\.([^\\.]*)\\.([^\\.]*)\\.([^\\.]*)(\\..*)?\\.total_hits"
+    match_type: regex
+    name: "ratelimit_service_rate_limit_total_hits"
+    labels:
+      domain: "$1"
+      key1: "$2"
+      key2: "$3"
+  - match: "ratelimit\\.service\\.rate_limit\\.([^\\.]*)\\.([^\\.]*)\\.([^\\.]*)(\\..*)?\\.over_limit"
+    match_type: regex
+    name: "ratelimit_service_rate_limit_over_limit"
+    labels:
+      domain: "$1"
+      key1: "$2"
+      key2: "$3"
+  - match: "ratelimit\\.service\\.rate_limit\\.([^\\.]*)\\.([^\\.]*)\\.([^\\.]*)(\\..*)?\\.near_limit"
+    match_type: regex
+    action: drop
+  - match: "ratelimit.service.config_load_success"
+    name: "ratelimit_service_config_load_success"
+    match_metric_type: counter
+  - match: "ratelimit_server.*.total_requests"
+    name: "ratelimit_service_total_requests"
+    match_metric_type: counter
+    labels:
+      grpc_method: "$1"
+"#;
+
+/// Rules as Envoy Gateway's translator shapes them: a route's key and value with a header's
+/// key under it, and a key and value alone.
+const GATEWAY_RULES: &str = "domain: edge\ndescriptors:\n  - key: rule-0-match-0\n    \
+    value: rule-0-match-0\n    descriptors:\n      - key: x-user\n        \
+    rate_limit: {unit: minute, requests_per_unit: 2}\n  - key: route\n    value: a\n    \
+    rate_limit: {unit: minute, requests_per_unit: 1}\n";
+
+/// Envoy Gateway's metrics variables (`USE_STATSD=false`, `USE_PROMETHEUS=true`,
+/// `PROMETHEUS_ADDR`, `PROMETHEUS_MAPPER_YAML`): upstream's statsd names of the decisions made,
+/// under the names and labels the mapping gives, in a scrape promtool reads.
+#[tokio::test]
+async fn use_prometheus_serves_the_names_the_mapper_gives() {
+    let redis = TestRedis::start().expect("start redis-server");
+    let redis_addr = format!("127.0.0.1:{}", redis.port());
+    let (_bin, program) = ratelimit_program();
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("ratelimit").join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    write(&config, &[("config.yaml", GATEWAY_RULES)]);
+    let mapper_dir = tempfile::tempdir().unwrap();
+    let mapper = mapper_dir.path().join("conf.yaml");
+    std::fs::write(&mapper, MAPPER).unwrap();
+    let (server, _logs) = start(
+        &program,
+        &[
+            ("RUNTIME_ROOT", root.path().to_str().unwrap()),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", &redis_addr),
+            ("USE_PROMETHEUS", "true"),
+            // Port 0: the banner says which port it got.
+            ("PROMETHEUS_ADDR", "127.0.0.1:0"),
+            ("PROMETHEUS_MAPPER_YAML", mapper.to_str().unwrap()),
+        ],
+    );
+    let mut grpc = client(server.grpc_addr()).await;
+    let route = || request("edge", vec![descriptor(&[("route", "a")])]);
+    let user = || {
+        request(
+            "edge",
+            vec![descriptor(&[
+                ("rule-0-match-0", "rule-0-match-0"),
+                ("x-user", "alice"),
+            ])],
+        )
+    };
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(codes(&ask(&mut grpc, route()).await).0);
+        seen.push(codes(&ask(&mut grpc, user()).await).0);
+    }
+    assert_eq!(seen, ["OK", "OK", "OVER", "OK", "OVER", "OVER"]);
+    // A request upstream refuses as a service error: an empty domain.
+    let refused = grpc
+        .should_rate_limit(request("", vec![descriptor(&[("route", "a")])]))
+        .await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::InvalidArgument);
+
+    let base = format!("http://{}", server.prometheus_addr());
+    let scrape = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(scrape.status(), StatusCode::OK);
+    let text = scrape.text().await.unwrap();
+    let hits = "ratelimit_service_rate_limit_total_hits";
+    let over = "ratelimit_service_rate_limit_over_limit";
+    let route_labels = r#"{domain="edge",key1="route_a"}"#;
+    let user_labels = r#"{domain="edge",key1="rule-0-match-0_rule-0-match-0",key2="x-user"}"#;
+    for (series, count) in [
+        (format!("{hits}{route_labels}"), 3.0),
+        (format!("{over}{route_labels}"), 2.0),
+        (format!("{hits}{user_labels}"), 3.0),
+        (format!("{over}{user_labels}"), 1.0),
+        // Unmapped: statsd_exporter's name, the statsd name's dots as `_`.
+        (
+            "ratelimit_service_rate_limit_edge_route_a_within_limit".to_owned(),
+            1.0,
+        ),
+        ("ratelimit_service_config_load_success".to_owned(), 1.0),
+        ("ratelimit_service_config_load_error".to_owned(), 0.0),
+        (
+            r#"ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}"#.to_owned(),
+            7.0,
+        ),
+        (
+            "ratelimit_service_call_should_rate_limit_service_error".to_owned(),
+            1.0,
+        ),
+        (
+            "ratelimit_service_call_should_rate_limit_redis_error".to_owned(),
+            0.0,
+        ),
+    ] {
+        assert_eq!(crate::support::metric(&text, &series), count, "{series}");
+    }
+    assert!(text.contains(&format!("# TYPE {hits} counter\n")), "{text}");
+    assert!(!text.contains("near_limit"), "dropped:\n{text}");
+    assert!(!text.contains("dropped"), "{text}");
+    crate::support::promtool_check_upstream_names(&text);
+    // One path, upstream's PROMETHEUS_PATH default.
+    let other = reqwest::get(format!("{base}/stats")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::NOT_FOUND);
+    // Its listener is capped as the admin listener is, and counted as the others are.
+    let own = reqwest::get(format!("http://{}/metrics", server.admin_addr()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::support::metric(&own, r#"tollgate_connections_max{listener="prometheus"}"#),
+        10_000.0
+    );
+    assert!(
+        crate::support::metric(&own, r#"tollgate_connections_total{listener="prometheus"}"#) >= 2.0
+    );
+}
+
+/// A mapping file that cannot work stops the server at start, naming the variable, the
+/// mapping's index and its key.
+#[test]
+fn a_bad_mapping_file_is_refused_at_start() {
+    let (_bin, program) = ratelimit_program();
+    let dir = tempfile::tempdir().unwrap();
+    let mapper = dir.path().join("conf.yaml");
+    std::fs::write(
+        &mapper,
+        "mappings:\n  - {match: a.b, name: x}\n  - {match: a.c, name: y, lables: {k: v}}\n",
+    )
+    .unwrap();
+    let (code, stderr) = refused(
+        &program,
+        &[],
+        &[
+            ("USE_STATSD", "false"),
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_MAPPER_YAML", mapper.to_str().unwrap()),
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(stderr.contains("PROMETHEUS_MAPPER_YAML"), "{stderr}");
+    assert!(
+        stderr.contains("mappings[1].lables: unknown key"),
+        "{stderr}"
+    );
+}

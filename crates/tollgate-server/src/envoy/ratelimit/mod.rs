@@ -39,6 +39,19 @@ pub enum EnvoyError {
     NoConfig,
 }
 
+impl EnvoyError {
+    /// Counts the error as envoyproxy/ratelimit counts a failed call: a store's failure as
+    /// `redis_error`, the rest as `service_error`.
+    pub fn count(&self, metrics: &EnvoyMetrics) {
+        let calls = &metrics.calls;
+        let counter = match self {
+            EnvoyError::Unavailable(_) => &calls.store_errors,
+            EnvoyError::Invalid(_) | EnvoyError::NoConfig => &calls.service_errors,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// envoyproxy/ratelimit's words for a request answered before any config is loaded.
 pub const NO_CONFIG: &str = "no rate limit configuration loaded";
 
