@@ -137,7 +137,17 @@ fn print_out(text: &str) -> ExitCode {
 /// unless `RUST_LOG` says otherwise.
 fn init_logs(format: LogFormat, level: Option<&str>) {
     let filter = match level {
-        Some(level) => tracing_subscriber::EnvFilter::new(level),
+        // The level is tollgate's own, as upstream's LOG_LEVEL is its own: the libraries
+        // below (h2, hyper, tonic, rustls, redis) stay at `warn` at most, not trace frames.
+        Some(level) => {
+            let others = match level {
+                "trace" | "debug" | "info" => "warn",
+                quieter => quieter,
+            };
+            tracing_subscriber::EnvFilter::new(format!(
+                "{others},tollgate={level},tollgate_server={level}"
+            ))
+        }
         None => {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())
         }

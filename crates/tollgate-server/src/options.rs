@@ -69,6 +69,15 @@ impl StoreSpec {
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             return Ok(StoreSpec::Postgres(s.to_owned()));
         }
+        // The redis crate reads a fragment `#insecure` as "check no certificate": a store's
+        // trust is [store.tls]'s to say, never a URL's tail.
+        if s.contains('#') {
+            return Err(format!(
+                "{}: a Redis store URL takes no fragment (`#...`); for TLS settings use \
+                 [store.tls] (skip_hostname_verification still checks the chain)",
+                redact(s)
+            ));
+        }
         // A Unix socket (`redis+unix:///PATH`, `unix:///PATH`): one Redis, never a cluster's
         // node.
         if let Some((scheme, rest)) = s.split_once("://")
@@ -130,12 +139,27 @@ impl fmt::Display for StoreSpec {
     }
 }
 
-/// A URL without its password, for logs.
+/// A URL without its password, for logs: neither the user information before `@` nor a
+/// password given in the query (`redis+unix:///PATH?pass=...`, `postgres://...?password=...`).
 fn redact(url: &str) -> String {
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
-        _ => url.to_owned(),
-    }
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let base = match (base.split_once("://"), base.rfind('@')) {
+        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &base[at..]),
+        _ => base.to_owned(),
+    };
+    let Some(query) = query else {
+        return base;
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if matches!(key, "pass" | "password") => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", query.join("&"))
 }
 
 /// `[store.tls]`: TLS files of the Redis store's own, for `rediss://` URLs.
@@ -310,6 +334,36 @@ mod tests {
                 .unwrap_err()
                 .contains("one absolute path")
         );
+    }
+
+    /// The password shows nowhere the store is named: neither before `@` nor in the query
+    /// (the environment mode puts `REDIS_AUTH` there for a Unix socket).
+    #[test]
+    fn a_store_is_named_without_its_password() {
+        let shown = |url: &str| StoreSpec::parse(url).unwrap().to_string();
+        assert_eq!(
+            shown("redis+unix:///run/r.sock?user=u&pass=s3cret"),
+            "redis at redis+unix:///run/r.sock?user=u&pass=***"
+        );
+        assert_eq!(shown("redis://u:s3cret@h:1"), "redis at redis://***@h:1");
+        assert_eq!(
+            shown("postgres://u@db/l?password=s3cret&sslmode=require"),
+            "postgres at postgres://***@db/l?password=***&sslmode=require"
+        );
+    }
+
+    /// `#insecure` would switch the redis crate's certificate checks off.
+    #[test]
+    fn a_redis_url_with_a_fragment_is_refused() {
+        for url in [
+            "rediss://h:6379/#insecure",
+            "redis+unix:///r.sock#insecure",
+            "rediss://u:s3cret@a:1,rediss://b:2#insecure",
+        ] {
+            let e = StoreSpec::parse(url).unwrap_err();
+            assert!(e.contains("no fragment"), "{e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::file::TracingFile;
 use super::policies::FaultAt;
 use super::{ConfigError, checked};
-use crate::traces::TracingProtocol;
+use crate::traces::{TracingProtocol, receiver};
 
 /// What `[tracing]` sets; `None` where it is silent.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -27,7 +27,12 @@ pub struct TracingConfig {
 
 /// `[tracing]`, checked.
 pub(super) fn given(file: TracingFile, refuse: &FaultAt<'_>) -> Result<TracingConfig, ConfigError> {
-    let endpoint = checked(file.endpoint, "tracing.endpoint", &endpoint, refuse)?;
+    let endpoint = checked(
+        file.endpoint,
+        "tracing.endpoint",
+        &|text: &String| receiver(text),
+        refuse,
+    )?;
     let sampling_rate = checked(
         file.sampling_rate,
         "tracing.sampling_rate",
@@ -51,32 +56,4 @@ pub(super) fn given(file: TracingFile, refuse: &FaultAt<'_>) -> Result<TracingCo
         service_instance_id: file.service_instance_id,
         sampling_rate,
     })
-}
-
-/// An OTLP receiver's base URL: `http://host:port`, with no query.
-fn endpoint(text: &String) -> Result<String, String> {
-    let uri: http::Uri = text.parse().map_err(|e| {
-        format!("{text:?} is not a URL ({e}); write one such as \"http://otel-collector:4318\"")
-    })?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(format!(
-                "{text:?}: TLS to the receiver is not supported; send to a collector on the \
-                 same host or network over http://"
-            ));
-        }
-        _ => {
-            return Err(format!(
-                "{text:?} needs the scheme http://, as in \"http://otel-collector:4318\""
-            ));
-        }
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        return Err(format!("{text:?} has no host"));
-    }
-    if uri.query().is_some() {
-        return Err(format!("{text:?}: a receiver's URL takes no query"));
-    }
-    Ok(text.clone())
 }

@@ -127,7 +127,9 @@ pub(super) fn duration(text: &str) -> Result<Duration, String> {
         let mut place = scale;
         for digit in fraction.bytes() {
             place /= 10;
-            part += u128::from(digit - b'0') * place;
+            part = part
+                .checked_add(u128::from(digit - b'0') * place)
+                .ok_or_else(|| bad("out of range"))?;
         }
         nanos = nanos.checked_add(part).ok_or_else(|| bad("out of range"))?;
     }
@@ -234,6 +236,12 @@ mod tests {
             assert!(e.contains("not a duration"), "{bad:?}: {e}");
         }
         assert!(duration("3000000h").unwrap_err().contains("out of range"));
+        // A whole part near u128::MAX with a fraction on top: out of range, not a wrap.
+        assert!(
+            duration("340282366920938463463374607431768211.999us")
+                .unwrap_err()
+                .contains("out of range")
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! Envoy Gateway's image runs, `/bin/ratelimit`) or with `--envoy-ratelimit-env`, tollgate
 //! takes its settings from the variables of upstream's `src/settings/settings.go` alone.
 //!
-//! The environment is translated into the config file it amounts to ([`doc`]: the same TOML
+//! The environment is translated into the config file it amounts to (`doc`: the same TOML
 //! keys a file gives), which then goes through the one reader and resolution every config file
 //! goes through, so that every check at start applies; a refusal names the variable. Each
 //! variable is honoured with upstream's meaning and default, refused at start saying why, or,
@@ -36,6 +36,11 @@ pub const PROGRAM: &str = "ratelimit";
 
 /// What the config reader is told it reads, in its messages.
 const SOURCE: &str = "envoyproxy/ratelimit environment";
+
+/// The file name the config reader is given: none of a directory, so that a relative path in
+/// a variable stays relative to the working directory, as upstream opens it (a file's relative
+/// paths are taken from the file's directory).
+const AS_FILE: &str = "environment";
 
 /// Whether `argv` (the program's name first) asks for this mode: the program is named
 /// `ratelimit`, or [`FLAG`] is its only argument.
@@ -91,7 +96,7 @@ pub struct EnvSettings {
 pub fn load(env: &Env) -> Result<EnvSettings, EnvError> {
     let (doc, log_filter, notes) = translate(env)?;
     let toml = doc.render();
-    let config = Config::parse(Path::new(SOURCE), &toml).map_err(|e| {
+    let config = Config::parse(Path::new(AS_FILE), &toml).map_err(|e| {
         let variables = doc.variables_of(&e.field);
         EnvError {
             variable: if variables.is_empty() {

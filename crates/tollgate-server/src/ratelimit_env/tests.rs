@@ -348,3 +348,42 @@ fn use_prometheus_is_the_exporter_and_a_bad_mapping_names_its_variable() {
     assert_eq!(e.variable, "PROMETHEUS_MAPPER_YAML", "{e}");
     assert!(e.message.contains("mappings[0].typo: unknown key"), "{e}");
 }
+
+/// A relative path in a variable is opened from the working directory, as upstream opens it,
+/// not from a directory of the generated config's.
+#[test]
+fn relative_paths_stay_relative_to_the_working_directory() {
+    let loaded = load(&env(&[
+        ("USE_STATSD", "false"),
+        ("GRPC_UDS", "run/ratelimit.sock"),
+    ]))
+    .unwrap();
+    let grpc = loaded.settings.grpc.expect("gRPC is on");
+    assert_eq!(
+        grpc.unix_socket.as_deref(),
+        Some(std::path::Path::new("run/ratelimit.sock"))
+    );
+}
+
+/// Of the SDK's two endpoint variables the traces-only one wins, as the exporter reads them:
+/// the general one is then not made `[tracing] endpoint` over it.
+#[test]
+fn the_traces_only_endpoint_variable_is_left_to_the_exporter() {
+    let general = [
+        ("TRACING_ENABLED", "true"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4318"),
+    ];
+    assert_eq!(
+        doc_of(&general).get("tracing", "endpoint").cloned(),
+        s("http://otel:4318")
+    );
+    let both = [
+        general[0],
+        general[1],
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://traces:4318/v1/traces",
+        ),
+    ];
+    assert!(doc_of(&both).get("tracing", "endpoint").is_none());
+}

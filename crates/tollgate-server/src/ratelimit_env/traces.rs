@@ -37,9 +37,15 @@ pub(super) fn tracing(env: &Env, doc: &mut Doc, notes: &mut Notes) -> Result<(),
         Value::Str(protocol.to_owned()),
         &["TRACING_EXPORTER_PROTOCOL"],
     );
-    // Read by the OpenTelemetry exporter itself upstream; unset, the protocol's default.
+    // Read by the OpenTelemetry exporter itself upstream; unset, the protocol's default. The
+    // traces-only variable, when set, takes precedence there: left to the exporter, which
+    // reads it (and checks it at start) the same way.
+    let traces_only = env
+        .raw("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")?
+        .is_some_and(|v| !v.is_empty());
     if let Some(endpoint) = env.raw("OTEL_EXPORTER_OTLP_ENDPOINT")?
         && !endpoint.is_empty()
+        && !traces_only
     {
         doc.set(
             T,

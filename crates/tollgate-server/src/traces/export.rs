@@ -14,8 +14,28 @@ use super::{TracingProtocol, TracingSettings};
 /// The path OTLP/HTTP serves traces on, under the base endpoint.
 const TRACES_PATH: &str = "/v1/traces";
 
+/// The SDKs' variables that name the receiver when `[tracing] endpoint` does not, the first
+/// set taking precedence, as the exporter reads them.
+const ENDPOINT_VARIABLES: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+];
+
 /// The exporter, or why not.
 pub(super) fn exporter(settings: &TracingSettings) -> Result<SpanExporter, String> {
+    if settings.endpoint.is_none() {
+        // The receiver the exporter will take from the environment is checked as the key is:
+        // an `https://` one would fail every export, quietly, since it speaks no TLS.
+        let chosen = ENDPOINT_VARIABLES.iter().find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| (name, v))
+        });
+        if let Some((name, url)) = chosen {
+            super::receiver(&url).map_err(|e| format!("{name}: {e}"))?;
+        }
+    }
     let builder = SpanExporter::builder();
     let built = match settings.protocol {
         TracingProtocol::Http => {

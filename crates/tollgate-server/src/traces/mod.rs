@@ -28,7 +28,7 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 use crate::metrics::Metrics;
 
 pub use queue::{EXPORT_DELAY, MAX_BATCH, MAX_QUEUE};
-pub use settings::{DEFAULT_SERVICE_NAME, TracingProtocol, TracingSettings};
+pub use settings::{DEFAULT_SERVICE_NAME, TracingProtocol, TracingSettings, receiver};
 
 /// The instrumentation scope the spans are reported under.
 const SCOPE: &str = "tollgate";

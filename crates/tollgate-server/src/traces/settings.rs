@@ -100,3 +100,32 @@ mod tests {
         assert_ne!(id, random_uuid().unwrap());
     }
 }
+
+/// An OTLP receiver's URL, as `[tracing] endpoint` or the SDKs' variables give it: `http://`
+/// with a host and no query (the exporter speaks no TLS).
+pub fn receiver(text: &str) -> Result<String, String> {
+    let uri: http::Uri = text.parse().map_err(|e| {
+        format!("{text:?} is not a URL ({e}); write one such as \"http://otel-collector:4318\"")
+    })?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(format!(
+                "{text:?}: TLS to the receiver is not supported; send to a collector on the \
+                 same host or network over http://"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{text:?} needs the scheme http://, as in \"http://otel-collector:4318\""
+            ));
+        }
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("{text:?} has no host"));
+    }
+    if uri.query().is_some() {
+        return Err(format!("{text:?}: a receiver's URL takes no query"));
+    }
+    Ok(text.to_owned())
+}

@@ -24,6 +24,10 @@ descriptors:
       list: [1, a, true, null, 0.5]
   - key: plain
     rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: detailed
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+    metadata: {lost: true}
 ";
 
 fn start(on: bool) -> (tempfile::TempDir, Tollgate) {
@@ -90,7 +94,8 @@ async fn the_answer_carries_upstreams_dynamic_metadata_when_asked() {
 }
 
 /// The metadata of every limit passed, merged: a key the first limit set stays, maps merge
-/// key by key; a limit over is not passed, and one without metadata adds none.
+/// key by key; a limit over is not passed, and one without metadata adds none. Nor does a
+/// `detailed_metric` one: upstream makes it anew for the request, without its metadata.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_of_the_limits_passed_is_merged() {
     let (_dir, server) = start(true);
@@ -102,6 +107,7 @@ async fn the_metadata_of_the_limits_passed_is_merged() {
                 descriptor(&[("k", "v")]),
                 descriptor(&[("m", "x")]),
                 descriptor(&[("plain", "p")]),
+                descriptor(&[("detailed", "d1")]),
             ],
         )
     };

@@ -1,8 +1,8 @@
 //! envoyproxy/ratelimit's Prometheus exporter (`USE_PROMETHEUS`, `[grpc.prometheus]`): on a
 //! listener of its own, at its path, the Envoy front end's counters under the statsd names
-//! upstream emits ([`names`]), turned into Prometheus names and labels by a
+//! upstream emits (`names`), turned into Prometheus names and labels by a
 //! statsd_exporter-style mapping ([`mapper`]: the file `PROMETHEUS_MAPPER_YAML` names, or
-//! upstream's default), in the Prometheus text format ([`text`]).
+//! upstream's default), in the Prometheus text format (`text`).
 //!
 //! The series are those of [`EnvoyMetrics`](super::metrics::EnvoyMetrics), whose count is
 //! bounded there; what each statsd name maps to is kept between scrapes, at most

@@ -36,11 +36,14 @@ pub(super) fn of(
         );
     }
     // The limits passed: counted and not over (a shadow limit over is OK in its status, and
-    // passed, as upstream counts it); unlimited and unmatched descriptors have no limit.
+    // passed, as upstream counts it); unlimited and unmatched descriptors have no limit. A
+    // limit whose metrics key holds the request's values (`detailed_metric`, `value_to_metric`)
+    // brings none: upstream makes those limits anew for the request, without their metadata.
     let mut passed = serde_json::Map::new();
     for (part, status) in parts.iter().zip(statuses) {
         if let Part::Counted { limit, .. } = part
             && status.code != Code::OverLimit as i32
+            && !limit.detailed
             && let Some(metadata) = &limit.rule.metadata
         {
             merge(&mut passed, metadata);

@@ -2,7 +2,8 @@
 //! what its YAML would decode to (envoyproxy/ratelimit converts them to its YAML structs the
 //! same way), then goes through the loader's checks, named by the resource's `name` as a file
 //! is by its path. The protocol has no `value_to_metric` or `share_threshold`: both stay off,
-//! as upstream leaves them; descriptors' `metadata` is not kept (the file loader keeps none).
+//! as upstream leaves them; a descriptor's `metadata` is kept as a file's is (for the answers'
+//! dynamic metadata).
 
 use std::collections::HashMap;
 use std::path::PathBuf;

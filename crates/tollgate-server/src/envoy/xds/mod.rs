@@ -1,7 +1,7 @@
 //! Configuration over xDS (`[grpc.xds]`): Envoy's rules from a management server (Envoy
 //! Gateway's, say) rather than a directory, as envoyproxy/ratelimit's `GRPC_XDS_SOTW` config
 //! type takes them: the resource type `RateLimitConfig`
-//! ([`TYPE_URL`](convert::TYPE_URL)) over an aggregated (ADS), state-of-the-world stream.
+//! ([`TYPE_URL`]) over an aggregated (ADS), state-of-the-world stream.
 //!
 //! Each response holds every config; it is loaded as a directory of files would be
 //! (`convert`, the file loader's checks and messages) and put in force through the same

@@ -109,8 +109,8 @@ pub struct XdsTls {
 
 /// envoyproxy/ratelimit's backoff between streams (jpillora/backoff as it configures it): the
 /// `n`th wait is `initial × factor^n`, jittered uniformly between `initial` and that, and kept
-/// within `[initial, max]`. A factor of 1 or less (its default, 0.5) makes every wait
-/// `initial`.
+/// within `[initial, max]`. A factor above 0 and at most 1 (its default, 0.5) makes every
+/// wait `initial`; 0 or less counts as 2.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     /// The first wait, and the least.

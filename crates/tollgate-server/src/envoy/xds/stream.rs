@@ -5,6 +5,7 @@
 //! while the running config stays.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -20,6 +21,7 @@ use tonic::transport::Channel;
 
 use super::convert::{self, TYPE_URL};
 use super::settings::XdsSettings;
+use crate::descriptors::config::LoadError;
 use crate::envoy::Envoy;
 
 /// What outlives a stream: the version in force, and who waits for the first response.
@@ -46,7 +48,7 @@ pub(super) async fn run(
     channel: Channel,
     settings: &XdsSettings,
     merge_domains: bool,
-    envoy: &Envoy,
+    envoy: &Arc<Envoy>,
     state: &mut State,
     stop: &CancellationToken,
 ) -> Ended {
@@ -99,15 +101,35 @@ pub(super) async fn run(
             Err(status) => return broken(describe(&status), responded),
         };
         responded = true;
-        let reply = apply(&response, merge_domains, envoy, state, &node);
+        // Decoding and checking up to max_message_size of rules is work for a blocking
+        // thread, not for a worker that decisions are queued on.
+        let applied = {
+            let envoy = Arc::clone(envoy);
+            tokio::task::spawn_blocking(move || {
+                let loaded = load(&response, merge_domains, &envoy);
+                (response, loaded)
+            })
+        };
+        let (response, loaded) = tokio::select! {
+            () = stop.cancelled() => return Ended::Shutdown,
+            applied = applied => match applied {
+                Ok(applied) => applied,
+                Err(e) => return broken(format!("loading the config failed: {e}"), responded),
+            },
+        };
+        let reply = reply(&response, loaded, envoy, state, &node);
         if let Some(first) = state.first.take() {
             let _ = first.send(());
         }
-        if requests.send(reply).await.is_err() {
-            return broken(
-                "the stream closed before the reply went".to_owned(),
-                responded,
-            );
+        // A management server that stops reading its side must not hold the client.
+        tokio::select! {
+            () = stop.cancelled() => return Ended::Shutdown,
+            sent = requests.send(reply) => if sent.is_err() {
+                return broken(
+                    "the stream closed before the reply went".to_owned(),
+                    responded,
+                );
+            },
         }
     }
 }
@@ -116,19 +138,28 @@ fn broken(error: String, responded: bool) -> Ended {
     Ended::Broken { error, responded }
 }
 
-/// Loads `response`'s resources and puts them in force, and says so (ACK), or refuses them
-/// (NACK) with the reason, which is logged and counted as a refused file reload is.
-fn apply(
+/// Loads `response`'s resources and puts them in force: the number of resources and domains,
+/// or why they were refused.
+fn load(
     response: &DiscoveryResponse,
     merge_domains: bool,
+    envoy: &Envoy,
+) -> Result<(usize, usize), LoadError> {
+    convert::load(response, merge_domains).and_then(|config| {
+        let (resources, domains) = (config.files(), config.domains());
+        envoy.reload(config).map(|()| (resources, domains))
+    })
+}
+
+/// Says so of a load (ACK), or refuses it (NACK) with the reason, which is logged and counted
+/// as a refused file reload is.
+fn reply(
+    response: &DiscoveryResponse,
+    loaded: Result<(usize, usize), LoadError>,
     envoy: &Envoy,
     state: &mut State,
     node: &Node,
 ) -> DiscoveryRequest {
-    let loaded = convert::load(response, merge_domains).and_then(|config| {
-        let (resources, domains) = (config.files(), config.domains());
-        envoy.reload(config).map(|()| (resources, domains))
-    });
     let error_detail = match loaded {
         Ok((resources, domains)) => {
             envoy.metrics().loaded(true);
