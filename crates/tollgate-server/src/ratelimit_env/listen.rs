@@ -99,7 +99,8 @@ fn grpc_tls(env: &Env, doc: &mut Doc, notes: &mut Notes) -> Result<(), EnvError>
     }
     let ca = env.string("GRPC_CLIENT_TLS_CACERT")?;
     let san = env.string("GRPC_CLIENT_TLS_SAN")?;
-    if !ca.is_empty() {
+    let no_ca = ca.is_empty();
+    if !no_ca {
         doc.set(
             "grpc.tls",
             "client_ca",
@@ -107,7 +108,14 @@ fn grpc_tls(env: &Env, doc: &mut Doc, notes: &mut Notes) -> Result<(), EnvError>
             &["GRPC_CLIENT_TLS_CACERT"],
         );
     }
-    if !san.is_empty() {
+    if !san.is_empty() && no_ca {
+        // Upstream asks for no client certificate without a CA, so the name checks nothing.
+        notes.push(
+            "GRPC_CLIENT_TLS_SAN is ignored: without GRPC_CLIENT_TLS_CACERT no client \
+             certificate is asked for, as upstream asks for none"
+                .to_owned(),
+        );
+    } else if !san.is_empty() {
         doc.set(
             "grpc.tls",
             "client_san",

@@ -387,3 +387,23 @@ fn the_traces_only_endpoint_variable_is_left_to_the_exporter() {
     ];
     assert!(doc_of(&both).get("tracing", "endpoint").is_none());
 }
+
+/// Upstream asks for no client certificate without GRPC_CLIENT_TLS_CACERT: a SAN alone checks
+/// nothing there, and is noted rather than refused here.
+#[test]
+fn a_client_san_without_a_ca_is_noted() {
+    let (d, _, notes) = translate(&env(&[
+        ("GRPC_SERVER_USE_TLS", "true"),
+        ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
+        ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
+        ("GRPC_CLIENT_TLS_SAN", "envoy"),
+    ]))
+    .unwrap();
+    assert!(d.get("grpc.tls", "client_san").is_none());
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("GRPC_CLIENT_TLS_SAN is ignored")),
+        "{notes:?}"
+    );
+}
