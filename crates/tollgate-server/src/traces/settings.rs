@@ -83,24 +83,6 @@ fn random_uuid() -> Result<String, TracesError> {
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_random_instance_id_is_a_version_4_uuid() {
-        let id = random_uuid().unwrap();
-        let parts: Vec<&str> = id.split('-').collect();
-        assert_eq!(
-            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
-            [8, 4, 4, 4, 12]
-        );
-        assert!(parts[2].starts_with('4'), "{id}");
-        assert!(matches!(&parts[3][..1], "8" | "9" | "a" | "b"), "{id}");
-        assert_ne!(id, random_uuid().unwrap());
-    }
-}
-
 /// An OTLP receiver's URL, as `[tracing] endpoint` or the SDKs' variables give it: `http://`
 /// with a host and no query (the exporter speaks no TLS).
 pub fn receiver(text: &str) -> Result<String, String> {
@@ -128,4 +110,22 @@ pub fn receiver(text: &str) -> Result<String, String> {
         return Err(format!("{text:?}: a receiver's URL takes no query"));
     }
     Ok(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_random_instance_id_is_a_version_4_uuid() {
+        let id = random_uuid().unwrap();
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(parts[2].starts_with('4'), "{id}");
+        assert!(matches!(&parts[3][..1], "8" | "9" | "a" | "b"), "{id}");
+        assert_ne!(id, random_uuid().unwrap());
+    }
 }
