@@ -8,6 +8,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{Struct, Value};
 
+use crate::envoy_mtls::{free_port, start_envoy, status};
 use crate::support::Tollgate;
 use crate::support::envoy::{ask, client, configured, descriptor, request, with_hits};
 
@@ -141,24 +142,6 @@ async fn no_dynamic_metadata_by_default() {
     assert_eq!(answer.dynamic_metadata, None);
 }
 
-/// A running Envoy; killed when dropped.
-struct Envoy(std::process::Child);
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Envoy's bootstrap: every request on `port` asks the domain `d` about `k=v`, then goes to
 /// tollgate's `/healthz` on `backend`; the access log at `log` holds the rate-limit filter's
 /// dynamic metadata, one line a request.
@@ -231,61 +214,17 @@ fn bootstrap(port: u16, grpc: u16, backend: u16, log: &std::path::Path) -> Strin
     )
 }
 
-/// The status of `GET /` through Envoy on `port`.
-fn status(port: u16) -> u16 {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"))
-}
-
 #[test]
 fn a_real_envoy_logs_the_dynamic_metadata() {
     use std::time::Duration;
 
-    use crate::support::{self, Stopwatch};
+    use crate::support::Stopwatch;
 
     let (dir, server) = start(true);
     let port = free_port();
     let log = dir.path().join("access.log");
-    let config = support::write(
-        dir.path(),
-        "envoy.yaml",
-        &bootstrap(port, server.grpc_addr().port(), server.addr.port(), &log),
-    );
-    let stderr = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
-    let child = std::process::Command::new("envoy")
-        .args(["-c", config.to_str().unwrap(), "--log-level", "warn"])
-        .args(["--concurrency", "1", "--disable-hot-restart"])
-        .args(["--base-id", &free_port().to_string()])
-        .args(["--file-flush-interval-msec", "50"])
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect(
-            "envoy runs: scripts/test --install puts it in ~/.cache/tollgate/envoy/bin and that on PATH",
-        );
-    let _envoy = Envoy(child);
-    let watch = Stopwatch::start();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            watch.elapsed() < Duration::from_secs(20),
-            "envoy did not listen: {}",
-            std::fs::read_to_string(dir.path().join("envoy.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let config = bootstrap(port, server.grpc_addr().port(), server.addr.port(), &log);
+    let _envoy = start_envoy(dir.path(), "envoy", &config, port);
     assert_eq!(status(port), 200);
     let watch = Stopwatch::start();
     let line = loop {

@@ -146,6 +146,9 @@ pub fn start_envoy(dir: &Path, name: &str, config: &str, port: u16) -> Envoy {
             "--base-id",
             &free_port().to_string(),
             "--disable-hot-restart",
+            // Access logs written within 50 ms, for tests that read them.
+            "--file-flush-interval-msec",
+            "50",
         ])
         .stdout(Stdio::null())
         .stderr(log)
@@ -167,7 +170,7 @@ pub fn start_envoy(dir: &Path, name: &str, config: &str, port: u16) -> Envoy {
 }
 
 /// The status of `GET /` through Envoy.
-fn status(port: u16) -> u16 {
+pub fn status(port: u16) -> u16 {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
