@@ -35,7 +35,7 @@ fn runtime_root() -> tempfile::TempDir {
 }
 
 /// Every listener on a free loopback port, statsd off (upstream's default sink is statsd).
-const PORTS: [(&str, &str); 7] = [
+pub(crate) const PORTS: [(&str, &str); 7] = [
     ("HOST", "127.0.0.1"),
     ("PORT", "0"),
     ("GRPC_HOST", "127.0.0.1"),

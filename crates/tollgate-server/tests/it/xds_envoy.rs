@@ -17,7 +17,7 @@ use envoy_types::pb::ratelimit::config::ratelimit::v3::{RateLimitConfig, RateLim
 use tollgate_testkit::{Seen, TestCa, TestRedis, XdsServer, XdsServerTls};
 
 use crate::envoy_mtls::{free_port, start_envoy};
-use crate::ratelimit_env::ratelimit_program;
+use crate::ratelimit_env::{PORTS, ratelimit_program};
 use crate::support::{Logs, Tollgate};
 use crate::xds_fixtures::{self as fx, LISTENER};
 
@@ -67,18 +67,19 @@ fn start_tollgate(xds: SocketAddr, redis: &TestRedis, certs: &Certs) -> (Tollgat
         ("REDIS_SOCKET_TYPE", "tcp"),
         ("REDIS_URL", redis_url.as_str()),
     ];
-    let test = [
-        ("HOST", "127.0.0.1"),
-        ("PORT", "0"),
-        ("GRPC_HOST", "127.0.0.1"),
-        ("GRPC_PORT", "0"),
-        ("DEBUG_HOST", "127.0.0.1"),
-        ("DEBUG_PORT", "0"),
+    let backoffs = [
         ("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "50ms"),
         ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "100ms"),
         ("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "200ms"),
     ];
-    let env: Vec<(&str, &str)> = envoy_gateway.iter().chain(&test).copied().collect();
+    // The ports (and USE_STATSD=false, which Envoy Gateway sets too) as the environment mode's
+    // own tests give them.
+    let env: Vec<(&str, &str)> = envoy_gateway
+        .iter()
+        .chain(&PORTS)
+        .chain(&backoffs)
+        .copied()
+        .collect();
     Tollgate::start_as(&program, &env)
 }
 
