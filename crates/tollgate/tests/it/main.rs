@@ -20,6 +20,7 @@ mod middleware_stacked;
 mod model;
 mod postgres_conformance;
 mod postgres_exactness;
+mod postgres_failover;
 mod postgres_faults;
 mod postgres_garbage;
 mod postgres_rebase;
