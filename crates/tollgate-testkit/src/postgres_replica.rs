@@ -145,7 +145,12 @@ impl TestPostgresReplica {
         }
         let what = format!("pg_ctl promote ({})", standby.what());
         let log = standby.dir.path().join("setup.log");
-        process::run(pg_ctl, &what, &log, PROMOTE_TIMEOUT + Duration::from_secs(5))?;
+        process::run(
+            pg_ctl,
+            &what,
+            &log,
+            PROMOTE_TIMEOUT + Duration::from_secs(5),
+        )?;
         // pg_ctl returns once the control file says "in production", a moment before the
         // server takes writes: ask it until it has left recovery.
         let mut deadline = Deadline::after(PROMOTE_TIMEOUT);

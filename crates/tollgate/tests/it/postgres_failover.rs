@@ -134,7 +134,10 @@ async fn a_promotion_is_followed_and_decisions_are_exact_again() {
     until(&allowed, after + 200).await;
     stop.store(true, Ordering::Relaxed);
     let seen = sum(tasks).await;
-    assert!(seen.failed > 0, "the switch was answered by the fail policy");
+    assert!(
+        seen.failed > 0,
+        "the switch was answered by the fail policy"
+    );
     assert!(
         seen.slowest <= TIMEOUT + SLACK,
         "a call took {:?}",
@@ -183,7 +186,10 @@ async fn with_a_synchronous_standby_a_failover_grants_no_token_twice() {
     }
     stop.store(true, Ordering::Relaxed);
     let seen = sum(tasks).await;
-    assert!(before < CAPACITY, "the primary died before the bucket ran dry");
+    assert!(
+        before < CAPACITY,
+        "the primary died before the bucket ran dry"
+    );
     // Every grant the primary answered reached the standby before its answer: the bucket the
     // standby took over had them all. (Fewer than CAPACITY when a commit reached the standby
     // and its answer died with the primary: a token lost, never one granted twice.)
