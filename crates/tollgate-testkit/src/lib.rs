@@ -16,6 +16,9 @@
 //!
 //! A missing binary is an error naming the package to install, never a skipped test.
 //!
+//! [`SentinelSet`] is a primary, its replicas and Redis Sentinels (always kit-started), whose
+//! primary a test kills (SIGKILL) or pauses (SIGSTOP) to see a failover.
+//!
 //! [`XdsServer`] is an xDS management server in process (tonic), serving envoyproxy/ratelimit's
 //! `RateLimitConfig` resources over ADS, plain or over mutual TLS, for tests of configuration
 //! over xDS.
@@ -72,6 +75,7 @@ mod proxy;
 mod redis;
 mod resp;
 mod scratch;
+mod sentinel;
 mod tls;
 mod url;
 pub mod xds;
@@ -82,5 +86,6 @@ pub use postgres::TestPostgres;
 pub use proxy::StallProxy;
 pub use redis::TestRedis;
 pub use resp::{RedisTarget, Reply, command_calls, redis_cmd};
+pub use sentinel::SentinelSet;
 pub use tls::TestCa;
 pub use xds::{Seen, XdsServer, XdsServerTls};
