@@ -31,6 +31,7 @@ mod rebase_ports;
 mod redis_cluster;
 mod redis_cluster_nodes;
 mod redis_conformance;
+mod redis_durability;
 mod redis_exactness;
 mod redis_faults;
 mod redis_garbage;

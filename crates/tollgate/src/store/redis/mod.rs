@@ -89,6 +89,7 @@ mod script;
 mod settle;
 #[cfg(feature = "redis-tls")]
 mod tls;
+mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,6 +107,7 @@ use plan::TakeFirst;
 use script::{Keys, Reply, Scripts};
 #[cfg(feature = "redis-tls")]
 pub use tls::RedisTls;
+use wait::Wait;
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
 const LAYOUT_SCRIPT: &str =
@@ -150,6 +152,7 @@ pub struct RedisStoreBuilder {
     max_in_flight: Option<usize>,
     test_clock: Option<Arc<dyn Clock>>,
     per_node: bool,
+    wait: Option<Wait>,
     #[cfg(feature = "redis-tls")]
     tls: Option<RedisTls>,
 }
@@ -210,6 +213,7 @@ impl RedisStore {
             max_in_flight: None,
             test_clock: None,
             per_node: true,
+            wait: None,
             #[cfg(feature = "redis-tls")]
             tls: None,
         }
@@ -294,6 +298,37 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Durability on request (off by default): every script call that writes (each decision
+    /// call, batched or not, and each settlement) is followed on its connection by
+    /// `WAIT replicas timeout`, and its decisions are answered only once `replicas` replicas
+    /// acknowledged the write. When fewer do within `timeout`, they are a transient store error
+    /// (the fail policy answers them), although the primary applied them: failing closed then
+    /// denies what may have been charged, failing open allows what may not have been.
+    ///
+    /// Without it, Redis replicates asynchronously and a primary that dies takes its last
+    /// writes with it: the buckets they charged roll back on the replica promoted in its place,
+    /// and the tokens they granted are granted again (an over-grant). With it, a decision
+    /// answered from the store survives the failover that promotes a replica holding it.
+    ///
+    /// `timeout` must be at least 1 ms and below the store's [`timeout`](Self::timeout), which
+    /// still bounds the whole decision; building refuses otherwise, naming both, and refuses
+    /// the option for a Redis Cluster (`WAIT` would reach a node other than the one a call
+    /// wrote on).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::RedisStore;
+    ///
+    /// let builder = RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .timeout(Duration::from_millis(100))
+    ///     .wait_for_replicas(1, Duration::from_millis(50));
+    /// # drop(builder);
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait = Some(Wait { replicas, timeout });
+        self
+    }
+
     /// Decides at `clock` instead of Redis's `TIME`: for tests that move time by hand. Never in
     /// production: processes with different clocks would disagree about every bucket (feature
     /// `test-util`).
@@ -347,6 +382,15 @@ impl RedisStoreBuilder {
             // Unset, a default applies below, which is never zero.
             self.max_in_flight.unwrap_or(1),
         )?;
+        if let Some(wait) = &self.wait {
+            wait.check(self.timeout)?;
+            if self.urls.len() > 1 {
+                return Err(StoreError::Config(
+                    "RedisStoreBuilder::wait_for_replicas is for one Redis (or Sentinel), not a                      Redis Cluster"
+                        .into(),
+                ));
+            }
+        }
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
             return Err(StoreError::Config(
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
@@ -389,7 +433,8 @@ impl RedisStoreBuilder {
         if connect::any_tls(&infos) && !own_ca {
             connect::trust_roots()?;
         }
-        let scripts = Scripts::new();
+        let mut scripts = Scripts::new();
+        scripts.wait = self.wait;
         let mut nodes = None;
         let connection = if self.urls.len() > 1 {
             let builder = redis::cluster::ClusterClient::builder(self.urls.clone())

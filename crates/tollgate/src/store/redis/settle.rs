@@ -58,10 +58,11 @@ impl SettleIds {
 
 impl RedisStore {
     async fn run(&self, cmd: &redis::Cmd, lua: &Script) -> Result<Value, StoreError> {
+        let wait = self.inner.scripts.wait.as_ref();
         let run = async {
             match self.inner.connection.clone() {
-                Connection::Single(mut c) => script::query(lua, cmd, &mut c, false).await,
-                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c, true).await,
+                Connection::Single(mut c) => script::query(lua, cmd, &mut c, false, wait).await,
+                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c, true, wait).await,
             }
             .map_err(store_error)
         };
