@@ -37,6 +37,7 @@ mod redis_faults;
 mod redis_garbage;
 mod redis_rebase;
 mod redis_runs;
+mod redis_sentinel;
 mod redis_take_first;
 mod redis_windows;
 mod shared_store;

@@ -86,6 +86,8 @@ mod keys;
 mod nodes;
 mod plan;
 mod script;
+mod sentinel;
+mod sentinel_url;
 mod settle;
 #[cfg(feature = "redis-tls")]
 mod tls;
@@ -120,6 +122,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The primary behind Redis Sentinel, followed across failovers.
+    Sentinel(Arc<sentinel::Follower>),
 }
 
 /// Configures a [`RedisStore`].
@@ -391,6 +395,17 @@ impl RedisStoreBuilder {
                 ));
             }
         }
+        let sentinel_url = match &self.urls[..] {
+            [url] if sentinel_url::is_sentinel(url) => Some(sentinel_url::SentinelUrl::parse(url)?),
+            urls if urls.iter().any(|u| sentinel_url::is_sentinel(u)) => {
+                return Err(StoreError::Config(
+                    "a Redis Sentinel URL names the sentinels of one primary: it is no seed \
+                     node of a Redis Cluster"
+                        .into(),
+                ));
+            }
+            _ => None,
+        };
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
             return Err(StoreError::Config(
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
@@ -404,14 +419,20 @@ impl RedisStoreBuilder {
                     .unwrap_or("it does not parse (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])")
             ))
         };
+        // What must answer within the time allowed to reach Redis.
+        let reach = self.timeout.max(Duration::from_secs(1));
+        let mut scripts = Scripts::new();
+        scripts.wait = self.wait;
+        if let Some(url) = sentinel_url {
+            let follower = self.follow(url, reach).await?;
+            return Ok(self.store(Connection::Sentinel(Arc::new(follower)), scripts, None));
+        }
         let infos = self
             .urls
             .iter()
             .map(|url| url.as_str().into_connection_info())
             .collect::<Result<Vec<_>, _>>()
             .map_err(config_error)?;
-        // What must answer within the time allowed to reach Redis.
-        let reach = self.timeout.max(Duration::from_secs(1));
         connect::hosts_resolve(&infos, reach).await?;
         #[cfg(feature = "redis-tls")]
         let own_ca = match &self.tls {
@@ -433,8 +454,6 @@ impl RedisStoreBuilder {
         if connect::any_tls(&infos) && !own_ca {
             connect::trust_roots()?;
         }
-        let mut scripts = Scripts::new();
-        scripts.wait = self.wait;
         let mut nodes = None;
         let connection = if self.urls.len() > 1 {
             let builder = redis::cluster::ClusterClient::builder(self.urls.clone())
@@ -457,7 +476,7 @@ impl RedisStoreBuilder {
         } else {
             #[cfg(feature = "redis-tls")]
             let client = match &self.tls {
-                Some(tls) => tls::client(&self.urls[0], tls),
+                Some(tls) => tls::client(self.urls[0].as_str(), tls),
                 None => redis::Client::open(self.urls[0].as_str()),
             }
             .map_err(config_error)?;
@@ -474,6 +493,55 @@ impl RedisStoreBuilder {
                 ConnectionManager::new_lazy_with_config(client, config).map_err(config_error)?,
             )
         };
+        Ok(self.store(connection, scripts, nodes))
+    }
+
+    /// Checks a Sentinel URL's settings and finds its primary.
+    async fn follow(
+        &self,
+        url: sentinel_url::SentinelUrl,
+        reach: Duration,
+    ) -> Result<sentinel::Follower, StoreError> {
+        crate::store::reach::some_host_resolves("Redis Sentinel", &url.sentinels, reach).await?;
+        #[cfg(feature = "redis-tls")]
+        let own_ca = match &self.tls {
+            Some(tls) if !url.tls => {
+                return Err(StoreError::Config(format!(
+                    "TLS settings ({tls:?}) are given, and the Redis URL is not rediss+sentinel://"
+                )));
+            }
+            Some(tls) => tls.has_ca(),
+            None => false,
+        };
+        #[cfg(not(feature = "redis-tls"))]
+        let own_ca = if url.tls {
+            return Err(StoreError::Config(
+                "the Redis URL asks for TLS (rediss+sentinel://), and this build of tollgate has \
+                 no TLS for Redis (feature redis-tls)"
+                    .into(),
+            ));
+        } else {
+            false
+        };
+        if url.tls && !own_ca {
+            connect::trust_roots()?;
+        }
+        sentinel::Follower::start(sentinel::Settings {
+            url,
+            #[cfg(feature = "redis-tls")]
+            tls: self.tls.clone(),
+            timeout: self.timeout,
+        })
+        .await
+    }
+
+    /// The store over `connection`.
+    fn store(
+        self,
+        connection: Connection,
+        scripts: Scripts,
+        nodes: Option<nodes::Nodes>,
+    ) -> RedisStore {
         let inject_time = self.test_clock.is_some();
         let inner = Arc::new(Inner {
             connection,
@@ -494,7 +562,7 @@ impl RedisStoreBuilder {
         let batcher = self
             .batch
             .then(|| Arc::new(Batcher::new(Arc::clone(&inner), self.max_batch, depth)));
-        Ok(RedisStore { inner, batcher })
+        RedisStore { inner, batcher }
     }
 }
 
@@ -593,15 +661,29 @@ impl Inner {
                         .await?
                         .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
                 },
+                Connection::Sentinel(f) => self
+                    .script(
+                        &mut f.connection(),
+                        false,
+                        Keys::Declared,
+                        now_us,
+                        decisions,
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
             }
         };
         let replies = if bounded {
             tokio::time::timeout(self.timeout, run)
                 .await
-                .unwrap_or(Err(StoreError::Timeout(self.timeout)))?
+                .unwrap_or(Err(StoreError::Timeout(self.timeout)))
         } else {
-            run.await?
+            run.await
         };
+        if let (Err(e), Connection::Sentinel(f)) = (&replies, &self.connection) {
+            f.failed(e);
+        }
+        let replies = replies?;
         if replies.len() != decisions.len() {
             return Err(StoreError::incompatible(
                 "the tollgate script answered a different number of decisions",
@@ -800,6 +882,7 @@ impl Store for RedisStore {
             let reply: Result<String, _> = match self.inner.connection.clone() {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
+                Connection::Sentinel(f) => cmd.query_async(&mut f.connection()).await,
             };
             // Settings that can never work are said as such here, where a program asks
             // before it serves; a decision answers them as an outage.
