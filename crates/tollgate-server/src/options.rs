@@ -5,6 +5,7 @@
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 pub use tollgate::store::postgres::Isolation;
@@ -160,6 +161,16 @@ fn redact(url: &str) -> String {
         })
         .collect();
     format!("{base}?{}", query.join("&"))
+}
+
+/// `[store] wait_replicas` and `wait_timeout_ms`: the Redis store's durability option
+/// (`RedisStoreBuilder::wait_for_replicas`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreWait {
+    /// How many replicas must acknowledge each write.
+    pub replicas: u32,
+    /// How long a call waits for them (below the store timeout).
+    pub timeout: Duration,
 }
 
 /// `[store.tls]`: TLS files of the Redis store's own, for `rediss://` URLs.

@@ -14,6 +14,7 @@ use crate::limiter::Policies;
 use crate::net::{ListenerSettings, limits};
 use crate::options::{
     DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec, StoreTls,
+    StoreWait,
 };
 use crate::resp::RespSettings;
 use crate::traces::TracingSettings;
@@ -73,6 +74,8 @@ pub struct Settings {
     pub store: StoreSpec,
     /// The Redis store's TLS files of its own (`[store.tls]`).
     pub store_tls: Option<StoreTls>,
+    /// The Redis store's durability option (`[store] wait_replicas`, `wait_timeout_ms`).
+    pub store_wait: Option<StoreWait>,
     /// The fail policy.
     pub on_store_error: OnStoreError,
     /// The bound on one store call.
@@ -201,6 +204,7 @@ impl Settings {
             admin: listener(limits::HTTP, |c| &c.admin_listener),
             store,
             store_tls: f.and_then(|c| c.store_tls.clone()),
+            store_wait: f.and_then(|c| c.store_wait),
             on_store_error: cli
                 .on_store_error
                 .or_else(|| f.and_then(|c| c.on_store_error))
@@ -254,6 +258,10 @@ impl Settings {
         );
         differ("store.url", running.store != new.store);
         differ("store.tls", running.store_tls != new.store_tls);
+        differ(
+            "store.wait_replicas or store.wait_timeout_ms",
+            running.store_wait != new.store_wait,
+        );
         differ(
             "store.on_error",
             running.on_store_error != new.on_store_error,

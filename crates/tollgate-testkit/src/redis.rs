@@ -281,6 +281,10 @@ pub(crate) struct RedisServer {
     dir: PathBuf,
     log: PathBuf,
     extra_args: Vec<String>,
+    /// A Sentinel's config file: the server then runs with `--sentinel`, and rewrites the file.
+    sentinel_config: Option<PathBuf>,
+    /// The password the kit's probes give (a Sentinel's `requirepass`).
+    password: Option<String>,
 }
 
 impl RedisServer {
@@ -289,6 +293,27 @@ impl RedisServer {
     pub(crate) fn start(
         dir: PathBuf,
         extra_args: Vec<String>,
+        pick_port: impl FnMut() -> Result<u16, TestkitError>,
+    ) -> Result<Self, TestkitError> {
+        Self::start_with(dir, extra_args, None, None, pick_port)
+    }
+
+    /// Starts a Sentinel (`redis-server CONFIG --sentinel`) whose config file is `config`,
+    /// asking for `password` (its `requirepass`) when given.
+    pub(crate) fn start_sentinel(
+        dir: PathBuf,
+        config: PathBuf,
+        password: Option<String>,
+        pick_port: impl FnMut() -> Result<u16, TestkitError>,
+    ) -> Result<Self, TestkitError> {
+        Self::start_with(dir, Vec::new(), Some(config), password, pick_port)
+    }
+
+    fn start_with(
+        dir: PathBuf,
+        extra_args: Vec<String>,
+        sentinel_config: Option<PathBuf>,
+        password: Option<String>,
         mut pick_port: impl FnMut() -> Result<u16, TestkitError>,
     ) -> Result<Self, TestkitError> {
         let binary = process::find_binary("redis-server", &["/usr/local/bin", "/usr/bin"])
@@ -304,6 +329,8 @@ impl RedisServer {
             binary,
             dir,
             extra_args,
+            sentinel_config,
+            password,
         };
         for _ in 0..PORT_ATTEMPTS {
             server.port = pick_port()?;
@@ -321,8 +348,12 @@ impl RedisServer {
         })
     }
 
+    /// `redis://127.0.0.1:PORT`, with the password when the server asks for one.
     pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
@@ -331,6 +362,17 @@ impl RedisServer {
 
     pub(crate) fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to the running server; nothing when it is stopped.
+    pub(crate) fn signal(&mut self, signal: libc::c_int) -> Result<(), TestkitError> {
+        let what = self.what();
+        match &mut self.process {
+            Some(process) => process
+                .signal(signal)
+                .map_err(|e| TestkitError::io(format!("signalling {what}"), e)),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn stop(&mut self) -> Result<(), TestkitError> {
@@ -367,6 +409,10 @@ impl RedisServer {
             .try_clone()
             .map_err(|e| TestkitError::io("duplicating the Redis log file", e))?;
         let mut cmd = Command::new(&self.binary);
+        if let Some(config) = &self.sentinel_config {
+            // Sentinel reads (and rewrites) a file of its own, named first.
+            cmd.arg(config).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])

@@ -41,6 +41,8 @@ pub(super) struct StoreFile {
     pub(super) timeout: Option<Spanned<String>>,
     pub(super) on_error: Option<OnStoreError>,
     pub(super) max_keys: Option<Spanned<u64>>,
+    pub(super) wait_replicas: Option<Spanned<u64>>,
+    pub(super) wait_timeout_ms: Option<Spanned<u64>>,
     #[serde(default)]
     pub(super) postgres: PostgresFile,
     pub(super) tls: Option<Spanned<StoreTlsFile>>,

@@ -86,9 +86,12 @@ mod keys;
 mod nodes;
 mod plan;
 mod script;
+mod sentinel;
+mod sentinel_url;
 mod settle;
 #[cfg(feature = "redis-tls")]
 mod tls;
+mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,6 +109,7 @@ use plan::TakeFirst;
 use script::{Keys, Reply, Scripts};
 #[cfg(feature = "redis-tls")]
 pub use tls::RedisTls;
+use wait::Wait;
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
 const LAYOUT_SCRIPT: &str =
@@ -118,6 +122,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The primary behind Redis Sentinel, followed across failovers.
+    Sentinel(Arc<sentinel::Follower>),
 }
 
 /// Configures a [`RedisStore`].
@@ -150,6 +156,7 @@ pub struct RedisStoreBuilder {
     max_in_flight: Option<usize>,
     test_clock: Option<Arc<dyn Clock>>,
     per_node: bool,
+    wait: Option<Wait>,
     #[cfg(feature = "redis-tls")]
     tls: Option<RedisTls>,
 }
@@ -210,6 +217,7 @@ impl RedisStore {
             max_in_flight: None,
             test_clock: None,
             per_node: true,
+            wait: None,
             #[cfg(feature = "redis-tls")]
             tls: None,
         }
@@ -294,6 +302,37 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Durability on request (off by default): every script call that writes (each decision
+    /// call, batched or not, and each settlement) is followed on its connection by
+    /// `WAIT replicas timeout`, and its decisions are answered only once `replicas` replicas
+    /// acknowledged the write. When fewer do within `timeout`, they are a transient store error
+    /// (the fail policy answers them), although the primary applied them: failing closed then
+    /// denies what may have been charged, failing open allows what may not have been.
+    ///
+    /// Without it, Redis replicates asynchronously and a primary that dies takes its last
+    /// writes with it: the buckets they charged roll back on the replica promoted in its place,
+    /// and the tokens they granted are granted again (an over-grant). With it, a decision
+    /// answered from the store survives the failover that promotes a replica holding it.
+    ///
+    /// `timeout` must be at least 1 ms and below the store's [`timeout`](Self::timeout), which
+    /// still bounds the whole decision; building refuses otherwise, naming both, and refuses
+    /// the option for a Redis Cluster (`WAIT` would reach a node other than the one a call
+    /// wrote on).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::RedisStore;
+    ///
+    /// let builder = RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .timeout(Duration::from_millis(100))
+    ///     .wait_for_replicas(1, Duration::from_millis(50));
+    /// # drop(builder);
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait = Some(Wait { replicas, timeout });
+        self
+    }
+
     /// Decides at `clock` instead of Redis's `TIME`: for tests that move time by hand. Never in
     /// production: processes with different clocks would disagree about every bucket (feature
     /// `test-util`).
@@ -347,6 +386,26 @@ impl RedisStoreBuilder {
             // Unset, a default applies below, which is never zero.
             self.max_in_flight.unwrap_or(1),
         )?;
+        if let Some(wait) = &self.wait {
+            wait.check(self.timeout)?;
+            if self.urls.len() > 1 {
+                return Err(StoreError::Config(
+                    "RedisStoreBuilder::wait_for_replicas is for one Redis (or Sentinel), not a                      Redis Cluster"
+                        .into(),
+                ));
+            }
+        }
+        let sentinel_url = match &self.urls[..] {
+            [url] if sentinel_url::is_sentinel(url) => Some(sentinel_url::SentinelUrl::parse(url)?),
+            urls if urls.iter().any(|u| sentinel_url::is_sentinel(u)) => {
+                return Err(StoreError::Config(
+                    "a Redis Sentinel URL names the sentinels of one primary: it is no seed \
+                     node of a Redis Cluster"
+                        .into(),
+                ));
+            }
+            _ => None,
+        };
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
             return Err(StoreError::Config(
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
@@ -360,14 +419,20 @@ impl RedisStoreBuilder {
                     .unwrap_or("it does not parse (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])")
             ))
         };
+        // What must answer within the time allowed to reach Redis.
+        let reach = self.timeout.max(Duration::from_secs(1));
+        let mut scripts = Scripts::new();
+        scripts.wait = self.wait;
+        if let Some(url) = sentinel_url {
+            let follower = self.follow(url, reach).await?;
+            return Ok(self.store(Connection::Sentinel(Arc::new(follower)), scripts, None));
+        }
         let infos = self
             .urls
             .iter()
             .map(|url| url.as_str().into_connection_info())
             .collect::<Result<Vec<_>, _>>()
             .map_err(config_error)?;
-        // What must answer within the time allowed to reach Redis.
-        let reach = self.timeout.max(Duration::from_secs(1));
         connect::hosts_resolve(&infos, reach).await?;
         #[cfg(feature = "redis-tls")]
         let own_ca = match &self.tls {
@@ -389,7 +454,6 @@ impl RedisStoreBuilder {
         if connect::any_tls(&infos) && !own_ca {
             connect::trust_roots()?;
         }
-        let scripts = Scripts::new();
         let mut nodes = None;
         let connection = if self.urls.len() > 1 {
             let builder = redis::cluster::ClusterClient::builder(self.urls.clone())
@@ -412,7 +476,7 @@ impl RedisStoreBuilder {
         } else {
             #[cfg(feature = "redis-tls")]
             let client = match &self.tls {
-                Some(tls) => tls::client(&self.urls[0], tls),
+                Some(tls) => tls::client(self.urls[0].as_str(), tls),
                 None => redis::Client::open(self.urls[0].as_str()),
             }
             .map_err(config_error)?;
@@ -429,6 +493,55 @@ impl RedisStoreBuilder {
                 ConnectionManager::new_lazy_with_config(client, config).map_err(config_error)?,
             )
         };
+        Ok(self.store(connection, scripts, nodes))
+    }
+
+    /// Checks a Sentinel URL's settings and finds its primary.
+    async fn follow(
+        &self,
+        url: sentinel_url::SentinelUrl,
+        reach: Duration,
+    ) -> Result<sentinel::Follower, StoreError> {
+        crate::store::reach::some_host_resolves("Redis Sentinel", &url.sentinels, reach).await?;
+        #[cfg(feature = "redis-tls")]
+        let own_ca = match &self.tls {
+            Some(tls) if !url.tls => {
+                return Err(StoreError::Config(format!(
+                    "TLS settings ({tls:?}) are given, and the Redis URL is not rediss+sentinel://"
+                )));
+            }
+            Some(tls) => tls.has_ca(),
+            None => false,
+        };
+        #[cfg(not(feature = "redis-tls"))]
+        let own_ca = if url.tls {
+            return Err(StoreError::Config(
+                "the Redis URL asks for TLS (rediss+sentinel://), and this build of tollgate has \
+                 no TLS for Redis (feature redis-tls)"
+                    .into(),
+            ));
+        } else {
+            false
+        };
+        if url.tls && !own_ca {
+            connect::trust_roots()?;
+        }
+        sentinel::Follower::start(sentinel::Settings {
+            url,
+            #[cfg(feature = "redis-tls")]
+            tls: self.tls.clone(),
+            timeout: self.timeout,
+        })
+        .await
+    }
+
+    /// The store over `connection`.
+    fn store(
+        self,
+        connection: Connection,
+        scripts: Scripts,
+        nodes: Option<nodes::Nodes>,
+    ) -> RedisStore {
         let inject_time = self.test_clock.is_some();
         let inner = Arc::new(Inner {
             connection,
@@ -449,7 +562,7 @@ impl RedisStoreBuilder {
         let batcher = self
             .batch
             .then(|| Arc::new(Batcher::new(Arc::clone(&inner), self.max_batch, depth)));
-        Ok(RedisStore { inner, batcher })
+        RedisStore { inner, batcher }
     }
 }
 
@@ -548,15 +661,29 @@ impl Inner {
                         .await?
                         .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
                 },
+                Connection::Sentinel(f) => self
+                    .script(
+                        &mut f.connection(),
+                        false,
+                        Keys::Declared,
+                        now_us,
+                        decisions,
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
             }
         };
         let replies = if bounded {
             tokio::time::timeout(self.timeout, run)
                 .await
-                .unwrap_or(Err(StoreError::Timeout(self.timeout)))?
+                .unwrap_or(Err(StoreError::Timeout(self.timeout)))
         } else {
-            run.await?
+            run.await
         };
+        if let (Err(e), Connection::Sentinel(f)) = (&replies, &self.connection) {
+            f.failed(e);
+        }
+        let replies = replies?;
         if replies.len() != decisions.len() {
             return Err(StoreError::incompatible(
                 "the tollgate script answered a different number of decisions",
@@ -755,6 +882,7 @@ impl Store for RedisStore {
             let reply: Result<String, _> = match self.inner.connection.clone() {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
+                Connection::Sentinel(f) => cmd.query_async(&mut f.connection()).await,
             };
             // Settings that can never work are said as such here, where a program asks
             // before it serves; a decision answers them as an outage.
