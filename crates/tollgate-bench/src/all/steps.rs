@@ -150,10 +150,19 @@ fn plans() -> Vec<Plan> {
             // Its topologies are its own (a primary and a replica per run): it takes no store.
             BenchName::Failover,
             &[],
-            (&[], 60),
+            (&[], 150),
             (
-                &["--seconds", "0.3", "--clients", "16", "--loads", "hot"],
-                10,
+                &[
+                    "--seconds",
+                    "0.3",
+                    "--clients",
+                    "16",
+                    "--loads",
+                    "hot",
+                    "--faults",
+                    "kill",
+                ],
+                30,
             ),
         ),
     ]

@@ -65,6 +65,8 @@ pub(super) struct Load {
 pub struct Seen {
     /// Decisions the store made.
     pub decided: u64,
+    /// Of them, those that started before the fault.
+    pub decided_before: u64,
     /// Of them, allowed.
     pub allowed: u64,
     /// Decisions the store could not make (an error or its timeout), answered by the fail
@@ -273,15 +275,20 @@ fn seen(
             .sum();
         count as f64 / (SLICE.as_secs_f64() * (b - a) as f64)
     };
+    let fault_slice = (fault_at.as_nanos() / SLICE.as_nanos()) as usize;
     Seen {
         decided: tally.decided.load(Ordering::Relaxed),
+        decided_before: tally.slices[..fault_slice.min(tally.slices.len())]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum(),
         allowed: allowed.iter().sum(),
         fail_policy: tally.fail_policy.load(Ordering::Relaxed),
         fail_policy_allowed: tally.fail_policy_allowed.load(Ordering::Relaxed),
         over_grant,
         exact_again: answering_since.saturating_sub(fault_at).as_secs_f64(),
         fault_took: fault_took.as_secs_f64(),
-        rate_before: rate(WARM.min(fault_at), fault_at),
+        rate_before: rate(WARM.min(fault_at / 2), fault_at),
         // From a moment after the store answered again (its connections remade): the end
         // slice is partial, left out.
         rate_after: rate(answering_since + WARM, ran.saturating_sub(SLICE)),

@@ -4,13 +4,14 @@
 //! the exact bound (the over-grant: the writes the failover lost), and the rates before and
 //! after.
 //!
-//! Each run starts its own topology from the test kit (a PostgreSQL primary with a streaming
-//! standby), so that every fault meets a fresh one. `driver.rs` is the store-agnostic half (the
-//! clients, the fault, the counting); `postgres.rs` the PostgreSQL topology; `report.rs` the
-//! report.
+//! Each run starts its own topology from the test kit (Redis behind three sentinels, a
+//! PostgreSQL primary with a streaming standby), so that every fault meets a fresh one.
+//! `driver.rs` is the store-agnostic half (the clients, the fault, the counting); `redis.rs`
+//! and `postgres.rs` the topologies and their faults; `report.rs` the report.
 
 mod driver;
 mod postgres;
+mod redis;
 mod report;
 
 use std::path::PathBuf;
@@ -20,7 +21,8 @@ use tollgate::Policy;
 use tollgate_testkit::Replication;
 
 pub use driver::{FailPolicy, Seen};
-pub use report::{FailoverReport, Run};
+pub use redis::Fault;
+pub use report::{FailoverReport, RedisCost, Run};
 
 use crate::BenchError;
 use crate::args::seconds;
@@ -63,6 +65,15 @@ impl LoadShape {
     }
 }
 
+/// The stores a run can fail over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailoverStore {
+    /// A Redis primary, two replicas and three sentinels.
+    Redis,
+    /// A PostgreSQL primary and a streaming standby.
+    Postgres,
+}
+
 /// Arguments of `tollgate-bench failover`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct FailoverArgs {
@@ -75,6 +86,12 @@ pub struct FailoverArgs {
     /// the loads, one run each per fault
     #[arg(long, value_delimiter = ',', default_value = "hot,many")]
     pub loads: Vec<LoadShape>,
+    /// the stores to fail over
+    #[arg(long, value_delimiter = ',', default_value = "redis,postgres")]
+    pub stores: Vec<FailoverStore>,
+    /// what is done to the Redis primary, one run each (PostgreSQL's is always killed)
+    #[arg(long, value_delimiter = ',', default_value = "kill,pause")]
+    pub faults: Vec<Fault>,
     /// directory to write failover.md to
     #[arg(long, default_value = "bench-report")]
     pub out: PathBuf,
@@ -84,19 +101,43 @@ pub struct FailoverArgs {
 /// report. A line per run goes to stderr.
 pub async fn run_failover(args: &FailoverArgs) -> Result<FailoverReport, BenchError> {
     let phase = seconds(args.seconds, "--seconds")?;
-    if args.clients == 0 || args.loads.is_empty() {
+    if args.clients == 0 || args.loads.is_empty() || args.stores.is_empty() {
         return Err(BenchError::Args(
-            "--clients must be at least 1, and --loads name one load at least".into(),
+            "--clients must be at least 1, and --loads and --stores name one at least".into(),
+        ));
+    }
+    let redis = args.stores.contains(&FailoverStore::Redis);
+    if redis && args.faults.is_empty() {
+        return Err(BenchError::Args(
+            "--faults must name one fault at least".into(),
         ));
     }
     let mut runs = Vec::new();
+    let mut done = |run: Run| {
+        eprintln!("{}", run.line());
+        runs.push(run);
+    };
     for &shape in &args.loads {
-        for replication in [Replication::Asynchronous, Replication::Synchronous] {
-            let load = shape.load(args.clients, FailPolicy::Open)?;
-            let run = postgres::run(replication, &load, shape.name(), phase, phase).await?;
-            eprintln!("{}", run.line());
-            runs.push(run);
+        let open = shape.load(args.clients, FailPolicy::Open)?;
+        if redis {
+            for &fault in &args.faults {
+                for durable in [false, true] {
+                    done(redis::run(fault, durable, &open, shape.name(), phase, phase).await?);
+                }
+            }
         }
+        if args.stores.contains(&FailoverStore::Postgres) {
+            for replication in [Replication::Asynchronous, Replication::Synchronous] {
+                done(postgres::run(replication, &open, shape.name(), phase, phase).await?);
+            }
+        }
+    }
+    if redis {
+        // The same failover answered by `deny`: the fail policy allows nothing.
+        let shape = args.loads[0];
+        let deny = shape.load(args.clients, FailPolicy::Deny)?;
+        let fault = args.faults[0];
+        done(redis::run(fault, false, &deny, shape.name(), phase, phase).await?);
     }
     let report = FailoverReport {
         clients: args.clients,

@@ -45,6 +45,7 @@ pub(super) async fn run(
     .await?;
     drop(pair);
     Ok(Run {
+        redis: None,
         store: "PostgreSQL",
         fault: "primary killed, standby promoted",
         durability: if synchronous {

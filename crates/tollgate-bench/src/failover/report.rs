@@ -27,6 +27,18 @@ pub struct Run {
     pub failover_s: f64,
     /// What the clients saw.
     pub seen: Seen,
+    /// On Redis, what the primary spent per decision before the fault.
+    pub redis: Option<RedisCost>,
+}
+
+/// What Redis spent per decision (`INFO commandstats` of the primary, from the start of the
+/// load to the fault).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RedisCost {
+    /// Commands clients sent (`EVALSHA`, `WAIT`) per decision.
+    pub calls: f64,
+    /// Microseconds Redis spent executing them, per decision.
+    pub us: f64,
 }
 
 impl Run {
@@ -125,14 +137,46 @@ impl FailoverReport {
                 self.timeout.as_millis()
             )],
             goals: self.goals(),
-            sections: vec![Section::table(
-                "Each run",
-                Vec::new(),
-                Table::new(&columns, rows),
-            )],
+            sections: vec![
+                Section::table("Each run", Vec::new(), Table::new(&columns, rows)),
+                self.durability_cost(),
+            ],
             notes: notes(),
             charts: Vec::new(),
         }
+    }
+
+    /// The Redis runs' decisions before the fault, durability off and on side by side.
+    fn durability_cost(&self) -> Section {
+        let rows = self.runs.iter().filter_map(|r| {
+            let cost = r.redis?;
+            Some(vec![
+                r.durability.into(),
+                r.fault.into(),
+                r.load.into(),
+                format!("{:.0}", r.seen.rate_before),
+                format!("{:.3}", cost.calls),
+                format!("{:.2}", cost.us),
+            ])
+        });
+        let columns = [
+            ("Redis writes", Left),
+            ("run", Left),
+            ("load", Left),
+            ("decisions/s", Right),
+            ("Redis calls/decision", Right),
+            ("Redis µs/decision", Right),
+        ];
+        Section::table(
+            "What durability costs a decision on Redis",
+            vec![
+                "Before each fault: the store's decisions per second, and the commands clients \
+                 sent the primary (`EVALSHA`, and `WAIT` with durability) and the time Redis \
+                 spent executing them (`INFO commandstats`), per decision."
+                    .into(),
+            ],
+            Table::new(&columns, rows),
+        )
     }
 
     fn goals(&self) -> Vec<Goal> {
