@@ -227,11 +227,11 @@ impl FailoverReport {
         for r in self.runs.iter().filter(|r| !r.durable) {
             goals.push(Goal {
                 goal: format!(
-                    "Without durability, the over-grant reported: {}, {}",
-                    r.store, r.load
+                    "Without durability, the over-grant reported: {}, {}, {}",
+                    r.store, r.fault, r.load
                 ),
                 measured: format!(
-                    "{} tokens over the bound, of {} allowed",
+                    "{} over the bound, of {} tokens allowed",
                     r.seen.over_grant, r.seen.allowed
                 ),
                 met: None,
