@@ -180,7 +180,8 @@ pub struct ServeArgs {
     pub envoy_merge_domain_config: bool,
 
     /// The store: `memory`, `redis://HOST:PORT[/DB]`, `rediss://...` (TLS), several
-    /// comma-separated redis:// URLs (the seed nodes of a Redis Cluster), or
+    /// comma-separated redis:// URLs (the seed nodes of a Redis Cluster), Redis Sentinel
+    /// (`redis+sentinel://HOST:26379,HOST:26379/MASTER_NAME`), or
     /// `postgres://USER@HOST:PORT/DB`.
     #[arg(long, default_value = "memory", value_parser = StoreSpec::parse)]
     pub store: StoreSpec,

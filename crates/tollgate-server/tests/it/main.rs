@@ -41,6 +41,7 @@ mod resp;
 mod resp_conversation;
 mod resp_decoder;
 mod security;
+mod sentinel;
 mod store_config;
 mod tls;
 mod traces;

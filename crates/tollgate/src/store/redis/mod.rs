@@ -74,6 +74,39 @@
 //! [`per_node(false)`](RedisStoreBuilder::per_node), each key has its own queue and calls are per
 //! slot; the store logs (with `tracing`, at info) which it uses when it starts.
 
+//!
+//! **Redis Sentinel.** `redis+sentinel://[USER:PASSWORD@]HOST:26379[,HOST:26379...]/MASTER_NAME[/DB]`
+//! (and `rediss+sentinel://`, TLS to the sentinels and to Redis, [`RedisTls`] applying to both)
+//! names a primary that Sentinel watches: the user information is Redis's own, and the
+//! sentinels' credentials are the query's `sentinel_username` and `sentinel_password`. The store
+//! asks the sentinels for the primary, checks that it says so (`ROLE`), and follows it when it
+//! moves: on the sentinels' `+switch-master`, on a call that fails (`READONLY`, a connection
+//! lost, a timeout), and once a second. Building refuses what can never work
+//! ([`StoreError::Config`]): sentinel host names that do not resolve, a master name unknown to
+//! every sentinel that answers, credentials a sentinel refuses; no sentinel answering (asked 10
+//! times, 200 ms apart) is a transient error. Until the new primary is in use, calls fail within the timeout and the
+//! fail policy answers them; a call is never sent twice, and the scripts are loaded on the new
+//! primary by the first call that meets `NOSCRIPT`.
+//!
+//! What a failover does to the rest, the primary being asynchronously replicated (unless
+//! [`wait_for_replicas`](RedisStoreBuilder::wait_for_replicas) says otherwise):
+//!
+//! - **the deny cache** holds facts about the old primary's buckets, and keeps them until their
+//!   deadlines: where the new primary rolled a bucket back, a cached denial denies what it would
+//!   allow (an under-grant, for at most the denial's retry time), never the reverse, since only
+//!   denials are cached;
+//! - **batching**: a batch in flight at the switch fails whole (every decision of it answered by
+//!   the fail policy); it may have been applied on the old primary or not, and is not sent again;
+//! - **leases** (`tollgate-server`'s `lease = true`, [`Leased`](crate::store::lease::Leased)):
+//!   the tokens a lease holds were paid on the old primary; if that payment rolled back, the
+//!   bucket on the new primary holds them again while the lease still spends them: the rollback's
+//!   over-grant includes them, at most the leases outstanding (each at most an eighth of the
+//!   bucket). A return that fails at the switch is lost, an under-grant.
+//!
+//! Without waiting for replicas, what the old primary had not yet sent its replicas when it died
+//! is lost, and the buckets it charged are charged again: one more burst at most per bucket, for
+//! the writes of the last moment before the failure.
+
 // Not API: the instruction-count benchmark's way in (tollgate-instructions), behind a feature
 // of its own and hidden from the docs.
 #[cfg(feature = "__bench")]

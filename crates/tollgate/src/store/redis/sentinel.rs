@@ -6,7 +6,9 @@
 //! primary (`ROLE` answers `master`, as the Sentinel client specification asks: a sentinel may
 //! lag behind a failover) wins. Building the store needs one such answer: a URL whose host
 //! names do not resolve, a master name no sentinel that answered knows, and credentials a
-//! sentinel refused are a [`StoreError::Config`]; no sentinel answering is transient.
+//! sentinel refused are a [`StoreError::Config`]; no sentinel answering, or none naming a node
+//! that says it is the primary, is asked again 10 times, 200 ms apart (each question bounded by
+//! the store timeout, at least 1 s), then is a transient error.
 //!
 //! **Following.** The store holds one connection to the primary at a time (shared by every
 //! call, as for one Redis). It asks the sentinels again
@@ -43,6 +45,8 @@ use crate::StoreError;
 const PERIOD: Duration = Duration::from_secs(1);
 /// The least time between two discoveries that failures ask for.
 const PAUSE: Duration = Duration::from_millis(100);
+/// How many times building asks the sentinels before it gives up on a transient failure.
+const STARTING_TRIES: u32 = 10;
 
 /// What a connection needs besides its address.
 #[derive(Clone)]
@@ -58,7 +62,7 @@ pub(crate) struct Settings {
 impl Settings {
     /// The bound on one question to a sentinel or a node while discovering.
     fn ask_within(&self) -> Duration {
-        self.timeout.max(Duration::from_millis(500))
+        self.timeout.max(Duration::from_secs(1))
     }
 
     /// A client of `host:port` with `auth`, over TLS when the URL says so.
@@ -272,7 +276,17 @@ impl Drop for Follower {
 impl Follower {
     /// Discovers the primary and connects to it, then follows it.
     pub(crate) async fn start(settings: Settings) -> Result<Follower, StoreError> {
-        let address = discover(&settings).await?;
+        // A failover under way, or sentinels slow to answer, pass: asked again for a while.
+        let mut tries = STARTING_TRIES;
+        let address = loop {
+            match discover(&settings).await {
+                Err(e) if e.is_transient() && tries > 1 => {
+                    tries -= 1;
+                    tokio::time::sleep(PAUSE * 2).await;
+                }
+                found => break found?,
+            }
+        };
         let connection = connect(&settings, &address)?;
         tracing::info!(
             "Redis Sentinel: the primary of {:?} is {}:{}",
