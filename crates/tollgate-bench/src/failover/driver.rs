@@ -188,7 +188,7 @@ async fn decide<S: Store>(client: usize, store: &S, tally: &Tally, load: &Load) 
         let name = format!("failover:{key}");
         let started = tally.clock.elapsed();
         let answer = store
-            .decide(&[Check::new(load.policy.clone(), name.as_bytes(), 1)])
+            .decide(&[Check::new(load.policy, name.as_bytes(), 1)])
             .await;
         let ended = tally.clock.elapsed();
         let took = ended.saturating_sub(started).as_nanos() as u64;

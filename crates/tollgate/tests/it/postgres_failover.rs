@@ -53,14 +53,14 @@ fn load(
 ) -> Vec<tokio::task::JoinHandle<Seen>> {
     (0..WORKERS)
         .map(|_| {
-            let (store, policy) = (store.clone(), policy.clone());
+            let (store, policy) = (store.clone(), *policy);
             let (stop, allowed) = (Arc::clone(stop), Arc::clone(allowed));
             tokio::spawn(async move {
                 let clock = MonotonicClock::new();
                 let mut seen = Seen::default();
                 while !stop.load(Ordering::Relaxed) {
                     let start = clock.now();
-                    let answer = store.decide(&[Check::new(policy.clone(), key, 1)]).await;
+                    let answer = store.decide(&[Check::new(policy, key, 1)]).await;
                     seen.slowest = seen.slowest.max(Duration::from(clock.now() - start));
                     match answer {
                         Ok(verdict) if verdict.allowed() => {
@@ -232,6 +232,6 @@ async fn an_unlogged_table_is_empty_on_the_promoted_standby() {
 
 /// One token of `policy` on `key`: allowed or not, `None` when the store could not answer.
 async fn one(store: &PostgresStore, policy: &Policy, key: &[u8]) -> Option<bool> {
-    let answer = store.decide(&[Check::new(policy.clone(), key, 1)]).await;
+    let answer = store.decide(&[Check::new(*policy, key, 1)]).await;
     answer.ok().map(|v| v.allowed())
 }

@@ -68,8 +68,8 @@ impl PostgresStore {
     /// primary dies are answered by the fail policy and never sent again (a serialization
     /// failure is the only error retried). Without a synchronous standby the commits of the
     /// primary's last moment are lost with it (see
-    /// [`synchronous_commit`](Self::synchronous_commit)), and an
-    /// [`unlogged`](Self::unlogged) table is empty on the standby.
+    /// [`synchronous_commit`](PostgresStoreBuilder::synchronous_commit)), and an
+    /// [`unlogged`](PostgresStoreBuilder::unlogged) table is empty on the standby.
     pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
         PostgresStoreBuilder {
             url: url.into(),
