@@ -25,10 +25,7 @@ fn hourly(n: u64) -> Policy {
 async fn allowed(store: &RedisStore, policy: &Policy, key: &[u8], tries: usize) -> usize {
     let mut allowed = 0;
     for _ in 0..tries {
-        let verdict = store
-            .decide(&[Check::new(policy.clone(), key, 1)])
-            .await
-            .unwrap();
+        let verdict = store.decide(&[Check::new(*policy, key, 1)]).await.unwrap();
         allowed += usize::from(verdict.allowed());
     }
     allowed
@@ -138,13 +135,13 @@ impl Load {
         };
         let tasks = (0..workers)
             .map(|_| {
-                let (store, policy) = (store.clone(), policy.clone());
+                let (store, policy) = (store.clone(), *policy);
                 let (allowed, errors) = (load.allowed.clone(), load.errors.clone());
                 let (slowest, stop) = (load.slowest.clone(), load.stop.clone());
                 tokio::spawn(async move {
                     loop {
                         let start = Instant::now();
-                        let result = store.decide(&[Check::new(policy.clone(), key, 1)]).await;
+                        let result = store.decide(&[Check::new(policy, key, 1)]).await;
                         let took = start.elapsed().as_millis() as usize;
                         slowest.fetch_max(took, Ordering::Relaxed);
                         match result {
@@ -183,7 +180,7 @@ async fn until_answered(store: &RedisStore) -> Duration {
     let start = Instant::now();
     let policy = hourly(1_000_000);
     while store
-        .decide(&[Check::new(policy.clone(), b"probe", 1)])
+        .decide(&[Check::new(policy, b"probe", 1)])
         .await
         .is_err()
     {
@@ -287,7 +284,7 @@ async fn waiting_for_a_replica_grants_nothing_twice_across_a_killed_primary() {
     let mut drain_allowed = 0;
     loop {
         assert!(drained.elapsed() < FAILOVER, "the bucket never ran dry");
-        match store.decide(&[Check::new(policy.clone(), b"hot", 1)]).await {
+        match store.decide(&[Check::new(policy, b"hot", 1)]).await {
             Ok(v) if v.allowed() => drain_allowed += 1,
             Ok(_) => break,
             Err(_) => drain_errors += 1,
