@@ -175,8 +175,8 @@ impl SentinelSet {
         MASTER_NAME
     }
 
-    /// The port of the primary: the first node until [`wait_for_new_primary`]
-    /// (Self::wait_for_new_primary) sees another promoted.
+    /// The port of the primary: the first node until
+    /// [`wait_for_new_primary`](Self::wait_for_new_primary) sees another promoted.
     pub fn primary_port(&self) -> u16 {
         self.nodes[self.primary].port()
     }

@@ -212,6 +212,40 @@ async fn a_killed_primary_is_followed_without_a_decision_hanging() {
     assert_eq!(allowed_after(&store, 5).await, 5);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_primary_is_left_and_its_stale_return_ignored() {
+    let mut set = SentinelSet::start(1, 3).unwrap();
+    let store = RedisStore::builder(set.url())
+        .timeout(TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    let load = Load::start(&store, &hourly(1_000_000), b"busy", 4);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let old_url = set.primary_url();
+    // Frozen: its connections stay open and nothing answers, past down-after-milliseconds.
+    set.pause_primary().unwrap();
+    new_primary(&mut set);
+    until_answered(&store).await;
+    // Woken, it still thinks it is the primary until the sentinels turn it into a replica.
+    set.resume_old_primary().unwrap();
+    let start = Instant::now();
+    loop {
+        let said = tollgate_testkit::redis_cmd(&old_url, &[b"ROLE"]).unwrap();
+        if matches!(&said, tollgate_testkit::Reply::Array(r)
+            if r.first().and_then(|x| x.as_str()) == Some("slave"))
+        {
+            break;
+        }
+        assert!(start.elapsed() < FAILOVER, "{said:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (allowed, _errors, slowest) = load.finish().await;
+    assert!(allowed > 0);
+    assert!(slowest <= TIMEOUT + SLACK, "a decision took {slowest:?}");
+    assert_eq!(allowed_after(&store, 5).await, 5);
+}
+
 /// Allowed decisions of a fresh key under a limit of `limit` an hour, asked `limit + 3` times.
 async fn allowed_after(store: &RedisStore, limit: u64) -> usize {
     let key: &[u8] = b"after-the-switch";
