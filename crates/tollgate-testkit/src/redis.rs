@@ -55,7 +55,8 @@ enum Also {
 enum Inner {
     Owned {
         // Declared before `dir`: the server dies before its directory is removed.
-        server: RedisServer,
+        // Boxed: an external server holds a URL only.
+        server: Box<RedisServer>,
         url: String,
         /// What it listens on besides plain TCP.
         also: Also,
@@ -95,7 +96,7 @@ impl TestRedis {
         Ok(Self {
             inner: Inner::Owned {
                 url: server.url(),
-                server,
+                server: Box::new(server),
                 also: Also::Nothing,
                 dir,
             },
@@ -118,7 +119,7 @@ impl TestRedis {
         Ok(Self {
             inner: Inner::Owned {
                 url: server.url(),
-                server,
+                server: Box::new(server),
                 also: Also::Unix(socket),
                 dir,
             },
@@ -173,7 +174,7 @@ impl TestRedis {
         Ok(Self {
             inner: Inner::Owned {
                 url: server.url(),
-                server,
+                server: Box::new(server),
                 also: Also::Tls(Tls {
                     url: format!("rediss://localhost:{tls_port}"),
                     ca: files.ca,
@@ -281,9 +282,16 @@ pub(crate) struct RedisServer {
     dir: PathBuf,
     log: PathBuf,
     extra_args: Vec<String>,
-    /// A Sentinel's config file: the server then runs with `--sentinel`, and rewrites the file.
-    sentinel_config: Option<PathBuf>,
-    /// The password the kit's probes give (a Sentinel's `requirepass`).
+    /// Set for a Sentinel (boxed: most servers are not).
+    sentinel: Option<Box<SentinelMode>>,
+}
+
+/// What a Sentinel runs with besides a plain server's arguments.
+#[derive(Debug)]
+struct SentinelMode {
+    /// Its config file: the server runs with `--sentinel`, and rewrites the file.
+    config: PathBuf,
+    /// The password the kit's probes give (its `requirepass`).
     password: Option<String>,
 }
 
@@ -295,7 +303,7 @@ impl RedisServer {
         extra_args: Vec<String>,
         pick_port: impl FnMut() -> Result<u16, TestkitError>,
     ) -> Result<Self, TestkitError> {
-        Self::start_with(dir, extra_args, None, None, pick_port)
+        Self::start_with(dir, extra_args, None, pick_port)
     }
 
     /// Starts a Sentinel (`redis-server CONFIG --sentinel`) whose config file is `config`,
@@ -306,14 +314,14 @@ impl RedisServer {
         password: Option<String>,
         pick_port: impl FnMut() -> Result<u16, TestkitError>,
     ) -> Result<Self, TestkitError> {
-        Self::start_with(dir, Vec::new(), Some(config), password, pick_port)
+        let sentinel = SentinelMode { config, password };
+        Self::start_with(dir, Vec::new(), Some(Box::new(sentinel)), pick_port)
     }
 
     fn start_with(
         dir: PathBuf,
         extra_args: Vec<String>,
-        sentinel_config: Option<PathBuf>,
-        password: Option<String>,
+        sentinel: Option<Box<SentinelMode>>,
         mut pick_port: impl FnMut() -> Result<u16, TestkitError>,
     ) -> Result<Self, TestkitError> {
         let binary = process::find_binary("redis-server", &["/usr/local/bin", "/usr/bin"])
@@ -329,8 +337,7 @@ impl RedisServer {
             binary,
             dir,
             extra_args,
-            sentinel_config,
-            password,
+            sentinel,
         };
         for _ in 0..PORT_ATTEMPTS {
             server.port = pick_port()?;
@@ -350,7 +357,7 @@ impl RedisServer {
 
     /// `redis://127.0.0.1:PORT`, with the password when the server asks for one.
     pub(crate) fn url(&self) -> String {
-        match &self.password {
+        match self.sentinel.as_ref().and_then(|s| s.password.as_ref()) {
             Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
             None => format!("redis://127.0.0.1:{}", self.port),
         }
@@ -409,9 +416,9 @@ impl RedisServer {
             .try_clone()
             .map_err(|e| TestkitError::io("duplicating the Redis log file", e))?;
         let mut cmd = Command::new(&self.binary);
-        if let Some(config) = &self.sentinel_config {
+        if let Some(sentinel) = &self.sentinel {
             // Sentinel reads (and rewrites) a file of its own, named first.
-            cmd.arg(config).arg("--sentinel");
+            cmd.arg(&sentinel.config).arg("--sentinel");
         }
         cmd.arg("--port")
             .arg(self.port.to_string())

@@ -175,8 +175,8 @@ impl SentinelSet {
         MASTER_NAME
     }
 
-    /// The port of the primary: the first node until [`wait_for_new_primary`]
-    /// (Self::wait_for_new_primary) sees another promoted.
+    /// The port of the primary: the first node until
+    /// [`wait_for_new_primary`](Self::wait_for_new_primary) sees another promoted.
     pub fn primary_port(&self) -> u16 {
         self.nodes[self.primary].port()
     }
@@ -230,11 +230,7 @@ impl SentinelSet {
         let old = self.primary_port();
         let mut deadline = Deadline::after(timeout);
         loop {
-            let named: Vec<u16> = self
-                .sentinels
-                .iter()
-                .filter_map(|s| master_addr(s))
-                .collect();
+            let named: Vec<u16> = self.sentinels.iter().filter_map(master_addr).collect();
             let majority = self.sentinels.len() / 2 + 1;
             for &port in &named {
                 if port == old || named.iter().filter(|&&p| p == port).count() < majority {

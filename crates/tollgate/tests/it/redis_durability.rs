@@ -49,7 +49,7 @@ async fn with_a_replica_in_sync_decisions_are_exact() {
     let mut allowed = 0;
     for _ in 0..15 {
         let verdict = store
-            .decide(&[Check::new(policy.clone(), b"alice", 1)])
+            .decide(&[Check::new(policy, b"alice", 1)])
             .await
             .unwrap();
         allowed += usize::from(verdict.allowed());

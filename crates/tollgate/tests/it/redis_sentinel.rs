@@ -25,10 +25,7 @@ fn hourly(n: u64) -> Policy {
 async fn allowed(store: &RedisStore, policy: &Policy, key: &[u8], tries: usize) -> usize {
     let mut allowed = 0;
     for _ in 0..tries {
-        let verdict = store
-            .decide(&[Check::new(policy.clone(), key, 1)])
-            .await
-            .unwrap();
+        let verdict = store.decide(&[Check::new(*policy, key, 1)]).await.unwrap();
         allowed += usize::from(verdict.allowed());
     }
     allowed
@@ -138,13 +135,13 @@ impl Load {
         };
         let tasks = (0..workers)
             .map(|_| {
-                let (store, policy) = (store.clone(), policy.clone());
+                let (store, policy) = (store.clone(), *policy);
                 let (allowed, errors) = (load.allowed.clone(), load.errors.clone());
                 let (slowest, stop) = (load.slowest.clone(), load.stop.clone());
                 tokio::spawn(async move {
                     loop {
                         let start = Instant::now();
-                        let result = store.decide(&[Check::new(policy.clone(), key, 1)]).await;
+                        let result = store.decide(&[Check::new(policy, key, 1)]).await;
                         let took = start.elapsed().as_millis() as usize;
                         slowest.fetch_max(took, Ordering::Relaxed);
                         match result {
@@ -183,7 +180,7 @@ async fn until_answered(store: &RedisStore) -> Duration {
     let start = Instant::now();
     let policy = hourly(1_000_000);
     while store
-        .decide(&[Check::new(policy.clone(), b"probe", 1)])
+        .decide(&[Check::new(policy, b"probe", 1)])
         .await
         .is_err()
     {
@@ -212,6 +209,40 @@ async fn a_killed_primary_is_followed_without_a_decision_hanging() {
     assert!(allowed > 0);
     assert!(slowest <= TIMEOUT + SLACK, "a decision took {slowest:?}");
     // Exact again on the new primary, which never had our scripts loaded.
+    assert_eq!(allowed_after(&store, 5).await, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_primary_is_left_and_its_stale_return_ignored() {
+    let mut set = SentinelSet::start(1, 3).unwrap();
+    let store = RedisStore::builder(set.url())
+        .timeout(TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    let load = Load::start(&store, &hourly(1_000_000), b"busy", 4);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let old_url = set.primary_url();
+    // Frozen: its connections stay open and nothing answers, past down-after-milliseconds.
+    set.pause_primary().unwrap();
+    new_primary(&mut set);
+    until_answered(&store).await;
+    // Woken, it still thinks it is the primary until the sentinels turn it into a replica.
+    set.resume_old_primary().unwrap();
+    let start = Instant::now();
+    loop {
+        let said = tollgate_testkit::redis_cmd(&old_url, &[b"ROLE"]).unwrap();
+        if matches!(&said, tollgate_testkit::Reply::Array(r)
+            if r.first().and_then(|x| x.as_str()) == Some("slave"))
+        {
+            break;
+        }
+        assert!(start.elapsed() < FAILOVER, "{said:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (allowed, _errors, slowest) = load.finish().await;
+    assert!(allowed > 0);
+    assert!(slowest <= TIMEOUT + SLACK, "a decision took {slowest:?}");
     assert_eq!(allowed_after(&store, 5).await, 5);
 }
 
@@ -287,7 +318,7 @@ async fn waiting_for_a_replica_grants_nothing_twice_across_a_killed_primary() {
     let mut drain_allowed = 0;
     loop {
         assert!(drained.elapsed() < FAILOVER, "the bucket never ran dry");
-        match store.decide(&[Check::new(policy.clone(), b"hot", 1)]).await {
+        match store.decide(&[Check::new(policy, b"hot", 1)]).await {
             Ok(v) if v.allowed() => drain_allowed += 1,
             Ok(_) => break,
             Err(_) => drain_errors += 1,

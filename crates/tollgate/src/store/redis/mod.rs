@@ -238,8 +238,9 @@ struct Inner {
 }
 
 impl RedisStore {
-    /// A store on one Redis (`redis://host:port/db`), or on a cluster when given several node
-    /// URLs through [`RedisStoreBuilder::cluster`].
+    /// A store on one Redis (`redis://host:port/db`), on the primary behind Redis Sentinel
+    /// (`redis+sentinel://host:26379,host:26379/MASTER_NAME`, see [the module](crate::store::redis)), or
+    /// on a cluster when given several node URLs through [`RedisStoreBuilder::cluster`].
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder {
             urls: vec![url.into()],
@@ -919,7 +920,11 @@ impl Store for RedisStore {
             };
             // Settings that can never work are said as such here, where a program asks
             // before it serves; a decision answers them as an outage.
-            let layout = reply.map_err(error::setup_error)?;
+            let layout = reply.map_err(error::setup_error);
+            if let (Err(e), Connection::Sentinel(f)) = (&layout, &self.inner.connection) {
+                f.failed(e);
+            }
+            let layout = layout?;
             if layout != keys::LAYOUT {
                 return Err(StoreError::incompatible(format!(
                     "this Redis holds tollgate layout {layout:?} ({}), this tollgate writes \
