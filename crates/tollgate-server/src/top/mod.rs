@@ -20,6 +20,8 @@
 //! Reloads: a policy (or domain) that stays keeps its summary, its numbers changed or not, as
 //! its buckets keep their state; one removed drops it; a renamed one starts anew.
 
+#[cfg(test)]
+mod accuracy;
 pub mod space_saving;
 pub mod summary;
 pub mod windows;
