@@ -64,24 +64,37 @@ fn check_against(windows: &Windows, window: Window, exact: &HashMap<Vec<u8>, u64
     let bound = n / capacity;
     let read = windows.read(window);
     let top = read.top();
-    let listed: HashMap<&[u8], (u64, u64)> = top
-        .iter()
-        .map(|c| (&*c.key, (c.count, c.error)))
-        .collect();
+    let listed: HashMap<&[u8], (u64, u64)> =
+        top.iter().map(|c| (&*c.key, (c.count, c.error))).collect();
     assert!(read.len() <= capacity as usize);
     let mut heavy = 0;
     for (key, &count) in exact {
         if count > bound {
             heavy += 1;
-            assert!(listed.contains_key(&key[..]), "{window:?}: {key:?} ({count} > {bound}) is not listed");
+            assert!(
+                listed.contains_key(&key[..]),
+                "{window:?}: {key:?} ({count} > {bound}) is not listed"
+            );
         }
     }
-    assert!(heavy > 3, "{window:?}: the traffic is skewed: {heavy} keys above {bound}");
+    assert!(
+        heavy > 3,
+        "{window:?}: the traffic is skewed: {heavy} keys above {bound}"
+    );
     for (key, &(count, error)) in &listed {
         let truth = exact.get(*key).copied().unwrap_or(0);
-        assert!(count >= truth, "{window:?}: {key:?} counted {count} < {truth}");
-        assert!(count - error <= truth, "{window:?}: {key:?} {count} - {error} > {truth}");
-        assert!(error <= n.div_ceil(capacity), "{window:?}: {key:?} error {error} > N/m = {n}/{capacity}");
+        assert!(
+            count >= truth,
+            "{window:?}: {key:?} counted {count} < {truth}"
+        );
+        assert!(
+            count - error <= truth,
+            "{window:?}: {key:?} {count} - {error} > {truth}"
+        );
+        assert!(
+            error <= n.div_ceil(capacity),
+            "{window:?}: {key:?} error {error} > N/m = {n}/{capacity}"
+        );
     }
 }
 
@@ -142,8 +155,16 @@ fn a_flood_of_unique_keys_keeps_the_counters_and_bytes_within_the_bound() {
         }
     }
     assert!(most_seen.0 <= 20 * CAPACITY, "{} counters", most_seen.0);
-    assert!(most_seen.0 >= 10 * CAPACITY, "the flood filled the slices: {}", most_seen.0);
-    assert!(most_seen.1 <= most_bytes, "{} bytes > {most_bytes}", most_seen.1);
+    assert!(
+        most_seen.0 >= 10 * CAPACITY,
+        "the flood filled the slices: {}",
+        most_seen.0
+    );
+    assert!(
+        most_seen.1 <= most_bytes,
+        "{} bytes > {most_bytes}",
+        most_seen.1
+    );
     // Nothing stands out in a flood: each key was seen once, and so is counted at most
     // N / capacity above it.
     let read = summary.read(Window::Hour, By::Denied);
