@@ -44,6 +44,7 @@ mod security;
 mod sentinel;
 mod store_config;
 mod tls;
+mod top;
 mod traces;
 mod xds;
 mod xds_envoy;
