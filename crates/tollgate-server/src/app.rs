@@ -12,6 +12,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tollgate::StoreError;
 
+use crate::console::{self, Console, Listening, Loads};
 use crate::envoy::{self, Envoy};
 use crate::error::ServeError;
 use crate::limiter::{Limiter, StoreHealth};
@@ -23,11 +24,13 @@ use crate::net::tls::Tls;
 use crate::settings::Settings;
 use crate::{api, reload, resp, store, web};
 
-/// The server's state, its store open: the decision core, and Envoy's front end if it is on.
+/// The server's state, its store open: the decision core, Envoy's front end if it is on, and
+/// the operator's console.
 pub struct App {
     settings: Settings,
     limiter: Arc<Limiter>,
     envoy: Option<(Arc<Envoy>, crate::descriptors::config::Snapshot)>,
+    console: Arc<Console>,
 }
 
 impl App {
@@ -124,10 +127,18 @@ impl App {
             }
             _ => None,
         };
+        let loads = Arc::new(Loads::default());
+        let source = settings.config.as_ref().map_or_else(
+            || "(no config file: the defaults and the command line)".to_owned(),
+            |path| path.display().to_string(),
+        );
+        loads.record(console::now_ms(), source, "start", Ok(()));
+        let console = Arc::new(Console::new(Arc::clone(&limiter), loads));
         Ok(App {
             settings,
             limiter,
             envoy,
+            console,
         })
     }
 
@@ -141,10 +152,16 @@ impl App {
         &self.settings
     }
 
-    /// Every HTTP route: the API, and Envoy's `/json` and `/rlconfig` when gRPC is on; each
-    /// request authenticated first when `[auth]` has tokens.
+    /// The operator's console: its page, its status, the config loads it lists.
+    pub fn console(&self) -> &Arc<Console> {
+        &self.console
+    }
+
+    /// Every HTTP route: the API, the console, and Envoy's `/json` and `/rlconfig` when gRPC is
+    /// on; each request authenticated first when `[auth]` has tokens.
     pub fn router(&self) -> Router {
-        let router = api::router(Arc::clone(&self.limiter));
+        let router = api::router(Arc::clone(&self.limiter))
+            .merge(console::routes(Arc::clone(&self.console)));
         let router = match &self.envoy {
             Some((envoy, _)) => router
                 .merge(envoy::json::routes(Arc::clone(envoy)))
@@ -168,9 +185,10 @@ impl App {
         web::auth::authenticate(router, Arc::clone(&self.limiter))
     }
 
-    /// The operators' routes: buckets, policies, metrics, `/rlconfig`.
+    /// The operators' routes: buckets, policies, metrics, the console, `/rlconfig`.
     fn admin_router(&self) -> Router {
-        let router = api::admin_router(Arc::clone(&self.limiter));
+        let router = api::admin_router(Arc::clone(&self.limiter))
+            .merge(console::routes(Arc::clone(&self.console)));
         let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,
@@ -291,6 +309,16 @@ impl Server {
             },
             _ => None,
         };
+        app.console.listening(listening(
+            &http,
+            [
+                ("resp", &resp),
+                ("admin", &admin),
+                ("prometheus", &prometheus),
+            ],
+            grpc.as_ref().map(|bound| bound.addr),
+            grpc_unix.as_ref().map(|(_, path)| path.as_path()),
+        ));
         Ok(Server {
             app,
             http,
@@ -383,6 +411,7 @@ impl Server {
             settings,
             limiter,
             envoy,
+            console,
         } = self.app;
         if let Some(resp) = self.resp {
             listeners.spawn(resp::serve(
@@ -442,6 +471,7 @@ impl Server {
                 settings,
                 Arc::clone(&limiter),
                 envoy,
+                Arc::clone(console.loads()),
                 shutdown.clone(),
             ));
         }
@@ -461,6 +491,38 @@ impl Server {
         }
         served.map_err(ServeError::Http)
     }
+}
+
+/// The listeners as the console lists them, by the names their connections are counted under:
+/// gRPC's TCP and Unix listeners share one.
+fn listening<const N: usize>(
+    http: &Bound,
+    others: [(&'static str, &Option<Bound>); N],
+    grpc: Option<SocketAddr>,
+    grpc_unix: Option<&Path>,
+) -> Vec<Listening> {
+    let mut listeners = vec![Listening {
+        name: "http",
+        address: http.addr.to_string(),
+    }];
+    let unix = grpc_unix.map(|path| format!("unix:{}", path.display()));
+    let grpc = match (grpc.map(|addr| addr.to_string()), unix) {
+        (Some(tcp), Some(unix)) => Some(format!("{tcp}, {unix}")),
+        (tcp, unix) => tcp.or(unix),
+    };
+    if let Some(address) = grpc {
+        listeners.push(Listening {
+            name: "grpc",
+            address,
+        });
+    }
+    listeners.extend(others.into_iter().filter_map(|(name, bound)| {
+        bound.as_ref().map(|bound| Listening {
+            name,
+            address: bound.addr.to_string(),
+        })
+    }));
+    listeners
 }
 
 /// Connections the kernel completes and queues before they are accepted: a burst, or a moment

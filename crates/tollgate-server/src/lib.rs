@@ -32,6 +32,7 @@ pub mod auth;
 pub mod cli;
 mod commands;
 pub mod config;
+pub mod console;
 pub mod descriptors;
 pub mod envoy;
 mod error;

@@ -207,6 +207,11 @@ impl Limiter {
         self.live.load_full()
     }
 
+    /// The store's health as its calls report it.
+    pub fn store_health(&self) -> &StoreHealth {
+        &self.health
+    }
+
     /// The metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics

@@ -1,0 +1,402 @@
+//! Issue 49: the operator's console, in a real headless Chromium (Debian's `chromium` and
+//! `chromium-driver`, driven over WebDriver by the test kit) against a real server with an admin
+//! listener and tokens. The page asks for a token, shows a policy's top denied key after a
+//! burst (a key chosen to be markup shows as text), offers a reset only to an admin token, and
+//! the reset, confirmed, empties the bucket; the browser's console stays free of errors (a
+//! Content-Security-Policy violation would be one). The screenshot is kept in
+//! `target/artifacts/console.png`, and `TOLLGATE_UPDATE_SCREENSHOT=1` writes it to
+//! `docs/img/console.png` as well, for docs/operations.md.
+//!
+//! `GET /v1/status` and the page's headers are tested without a browser.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use tollgate_testkit::webdriver::Browser;
+
+use crate::support::{Stopwatch, Tollgate};
+
+const APP: &str = "app-3b9e51c07d2a";
+const VIEWER: &str = "viewer-7f14d2a8c6";
+const OPS: &str = "ops-e60a9c3b17f5";
+
+/// A key that would run a script if the page wrote it as markup.
+const MARKUP: &str = "<img src=x onerror=\"window.pwned=1\">";
+
+/// How long the page gets to show what the test waits for (it polls every second).
+const WAIT: Duration = Duration::from_secs(15);
+
+/// A config with an admin listener, the policy `api` (a burst of 5, 1 an hour: a burst of
+/// checks is denied past 5), and three tokens: `app` decides, `viewer` reads, `ops` resets.
+fn configured() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, secret) in [("app", APP), ("viewer", VIEWER), ("ops", OPS)] {
+        std::fs::write(dir.path().join(name), secret).unwrap();
+    }
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &path,
+        "[admin]\nlisten = \"127.0.0.1:0\"\n\n\
+         [policies.api]\ncapacity = 5\nrefill = 1\nperiod = \"1h\"\n\n\
+         [auth.tokens.app]\nsecret_file = \"app\"\nscopes = [\"check\"]\n\n\
+         [auth.tokens.viewer]\nsecret_file = \"viewer\"\nscopes = [\"read\"]\n\n\
+         [auth.tokens.ops]\nsecret_file = \"ops\"\nscopes = [\"read\", \"admin\"]\n",
+    )
+    .unwrap();
+    (dir, path)
+}
+
+/// `POST /v1/check` of `key` under `api` on the data port: the status and the body.
+async fn check(client: &Client, server: &Tollgate, key: &str) -> (StatusCode, Value) {
+    let response = client
+        .post(format!("http://{}/v1/check", server.addr))
+        .bearer_auth(APP)
+        .body(json!({"policy": "api", "key": key}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap(),
+    )
+}
+
+/// The rows of `api`'s top denied keys, as the page shows them: key, count and error bound.
+const TOP_ROWS: &str = "return [...document.querySelectorAll('[data-policy=\"api\"] tr.top-key')]\
+    .map(r => ({key: r.cells[0].textContent, count: Number(r.cells[1].textContent), \
+    error: Number(r.cells[2].textContent.replace('≤ ', '')), \
+    reset: r.querySelector('button.reset') !== null}));";
+
+async fn top_rows(browser: &Browser) -> Vec<Value> {
+    let rows = browser.execute(TOP_ROWS, &[]).await.unwrap();
+    rows.as_array().cloned().unwrap_or_default()
+}
+
+/// Types `secret` into the token form and sends it.
+async fn sign_in(browser: &Browser, secret: &str) {
+    browser
+        .until(
+            WAIT,
+            "return !document.getElementById('token-form').hidden;",
+            &[],
+        )
+        .await
+        .unwrap();
+    let input = browser.find("#token").await.unwrap();
+    browser.type_into(&input, secret).await.unwrap();
+    browser
+        .click(&browser.find("#token-use").await.unwrap())
+        .await
+        .unwrap();
+}
+
+/// Asserts the browser's console holds no error since the last look.
+async fn no_console_errors(browser: &Browser, when: &str) {
+    let severe = browser.severe_logs().await.unwrap();
+    assert!(severe.is_empty(), "console errors {when}: {severe:#?}");
+}
+
+fn artifacts() -> PathBuf {
+    // `target/tmp` for integration tests: the artifacts go beside it.
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("artifacts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_who_is_denied_and_an_admin_resets_their_bucket_in_chromium() {
+    let (_dir, config) = configured();
+    let server = Tollgate::start(&["--config", config.to_str().unwrap()]);
+    let admin = server.admin_addr();
+    let client = Client::new();
+    let browser = Browser::start().await.unwrap_or_else(|e| panic!("{e}"));
+    browser.goto(&format!("http://{admin}/")).await.unwrap();
+
+    // The page asks for a token before it asks the server anything.
+    sign_in(&browser, VIEWER).await;
+    browser
+        .until(
+            WAIT,
+            "return document.querySelector('[data-policy=\"api\"]') !== null \
+             && document.getElementById('who').textContent;",
+            &[],
+        )
+        .await
+        .unwrap();
+
+    // A burst: 20 checks of `mallory` (5 allowed, 15 denied), 7 of the markup key (2 denied).
+    for (key, checks) in [("mallory", 20), (MARKUP, 7)] {
+        for i in 0..checks {
+            let (status, body) = check(&client, &server, key).await;
+            let expected = if i < 5 {
+                StatusCode::OK
+            } else {
+                StatusCode::TOO_MANY_REQUESTS
+            };
+            assert_eq!(status, expected, "check {i} of {key}: {body}");
+        }
+    }
+    let shown = browser
+        .until(
+            WAIT,
+            &format!(
+                "const rows = (function () {{ {TOP_ROWS} }})(); \
+                 return rows.some(r => r.key === 'mallory' && r.count >= 15) \
+                 && rows.some(r => r.key === {MARKUP:?}) ? rows : null;"
+            ),
+            &[],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("top denied keys of api, as the page shows them: {shown}");
+    let rows = shown.as_array().unwrap();
+    let mallory = rows.iter().find(|r| r["key"] == "mallory").unwrap();
+    let (count, error) = (
+        mallory["count"].as_u64().unwrap(),
+        mallory["error"].as_u64().unwrap(),
+    );
+    assert!(
+        count >= 15 && count - error <= 15,
+        "15 denials shown as {count} ± {error}"
+    );
+    assert_eq!(rows[0]["key"], "mallory", "the most denied first: {shown}");
+    // The markup key is text: no element was made of it, and its script never ran.
+    let injected = browser
+        .execute(
+            "return document.querySelectorAll('img').length + (window.pwned ? 100 : 0);",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(injected, json!(0));
+    // A read token may not reset: the page offers no button.
+    assert!(rows.iter().all(|r| r["reset"] == false), "{shown}");
+    // The rest of the page: the store, the admin listener with its cap, the load at start.
+    let text = browser
+        .execute("return document.querySelector('main').innerText;", &[])
+        .await
+        .unwrap();
+    let text = text.as_str().unwrap();
+    for expected in ["memory", "healthy", &admin.to_string(), "in force", "start"] {
+        assert!(
+            text.contains(expected),
+            "{expected:?} not on the page:\n{text}"
+        );
+    }
+    no_console_errors(&browser, "reading").await;
+
+    // An admin token: each key gets a reset button, which asks first.
+    browser
+        .click(&browser.find("#token-forget").await.unwrap())
+        .await
+        .unwrap();
+    sign_in(&browser, OPS).await;
+    browser
+        .until(
+            WAIT,
+            "return document.querySelector('[data-policy=\"api\"] tr.top-key button.reset') \
+             !== null;",
+            &[],
+        )
+        .await
+        .unwrap();
+    let png = browser.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a screenshot that is no PNG");
+    let dir = artifacts();
+    std::fs::create_dir_all(&dir).unwrap();
+    let kept = dir.join("console.png");
+    std::fs::write(&kept, &png).unwrap();
+    println!("screenshot of the console: {}", kept.display());
+    if std::env::var_os("TOLLGATE_UPDATE_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img/console.png");
+        std::fs::write(&docs, &png).unwrap();
+        println!("and in {}", docs.display());
+    }
+
+    let index = top_rows(&browser)
+        .await
+        .iter()
+        .position(|r| r["key"] == "mallory")
+        .unwrap();
+    let button = browser
+        .find(&format!(
+            "[data-policy=\"api\"] tr.top-key:nth-of-type({}) button.reset",
+            index + 2
+        ))
+        .await
+        .unwrap();
+    browser.click(&button).await.unwrap();
+    let asked = browser.dialog_text().await.unwrap().unwrap_or_default();
+    assert!(
+        asked.contains("mallory") && asked.contains("api"),
+        "the confirmation: {asked:?}"
+    );
+    browser.accept_dialog().await.unwrap();
+    browser
+        .until(
+            WAIT,
+            "const m = document.getElementById('message'); \
+             return !m.hidden && m.textContent.startsWith('Reset') && m.textContent;",
+            &[],
+        )
+        .await
+        .unwrap();
+    // The bucket is full again: the next check takes one of 5.
+    let (status, body) = check(&client, &server, "mallory").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["remaining"], 4, "{body}");
+    no_console_errors(&browser, "resetting").await;
+    browser.quit().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_status_lists_policies_store_listeners_and_loads_for_a_read_token() {
+    let (_dir, config) = configured();
+    let server = Tollgate::start(&["--config", config.to_str().unwrap()]);
+    let admin = server.admin_addr();
+    let client = Client::new();
+    for i in 0..7 {
+        check(&client, &server, &format!("k{}", i % 6)).await;
+    }
+    for _ in 0..6 {
+        check(&client, &server, "k0").await;
+    }
+    let status = |token: Option<&'static str>| {
+        let mut request = client.get(format!("http://{admin}/v1/status"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move { request.send().await.unwrap() }
+    };
+    assert_eq!(status(None).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(status(Some(APP)).await.status(), StatusCode::FORBIDDEN);
+    let answer = status(Some(VIEWER)).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    let body: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    let api = &body["policies"][0];
+    assert_eq!(api["name"], "api", "{body}");
+    assert_eq!(
+        (
+            &api["capacity"],
+            &api["refill"],
+            &api["period_ms"],
+            &api["algorithm"]
+        ),
+        (
+            &json!(5),
+            &json!(1),
+            &json!(3_600_000),
+            &json!("token_bucket")
+        )
+    );
+    // k0 twice and k1..k5 once, all allowed; then k0 six times more: 3 allowed (5 in all).
+    assert_eq!(
+        (&api["allowed"], &api["denied"]),
+        (&json!(10), &json!(3)),
+        "{body}"
+    );
+    let store = &body["store"];
+    assert_eq!(
+        (&store["kind"], &store["healthy"]),
+        (&json!("memory"), &json!(true))
+    );
+    assert_eq!(store["errors"], 0);
+    assert_eq!(store["latency_ms"]["calls"], 13, "{body}");
+    assert!(store["latency_ms"]["p99"].as_f64().is_some(), "{body}");
+    let listeners = body["listeners"].as_array().unwrap();
+    let named = |name: &str| listeners.iter().find(|l| l["name"] == name).cloned();
+    let http = named("http").unwrap();
+    assert_eq!(http["address"], server.addr.to_string());
+    assert_eq!(http["cap"], 10_000);
+    let admin_listener = named("admin").unwrap();
+    assert_eq!(admin_listener["address"], admin.to_string());
+    assert!(
+        admin_listener["connections"].as_i64().unwrap() >= 1,
+        "{body}"
+    );
+    let loads = body["loads"].as_array().unwrap();
+    assert_eq!(loads.len(), 1, "{body}");
+    assert_eq!(loads[0]["trigger"], "start");
+    assert_eq!(loads[0]["ok"], true);
+    assert_eq!(loads[0]["source"], config.display().to_string());
+    assert_eq!(
+        body["caller"],
+        json!({"token": "viewer", "scopes": ["read"]})
+    );
+
+    // A refused reload is listed first, with its error; the good config stays.
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{good}\n[policies.broken]\ncapacity = 0\nrefill = 1\nperiod = \"1s\"\n"),
+    )
+    .unwrap();
+    let stopwatch = Stopwatch::start();
+    let refused = loop {
+        let text = status(Some(VIEWER)).await.text().await.unwrap();
+        let body: Value = serde_json::from_str(&text).unwrap();
+        if body["loads"].as_array().unwrap().len() == 2 {
+            break body;
+        }
+        let waited = stopwatch.elapsed();
+        assert!(waited < WAIT, "no second load after {waited:?}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let load = &refused["loads"][0];
+    assert_eq!(load["ok"], false, "{refused}");
+    let error = load["error"].as_str().unwrap();
+    assert!(error.contains("capacity"), "{error}");
+    assert_eq!(refused["loads"][1]["trigger"], "start");
+}
+
+#[tokio::test]
+async fn the_page_is_served_without_a_token_under_a_strict_policy() {
+    let (_dir, config) = configured();
+    let server = Tollgate::start(&["--config", config.to_str().unwrap()]);
+    let client = Client::new();
+    let page = client
+        .get(format!("http://{}/", server.admin_addr()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let header = |name: &str| {
+        page.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let csp = header("content-security-policy");
+    assert!(
+        csp.starts_with("default-src 'none'; script-src 'sha256-"),
+        "{csp}"
+    );
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    assert_eq!(header("cache-control"), "no-store");
+    assert!(header("content-type").starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("data-tokens=\"required\""),
+        "the page is told tokens are asked"
+    );
+    // The data port points at the admin listener for the console's paths.
+    for path in ["/", "/v1/status"] {
+        let moved = client
+            .get(format!("http://{}{path}", server.addr))
+            .bearer_auth(VIEWER)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(moved.status(), StatusCode::NOT_FOUND);
+        let body = moved.text().await.unwrap();
+        assert!(
+            body.contains(&server.admin_addr().to_string()),
+            "{path}: {body}"
+        );
+    }
+}
