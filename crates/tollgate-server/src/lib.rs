@@ -46,6 +46,7 @@ mod reload;
 pub mod resp;
 pub mod settings;
 pub mod store;
+pub mod top;
 pub mod traces;
 mod watch;
 pub mod web;

@@ -97,6 +97,8 @@ pub struct Settings {
     pub auth: Tokens,
     /// OpenTelemetry spans over OTLP, if `[tracing] enabled`.
     pub tracing: Option<TracingSettings>,
+    /// The keys each summary of who is limited lists, if `[top] enabled` (the default).
+    pub top: Option<usize>,
 }
 
 impl Settings {
@@ -228,6 +230,7 @@ impl Settings {
             grpc,
             auth: f.map(|c| c.auth.clone()).unwrap_or_default(),
             tracing: f.and_then(|c| tracing(&c.tracing)),
+            top: top(f.map(|c| c.top).unwrap_or_default()),
             overrides,
         }
     }
@@ -265,6 +268,7 @@ impl Settings {
         differ("resp.listen", running.resp_listen != new.resp_listen);
         differ("resp", running.resp != new.resp);
         differ("tracing", running.tracing != new.tracing);
+        differ("top", running.top != new.top);
         differ(
             "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config, [grpc.xds] \
              or [grpc.prometheus]",
@@ -276,6 +280,14 @@ impl Settings {
         );
         changed
     }
+}
+
+/// `[top]`'s capacity over its default, when it is enabled (as it is by default).
+fn top(given: crate::config::TopConfig) -> Option<usize> {
+    given
+        .enabled
+        .unwrap_or(true)
+        .then(|| given.capacity.unwrap_or(crate::top::DEFAULT_CAPACITY))
 }
 
 /// `[tracing]` over its defaults, when it is enabled.

@@ -31,6 +31,8 @@ pub(super) struct File {
     pub(super) auth: AuthFile,
     #[serde(default)]
     pub(super) tracing: TracingFile,
+    #[serde(default)]
+    pub(super) top: TopFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }
 
@@ -227,6 +229,14 @@ pub(super) struct TracingFile {
     pub(super) service_namespace: Option<String>,
     pub(super) service_instance_id: Option<String>,
     pub(super) sampling_rate: Option<Spanned<f64>>,
+}
+
+/// `[top]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TopFile {
+    pub(super) enabled: Option<bool>,
+    pub(super) capacity: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -27,6 +27,7 @@ mod policies;
 mod prometheus;
 mod read;
 mod redact;
+mod top;
 mod traces;
 mod xds;
 
@@ -43,6 +44,7 @@ pub use listener::ListenerGiven;
 pub use read::MAX_FILE_BYTES;
 pub(crate) use read::read;
 use toml::Spanned;
+pub use top::TopConfig;
 pub use traces::TracingConfig;
 
 use crate::auth::{Secret, Tokens};
@@ -97,6 +99,8 @@ pub struct Config {
     pub auth: Tokens,
     /// `[tracing]`.
     pub tracing: TracingConfig,
+    /// `[top]`.
+    pub top: TopConfig,
     /// What is allowed but unwise (a short `[resp] password`): `config check` prints them.
     pub warnings: Vec<String>,
 }
@@ -359,6 +363,7 @@ impl Config {
             &refuse,
         )?;
         let tracing = traces::given(file.tracing, &refuse)?;
+        let top = top::given(file.top, &refuse)?;
         let mut warnings = Vec::new();
         if let Some(password) = &file.resp.password
             && password.len() < auth::MIN_SECRET
@@ -401,6 +406,7 @@ impl Config {
             policies,
             auth,
             tracing,
+            top,
         })
     }
 }

@@ -44,6 +44,7 @@ mod resp_decoder;
 mod security;
 mod store_config;
 mod tls;
+mod top;
 mod traces;
 mod xds;
 mod xds_envoy;
