@@ -400,3 +400,19 @@ async fn the_page_is_served_without_a_token_under_a_strict_policy() {
         );
     }
 }
+
+/// The check of the console's silence can fail: an error in a page's script, and one it
+/// logs, are read back from the browser.
+#[tokio::test]
+async fn the_browser_console_reports_a_pages_errors() {
+    let browser = Browser::start().await.unwrap_or_else(|e| panic!("{e}"));
+    browser
+        .goto("data:text/html,<script>console.error('logged'); undefined_name();</script>")
+        .await
+        .unwrap();
+    let severe = browser.severe_logs().await.unwrap();
+    let said: Vec<&str> = severe.iter().map(|e| e.message.as_str()).collect();
+    assert!(said.iter().any(|m| m.contains("logged")), "{said:?}");
+    assert!(said.iter().any(|m| m.contains("undefined_name")), "{said:?}");
+    browser.quit().await.unwrap();
+}
