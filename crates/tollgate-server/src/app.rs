@@ -134,6 +134,17 @@ impl App {
             |path| path.display().to_string(),
         );
         loads.record(console::now_ms(), source, "start", Ok(()));
+        if let Some((envoy, _)) = &envoy {
+            if let Some(dir) = &envoy.loaded().settings.config_dir {
+                loads.record(
+                    console::now_ms(),
+                    dir.display().to_string(),
+                    "start",
+                    Ok(()),
+                );
+            }
+            envoy.note_loads_in(Arc::clone(&loads));
+        }
         let console = Arc::new(Console::new(Arc::clone(&limiter), loads));
         Ok(App {
             settings,

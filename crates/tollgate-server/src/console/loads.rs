@@ -1,5 +1,6 @@
-//! The last config loads, good and refused, for the console: the load at start and each
-//! reload of the config file, newest first, at most [`MAX_LOADS`] kept.
+//! The last config loads, good and refused, for the console, newest first, at most
+//! [`MAX_LOADS`] kept: the config file at start and at each reload, and Envoy's rules, from
+//! their directory (at start and at each reload) or over xDS (each version received).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -17,9 +18,10 @@ pub const MAX_ERROR_BYTES: usize = 4096;
 pub struct Load {
     /// When, in milliseconds since the UNIX epoch.
     pub at_ms: u64,
-    /// What was read: the config file's path.
+    /// What was read: the config file's path, the Envoy directory's, or `xDS version "V"`.
     pub source: String,
-    /// What started it: `start`, `SIGHUP` or `the file changed`.
+    /// What started it: `start`, `SIGHUP`, `the file changed` (the config file), `the files
+    /// changed` (the Envoy directory) or `xDS`.
     pub trigger: &'static str,
     /// Why it was refused (the running config then stayed in force); `None` when it was put in
     /// force.

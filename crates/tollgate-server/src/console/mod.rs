@@ -9,8 +9,8 @@
 //! hashes are computed once), and it writes every string from the server as text, never as
 //! markup: keys are chosen by clients.
 //!
-//! The config loads it shows are recorded in [`Loads`]: the one at start and every reload of
-//! the config file, good or refused.
+//! The config loads it shows are recorded in [`Loads`]: the config file at start and at every
+//! reload, and Envoy's rules (their directory, or each version over xDS), good or refused.
 
 mod latency;
 mod loads;

@@ -401,6 +401,53 @@ async fn the_page_is_served_without_a_token_under_a_strict_policy() {
     }
 }
 
+#[tokio::test]
+async fn the_loads_of_the_envoy_directory_are_listed_good_and_refused() {
+    let (dir, path) = crate::support::envoy::configured(
+        "listen = \"127.0.0.1:0\"",
+        &[(
+            "a.yaml",
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 100}\n",
+        )],
+    );
+    let server = Tollgate::start(&["--config", path.to_str().unwrap()]);
+    let client = Client::new();
+    let envoy = dir.path().join("envoy");
+    let loads = || {
+        let request = client
+            .get(format!("http://{}/v1/status", server.addr))
+            .send();
+        async move {
+            let text = request.await.unwrap().text().await.unwrap();
+            let body: Value = serde_json::from_str(&text).unwrap();
+            body["loads"].as_array().cloned().unwrap()
+        }
+    };
+    let at_start = loads().await;
+    let sources: Vec<&Value> = at_start.iter().map(|l| &l["source"]).collect();
+    assert_eq!(
+        sources,
+        [
+            &json!(envoy.display().to_string()),
+            &json!(path.display().to_string())
+        ]
+    );
+    std::fs::write(envoy.join("b.yaml"), "domain: e\ndescriptors: [oops\n").unwrap();
+    let stopwatch = Stopwatch::start();
+    let refused = loop {
+        let now = loads().await;
+        if now.len() == 3 {
+            break now;
+        }
+        assert!(stopwatch.elapsed() < WAIT, "no refused load: {now:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused[0]["source"], envoy.display().to_string());
+    assert_eq!(refused[0]["ok"], false);
+    let error = refused[0]["error"].as_str().unwrap();
+    assert!(error.contains("b.yaml"), "{error}");
+}
+
 /// The check of the console's silence can fail: an error in a page's script, and one it
 /// logs, are read back from the browser.
 #[tokio::test]
@@ -413,6 +460,9 @@ async fn the_browser_console_reports_a_pages_errors() {
     let severe = browser.severe_logs().await.unwrap();
     let said: Vec<&str> = severe.iter().map(|e| e.message.as_str()).collect();
     assert!(said.iter().any(|m| m.contains("logged")), "{said:?}");
-    assert!(said.iter().any(|m| m.contains("undefined_name")), "{said:?}");
+    assert!(
+        said.iter().any(|m| m.contains("undefined_name")),
+        "{said:?}"
+    );
     browser.quit().await.unwrap();
 }
