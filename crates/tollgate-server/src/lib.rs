@@ -39,6 +39,7 @@ mod error;
 pub mod files;
 pub mod limiter;
 pub mod metrics;
+pub mod monitor;
 pub mod net;
 pub mod options;
 pub mod ratelimit_env;

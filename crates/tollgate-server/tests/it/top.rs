@@ -220,3 +220,96 @@ async fn a_burst_on_each_front_end_shows_its_key_in_the_top_denied_to_a_read_tok
         );
     }
 }
+
+/// `tmux ARGS` on the test's own tmux server (`-L socket`): its stdout, or `None` if it
+/// failed.
+fn tmux(socket: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("tmux")
+        .args(["-L", socket])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("tmux cannot run ({e}): install it with `apt-get install -y tmux` (scripts/test --install does)")
+        });
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Polls `what` every 100 ms for up to 20 s (a busy machine is slow to start a process).
+async fn eventually(mut what: impl FnMut() -> bool) -> bool {
+    for _ in 0..200 {
+        if what() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// `tollgate top` in a terminal (tmux's): after a burst its table shows the key denied, with
+/// its count and error, refreshed; `q` quits.
+#[tokio::test]
+async fn tollgate_top_shows_the_burst_in_a_terminal_and_q_quits() {
+    let (dir, server) = start();
+    let client = Client::new();
+    for _ in 0..6 {
+        let body = json!({"policy": "api", "key": "mallory"});
+        send(
+            &client,
+            &server,
+            Method::POST,
+            "/v1/check",
+            Some(APP),
+            Some(body),
+        )
+        .await;
+    }
+    let socket = format!("tollgate-top-{}", std::process::id());
+    let command = format!(
+        "{} top --url http://{} --token-file {}",
+        env!("CARGO_BIN_EXE_tollgate"),
+        server.addr,
+        dir.path().join("viewer").display()
+    );
+    tmux(
+        &socket,
+        &["new-session", "-d", "-x", "160", "-y", "48", &command],
+    )
+    .expect("tmux starts a session");
+    let pane = || tmux(&socket, &["capture-pane", "-p"]).unwrap_or_default();
+    let shown = eventually(|| pane().contains("mallory")).await;
+    let screen = pane();
+    if !shown {
+        tmux(&socket, &["kill-server"]);
+        panic!("the key never showed:\n{screen}");
+    }
+    let line = screen.lines().find(|l| l.contains("mallory")).unwrap();
+    assert!(line.contains("denied 3") && line.contains("±0"), "{screen}");
+    assert!(
+        screen.contains("tollgate top") && screen.contains("3/1h"),
+        "{screen}"
+    );
+    // More denials show at the next refresh.
+    for _ in 0..2 {
+        let body = json!({"policy": "api", "key": "mallory"});
+        send(
+            &client,
+            &server,
+            Method::POST,
+            "/v1/check",
+            Some(APP),
+            Some(body),
+        )
+        .await;
+    }
+    let refreshed = eventually(|| pane().contains("denied 5")).await;
+    let screen = pane();
+    tmux(&socket, &["send-keys", "q"]);
+    let quit = eventually(|| tmux(&socket, &["has-session"]).is_none()).await;
+    if !quit {
+        tmux(&socket, &["kill-server"]);
+    }
+    assert!(refreshed, "the table was not refreshed:\n{screen}");
+    assert!(quit, "q did not quit");
+}
