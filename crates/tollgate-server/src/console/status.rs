@@ -3,10 +3,11 @@
 //! rate), the store's health and latency, each listener's connections against its cap, and the
 //! last config loads, newest first.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -16,11 +17,20 @@ use super::{Console, now_ms};
 use crate::auth::{Grant, Scope};
 use crate::metrics::INLINE;
 use crate::options;
+use crate::web::problem::Problem;
 
 pub(super) async fn status(
     State(console): State<Arc<Console>>,
     grant: Option<Extension<Grant>>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Response {
+    if let Some(unknown) = query.keys().next() {
+        return Problem::invalid_field(
+            unknown.clone(),
+            format!("unknown parameter {unknown:?}: /v1/status takes none"),
+        )
+        .into_response();
+    }
     let body = json!({
         "now_ms": now_ms(),
         "policies": policies(&console),

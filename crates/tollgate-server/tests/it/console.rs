@@ -273,6 +273,15 @@ async fn the_status_lists_policies_store_listeners_and_loads_for_a_read_token() 
         async move { request.send().await.unwrap() }
     };
     assert_eq!(status(None).await.status(), StatusCode::UNAUTHORIZED);
+    let asked = client
+        .get(format!("http://{admin}/v1/status?policy=api"))
+        .bearer_auth(VIEWER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), StatusCode::BAD_REQUEST);
+    let problem: Value = serde_json::from_str(&asked.text().await.unwrap()).unwrap();
+    assert_eq!(problem["field"], "policy", "{problem}");
     assert_eq!(status(Some(APP)).await.status(), StatusCode::FORBIDDEN);
     let answer = status(Some(VIEWER)).await;
     assert_eq!(answer.status(), StatusCode::OK);
