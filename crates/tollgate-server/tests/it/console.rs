@@ -29,9 +29,16 @@ const MARKUP: &str = "<img src=x onerror=\"window.pwned=1\">";
 const WAIT: Duration = Duration::from_secs(15);
 
 /// A config with an admin listener, the policy `api` (a burst of 5, 1 an hour: a burst of
-/// checks is denied past 5), and three tokens: `app` decides, `viewer` reads, `ops` resets.
+/// checks is denied past 5), the Envoy domain `d` (2 a minute per value of `k`), and three
+/// tokens: `app` decides, `viewer` reads, `ops` resets.
 fn configured() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("envoy")).unwrap();
+    std::fs::write(
+        dir.path().join("envoy/d.yaml"),
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+    )
+    .unwrap();
     for (name, secret) in [("app", APP), ("viewer", VIEWER), ("ops", OPS)] {
         std::fs::write(dir.path().join(name), secret).unwrap();
     }
@@ -39,6 +46,7 @@ fn configured() -> (tempfile::TempDir, PathBuf) {
     std::fs::write(
         &path,
         "[admin]\nlisten = \"127.0.0.1:0\"\n\n\
+         [grpc]\nlisten = \"127.0.0.1:0\"\nconfig_dir = \"envoy\"\n\n\
          [policies.api]\ncapacity = 5\nrefill = 1\nperiod = \"1h\"\n\n\
          [auth.tokens.app]\nsecret_file = \"app\"\nscopes = [\"check\"]\n\n\
          [auth.tokens.viewer]\nsecret_file = \"viewer\"\nscopes = [\"read\"]\n\n\
@@ -140,6 +148,35 @@ async fn the_console_shows_who_is_denied_and_an_admin_resets_their_bucket_in_chr
             assert_eq!(status, expected, "check {i} of {key}: {body}");
         }
     }
+    // Envoy's JSON endpoint: 5 hits on k=v of domain d, 3 over the limit.
+    for _ in 0..5 {
+        let hit = client
+            .post(format!("http://{}/json", server.addr))
+            .bearer_auth(APP)
+            .body(
+                json!({"domain": "d", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let status = hit.status();
+        assert!(
+            status == StatusCode::OK || status == StatusCode::TOO_MANY_REQUESTS,
+            "{status}"
+        );
+    }
+    let domain = browser
+        .until(
+            WAIT,
+            "const rows = [...document.querySelectorAll('[data-domain=\"d\"] tr.top-key')]\
+             .map(r => [r.cells[0].textContent, r.cells[1].textContent]); \
+             return rows.length && rows[0][1] === '3' ? rows : null;",
+            &[],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(domain, json!([["k=v", "3"]]));
     let shown = browser
         .until(
             WAIT,
@@ -204,6 +241,15 @@ async fn the_console_shows_who_is_denied_and_an_admin_resets_their_bucket_in_chr
         )
         .await
         .unwrap();
+    // A domain's bucket is not the key shown: no reset there.
+    let domain_resets = browser
+        .execute(
+            "return document.querySelectorAll('[data-domain=\"d\"] button.reset').length;",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(domain_resets, json!(0));
     let png = browser.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a screenshot that is no PNG");
     let dir = artifacts();
@@ -327,11 +373,15 @@ async fn the_status_lists_policies_store_listeners_and_loads_for_a_read_token() 
         admin_listener["connections"].as_i64().unwrap() >= 1,
         "{body}"
     );
+    // The config file at start, then the Envoy directory it names.
     let loads = body["loads"].as_array().unwrap();
-    assert_eq!(loads.len(), 1, "{body}");
-    assert_eq!(loads[0]["trigger"], "start");
-    assert_eq!(loads[0]["ok"], true);
-    assert_eq!(loads[0]["source"], config.display().to_string());
+    assert_eq!(loads.len(), 2, "{body}");
+    assert!(
+        loads
+            .iter()
+            .all(|l| l["trigger"] == "start" && l["ok"] == true)
+    );
+    assert_eq!(loads[1]["source"], config.display().to_string());
     assert_eq!(
         body["caller"],
         json!({"token": "viewer", "scopes": ["read"]})
@@ -348,7 +398,7 @@ async fn the_status_lists_policies_store_listeners_and_loads_for_a_read_token() 
     let refused = loop {
         let text = status(Some(VIEWER)).await.text().await.unwrap();
         let body: Value = serde_json::from_str(&text).unwrap();
-        if body["loads"].as_array().unwrap().len() == 2 {
+        if body["loads"].as_array().unwrap().len() == 3 {
             break body;
         }
         let waited = stopwatch.elapsed();
@@ -359,7 +409,7 @@ async fn the_status_lists_policies_store_listeners_and_loads_for_a_read_token() 
     assert_eq!(load["ok"], false, "{refused}");
     let error = load["error"].as_str().unwrap();
     assert!(error.contains("capacity"), "{error}");
-    assert_eq!(refused["loads"][1]["trigger"], "start");
+    assert_eq!(refused["loads"][2]["source"], config.display().to_string());
 }
 
 #[tokio::test]
