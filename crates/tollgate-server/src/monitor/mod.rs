@@ -250,7 +250,7 @@ fn period(ms: u64) -> String {
         (60_000, "m"),
         (1_000, "s"),
     ] {
-        if ms >= unit && ms % unit == 0 {
+        if ms >= unit && ms.is_multiple_of(unit) {
             return format!("{}{name}", ms / unit);
         }
     }
