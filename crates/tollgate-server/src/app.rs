@@ -133,14 +133,14 @@ impl App {
             || "(no config file: the defaults and the command line)".to_owned(),
             |path| path.display().to_string(),
         );
-        loads.record(console::now_ms(), source, "start", Ok(()));
+        loads.record(console::now_ms(), source, "start", Ok(Vec::new()));
         if let Some((envoy, _)) = &envoy {
             if let Some(dir) = &envoy.loaded().settings.config_dir {
                 loads.record(
                     console::now_ms(),
                     dir.display().to_string(),
                     "start",
-                    Ok(()),
+                    Ok(Vec::new()),
                 );
             }
             envoy.note_loads_in(Arc::clone(&loads));
@@ -164,11 +164,6 @@ impl App {
         &self.settings
     }
 
-    /// The operator's console: its page, its status, the config loads it lists.
-    pub fn console(&self) -> &Arc<Console> {
-        &self.console
-    }
-
     /// Every HTTP route: the API, the console, and Envoy's `/json` and `/rlconfig` when gRPC is
     /// on; each request authenticated first when `[auth]` has tokens.
     pub fn router(&self) -> Router {
@@ -182,6 +177,7 @@ impl App {
             None => router,
         };
         web::auth::authenticate(router, Arc::clone(&self.limiter))
+            .merge(console::page_route(Arc::clone(&self.console)))
     }
 
     /// The data port's routes beside the admin listener `admin` (`http://ADDRESS`): only what
@@ -206,6 +202,7 @@ impl App {
             None => router,
         };
         web::auth::authenticate(router, Arc::clone(&self.limiter))
+            .merge(console::page_route(Arc::clone(&self.console)))
     }
 }
 
@@ -508,8 +505,10 @@ impl Server {
     }
 }
 
-/// The listeners as the console lists them, by the names their connections are counted under:
-/// gRPC's TCP and Unix listeners share one.
+/// The `listener` label of gRPC's Unix socket, counted apart from its TCP listener.
+const GRPC_UNIX: &str = "grpc_unix";
+
+/// The listeners as the console lists them, by the names their connections are counted under.
 fn listening<const N: usize>(
     http: &Bound,
     others: [(&'static str, &Option<Bound>); N],
@@ -520,15 +519,16 @@ fn listening<const N: usize>(
         name: "http",
         address: http.addr.to_string(),
     }];
-    let unix = grpc_unix.map(|path| format!("unix:{}", path.display()));
-    let grpc = match (grpc.map(|addr| addr.to_string()), unix) {
-        (Some(tcp), Some(unix)) => Some(format!("{tcp}, {unix}")),
-        (tcp, unix) => tcp.or(unix),
-    };
-    if let Some(address) = grpc {
+    if let Some(addr) = grpc {
         listeners.push(Listening {
             name: "grpc",
-            address,
+            address: addr.to_string(),
+        });
+    }
+    if let Some(path) = grpc_unix {
+        listeners.push(Listening {
+            name: GRPC_UNIX,
+            address: format!("unix:{}", path.display()),
         });
     }
     listeners.extend(others.into_iter().filter_map(|(name, bound)| {
@@ -578,8 +578,15 @@ fn bind_unix(
         std::fs::remove_file(path).map_err(refuse)?;
     }
     let listener = tokio::net::UnixListener::bind(path).map_err(refuse)?;
+    // A label of its own: its `max_connections` is a limit of its own, beside the TCP one's.
+    let max = i64::try_from(settings.limits.max_connections).unwrap_or(i64::MAX);
+    metrics
+        .connections
+        .max
+        .with_label_values(&[GRPC_UNIX])
+        .set(max);
     Ok(web::Listener {
-        acceptor: Acceptor::unix(listener, "grpc", &settings.limits, metrics),
+        acceptor: Acceptor::unix(listener, GRPC_UNIX, &settings.limits, metrics),
         limits: settings.limits,
         tls: None,
     })

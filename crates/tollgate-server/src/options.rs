@@ -85,8 +85,9 @@ impl StoreSpec {
         {
             if !rest.starts_with('/') || s.contains(',') {
                 return Err(format!(
-                    "{s:?}: a Redis Unix socket is named by one absolute path: \
-                     `redis+unix:///PATH`"
+                    "{:?}: a Redis Unix socket is named by one absolute path: \
+                     `redis+unix:///PATH`",
+                    redact(s)
                 ));
             }
             return Ok(StoreSpec::Redis(s.to_owned()));
@@ -95,18 +96,20 @@ impl StoreSpec {
         for url in &urls {
             let Some((scheme, rest)) = url.split_once("://") else {
                 return Err(format!(
-                    "{url:?} is not a store: expected `memory`, `redis://HOST:PORT`, \
+                    "{:?} is not a store: expected `memory`, `redis://HOST:PORT`, \
                      `rediss://HOST:PORT`, a comma-separated list of redis:// URLs, or \
-                     `postgres://USER@HOST:PORT/DB`"
+                     `postgres://USER@HOST:PORT/DB`",
+                    redact(url)
                 ));
             };
             if !matches!(scheme, "redis" | "rediss") {
                 return Err(format!(
-                    "{url:?}: unknown store scheme {scheme:?}; expected redis, rediss or postgres"
+                    "{:?}: unknown store scheme {scheme:?}; expected redis, rediss or postgres",
+                    redact(url)
                 ));
             }
             if rest.is_empty() {
-                return Err(format!("{url:?} names no host"));
+                return Err(format!("{:?} names no host", redact(url)));
             }
         }
         Ok(match <[String; 1]>::try_from(urls) {
@@ -147,6 +150,8 @@ fn redact(url: &str) -> String {
         .map_or((url, None), |(b, q)| (b, Some(q)));
     let base = match (base.split_once("://"), base.rfind('@')) {
         (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &base[at..]),
+        // No scheme (`user:pass@host`): a store refused as no URL still hides its password.
+        (None, Some(at)) => format!("***{}", &base[at..]),
         _ => base.to_owned(),
     };
     let Some(query) = query else {
@@ -387,6 +392,21 @@ mod tests {
                 .contains("no host")
         );
         assert!(StoreSpec::parse("memroy").unwrap_err().contains("memroy"));
+    }
+
+    #[test]
+    fn a_refused_store_is_quoted_without_its_password() {
+        for url in [
+            "redi://:hunter2@h",
+            "redis+unix:///s,u:hunter2@h",
+            "hunter2@h",
+            "unix://:hunter2@h",
+            "redis://h,redi://u:hunter2@h",
+            "redis+unix:///s?pass=hunter2#x",
+        ] {
+            let e = StoreSpec::parse(url).unwrap_err();
+            assert!(!e.contains("hunter2"), "{url}: {e}");
+        }
     }
 
     #[test]

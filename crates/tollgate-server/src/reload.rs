@@ -109,7 +109,9 @@ fn drops_credentials(tokens: bool, password: bool, new: &Settings) -> Option<&'s
 }
 
 /// Puts `loaded`, the settings the file now asks for (or why it could not be read or was
-/// refused), in force, or logs why not and keeps the running config; the error when refused.
+/// refused), in force, or logs why not and keeps the running config; the error when refused,
+/// else what of the file is not in force (settings that take effect on restart only, `[grpc]`
+/// settings refused), for the console.
 /// A file that names a store that can never work (as a start would refuse it) is refused
 /// whole; the watcher waits for this (a few seconds at most) before it looks at the next
 /// change.
@@ -119,7 +121,7 @@ async fn reload(
     state: &Limiter,
     envoy: Option<&Envoy>,
     why: &'static str,
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     let settings = match loaded {
         Ok(settings) => settings,
         Err(error) => {
@@ -169,10 +171,17 @@ async fn reload(
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
     state.auth().reload(settings.auth.clone());
+    let mut notes: Vec<String> = changed
+        .iter()
+        .map(|c| format!("{c} takes effect on restart only; the running value stays"))
+        .collect();
     if let (Some(envoy), Some(grpc)) = (envoy, &settings.grpc)
         && let Err(error) = envoy.reconfigure(grpc.clone())
     {
         tracing::error!(%error, "the [grpc] settings are refused; the running ones stay");
+        notes.push(format!(
+            "the [grpc] settings are refused ({error}); the running ones stay"
+        ));
     }
     state.metrics().reloaded(true);
     tracing::info!(
@@ -182,7 +191,7 @@ async fn reload(
         tokens = settings.auth.len(),
         "config reloaded"
     );
-    Ok(())
+    Ok(notes)
 }
 
 /// Asks the store a reloaded file names, which the running server does not use before a

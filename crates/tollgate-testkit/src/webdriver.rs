@@ -5,7 +5,10 @@
 //!
 //! `chromedriver` is started on a free port, Chromium with `--headless=new --no-sandbox` and a
 //! profile in a temporary directory; both go when the [`Browser`] is dropped (or
-//! [`Browser::quit`]). A missing `chromium` or `chromedriver` is an error that says how to
+//! [`Browser::quit`]), and when the test's process dies: `chromedriver` runs under a guard,
+//! a shell leading a process group of its own (Chromium's processes, children of
+//! `chromedriver`, are in it), which kills the whole group when the test's process dies, when
+//! `chromedriver` exits, or when the [`Browser`] goes. Every command has a timeout. A missing `chromium` or `chromedriver` is an error that says how to
 //! install them, never a skipped test.
 //!
 //! ```no_run
@@ -21,7 +24,7 @@
 //! # }
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -41,6 +44,15 @@ const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// How long `chromedriver` and Chromium get to start, on a busy machine.
 const START: Duration = Duration::from_secs(30);
+
+/// How long one WebDriver command gets (a page load, a script, a screenshot), on a busy
+/// machine.
+const COMMAND: Duration = Duration::from_secs(30);
+
+/// The guard `chromedriver` runs under (`$0` and `$@` are `chromedriver` and its arguments):
+/// SIGTERM, which the kernel sends when the test's process dies (`PR_SET_PDEATHSIG`), or
+/// `chromedriver`'s exit, kills the group: Chromium never outlives either.
+const GUARD: &str = "trap 'kill -KILL 0' TERM; \"$0\" \"$@\" & wait $!; kill -KILL 0";
 
 /// A headless Chromium, one WebDriver session of a `chromedriver` of its own.
 pub struct Browser {
@@ -86,16 +98,22 @@ impl Browser {
         let err = out
             .try_clone()
             .map_err(|e| TestkitError::io(format!("duplicating {}", log.display()), e))?;
-        let mut command = Command::new(&chromedriver);
+        let mut command = Command::new("/bin/sh");
         command
+            .args(["-c", GUARD])
+            .arg(&chromedriver)
             .arg(format!("--port={port}"))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
         let what = format!("chromedriver on port {port}");
-        let driver = ServerProcess::spawn(command, &what)?;
+        let driver = ServerProcess::spawn_group(command, &what)?;
+        let client = reqwest::Client::builder()
+            .timeout(COMMAND)
+            .build()
+            .map_err(|e| TestkitError::WebDriver(format!("an HTTP client: {e}")))?;
         let mut browser = Browser {
-            client: reqwest::Client::new(),
+            client,
             session: format!("http://127.0.0.1:{port}"),
             driver: Some(driver),
             log,
@@ -325,25 +343,40 @@ impl Browser {
         Ok(logs.into_iter().filter(|e| e.level == "SEVERE").collect())
     }
 
-    /// The directory the browser's profile and `chromedriver`'s log are in.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Ends the session (Chromium quits) and stops `chromedriver`.
+    /// Ends the session (Chromium quits), then kills what is left of `chromedriver`'s
+    /// process group.
     pub async fn quit(mut self) -> Result<(), TestkitError> {
         let ended = self.send(reqwest::Method::DELETE, "", None).await;
-        self.driver = None;
+        self.end_group();
         ended.map(drop)
+    }
+
+    /// SIGKILL to `chromedriver`'s group: Chromium's processes, whatever the session did.
+    fn end_group(&mut self) {
+        if let Some(mut driver) = self.driver.take() {
+            let _ = driver.kill_group();
+        }
+    }
+
+    /// The process group's leader (the guard's pid), while it runs.
+    #[cfg(test)]
+    fn group(&self) -> Option<u32> {
+        self.driver.as_ref().map(ServerProcess::pid)
     }
 }
 
 impl Drop for Browser {
-    /// A browser not quit (a test that failed half-way) is quit here: `chromedriver` killed
-    /// outright would leave Chromium running. Drop cannot wait on the test's runtime, so the
-    /// request goes from a thread of its own.
+    /// A browser not quit (a test that failed half-way, a session that did not start in
+    /// time) is quit here, then its process group killed: whatever the session's end did,
+    /// nothing of Chromium is left. Drop cannot wait on the test's runtime, so the request goes
+    /// from a thread of its own.
     fn drop(&mut self) {
         if self.driver.is_none() {
+            return;
+        }
+        if !self.session.contains("/session/") {
+            // No session yet: nothing to end but the group.
+            self.end_group();
             return;
         }
         let session = self.session.clone();
@@ -359,5 +392,63 @@ impl Drop for Browser {
             }
         });
         let _ = ended.join();
+        self.end_group();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The processes of group `group` that run (zombies, dead but not yet reaped by whoever
+    /// inherited them, do not), from `/proc/PID/stat`: `PID (NAME) STATE PPID PGRP ...`.
+    fn group_members(group: u32) -> Vec<String> {
+        let group = group.to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+            .filter(|stat| {
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or("", |(_, rest)| rest)
+                    .split_whitespace()
+                    .collect();
+                fields.len() > 2 && fields[0] != "Z" && fields[2] == group
+            })
+            .collect()
+    }
+
+    /// A browser whose session cannot be ended (here: a session id `chromedriver` does not
+    /// know, as when the end times out) still leaves no Chromium process behind.
+    #[tokio::test]
+    async fn a_browser_dropped_without_its_session_ended_leaves_no_process() {
+        let mut browser = Browser::start().await.unwrap_or_else(|e| panic!("{e}"));
+        browser.goto("data:text/html,<p>up</p>").await.unwrap();
+        let group = browser.group().unwrap();
+        assert!(
+            group_members(group).len() >= 3,
+            "{:?}",
+            group_members(group)
+        );
+        let chromium = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .filter(|c| {
+                let profile = browser.dir.path().join("profile");
+                String::from_utf8_lossy(c).contains(profile.to_str().unwrap())
+            })
+            .count();
+        assert!(
+            chromium >= 1,
+            "no Chromium process with the browser's profile"
+        );
+        browser.session = format!("{}-gone", browser.session);
+        drop(browser);
+        // SIGKILL is sent to the group before drop returns; a process ends in a moment.
+        let deadline = crate::process::Deadline::after(Duration::from_secs(10));
+        while !group_members(group).is_empty() && !deadline.expired() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(group_members(group), Vec::<String>::new());
     }
 }

@@ -16,9 +16,9 @@ use prometheus::core::Collector;
 use tollgate::{Clock, MonotonicClock, Nanos};
 
 /// How far back the quantiles look.
-pub const WINDOW: Duration = Duration::from_secs(60);
+pub(super) const WINDOW: Duration = Duration::from_secs(60);
 /// How often a snapshot is taken (when the status is read).
-pub const EVERY: Duration = Duration::from_secs(10);
+pub(super) const EVERY: Duration = Duration::from_secs(10);
 /// The most snapshots kept.
 const KEPT: usize = 8;
 

@@ -6,26 +6,31 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 /// The most loads kept: older ones are forgotten.
-pub const MAX_LOADS: usize = 20;
+pub(super) const MAX_LOADS: usize = 20;
 
-/// The longest error message kept of a refused load, in bytes; a longer one is cut (at a
-/// character boundary) and ends with `…`. With [`MAX_LOADS`], the history holds at most about
-/// 80 KiB of messages whatever the files say.
-pub const MAX_ERROR_BYTES: usize = 4096;
+/// The longest error message, note or source kept of a load, in bytes; a longer one is cut
+/// (at a character boundary) and ends with `…`. A load keeps at most [`MAX_NOTES`] notes.
+pub(super) const MAX_ERROR_BYTES: usize = 4096;
+
+/// The most notes kept of a load (the settings a reload leaves for a restart are fewer).
+pub(super) const MAX_NOTES: usize = 16;
 
 /// One load of a config.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Load {
+pub(super) struct Load {
     /// When, in milliseconds since the UNIX epoch.
-    pub at_ms: u64,
+    pub(super) at_ms: u64,
     /// What was read: the config file's path, the Envoy directory's, or `xDS version "V"`.
-    pub source: String,
+    pub(super) source: String,
     /// What started it: `start`, `SIGHUP`, `the file changed` (the config file), `the files
     /// changed` (the Envoy directory) or `xDS`.
-    pub trigger: &'static str,
+    pub(super) trigger: &'static str,
     /// Why it was refused (the running config then stayed in force); `None` when it was put in
     /// force.
-    pub error: Option<String>,
+    pub(super) error: Option<String>,
+    /// What of a load put in force is not: settings that take effect on restart only, a part
+    /// refused while the rest applied.
+    pub(super) notes: Vec<String>,
 }
 
 /// The last loads, newest first.
@@ -35,19 +40,26 @@ pub struct Loads {
 }
 
 impl Loads {
-    /// Notes a load of `source` at `at_ms`, put in force (`Ok`) or refused with its error.
+    /// Notes a load of `source` at `at_ms`, put in force (`Ok`, with what of it is not) or
+    /// refused with its error.
     pub fn record(
         &self,
         at_ms: u64,
         source: impl Into<String>,
         trigger: &'static str,
-        result: Result<(), String>,
+        result: Result<Vec<String>, String>,
     ) {
+        let (error, mut notes) = match result {
+            Ok(notes) => (None, notes),
+            Err(error) => (Some(cut(error)), Vec::new()),
+        };
+        notes.truncate(MAX_NOTES);
         let load = Load {
             at_ms,
-            source: source.into(),
+            source: cut(source.into()),
             trigger,
-            error: result.err().map(cut),
+            error,
+            notes: notes.into_iter().map(cut).collect(),
         };
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.push_front(load);
@@ -55,7 +67,7 @@ impl Loads {
     }
 
     /// The loads kept, newest first.
-    pub fn newest_first(&self) -> Vec<Load> {
+    pub(super) fn newest_first(&self) -> Vec<Load> {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.iter().cloned().collect()
     }
@@ -83,7 +95,7 @@ mod tests {
         let loads = Loads::default();
         for i in 0..25u64 {
             let result = if i % 2 == 0 {
-                Ok(())
+                Ok(Vec::new())
             } else {
                 Err(format!("line {i}"))
             };
@@ -104,5 +116,21 @@ mod tests {
         let error = loads.newest_first()[0].error.clone().unwrap();
         assert!(error.len() <= MAX_ERROR_BYTES, "{}", error.len());
         assert!(error.ends_with("é…"), "{error}");
+    }
+
+    #[test]
+    fn sources_and_notes_are_cut_too() {
+        let loads = Loads::default();
+        let long = "v".repeat(10 * MAX_ERROR_BYTES);
+        let notes = vec![long.clone(); 2 * MAX_NOTES];
+        loads.record(0, format!("xDS version {long:?}"), "xDS", Ok(notes));
+        let load = &loads.newest_first()[0];
+        assert!(
+            load.source.len() <= MAX_ERROR_BYTES,
+            "{}",
+            load.source.len()
+        );
+        assert_eq!(load.notes.len(), MAX_NOTES);
+        assert!(load.notes.iter().all(|n| n.len() <= MAX_ERROR_BYTES));
     }
 }

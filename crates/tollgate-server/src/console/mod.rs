@@ -22,8 +22,7 @@ use std::sync::{Arc, OnceLock};
 use axum::Router;
 use axum::routing::get;
 
-pub use latency::{EVERY, WINDOW};
-pub use loads::{Load, Loads, MAX_ERROR_BYTES, MAX_LOADS};
+pub use loads::Loads;
 
 use crate::auth::Scope;
 use crate::limiter::Limiter;
@@ -41,7 +40,8 @@ pub struct Console {
 /// its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listening {
-    /// `http`, `grpc`, `resp`, `admin` or `prometheus`: the `listener` label of its metrics.
+    /// `http`, `grpc`, `grpc_unix`, `resp`, `admin` or `prometheus`: the `listener` label of
+    /// its metrics.
     pub name: &'static str,
     /// Where it listens.
     pub address: String,
@@ -71,15 +71,22 @@ impl Console {
     }
 }
 
-/// `GET /` and `GET /v1/status`, for the admin router (and the data port when there is no
-/// admin listener).
+/// `GET /v1/status` (scope `read`), for the admin router (and the data port when there is no
+/// admin listener), inside [`crate::web::auth::authenticate`].
 pub fn routes(console: Arc<Console>) -> Router {
     Router::new()
-        .route("/", get(page::page))
         .route(
             "/v1/status",
             get(status::status).layer(require(Scope::Read)),
         )
+        .with_state(console)
+}
+
+/// `GET /`, the page, merged outside [`crate::web::auth::authenticate`] by the routers that
+/// mount the console, and by them only: elsewhere `/` asks for a token like any other path.
+pub fn page_route(console: Arc<Console>) -> Router {
+    Router::new()
+        .route("/", get(page::page))
         .with_state(console)
 }
 

@@ -15,7 +15,7 @@ use tollgate::Algorithm;
 
 use super::{Console, now_ms};
 use crate::auth::{Grant, Scope};
-use crate::metrics::INLINE;
+use crate::metrics::{INLINE, PolicyCounters};
 use crate::options;
 use crate::web::problem::Problem;
 
@@ -76,13 +76,17 @@ fn policies(console: &Console) -> Vec<Value> {
         .collect()
 }
 
-/// The decisions of inline policies (a client's own numbers), which share one count.
+/// The decisions on clients' own numbers: inline policies (the `inline` label) and the
+/// buckets RESP's `CL.THROTTLE` and `THROTTLE` choose (a label each), summed.
 fn inline(console: &Console) -> Value {
-    let counters = console.limiter.metrics().policy(INLINE);
+    let live = console.limiter.live();
+    let mut counters = live.chosen_counters();
+    counters.push(console.limiter.metrics().policy(INLINE));
+    let sum = |count: fn(&PolicyCounters) -> u64| counters.iter().map(count).sum::<u64>();
     json!({
-        "enabled": console.limiter.live().inline_allowed(),
-        "allowed": counters.allowed.get(),
-        "denied": counters.denied.get(),
+        "enabled": live.inline_allowed(),
+        "allowed": sum(|c| c.allowed.get()),
+        "denied": sum(|c| c.denied.get()),
     })
 }
 
@@ -134,6 +138,7 @@ fn loads(console: &Console) -> Vec<Value> {
                 "trigger": load.trigger,
                 "ok": load.error.is_none(),
                 "error": load.error,
+                "notes": load.notes,
             })
         })
         .collect()

@@ -196,7 +196,7 @@ impl Envoy {
     ) {
         self.metrics.loaded(result.is_ok());
         if let Some(loads) = self.loads.get() {
-            let result = result.map_err(ToString::to_string);
+            let result = result.map(|()| Vec::new()).map_err(ToString::to_string);
             loads.record(now_ms(), source(), trigger, result);
         }
     }

@@ -1,5 +1,5 @@
 //! Authentication over HTTP, for the API and Envoy's `/json` and `/rlconfig` alike: every
-//! request but `/healthz`, `/readyz`, `/healthcheck` and the console's page `/` shows `Authorization: Bearer <secret>` once `[auth]`
+//! request but `/healthz`, `/readyz` and `/healthcheck` shows `Authorization: Bearer <secret>` once `[auth]`
 //! has tokens ([`authenticate`], around the whole router), and each route asks for the scope
 //! it needs ([`require`], on the route). A missing or wrong token is a `401` with
 //! `WWW-Authenticate: Bearer`, a token without the scope a `403`, an address that failed too
@@ -24,9 +24,10 @@ use crate::limiter::Limiter;
 use crate::web::body;
 use crate::web::problem::Problem;
 
-/// Paths answered without a token: probes must work without a secret, and the console's page
-/// (`/`), which a browser asks for without one, holds no data (it asks for a token itself).
-const OPEN: [&str; 4] = ["/healthz", "/readyz", "/healthcheck", "/"];
+/// Paths answered without a token: probes must work without a secret. (The console's page
+/// `/` is too, where it is mounted: it is merged outside this gate, so a router without the
+/// console asks for a token at `/` like anywhere else.)
+const OPEN: [&str; 3] = ["/healthz", "/readyz", "/healthcheck"];
 
 /// `router`, each request authenticated by `limiter`'s tokens first; the [`Grant`] it gets is
 /// in the request's extensions for [`require`] (and handlers) to read.
