@@ -137,9 +137,9 @@ fn a_flood_of_unique_keys_keeps_the_counters_and_bytes_within_the_bound() {
     const KEY: usize = 64;
     let clock = Arc::new(ManualClock::new(Nanos::new(1_800_000_000_000_000_000)));
     let summary = Summary::new(CAPACITY, Arc::clone(&clock) as Arc<dyn Clock>);
-    // Per counter: its key and its Arc's counts, the counter (twice, for a Vec's growth), and
-    // its place in the map (twice, and the map's load factor).
-    let per_counter = KEY + 16 + 2 * 32 + 2 * 25 * 8 / 7;
+    // Per counter: its key and its Arc's counts, the counter and its two heap numbers (twice,
+    // for a Vec's growth), and its place in the map (twice, and the map's load factor).
+    let per_counter = KEY + 16 + 2 * (32 + 16) + 2 * 25 * 8 / 7;
     let buffers = SHARDS * (BATCH_BYTES + 1024 + BATCH_RECORDS * 8 * 2);
     let most_bytes = 20 * CAPACITY * per_counter + buffers;
     let mut most_seen = (0, 0);

@@ -8,9 +8,11 @@
 //!   key seen more than `N / m` times is listed.
 //!
 //! A key not listed is counted by the smallest counter, which it takes over: its count is
-//! that counter's plus its own, and that counter's count becomes its error. The counters sit
-//! in a binary min-heap (the smallest at the root) with a map from key to place, so a record is
-//! `O(log m)`; the records arrive in batches off the decision path (see `summary.rs`).
+//! that counter's plus its own, and that counter's count becomes its error. The counters stay
+//! in their slots; a binary min-heap of slot numbers (the smallest count at the root) finds the
+//! smallest, and a map from key to slot the key's counter, so a record hashes its key once and
+//! moves at most `log m` slot numbers; the records arrive in batches off the decision path (see
+//! `summary.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,9 +32,13 @@ pub struct Counter {
 #[derive(Debug, Clone)]
 pub struct SpaceSaving {
     capacity: usize,
-    /// A min-heap by count.
-    heap: Vec<Counter>,
-    /// Each key's place in `heap`.
+    /// The counters, each in its slot for as long as its key is listed.
+    slots: Vec<Counter>,
+    /// Slot numbers, a min-heap by their counts.
+    heap: Vec<usize>,
+    /// Each slot's place in `heap`.
+    at: Vec<usize>,
+    /// Each listed key's slot.
     place: HashMap<Arc<[u8]>, usize>,
 }
 
@@ -41,34 +47,36 @@ impl SpaceSaving {
     pub fn new(capacity: usize) -> SpaceSaving {
         SpaceSaving {
             capacity: capacity.max(1),
+            slots: Vec::new(),
             heap: Vec::new(),
+            at: Vec::new(),
             place: HashMap::new(),
         }
     }
 
     /// Counts `weight` more decisions of `key`.
     pub fn record(&mut self, key: &[u8], weight: u64) {
-        if let Some(&i) = self.place.get(key) {
-            self.heap[i].count = self.heap[i].count.saturating_add(weight);
-            self.sift_down(i);
+        if let Some(&slot) = self.place.get(key) {
+            let counter = &mut self.slots[slot];
+            counter.count = counter.count.saturating_add(weight);
+            self.sift_down(self.at[slot]);
             return;
         }
         let key: Arc<[u8]> = Arc::from(key);
-        if self.heap.len() < self.capacity {
-            self.place.insert(Arc::clone(&key), self.heap.len());
-            self.heap.push(Counter {
+        if self.slots.len() < self.capacity {
+            self.push(Counter {
                 key,
                 count: weight,
                 error: 0,
             });
-            self.sift_up(self.heap.len() - 1);
             return;
         }
         // Full: the key takes over the smallest counter, whose count becomes its error.
-        let smallest = self.heap[0].count;
-        self.place.remove(&self.heap[0].key);
-        self.place.insert(Arc::clone(&key), 0);
-        self.heap[0] = Counter {
+        let slot = self.heap[0];
+        let smallest = self.slots[slot].count;
+        self.place.remove(&self.slots[slot].key);
+        self.place.insert(Arc::clone(&key), slot);
+        self.slots[slot] = Counter {
             key,
             count: smallest.saturating_add(weight),
             error: smallest,
@@ -79,8 +87,8 @@ impl SpaceSaving {
     /// The most a key not listed may have been seen: the smallest count when every counter is
     /// taken, else 0 (nothing was ever dropped).
     pub fn floor(&self) -> u64 {
-        if self.heap.len() == self.capacity {
-            self.heap[0].count
+        if self.slots.len() == self.capacity {
+            self.slots[self.heap[0]].count
         } else {
             0
         }
@@ -88,12 +96,12 @@ impl SpaceSaving {
 
     /// How many keys are listed (at most the capacity).
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.slots.len()
     }
 
     /// Whether nothing was counted.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.slots.is_empty()
     }
 
     /// The most keys it lists.
@@ -102,21 +110,23 @@ impl SpaceSaving {
     }
 
     /// The bytes it holds on the heap (its counters, its map and its keys), as allocated: at
-    /// most `capacity × (key + 16 + 2 × 32 + 33)` bytes plus the tables' spare room.
+    /// most `capacity × (key + 16 + 2 × (32 + 16) + 58)` bytes (the vectors' and the map's
+    /// spare room included).
     pub fn bytes(&self) -> usize {
-        let counters = self.heap.capacity() * std::mem::size_of::<Counter>();
+        let counters = self.slots.capacity() * std::mem::size_of::<Counter>()
+            + (self.heap.capacity() + self.at.capacity()) * std::mem::size_of::<usize>();
         // A hash table of n places holds n entries and n control bytes, in at most twice the
         // places it was asked for.
         let slot = std::mem::size_of::<(Arc<[u8]>, usize)>() + 1;
         let map = self.place.capacity().next_power_of_two() * 8 / 7 * slot;
         // An `Arc<[u8]>` holds two counts before its bytes.
-        let keys: usize = self.heap.iter().map(|c| c.key.len() + 16).sum();
+        let keys: usize = self.slots.iter().map(|c| c.key.len() + 16).sum();
         counters + map + keys
     }
 
     /// The counters, most counted first (ties by key, so that the order is stable).
     pub fn top(&self) -> Vec<Counter> {
-        let mut all = self.heap.clone();
+        let mut all = self.slots.clone();
         all.sort_unstable_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
         all
     }
@@ -134,7 +144,7 @@ impl SpaceSaving {
         let mut sums: HashMap<Arc<[u8]>, (u64, u64, u64)> = HashMap::new();
         for part in parts {
             let floor = part.floor();
-            for c in &part.heap {
+            for c in &part.slots {
                 let sum = sums.entry(Arc::clone(&c.key)).or_default();
                 sum.0 = sum.0.saturating_add(c.count);
                 sum.1 = sum.1.saturating_add(c.error);
@@ -162,22 +172,34 @@ impl SpaceSaving {
         let mut merged = SpaceSaving {
             capacity,
             place: HashMap::with_capacity(all.len()),
+            slots: Vec::with_capacity(all.len()),
             heap: Vec::with_capacity(all.len()),
+            at: Vec::with_capacity(all.len()),
         };
         for counter in all {
-            merged
-                .place
-                .insert(Arc::clone(&counter.key), merged.heap.len());
-            merged.heap.push(counter);
-            merged.sift_up(merged.heap.len() - 1);
+            merged.push(counter);
         }
         merged
+    }
+
+    /// Lists `counter` in a new slot (there is room).
+    fn push(&mut self, counter: Counter) {
+        let slot = self.slots.len();
+        self.place.insert(Arc::clone(&counter.key), slot);
+        self.slots.push(counter);
+        self.at.push(self.heap.len());
+        self.heap.push(slot);
+        self.sift_up(self.heap.len() - 1);
+    }
+
+    fn count_at(&self, i: usize) -> u64 {
+        self.slots[self.heap[i]].count
     }
 
     fn sift_up(&mut self, mut i: usize) {
         while i > 0 {
             let parent = (i - 1) / 2;
-            if self.heap[parent].count <= self.heap[i].count {
+            if self.count_at(parent) <= self.count_at(i) {
                 break;
             }
             self.swap(i, parent);
@@ -189,10 +211,10 @@ impl SpaceSaving {
         loop {
             let (left, right) = (2 * i + 1, 2 * i + 2);
             let mut least = i;
-            if left < self.heap.len() && self.heap[left].count < self.heap[least].count {
+            if left < self.heap.len() && self.count_at(left) < self.count_at(least) {
                 least = left;
             }
-            if right < self.heap.len() && self.heap[right].count < self.heap[least].count {
+            if right < self.heap.len() && self.count_at(right) < self.count_at(least) {
                 least = right;
             }
             if least == i {
@@ -205,11 +227,8 @@ impl SpaceSaving {
 
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        for i in [a, b] {
-            if let Some(place) = self.place.get_mut(&self.heap[i].key) {
-                *place = i;
-            }
-        }
+        self.at[self.heap[a]] = a;
+        self.at[self.heap[b]] = b;
     }
 }
 
