@@ -153,8 +153,9 @@ async fn the_console_shows_who_is_denied_and_an_admin_resets_their_bucket_in_chr
         .await
         .unwrap();
 
-    // A burst: 20 checks of `mallory` (5 allowed, 15 denied), 7 of the markup key (2 denied).
-    for (key, checks) in [("mallory", 20), (MARKUP, 7)] {
+    // A burst: 20 checks of `mallory` (5 allowed, 15 denied), 7 of the markup key (2 denied),
+    // 6 of `..` (1 denied: a key a URL path cannot carry).
+    for (key, checks) in [("mallory", 20), (MARKUP, 7), ("..", 6)] {
         for i in 0..checks {
             let (status, body) = check(&client, &server, key).await;
             let expected = if i < 5 {
@@ -206,7 +207,8 @@ async fn the_console_shows_who_is_denied_and_an_admin_resets_their_bucket_in_chr
             &format!(
                 "const rows = (function () {{ {TOP_ROWS} }})(); \
                  return rows.some(r => r.key === 'mallory' && r.count >= 15) \
-                 && rows.some(r => r.key === {MARKUP:?}) ? rows : null;"
+                 && rows.some(r => r.key === {MARKUP:?}) && rows.some(r => r.key === '..') \
+                 ? rows : null;"
             ),
             &[],
         )
@@ -264,6 +266,20 @@ async fn the_console_shows_who_is_denied_and_an_admin_resets_their_bucket_in_chr
         )
         .await
         .unwrap();
+    // Each key of `api` gets one, but `..`, which a URL would lose on its way.
+    let resets: Vec<(String, bool)> = top_rows(&browser)
+        .await
+        .iter()
+        .map(|r| (r["key"].as_str().unwrap().to_owned(), r["reset"] == true))
+        .collect();
+    assert_eq!(
+        resets,
+        [
+            ("mallory".to_owned(), true),
+            (MARKUP.to_owned(), true),
+            ("..".to_owned(), false)
+        ],
+    );
     // A domain's bucket is not the key shown: no reset there.
     let domain_resets = browser
         .execute(
