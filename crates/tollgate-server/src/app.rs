@@ -12,6 +12,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tollgate::StoreError;
 
+use crate::console::{self, Console, Listening, Loads};
 use crate::envoy::{self, Envoy};
 use crate::error::ServeError;
 use crate::limiter::{Limiter, StoreHealth};
@@ -23,11 +24,13 @@ use crate::net::tls::Tls;
 use crate::settings::Settings;
 use crate::{api, reload, resp, store, web};
 
-/// The server's state, its store open: the decision core, and Envoy's front end if it is on.
+/// The server's state, its store open: the decision core, Envoy's front end if it is on, and
+/// the operator's console.
 pub struct App {
     settings: Settings,
     limiter: Arc<Limiter>,
     envoy: Option<(Arc<Envoy>, crate::descriptors::config::Snapshot)>,
+    console: Arc<Console>,
 }
 
 impl App {
@@ -125,10 +128,29 @@ impl App {
             }
             _ => None,
         };
+        let loads = Arc::new(Loads::default());
+        let source = settings.config.as_ref().map_or_else(
+            || "(no config file: the defaults and the command line)".to_owned(),
+            |path| path.display().to_string(),
+        );
+        loads.record(console::now_ms(), source, "start", Ok(Vec::new()));
+        if let Some((envoy, _)) = &envoy {
+            if let Some(dir) = &envoy.loaded().settings.config_dir {
+                loads.record(
+                    console::now_ms(),
+                    dir.display().to_string(),
+                    "start",
+                    Ok(Vec::new()),
+                );
+            }
+            envoy.note_loads_in(Arc::clone(&loads));
+        }
+        let console = Arc::new(Console::new(Arc::clone(&limiter), loads));
         Ok(App {
             settings,
             limiter,
             envoy,
+            console,
         })
     }
 
@@ -142,10 +164,11 @@ impl App {
         &self.settings
     }
 
-    /// Every HTTP route: the API, and Envoy's `/json` and `/rlconfig` when gRPC is on; each
-    /// request authenticated first when `[auth]` has tokens.
+    /// Every HTTP route: the API, the console, and Envoy's `/json` and `/rlconfig` when gRPC is
+    /// on; each request authenticated first when `[auth]` has tokens.
     pub fn router(&self) -> Router {
-        let router = api::router(Arc::clone(&self.limiter));
+        let router = api::router(Arc::clone(&self.limiter))
+            .merge(console::routes(Arc::clone(&self.console)));
         let router = match &self.envoy {
             Some((envoy, _)) => router
                 .merge(envoy::json::routes(Arc::clone(envoy)))
@@ -154,6 +177,7 @@ impl App {
             None => router,
         };
         web::auth::authenticate(router, Arc::clone(&self.limiter))
+            .merge(console::page_route(Arc::clone(&self.console)))
     }
 
     /// The data port's routes beside the admin listener `admin` (`http://ADDRESS`): only what
@@ -169,14 +193,16 @@ impl App {
         web::auth::authenticate(router, Arc::clone(&self.limiter))
     }
 
-    /// The operators' routes: buckets, policies, metrics, `/rlconfig`.
+    /// The operators' routes: buckets, policies, metrics, the console, `/rlconfig`.
     fn admin_router(&self) -> Router {
-        let router = api::admin_router(Arc::clone(&self.limiter));
+        let router = api::admin_router(Arc::clone(&self.limiter))
+            .merge(console::routes(Arc::clone(&self.console)));
         let router = match &self.envoy {
             Some((envoy, _)) => router.merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,
         };
         web::auth::authenticate(router, Arc::clone(&self.limiter))
+            .merge(console::page_route(Arc::clone(&self.console)))
     }
 }
 
@@ -292,6 +318,16 @@ impl Server {
             },
             _ => None,
         };
+        app.console.listening(listening(
+            &http,
+            [
+                ("resp", &resp),
+                ("admin", &admin),
+                ("prometheus", &prometheus),
+            ],
+            grpc.as_ref().map(|bound| bound.addr),
+            grpc_unix.as_ref().map(|(_, path)| path.as_path()),
+        ));
         Ok(Server {
             app,
             http,
@@ -384,6 +420,7 @@ impl Server {
             settings,
             limiter,
             envoy,
+            console,
         } = self.app;
         if let Some(resp) = self.resp {
             listeners.spawn(resp::serve(
@@ -446,6 +483,7 @@ impl Server {
                 settings,
                 Arc::clone(&limiter),
                 envoy,
+                Arc::clone(console.loads()),
                 shutdown.clone(),
             ));
         }
@@ -465,6 +503,41 @@ impl Server {
         }
         served.map_err(ServeError::Http)
     }
+}
+
+/// The `listener` label of gRPC's Unix socket, counted apart from its TCP listener.
+const GRPC_UNIX: &str = "grpc_unix";
+
+/// The listeners as the console lists them, by the names their connections are counted under.
+fn listening<const N: usize>(
+    http: &Bound,
+    others: [(&'static str, &Option<Bound>); N],
+    grpc: Option<SocketAddr>,
+    grpc_unix: Option<&Path>,
+) -> Vec<Listening> {
+    let mut listeners = vec![Listening {
+        name: "http",
+        address: http.addr.to_string(),
+    }];
+    if let Some(addr) = grpc {
+        listeners.push(Listening {
+            name: "grpc",
+            address: addr.to_string(),
+        });
+    }
+    if let Some(path) = grpc_unix {
+        listeners.push(Listening {
+            name: GRPC_UNIX,
+            address: format!("unix:{}", path.display()),
+        });
+    }
+    listeners.extend(others.into_iter().filter_map(|(name, bound)| {
+        bound.as_ref().map(|bound| Listening {
+            name,
+            address: bound.addr.to_string(),
+        })
+    }));
+    listeners
 }
 
 /// Connections the kernel completes and queues before they are accepted: a burst, or a moment
@@ -505,8 +578,15 @@ fn bind_unix(
         std::fs::remove_file(path).map_err(refuse)?;
     }
     let listener = tokio::net::UnixListener::bind(path).map_err(refuse)?;
+    // A label of its own: its `max_connections` is a limit of its own, beside the TCP one's.
+    let max = i64::try_from(settings.limits.max_connections).unwrap_or(i64::MAX);
+    metrics
+        .connections
+        .max
+        .with_label_values(&[GRPC_UNIX])
+        .set(max);
     Ok(web::Listener {
-        acceptor: Acceptor::unix(listener, "grpc", &settings.limits, metrics),
+        acceptor: Acceptor::unix(listener, GRPC_UNIX, &settings.limits, metrics),
         limits: settings.limits,
         tls: None,
     })

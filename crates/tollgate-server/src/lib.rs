@@ -11,7 +11,8 @@
 //! (`tests/it/front_door.rs`). [`web`] is the HTTP plumbing two of them share.
 //! [`descriptors`] holds Envoy's rules (envoyproxy/ratelimit's config files and matching)
 //! beside the core, which never names them nor any protocol crate. [`options`], [`config`] and
-//! [`settings`] say what to run; [`app`] is the one way to put it together, which `main.rs`,
+//! [`settings`] say what to run; [`console`] is the operators' page and its status, beside the
+//! front ends on the admin router; [`app`] is the one way to put it together, which `main.rs`,
 //! the tests and the benchmarks all use; [`cli`] only parses the command line into options,
 //! and [`ratelimit_env`] envoyproxy/ratelimit's environment into the same settings.
 //!
@@ -32,6 +33,7 @@ pub mod auth;
 pub mod cli;
 mod commands;
 pub mod config;
+pub mod console;
 pub mod descriptors;
 pub mod envoy;
 mod error;

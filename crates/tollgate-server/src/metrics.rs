@@ -253,6 +253,17 @@ impl Metrics {
         self.store_errors.with_label_values(&[kind.as_str()]).inc();
     }
 
+    /// Store calls that failed since start, of every kind.
+    pub fn store_errors_total(&self) -> u64 {
+        use prometheus::core::Collector;
+        let families = self.store_errors.collect();
+        families
+            .iter()
+            .flat_map(|f| f.get_metric())
+            .map(|m| m.get_counter().get_value() as u64)
+            .sum()
+    }
+
     /// Counts a reload, and stamps the time of a good one.
     pub fn reloaded(&self, ok: bool) {
         if ok {

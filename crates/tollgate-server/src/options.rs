@@ -102,8 +102,9 @@ impl StoreSpec {
         {
             if !rest.starts_with('/') || s.contains(',') {
                 return Err(format!(
-                    "{s:?}: a Redis Unix socket is named by one absolute path: \
-                     `redis+unix:///PATH`"
+                    "{:?}: a Redis Unix socket is named by one absolute path: \
+                     `redis+unix:///PATH`",
+                    redact(s)
                 ));
             }
             return Ok(StoreSpec::Redis(s.to_owned()));
@@ -112,18 +113,20 @@ impl StoreSpec {
         for url in &urls {
             let Some((scheme, rest)) = url.split_once("://") else {
                 return Err(format!(
-                    "{url:?} is not a store: expected `memory`, `redis://HOST:PORT`, \
+                    "{:?} is not a store: expected `memory`, `redis://HOST:PORT`, \
                      `rediss://HOST:PORT`, a comma-separated list of redis:// URLs, or \
-                     `postgres://USER@HOST:PORT/DB`"
+                     `postgres://USER@HOST:PORT/DB`",
+                    redact(url)
                 ));
             };
             if !matches!(scheme, "redis" | "rediss") {
                 return Err(format!(
-                    "{url:?}: unknown store scheme {scheme:?}; expected redis, rediss or postgres"
+                    "{:?}: unknown store scheme {scheme:?}; expected redis, rediss or postgres",
+                    redact(url)
                 ));
             }
             if rest.is_empty() {
-                return Err(format!("{url:?} names no host"));
+                return Err(format!("{:?} names no host", redact(url)));
             }
         }
         Ok(match <[String; 1]>::try_from(urls) {
@@ -165,6 +168,8 @@ fn redact(url: &str) -> String {
         .map_or((url, None), |(b, q)| (b, Some(q)));
     let base = match (base.split_once("://"), base.rfind('@')) {
         (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &base[at..]),
+        // No scheme (`user:pass@host`): a store refused as no URL still hides its password.
+        (None, Some(at)) => format!("***{}", &base[at..]),
         _ => base.to_owned(),
     };
     let Some(query) = query else {
@@ -473,5 +478,20 @@ mod tests {
         assert_eq!(isolation("serializable"), Ok(Isolation::Serializable));
         assert_eq!(isolation("read-committed"), Ok(Isolation::ReadCommitted));
         assert!(isolation("snapshot").unwrap_err().contains("snapshot"));
+    }
+
+    #[test]
+    fn a_refused_store_is_quoted_without_its_password() {
+        for url in [
+            "redi://:hunter2@h",
+            "redis+unix:///s,u:hunter2@h",
+            "hunter2@h",
+            "unix://:hunter2@h",
+            "redis://h,redi://u:hunter2@h",
+            "redis+unix:///s?pass=hunter2#x",
+        ] {
+            let e = StoreSpec::parse(url).unwrap_err();
+            assert!(!e.contains("hunter2"), "{url}: {e}");
+        }
     }
 }

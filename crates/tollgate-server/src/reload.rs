@@ -18,17 +18,20 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
+use crate::console::{Loads, now_ms};
 use crate::envoy::Envoy;
 use crate::limiter::Limiter;
 use crate::settings::{Settings, check_policies};
 use crate::watch;
 
-/// Reloads `path` until `shutdown`; `running` is what the server started with.
+/// Reloads `path` until `shutdown`; `running` is what the server started with. Each reload,
+/// good or refused, is noted in `loads` for the console.
 pub(crate) async fn watch(
     path: PathBuf,
     running: Settings,
     state: Arc<Limiter>,
     envoy: Option<Arc<Envoy>>,
+    loads: Arc<Loads>,
     shutdown: CancellationToken,
 ) {
     // On the file reader's thread, never on a worker that serves requests: the file may be
@@ -52,11 +55,12 @@ pub(crate) async fn watch(
         .into());
     let running = Arc::new(running);
     watch::on_change(read, applied, shutdown, |now, forced| {
-        let (path, running, state, envoy) = (
+        let (path, running, state, envoy, loads) = (
             path.clone(),
             Arc::clone(&running),
             Arc::clone(&state),
             envoy.clone(),
+            Arc::clone(&loads),
         );
         async move {
             let why = if forced { "SIGHUP" } else { "the file changed" };
@@ -75,7 +79,8 @@ pub(crate) async fn watch(
                 .await
                 .unwrap_or_else(|stuck| Err(stuck_on(&path, stuck))),
             };
-            reload(loaded, &running, &state, envoy.as_deref(), why).await;
+            let result = reload(loaded, &running, &state, envoy.as_deref(), why).await;
+            loads.record(now_ms(), path.display().to_string(), why, result);
         }
     })
     .await;
@@ -104,22 +109,25 @@ fn drops_credentials(tokens: bool, password: bool, new: &Settings) -> Option<&'s
 }
 
 /// Puts `loaded`, the settings the file now asks for (or why it could not be read or was
-/// refused), in force, or logs why not and keeps the running config. A file that names a store
-/// that can never work (as a start would refuse it) is refused whole; the watcher waits for
-/// this (a few seconds at most) before it looks at the next change.
+/// refused), in force, or logs why not and keeps the running config; the error when refused,
+/// else what of the file is not in force (settings that take effect on restart only, `[grpc]`
+/// settings refused), for the console.
+/// A file that names a store that can never work (as a start would refuse it) is refused
+/// whole; the watcher waits for this (a few seconds at most) before it looks at the next
+/// change.
 async fn reload(
     loaded: Result<Settings, ConfigError>,
     running: &Settings,
     state: &Limiter,
     envoy: Option<&Envoy>,
     why: &'static str,
-) {
+) -> Result<Vec<String>, String> {
     let settings = match loaded {
         Ok(settings) => settings,
         Err(error) => {
             state.metrics().reloaded(false);
             tracing::error!(%error, trigger = why, "config reload refused; the running config stays in force");
-            return;
+            return Err(error.to_string());
         }
     };
     let tokens_in_force = state.auth().required();
@@ -132,7 +140,7 @@ async fn reload(
             trigger = why,
             "config reload refused; the running config stays in force"
         );
-        return;
+        return Err(error.to_owned());
     }
     let changed = running.needing_restart(&settings);
     for changed in &changed {
@@ -155,14 +163,25 @@ async fn reload(
              configured, and a restart would refuse it; fix [store] url (the running config \
              stays in force)"
         );
-        return;
+        return Err(format!(
+            "the store {} can never work as configured: {}; fix [store] url",
+            settings.store,
+            crate::error::plain(&error)
+        ));
     }
     state.reload(settings.policies.clone(), settings.inline_policies);
     state.auth().reload(settings.auth.clone());
+    let mut notes: Vec<String> = changed
+        .iter()
+        .map(|c| format!("{c} takes effect on restart only; the running value stays"))
+        .collect();
     if let (Some(envoy), Some(grpc)) = (envoy, &settings.grpc)
         && let Err(error) = envoy.reconfigure(grpc.clone())
     {
         tracing::error!(%error, "the [grpc] settings are refused; the running ones stay");
+        notes.push(format!(
+            "the [grpc] settings are refused ({error}); the running ones stay"
+        ));
     }
     state.metrics().reloaded(true);
     tracing::info!(
@@ -172,6 +191,7 @@ async fn reload(
         tokens = settings.auth.len(),
         "config reloaded"
     );
+    Ok(notes)
 }
 
 /// Asks the store a reloaded file names, which the running server does not use before a

@@ -93,6 +93,9 @@ pub enum TestkitError {
     /// A Redis server answered something that is not RESP, or closed the connection mid-reply.
     #[error("Redis protocol error: {0}")]
     Protocol(String),
+    /// A WebDriver command failed, or `chromedriver` answered what the kit does not understand.
+    #[error("WebDriver: {0}")]
+    WebDriver(String),
     /// A file-system or socket operation failed.
     #[error("{context}: {source}")]
     Io {

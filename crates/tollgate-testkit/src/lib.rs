@@ -45,6 +45,9 @@
 //! # Ok::<(), tollgate_testkit::TestkitError>(())
 //! ```
 //!
+//! [`webdriver::Browser`] is a headless Chromium (Debian's `chromium` and `chromium-driver`)
+//! driven over the W3C WebDriver protocol, for tests of the server's web page.
+//!
 //! ## Import circles
 //!
 //! [`modules`] reads a crate's source and finds the modules that name each other in a circle;
@@ -83,6 +86,7 @@ mod scratch;
 mod sentinel;
 mod tls;
 mod url;
+pub mod webdriver;
 pub mod xds;
 
 pub use cluster::TestRedisCluster;

@@ -78,9 +78,10 @@ pub(crate) const PORT_ATTEMPTS: usize = 5;
 
 type SpawnRequest = (Command, mpsc::SyncSender<io::Result<Child>>);
 
-/// Spawns `cmd` from the process-lifetime spawner thread, with `PR_SET_PDEATHSIG` set.
-fn spawn_child(mut cmd: Command) -> io::Result<Child> {
-    die_with_parent(&mut cmd);
+/// Spawns `cmd` from the process-lifetime spawner thread, with `PR_SET_PDEATHSIG` set to
+/// `signal`.
+fn spawn_child(mut cmd: Command, signal: libc::c_int) -> io::Result<Child> {
+    die_with_parent(&mut cmd, signal);
     static SPAWNER: OnceLock<Option<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
@@ -106,7 +107,7 @@ fn spawn_child(mut cmd: Command) -> io::Result<Child> {
 }
 
 #[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
+fn die_with_parent(cmd: &mut Command, signal: libc::c_int) {
     // 0 disables the orphan check below rather than failing: pids always fit in pid_t.
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
@@ -116,7 +117,7 @@ fn die_with_parent(cmd: &mut Command) {
     unsafe {
         cmd.pre_exec(move || {
             // prctl is variadic: pass every argument at the width the kernel reads.
-            let (signal, unused): (libc::c_ulong, libc::c_ulong) = (libc::SIGKILL as _, 0);
+            let (signal, unused): (libc::c_ulong, libc::c_ulong) = (signal as _, 0);
             if libc::prctl(libc::PR_SET_PDEATHSIG, signal, unused, unused, unused) == -1 {
                 return Err(io::Error::last_os_error());
             }
@@ -137,12 +138,46 @@ pub(crate) struct ServerProcess {
 
 impl ServerProcess {
     pub(crate) fn spawn(cmd: Command, what: &str) -> Result<Self, TestkitError> {
-        spawn_child(cmd)
+        Self::spawn_with(cmd, what, libc::SIGKILL)
+    }
+
+    /// Spawns `cmd` as the leader of a process group of its own, sent SIGTERM (not SIGKILL)
+    /// when this process dies, so that a guard it runs can end the group
+    /// ([`ServerProcess::kill_group`] does so from here).
+    pub(crate) fn spawn_group(mut cmd: Command, what: &str) -> Result<Self, TestkitError> {
+        cmd.process_group(0);
+        Self::spawn_with(cmd, what, libc::SIGTERM)
+    }
+
+    fn spawn_with(cmd: Command, what: &str, signal: libc::c_int) -> Result<Self, TestkitError> {
+        spawn_child(cmd, signal)
             .map(|child| Self { child })
             .map_err(|source| TestkitError::Spawn {
                 what: what.to_owned(),
                 source,
             })
+    }
+
+    /// SIGKILL to every process of the group this one leads ([`ServerProcess::spawn_group`]),
+    /// whoever their parent now is, then reaps the leader. A leader already reaped leaves the
+    /// group alone: its id may be another's by now (the guard of `webdriver` ends its group
+    /// before it exits).
+    #[allow(unsafe_code)]
+    pub(crate) fn kill_group(&mut self) -> io::Result<()> {
+        if self.child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        let group = libc::pid_t::try_from(self.child.id()).map_err(io::Error::other)?;
+        // SAFETY: kill has no memory-safety preconditions. The leader is not reaped (try_wait
+        // just said so, and we hold it mutably), so the group's id cannot have been recycled.
+        if unsafe { libc::kill(-group, libc::SIGKILL) } == -1 {
+            let error = io::Error::last_os_error();
+            // ESRCH: the group is already gone.
+            if error.raw_os_error() != Some(libc::ESRCH) {
+                return Err(error);
+            }
+        }
+        self.kill()
     }
 
     pub(crate) fn pid(&self) -> u32 {

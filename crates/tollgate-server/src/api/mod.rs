@@ -85,11 +85,14 @@ fn admin_routes() -> Router<Arc<Limiter>> {
 }
 
 /// 404 on the data port; for a path of the operators' (a scraper's `/metrics`, `/v1/policies`,
-/// `/v1/buckets/...`), a 404 that says where it moved.
+/// `/v1/buckets/...`, `/v1/top`, the console's `/` and `/v1/status`), a 404 that says where it
+/// moved.
 async fn not_here(uri: Uri, admin: Arc<str>) -> Problem {
     let path = uri.path();
-    let operators =
-        matches!(path, "/metrics" | "/v1/policies" | "/v1/top") || path.starts_with("/v1/buckets/");
+    let operators = matches!(
+        path,
+        "/metrics" | "/v1/policies" | "/v1/top" | "/" | "/v1/status"
+    ) || path.starts_with("/v1/buckets/");
     if operators {
         Problem::moved_to_admin(path, &admin)
     } else {

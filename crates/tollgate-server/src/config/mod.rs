@@ -177,9 +177,11 @@ impl Config {
                 let message = redact::without_values(e.message());
                 return refuse(e.span(), "auth", format!("{message} {}", redact::NOT_SHOWN));
             }
-            // A syntax error has no field; the text it points at (a duplicate key, say) tells.
+            // A syntax error has no field; the text it points at (a duplicate key, say) tells,
+            // unless it may be a store URL's or the RESP password.
             let at = e
                 .span()
+                .filter(|span| redact::may_quote(text, Some(span)))
                 .and_then(|span| text.get(span))
                 .filter(|t| !t.is_empty() && t.len() <= 64 && !t.contains('\n'))
                 .map_or_else(String::new, |t| format!("`{t}`"));

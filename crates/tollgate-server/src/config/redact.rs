@@ -1,6 +1,7 @@
-//! What a refusal may quote of the file: nothing of an `[auth]` table's values. A secret
-//! written unquoted (`secret = LITERALSECRET`) or where a path belongs is still a secret, and
-//! errors go to logs, terminals and CI output.
+//! What a refusal may quote of the file: nothing of an `[auth]` table's values, nor the text a
+//! syntax error stops at in `[store]` or `[resp]`. A secret written unquoted (`secret =
+//! LITERALSECRET`), where a path belongs, or in a store URL is still a secret, and errors go to
+//! logs, terminals, CI output and the console's `GET /v1/status`.
 
 use std::ops::Range;
 
@@ -12,7 +13,26 @@ pub(super) const NOT_SHOWN: &str = "(the [auth] table's text is not shown: it ma
 /// Whether byte `span` of `text`, or the dotted `field`, is in the `[auth]` table: under an
 /// `[auth]` or `[auth.*]` header, or on a line of the root table that sets `auth...`.
 pub(super) fn in_auth(text: &str, span: Option<&Range<usize>>, field: &str) -> bool {
-    if field == "auth" || field.starts_with("auth.") {
+    in_table(text, span, field, "auth")
+}
+
+/// Whether a syntax error's text at `span` may be quoted: not in `[auth]`, nor in `[store]`
+/// (a URL's password) or `[resp]` (its `password`). The message says where, by line and
+/// column, all the same.
+pub(super) fn may_quote(text: &str, span: Option<&Range<usize>>) -> bool {
+    !["auth", "store", "resp"]
+        .iter()
+        .any(|table| in_table(text, span, "", table))
+}
+
+/// Whether byte `span` of `text`, or the dotted `field`, is in the table `table`: under a
+/// `[table]` or `[table.*]` header, or on a line of the root table that sets `table...`.
+fn in_table(text: &str, span: Option<&Range<usize>>, field: &str, table: &str) -> bool {
+    if field == table
+        || field
+            .strip_prefix(table)
+            .is_some_and(|f| f.starts_with('.'))
+    {
         return true;
     }
     let Some(span) = span else { return false };
@@ -25,13 +45,13 @@ pub(super) fn in_auth(text: &str, span: Option<&Range<usize>>, field: &str) -> b
         .map(line)
         .find(|l| l.starts_with('['))
         .map(|h| h.trim_start_matches('[').trim_start().to_owned());
-    let auth_key = |s: &str| {
-        s.strip_prefix("auth")
+    let table_key = |s: &str| {
+        s.strip_prefix(table)
             .is_some_and(|rest| rest.trim_start().starts_with(['.', ']', '=']))
     };
     match header {
-        Some(h) => auth_key(&h) || this_line.starts_with('[') && auth_key(&this_line[1..]),
-        None => auth_key(&this_line),
+        Some(h) => table_key(&h) || this_line.starts_with('[') && table_key(&this_line[1..]),
+        None => table_key(&this_line),
     }
 }
 
@@ -76,6 +96,40 @@ mod tests {
         assert!(in_auth("[ auth ]\ntokens = X\n", Some(&(18..19)), ""));
         assert!(!in_auth("[authority]\nx = X\n", Some(&(16..17)), ""));
         assert!(in_auth("", None, "auth.tokens.app.scopes[0]"));
+        assert!(!in_auth("", None, "authority"));
+    }
+
+    #[test]
+    fn syntax_errors_in_store_or_resp_are_not_quoted() {
+        let text =
+            "[policies.a]\ncapacity = 1\n[store]\nurl = \"redis://:X@h\"\n[resp]\npassword = Y\n";
+        let at = |needle: &str| {
+            let start = text.find(needle).unwrap();
+            Some(start..start + 1)
+        };
+        assert!(may_quote(text, at("capacity").as_ref()));
+        assert!(!may_quote(text, at("X").as_ref()));
+        assert!(!may_quote(text, at("Y").as_ref()));
+        assert!(!may_quote(
+            "store.url = \"redis://:X@h\" z\n",
+            Some(&(26..27))
+        ));
+    }
+
+    #[test]
+    fn a_store_password_is_not_quoted_by_any_refusal() {
+        for text in [
+            "[store]\nurl = \"redi://:hunter2@h\"\n",
+            "[store]\nurl = \"hunter2@h\"\n",
+            "[store]\nurl = redis://:hunter2@h\n",
+            "[store]\nurl = \"redis://:hunter2@h\" hunter2\n",
+            "store.url = \"redis://:hunter2@h\" hunter2\n",
+            "[resp]\npassword = hunter2\n",
+        ] {
+            let e = super::super::Config::parse(std::path::Path::new("t.toml"), text);
+            let e = e.unwrap_err().to_string();
+            assert!(!e.contains("hunter2"), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -29,6 +29,7 @@ use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 
 use crate::auth::Scope;
+use crate::console::{Loads, now_ms};
 use crate::descriptors::config::{EnvoyConfig, LoadError};
 use crate::descriptors::{Charge, EnvoyAlgorithm, policy_of};
 use crate::limiter::Limiter;
@@ -144,6 +145,8 @@ pub struct Envoy {
     config_loaded: AtomicBool,
     /// The server is shutting down: `/healthcheck` says so.
     stopping: AtomicBool,
+    /// Where the loads of the directory and of xDS versions are noted for the console.
+    loads: std::sync::OnceLock<Arc<Loads>>,
 }
 
 impl Envoy {
@@ -174,7 +177,28 @@ impl Envoy {
             }),
             update: std::sync::Mutex::new(()),
             metrics,
+            loads: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Notes the loads of Envoy's config in `loads` (the console's) from now on.
+    pub fn note_loads_in(&self, loads: Arc<Loads>) {
+        let _ = self.loads.set(loads);
+    }
+
+    /// Counts a load of `source` (started by `trigger`), put in force or refused, and notes
+    /// it for the console.
+    pub(crate) fn loaded_from(
+        &self,
+        source: impl FnOnce() -> String,
+        trigger: &'static str,
+        result: Result<(), &LoadError>,
+    ) {
+        self.metrics.loaded(result.is_ok());
+        if let Some(loads) = self.loads.get() {
+            let result = result.map(|()| Vec::new()).map_err(ToString::to_string);
+            loads.record(now_ms(), source(), trigger, result);
+        }
     }
 
     /// What is in force.

@@ -47,13 +47,14 @@ pub(crate) async fn watch(
                 let (files, domains) = (config.files(), config.domains());
                 envoy.reload(config).map(|()| (files, domains))
             });
+        let source = || dir.display().to_string();
         match loaded {
             Ok((files, domains)) => {
-                envoy.metrics().loaded(true);
+                envoy.loaded_from(source, why, Ok(()));
                 tracing::info!(trigger = why, files, domains, "envoy config reloaded");
             }
             Err(error) => {
-                envoy.metrics().loaded(false);
+                envoy.loaded_from(source, why, Err(&error));
                 tracing::error!(
                     %error,
                     trigger = why,

@@ -45,6 +45,16 @@ impl StoreHealth {
         }
     }
 
+    /// Whether the store is failing now: its last call failed, and none has succeeded since.
+    pub fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+
+    /// What answers while the store fails.
+    pub fn fail_policy(&self) -> OnStoreError {
+        self.fail_policy
+    }
+
     /// A store call succeeded.
     pub fn answered(&self) {
         if self.failing.load(Ordering::Relaxed) && self.failing.swap(false, Ordering::Relaxed) {

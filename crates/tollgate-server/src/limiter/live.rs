@@ -127,6 +127,19 @@ impl Live {
         }
     }
 
+    /// The counters of the buckets chosen by a front end (`CL.THROTTLE`'s, `THROTTLE`'s) that
+    /// have had a request, each under its own label: with [`INLINE`]'s, the decisions on
+    /// clients' own numbers.
+    pub fn chosen_counters(&self) -> Vec<PolicyCounters> {
+        self.chosen.load().iter().map(|(.., c)| c.clone()).collect()
+    }
+
+    /// Keeps the chosen buckets `old` has met (a reload): their counts run on under the same
+    /// labels, and the console's sum of them does not drop to restart.
+    pub fn keep_chosen(&self, old: &Live) {
+        self.chosen.store(old.chosen.load_full());
+    }
+
     /// Whether clients may send their own numbers (`http.inline_policies`), for those who ask;
     /// the core refuses them itself ([`Live::resolve`]).
     pub fn inline_allowed(&self) -> bool {

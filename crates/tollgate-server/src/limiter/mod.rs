@@ -120,6 +120,7 @@ impl Limiter {
             leases.reload(&policies);
         }
         let live = Live::new(policies, inline, &self.metrics, self.top.as_deref());
+        live.keep_chosen(&self.live.load());
         let old = self.live.swap(Arc::new(live));
         let live = self.live.load();
         if let Some(top) = &self.top {
@@ -214,6 +215,11 @@ impl Limiter {
     /// The policies in force now.
     pub fn live(&self) -> Arc<Live> {
         self.live.load_full()
+    }
+
+    /// The store's health as its calls report it.
+    pub fn store_health(&self) -> &StoreHealth {
+        &self.health
     }
 
     /// The metrics.

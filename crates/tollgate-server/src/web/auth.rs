@@ -24,7 +24,9 @@ use crate::limiter::Limiter;
 use crate::web::body;
 use crate::web::problem::Problem;
 
-/// Paths answered without a token: probes must work without a secret.
+/// Paths answered without a token: probes must work without a secret. (The console's page
+/// `/` is too, where it is mounted: it is merged outside this gate, so a router without the
+/// console asks for a token at `/` like anywhere else.)
 const OPEN: [&str; 3] = ["/healthz", "/readyz", "/healthcheck"];
 
 /// `router`, each request authenticated by `limiter`'s tokens first; the [`Grant`] it gets is

@@ -13,6 +13,7 @@ mod binary;
 mod cluster_faults;
 mod config;
 mod connections;
+mod console;
 mod dashboard;
 mod docs;
 mod envoy;

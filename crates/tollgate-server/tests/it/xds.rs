@@ -266,6 +266,26 @@ async fn xds_a_bad_version_is_nacked_and_the_running_one_stays() {
             "tollgate_envoy_config_loads_total{result=\"failure\"}"
         ) >= 2.0
     );
+    // The console's load history has each version, newest first, the refused ones as such.
+    let status = crate::support::get(&reqwest::Client::new(), &server, "/v1/status").await;
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let versions: Vec<(&str, bool)> = status["loads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|load| load["trigger"] == "xDS")
+        .map(|load| (load["source"].as_str().unwrap(), load["ok"] == true))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            ("xDS version \"v4\"", true),
+            ("xDS version \"v3\"", false),
+            ("xDS version \"v2\"", false),
+            ("xDS version \"v1\"", true),
+        ],
+        "{status}"
+    );
 }
 
 #[tokio::test]

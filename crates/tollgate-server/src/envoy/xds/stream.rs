@@ -160,9 +160,10 @@ fn reply(
     state: &mut State,
     node: &Node,
 ) -> DiscoveryRequest {
+    let source = || format!("xDS version {:?}", response.version_info);
     let error_detail = match loaded {
         Ok((resources, domains)) => {
-            envoy.metrics().loaded(true);
+            envoy.loaded_from(source, "xDS", Ok(()));
             tracing::info!(
                 version = %response.version_info,
                 resources,
@@ -173,7 +174,7 @@ fn reply(
             None
         }
         Err(error) => {
-            envoy.metrics().loaded(false);
+            envoy.loaded_from(source, "xDS", Err(&error));
             tracing::error!(
                 %error,
                 version = %response.version_info,
