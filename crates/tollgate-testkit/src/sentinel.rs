@@ -223,6 +223,29 @@ impl SentinelSet {
         Ok(())
     }
 
+    /// Stops every replica with SIGSTOP: the primary goes on taking writes that no replica
+    /// reads (replication stalled), until [`resume_old_primary`](Self::resume_old_primary)
+    /// resumes them. Kept shorter than `down-after-milliseconds`, no sentinel notices.
+    pub fn pause_replicas(&mut self) -> Result<(), TestkitError> {
+        let primary = self.primary;
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if i != primary {
+                node.signal(libc::SIGSTOP)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops (`true`, SIGSTOP) or resumes (`false`, SIGCONT) every sentinel: stopped, they
+    /// answer nothing, announce nothing and fail nothing over.
+    pub fn pause_sentinels(&mut self, paused: bool) -> Result<(), TestkitError> {
+        let signal = if paused { libc::SIGSTOP } else { libc::SIGCONT };
+        for sentinel in &mut self.sentinels {
+            sentinel.signal(signal)?;
+        }
+        Ok(())
+    }
+
     /// Waits until a majority of the sentinels name a primary other than
     /// [`primary_port`](Self::primary_port) and that node says it is a master (`ROLE`);
     /// returns its port, which [`primary_port`](Self::primary_port) then answers.
