@@ -223,16 +223,21 @@ impl SentinelSet {
         Ok(())
     }
 
-    /// Stops every replica with SIGSTOP: the primary goes on taking writes that no replica
-    /// reads (replication stalled), until [`resume_old_primary`](Self::resume_old_primary)
-    /// resumes them. Kept shorter than `down-after-milliseconds`, no sentinel notices.
-    pub fn pause_replicas(&mut self) -> Result<(), TestkitError> {
+    /// Stalls replication: stops every replica with SIGSTOP, then has the primary close its
+    /// connections to them (`CLIENT KILL TYPE replica`), so that what it writes from now on
+    /// reaches no replica, not even a kernel buffer that a replica resumed later would read.
+    /// The replicas stay stopped (a replica could not connect again) until
+    /// [`resume_old_primary`](Self::resume_old_primary); kept shorter than
+    /// `down-after-milliseconds`, no sentinel notices.
+    pub fn stall_replication(&mut self) -> Result<(), TestkitError> {
         let primary = self.primary;
         for (i, node) in self.nodes.iter_mut().enumerate() {
             if i != primary {
                 node.signal(libc::SIGSTOP)?;
             }
         }
+        let url = Url::parse(&self.nodes[primary].url())?;
+        resp::command(&url, &[b"CLIENT", b"KILL", b"TYPE", b"replica"], SHORT)?;
         Ok(())
     }
 

@@ -35,8 +35,9 @@
 //! them), such as more than 26,000 per day.
 //!
 //! Concurrent calls share one multiplexed connection (pipelined: no pool, no head-of-line
-//! wait for a free connection); the connection is re-established by itself when Redis
-//! returns. Two optional layers keep a hot key cheap, both exact:
+//! wait for a free connection; waiting for replicas, each call has a connection of its own
+//! instead, see [`wait_for_replicas`](RedisStoreBuilder::wait_for_replicas)); the connection is
+//! re-established by itself when Redis returns. Two optional layers keep a hot key cheap, both exact:
 //!
 //! - a **deny cache**: a bucket known to deny cost `c` until `t` is answered locally until `t`;
 //!   for windows, the script also says how long the whole answer stands (a sliding log's
@@ -342,9 +343,19 @@ impl RedisStoreBuilder {
     /// Durability on request (off by default): every script call that writes (each decision
     /// call, batched or not, and each settlement) is followed on its connection by
     /// `WAIT replicas timeout`, and its decisions are answered only once `replicas` replicas
-    /// acknowledged the write. When fewer do within `timeout`, they are a transient store error
-    /// (the fail policy answers them), although the primary applied them: failing closed then
-    /// denies what may have been charged, failing open allows what may not have been.
+    /// acknowledged the write. When fewer do within `timeout`, the decisions it allowed are a
+    /// transient store error (the fail policy answers them), although the primary applied them:
+    /// failing closed then denies what may have been charged, failing open allows what may not
+    /// have been. The decisions it denied wrote nothing, and are answered as denials.
+    ///
+    /// Redis reads nothing more from a connection while a `WAIT` on it is pending, so each call
+    /// gets a connection of its own from a small pool: [`max_in_flight`](Self::max_in_flight)
+    /// connections for decisions (a decision waits for one within the timeout, which with
+    /// [`coalesce(false)`](Self::coalesce) is every decision beyond that many at once) and 2
+    /// for settlements and [`Store::ready`]. A call that ends without its answer (its timeout)
+    /// closes its connection, and the `WAIT` pending on it with it. [`Store::ready`] sends a
+    /// `WAIT` too, and is a [`StoreError::Config`] when the primary has fewer replicas connected
+    /// than `replicas` (every decision would fail): a server refuses to start on it.
     ///
     /// Without it, Redis replicates asynchronously and a primary that dies takes its last
     /// writes with it: the buckets they charged roll back on the replica promoted in its place,
