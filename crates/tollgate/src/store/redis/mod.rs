@@ -1023,7 +1023,9 @@ impl Store for RedisStore {
     /// Servers of two layouts would keep separate buckets on one Redis, so a server that finds
     /// another layout there is not ready ([`StoreError::Incompatible`]) until they agree.
     /// Credentials refused or a DB index the server lacks are a [`StoreError::Config`] here
-    /// (a decision meets them as an outage).
+    /// (a decision meets them as an outage). Waiting for replicas, the layout's write is
+    /// followed by `WAIT`: too few replicas acknowledging is not ready, and a primary with
+    /// fewer replicas connected than asked a [`StoreError::Config`].
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
             let mut cmd = redis::cmd("EVAL");
