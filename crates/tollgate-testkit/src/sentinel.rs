@@ -223,6 +223,34 @@ impl SentinelSet {
         Ok(())
     }
 
+    /// Stalls replication: stops every replica with SIGSTOP, then has the primary close its
+    /// connections to them (`CLIENT KILL TYPE replica`), so that what it writes from now on
+    /// reaches no replica, not even a kernel buffer that a replica resumed later would read.
+    /// The replicas stay stopped (a replica could not connect again) until
+    /// [`resume_old_primary`](Self::resume_old_primary); kept shorter than
+    /// `down-after-milliseconds`, no sentinel notices.
+    pub fn stall_replication(&mut self) -> Result<(), TestkitError> {
+        let primary = self.primary;
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if i != primary {
+                node.signal(libc::SIGSTOP)?;
+            }
+        }
+        let url = Url::parse(&self.nodes[primary].url())?;
+        resp::command(&url, &[b"CLIENT", b"KILL", b"TYPE", b"replica"], SHORT)?;
+        Ok(())
+    }
+
+    /// Stops (`true`, SIGSTOP) or resumes (`false`, SIGCONT) every sentinel: stopped, they
+    /// answer nothing, announce nothing and fail nothing over.
+    pub fn pause_sentinels(&mut self, paused: bool) -> Result<(), TestkitError> {
+        let signal = if paused { libc::SIGSTOP } else { libc::SIGCONT };
+        for sentinel in &mut self.sentinels {
+            sentinel.signal(signal)?;
+        }
+        Ok(())
+    }
+
     /// Waits until a majority of the sentinels name a primary other than
     /// [`primary_port`](Self::primary_port) and that node says it is a master (`ROLE`);
     /// returns its port, which [`primary_port`](Self::primary_port) then answers.

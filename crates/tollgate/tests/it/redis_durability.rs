@@ -1,13 +1,12 @@
-//! The Redis store's durability option (`wait_for_replicas`): each call's `WAIT` behind it,
-//! answered by replicas that hold the write, or a store error within the timeout when too few
-//! do.
+//! The Redis store's durability option (`wait_for_replicas`): each call's `WAIT` behind it on
+//! a connection of its own, answered by replicas that hold the write, or, for what it charged,
+//! a store error within the timeout when too few do; `ready()` saying when the primary lacks
+//! the replicas asked for.
 #![cfg(feature = "redis")]
-
-use crate::faults;
 
 use std::time::Duration;
 
-use faults::timed;
+use tokio::time::Instant;
 use tollgate::{Check, Policy, RedisStore, Store, StoreError};
 use tollgate_testkit::{SentinelSet, TestRedis};
 
@@ -18,22 +17,139 @@ const WAIT: Duration = Duration::from_millis(100);
 const SLACK: Duration = Duration::from_millis(250);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_replica_every_decision_is_a_store_error_within_the_timeout() {
+async fn without_a_replica_what_was_charged_is_a_store_error_and_a_denial_is_answered() {
     let redis = TestRedis::start().unwrap();
     let store = RedisStore::builder(redis.url())
         .timeout(TIMEOUT)
         .wait_for_replicas(1, WAIT)
+        .deny_cache(false)
         .build()
         .await
         .unwrap();
-    for i in 0..5u8 {
-        let (result, took) = timed(&store, &[b'k', i]).await;
-        let e = result.unwrap_err();
+    let policy = Policy::per_hour(2).unwrap();
+    let check = [Check::new(policy, b"k", 1)];
+    let decide = || store.decide(&check);
+    // Allowed and charged, their WAIT short: a store error, within the timeout.
+    for _ in 0..2 {
+        let start = Instant::now();
+        let e = decide().await.unwrap_err();
+        let took = start.elapsed();
         assert!(e.is_transient(), "{e}");
         assert!(e.to_string().contains("0 of the 1 replicas"), "{e}");
         assert!(took >= WAIT, "WAIT returned before its timeout: {took:?}");
         assert!(took <= TIMEOUT + SLACK, "took {took:?}");
     }
+    // The primary charged both: denied, which wrote nothing that a failover could lose.
+    for _ in 0..3 {
+        let verdict = decide().await.unwrap();
+        assert!(!verdict.allowed());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_waits_never_queue_behind_one_another() {
+    let redis = TestRedis::start().unwrap();
+    if !redis.is_owned() {
+        eprintln!(
+            "TOLLGATE_REDIS_URL names an external Redis, which this test cannot count its connections"
+        );
+        return;
+    }
+    // One WAIT after another on one connection would take 2 × 300 ms, past the timeout.
+    let wait = Duration::from_millis(300);
+    let store = RedisStore::builder(redis.url())
+        .timeout(TIMEOUT)
+        .wait_for_replicas(1, wait)
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::per_hour(1_000_000).unwrap();
+    // Loads the script (the first call meets NOSCRIPT, behind which a WAIT waits too).
+    let _ = store.decide(&[Check::new(policy, b"warm", 1)]).await;
+    for round in 0..3u8 {
+        let calls = (0..16u8).map(|i| {
+            let store = store.clone();
+            async move {
+                let key = [b'q', round, i];
+                store.decide(&[Check::new(policy, &key, 1)]).await
+            }
+        });
+        for result in futures_util::future::join_all(calls).await {
+            let e = result.unwrap_err();
+            assert!(
+                e.to_string().contains("0 of the 1 replicas"),
+                "round {round}: {e}"
+            );
+        }
+    }
+    // Two lanes and the settlements' two: the pool's bound, besides the test's own.
+    let clients = redis.cmd(&[b"CLIENT", b"LIST"]).unwrap();
+    let clients = clients.as_str().unwrap_or_default().lines().count();
+    assert!(clients <= 2 + 2 + 1, "{clients} connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_timed_out_is_never_applied_later() {
+    let redis = TestRedis::start().unwrap();
+    if !redis.is_owned() {
+        eprintln!("TOLLGATE_REDIS_URL names an external Redis, which this test cannot pause");
+        return;
+    }
+    let store = RedisStore::builder(redis.url())
+        .timeout(TIMEOUT)
+        .wait_for_replicas(1, WAIT)
+        .deny_cache(false)
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::per_hour(1).unwrap();
+    // The script loaded, and a connection of the pool open with nothing pending.
+    let warm = store.decide(&[Check::new(policy, b"warm", 1)]).await;
+    assert!(warm.unwrap_err().to_string().contains("0 of the 1"));
+    // Shorter than the 1 s a connection waits for a reply before it gives up on itself: a
+    // connection kept open would deliver the calls once the pause ends.
+    let pause = Duration::from_millis(950);
+    let millis = pause.as_millis().to_string();
+    let paused = redis.cmd(&[b"CLIENT", b"PAUSE", millis.as_bytes()]);
+    assert_eq!(
+        paused.unwrap(),
+        tollgate_testkit::Reply::Status("OK".into())
+    );
+    let start = Instant::now();
+    let check = [Check::new(policy, b"paused", 1)];
+    let calls = (0..4).map(|_| store.decide(&check));
+    for result in futures_util::future::join_all(calls).await {
+        let e = result.unwrap_err();
+        assert!(matches!(e, StoreError::Timeout(_)), "{e}");
+    }
+    // Past the pause, with time to run what Redis still held of them.
+    tokio::time::sleep((pause + Duration::from_millis(500)).saturating_sub(start.elapsed())).await;
+    // Their connections were closed before Redis read them: no bucket of that key exists.
+    let buckets = redis.cmd(&[b"KEYS", b"*{paused}*"]).unwrap();
+    assert_eq!(buckets, tollgate_testkit::Reply::Array(Vec::new()));
+    // Nothing took the bucket's one token, which this call takes (its WAIT short, so answered
+    // as an error, not a denial).
+    let e = store
+        .decide(&[Check::new(policy, b"paused", 1)])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("0 of the 1 replicas"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_says_how_many_replicas_the_primary_lacks() {
+    let redis = TestRedis::start().unwrap();
+    let store = RedisStore::builder(redis.url())
+        .timeout(TIMEOUT)
+        .wait_for_replicas(2, WAIT)
+        .build()
+        .await
+        .unwrap();
+    let Err(StoreError::Config(why)) = store.ready().await else {
+        panic!("ready() accepted 2 replicas of a primary that has none");
+    };
+    assert!(why.contains("asks for 2 replicas"), "{why}");
+    assert!(why.contains("has 0 connected"), "{why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

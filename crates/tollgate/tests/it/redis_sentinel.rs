@@ -119,6 +119,8 @@ async fn sentinels_asking_for_a_password_get_the_urls_sentinel_password() {
 struct Load {
     allowed: Arc<AtomicUsize>,
     errors: Arc<AtomicUsize>,
+    /// Store errors that were Redis's `READONLY` (a call sent to a node turned replica).
+    readonly: Arc<AtomicUsize>,
     slowest: Arc<AtomicUsize>,
     stop: Arc<tokio::sync::Notify>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -129,6 +131,7 @@ impl Load {
         let load = Load {
             allowed: Arc::default(),
             errors: Arc::default(),
+            readonly: Arc::default(),
             slowest: Arc::default(),
             stop: Arc::default(),
             tasks: Vec::new(),
@@ -137,6 +140,7 @@ impl Load {
             .map(|_| {
                 let (store, policy) = (store.clone(), *policy);
                 let (allowed, errors) = (load.allowed.clone(), load.errors.clone());
+                let readonly = load.readonly.clone();
                 let (slowest, stop) = (load.slowest.clone(), load.stop.clone());
                 tokio::spawn(async move {
                     loop {
@@ -147,7 +151,13 @@ impl Load {
                         match result {
                             Ok(v) if v.allowed() => allowed.fetch_add(1, Ordering::Relaxed),
                             Ok(_) => 0,
-                            Err(_) => errors.fetch_add(1, Ordering::Relaxed),
+                            Err(e) => {
+                                let text = e.to_string().to_lowercase();
+                                if text.contains("readonly") || text.contains("read only") {
+                                    readonly.fetch_add(1, Ordering::Relaxed);
+                                }
+                                errors.fetch_add(1, Ordering::Relaxed)
+                            }
                         };
                         let stopped =
                             tokio::time::timeout(Duration::from_millis(5), stop.notified());
@@ -253,7 +263,7 @@ async fn allowed_after(store: &RedisStore, limit: u64) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_manual_failover_turns_the_old_primary_readonly_and_is_followed() {
+async fn a_primary_turned_replica_is_left_on_the_readonly_its_calls_meet() {
     let mut set = SentinelSet::start(1, 1).unwrap();
     let store = RedisStore::builder(set.url())
         .timeout(TIMEOUT)
@@ -261,56 +271,76 @@ async fn a_manual_failover_turns_the_old_primary_readonly_and_is_followed() {
         .await
         .unwrap();
     assert_eq!(allowed(&store, &hourly(2), b"before", 3).await, 2);
-    let old_url = set.primary_url();
-    // A sentinel refuses (NOGOODSLAVE) until it has read the replica's own INFO.
-    let start = Instant::now();
-    loop {
-        let said = set
-            .cmd_sentinel(0, &[b"SENTINEL", b"FAILOVER", b"tollgate"])
-            .unwrap();
-        if said == tollgate_testkit::Reply::Status("OK".into()) {
-            break;
-        }
-        assert!(start.elapsed() < FAILOVER, "{said:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let load = Load::start(&store, &hourly(1_000_000), b"busy", 4);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The sentinels frozen: no `+switch-master`, no answer to the once-a-second question.
+    // Only the calls meeting READONLY can tell the store that its primary is one no longer.
+    set.pause_sentinels(true).unwrap();
+    let old = set.primary_port();
+    let new = set.node_ports().into_iter().find(|&p| p != old).unwrap();
+    let url = |port: u16| format!("redis://127.0.0.1:{port}");
+    let port = new.to_string();
+    for (node, args) in [
+        (new, [&b"REPLICAOF"[..], b"NO", b"ONE"]),
+        (old, [&b"REPLICAOF"[..], b"127.0.0.1", port.as_bytes()]),
+    ] {
+        let said = tollgate_testkit::redis_cmd(url(node).as_str(), &args).unwrap();
+        assert_eq!(said, tollgate_testkit::Reply::Status("OK".into()));
     }
-    new_primary(&mut set);
-    // Until the sentinel turns the old primary into a replica, it still takes writes that the
-    // new one will never see (a manual failover's split brain). Once it has, a store that
-    // stayed there meets READONLY, and follows.
     let start = Instant::now();
-    loop {
-        let said = tollgate_testkit::redis_cmd(&old_url, &[b"SET", b"x", b"1"]).unwrap();
-        if matches!(&said, tollgate_testkit::Reply::Error(e) if e.starts_with("READONLY")) {
-            break;
-        }
-        assert!(start.elapsed() < FAILOVER, "{said:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    while load.readonly.load(Ordering::Relaxed) == 0 {
+        assert!(start.elapsed() < FAILOVER, "no call met READONLY");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The sentinels told of the new primary; the store asks them because of READONLY.
+    set.pause_sentinels(false).unwrap();
+    let quorum_of_one = [
+        &b"SENTINEL"[..],
+        b"MONITOR",
+        b"tollgate",
+        b"127.0.0.1",
+        port.as_bytes(),
+        b"1",
+    ];
+    set.cmd_sentinel(0, &[b"SENTINEL", b"REMOVE", b"tollgate"])
+        .unwrap();
+    let said = set.cmd_sentinel(0, &quorum_of_one).unwrap();
+    assert_eq!(said, tollgate_testkit::Reply::Status("OK".into()));
+    // A write answered: the store is on the new primary (the old one refuses every write).
     until_answered(&store).await;
+    let (allowed, _errors, slowest) = load.finish().await;
+    assert!(allowed > 0);
+    assert!(slowest <= TIMEOUT + SLACK, "a decision took {slowest:?}");
     assert_eq!(allowed_after(&store, 4).await, 4);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiting_for_a_replica_grants_nothing_twice_across_a_killed_primary() {
+/// Drains a bucket of [`LIMIT`] from a load while the primary, its replication stalled for
+/// 300 ms, is killed; then drains what the new primary holds. Answers the decisions allowed
+/// and the store errors, the store waiting for a replica when `wait`.
+async fn across_a_stalled_and_killed_primary(wait: bool) -> (usize, usize) {
     // Two replicas: once one is promoted, the other replicates it, and WAIT 1 can be met again.
     let mut set = SentinelSet::start(2, 3).unwrap();
+    // No deny cache: its denials from the old primary would hide the new primary's tokens.
     let store = RedisStore::builder(set.url())
         .timeout(Duration::from_millis(600))
-        .wait_for_replicas(1, Duration::from_millis(300))
-        .build()
-        .await
-        .unwrap();
-    const LIMIT: usize = 60;
+        .deny_cache(false);
+    let store = match wait {
+        true => store.wait_for_replicas(1, Duration::from_millis(300)),
+        false => store,
+    };
+    let store = store.build().await.unwrap();
     let policy = hourly(LIMIT as u64);
     let load = Load::start(&store, &policy, b"hot", 4);
-    // Kill the primary while the bucket is being drained.
     let start = Instant::now();
     while load.allowed.load(Ordering::Relaxed) < LIMIT / 3 {
         assert!(start.elapsed() < FAILOVER, "the load made no progress");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // What the primary writes from here on reaches no replica: a crash now loses it.
+    set.stall_replication().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
     set.kill_primary().unwrap();
+    set.resume_old_primary().unwrap();
     new_primary(&mut set);
     until_answered(&store).await;
     // Drain what is left on the new primary, beside the load.
@@ -325,7 +355,20 @@ async fn waiting_for_a_replica_grants_nothing_twice_across_a_killed_primary() {
         }
     }
     let (allowed, errors, slowest) = load.finish().await;
+    assert!(
+        slowest <= Duration::from_millis(600) + SLACK,
+        "a decision took {slowest:?}"
+    );
     let (allowed, errors) = (allowed + drain_allowed, errors + drain_errors);
+    eprintln!("waiting {wait}: {allowed} allowed, {errors} store errors, limit {LIMIT}");
+    (allowed, errors)
+}
+
+const LIMIT: usize = 60;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_a_replica_grants_nothing_twice_across_a_killed_primary() {
+    let (allowed, errors) = across_a_stalled_and_killed_primary(true).await;
     // Every decision answered from the store survived the failover: at most LIMIT allowed. A
     // store error may have charged a token it did not grant (a write applied, its WAIT short).
     assert!(allowed <= LIMIT, "over-grant: {allowed} allowed of {LIMIT}");
@@ -333,8 +376,14 @@ async fn waiting_for_a_replica_grants_nothing_twice_across_a_killed_primary() {
         allowed + errors >= LIMIT,
         "{allowed} allowed and {errors} errors of {LIMIT}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_waiting_the_same_crash_grants_twice() {
+    // The control of the test above: the same failure over-grants when nobody waits.
+    let (allowed, _errors) = across_a_stalled_and_killed_primary(false).await;
     assert!(
-        slowest <= Duration::from_millis(600) + SLACK,
-        "a decision took {slowest:?}"
+        allowed > LIMIT,
+        "no over-grant: {allowed} allowed of {LIMIT}"
     );
 }

@@ -35,8 +35,9 @@
 //! them), such as more than 26,000 per day.
 //!
 //! Concurrent calls share one multiplexed connection (pipelined: no pool, no head-of-line
-//! wait for a free connection); the connection is re-established by itself when Redis
-//! returns. Two optional layers keep a hot key cheap, both exact:
+//! wait for a free connection; waiting for replicas, each call has a connection of its own
+//! instead, see [`wait_for_replicas`](RedisStoreBuilder::wait_for_replicas)); the connection is
+//! re-established by itself when Redis returns. Two optional layers keep a hot key cheap, both exact:
 //!
 //! - a **deny cache**: a bucket known to deny cost `c` until `t` is answered locally until `t`;
 //!   for windows, the script also says how long the whole answer stands (a sliding log's
@@ -118,6 +119,7 @@ mod error;
 mod keys;
 mod nodes;
 mod plan;
+mod pool;
 mod script;
 mod sentinel;
 mod sentinel_url;
@@ -142,7 +144,7 @@ use plan::TakeFirst;
 use script::{Keys, Reply, Scripts};
 #[cfg(feature = "redis-tls")]
 pub use tls::RedisTls;
-use wait::Wait;
+use wait::{Durable, Wait};
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
 const LAYOUT_SCRIPT: &str =
@@ -235,6 +237,8 @@ struct Inner {
     settle_ids: settle::SettleIds,
     /// The node of each slot, when a cluster's calls are batched per node.
     nodes: Option<nodes::Nodes>,
+    /// Durability mode's connections, one per call (`pool.rs`).
+    durable: Option<Durable>,
 }
 
 impl RedisStore {
@@ -339,9 +343,19 @@ impl RedisStoreBuilder {
     /// Durability on request (off by default): every script call that writes (each decision
     /// call, batched or not, and each settlement) is followed on its connection by
     /// `WAIT replicas timeout`, and its decisions are answered only once `replicas` replicas
-    /// acknowledged the write. When fewer do within `timeout`, they are a transient store error
-    /// (the fail policy answers them), although the primary applied them: failing closed then
-    /// denies what may have been charged, failing open allows what may not have been.
+    /// acknowledged the write. When fewer do within `timeout`, the decisions it allowed are a
+    /// transient store error (the fail policy answers them), although the primary applied them:
+    /// failing closed then denies what may have been charged, failing open allows what may not
+    /// have been. The decisions it denied wrote nothing, and are answered as denials.
+    ///
+    /// Redis reads nothing more from a connection while a `WAIT` on it is pending, so each call
+    /// gets a connection of its own from a small pool: [`max_in_flight`](Self::max_in_flight)
+    /// connections for decisions (a decision waits for one within the timeout, which with
+    /// [`coalesce(false)`](Self::coalesce) is every decision beyond that many at once) and 2
+    /// for settlements and [`Store::ready`]. A call that ends without its answer (its timeout)
+    /// closes its connection, and the `WAIT` pending on it with it. [`Store::ready`] sends a
+    /// `WAIT` too, and is a [`StoreError::Config`] when the primary has fewer replicas connected
+    /// than `replicas` (every decision would fail): a server refuses to start on it.
     ///
     /// Without it, Redis replicates asynchronously and a primary that dies takes its last
     /// writes with it: the buckets they charged roll back on the replica promoted in its place,
@@ -424,7 +438,8 @@ impl RedisStoreBuilder {
             wait.check(self.timeout)?;
             if self.urls.len() > 1 {
                 return Err(StoreError::Config(
-                    "RedisStoreBuilder::wait_for_replicas is for one Redis (or Sentinel), not a                      Redis Cluster"
+                    "RedisStoreBuilder::wait_for_replicas is for one Redis (or Sentinel), not a \
+                     Redis Cluster"
                         .into(),
                 ));
             }
@@ -459,7 +474,8 @@ impl RedisStoreBuilder {
         scripts.wait = self.wait;
         if let Some(url) = sentinel_url {
             let follower = self.follow(url, reach).await?;
-            return Ok(self.store(Connection::Sentinel(Arc::new(follower)), scripts, None));
+            let connection = Connection::Sentinel(Arc::new(follower));
+            return Ok(self.store(connection, scripts, None, None));
         }
         let infos = self
             .urls
@@ -489,6 +505,7 @@ impl RedisStoreBuilder {
             connect::trust_roots()?;
         }
         let mut nodes = None;
+        let mut single = None;
         let connection = if self.urls.len() > 1 {
             let builder = redis::cluster::ClusterClient::builder(self.urls.clone())
                 .connection_timeout(self.timeout.max(Duration::from_millis(500)))
@@ -517,6 +534,7 @@ impl RedisStoreBuilder {
             #[cfg(not(feature = "redis-tls"))]
             let client = redis::Client::open(self.urls[0].as_str()).map_err(config_error)?;
             connect::first_connection(&client, reach).await?;
+            single = Some(client.clone());
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(self.timeout.max(Duration::from_millis(200))))
                 .set_response_timeout(Some(self.timeout.max(Duration::from_secs(1))))
@@ -527,7 +545,7 @@ impl RedisStoreBuilder {
                 ConnectionManager::new_lazy_with_config(client, config).map_err(config_error)?,
             )
         };
-        Ok(self.store(connection, scripts, nodes))
+        Ok(self.store(connection, scripts, nodes, single))
     }
 
     /// Checks a Sentinel URL's settings and finds its primary.
@@ -569,14 +587,24 @@ impl RedisStoreBuilder {
         .await
     }
 
-    /// The store over `connection`.
+    /// The store over `connection` (`single`: one Redis's client, for durability mode).
     fn store(
         self,
         connection: Connection,
         scripts: Scripts,
         nodes: Option<nodes::Nodes>,
+        single: Option<redis::Client>,
     ) -> RedisStore {
         let inject_time = self.test_clock.is_some();
+        let depth = self
+            .max_in_flight
+            .unwrap_or(if nodes.is_some() { 1 } else { 2 });
+        let within = self.timeout.max(Duration::from_secs(1));
+        let durable = self.wait.map(|_| Durable {
+            decide: pool::Pool::new(depth, within),
+            settle: pool::Pool::new(wait::SETTLE_CONNECTIONS, within),
+            single,
+        });
         let inner = Arc::new(Inner {
             connection,
             scripts,
@@ -589,10 +617,8 @@ impl RedisStoreBuilder {
             deny_cache: self.deny_cache.then(|| DenyCache::new(1 << 16)),
             settle_ids: settle::SettleIds::new(),
             nodes,
+            durable,
         });
-        let depth = self
-            .max_in_flight
-            .unwrap_or(if inner.nodes.is_some() { 1 } else { 2 });
         let batcher = self
             .batch
             .then(|| Arc::new(Batcher::new(Arc::clone(&inner), self.max_batch, depth)));
@@ -624,7 +650,87 @@ async fn per_node(
     Ok(Some(nodes))
 }
 
+/// Whether `layout`, read from Redis, is the one this version writes.
+fn same_layout(layout: &str) -> Result<(), StoreError> {
+    if layout != keys::LAYOUT {
+        return Err(StoreError::incompatible(format!(
+            "this Redis holds tollgate layout {layout:?} ({}), this tollgate writes {:?}: \
+             servers of two versions would keep separate buckets; upgrade them together",
+            keys::LAYOUT_KEY,
+            keys::LAYOUT
+        )));
+    }
+    Ok(())
+}
+
 impl Inner {
+    /// [`Store::ready`] in durability mode: the layout script (`layout`) on a connection of
+    /// `pool`, then `WAIT`; fewer replicas acknowledging than asked is not ready, and fewer
+    /// connected to the primary than asked a [`StoreError::Config`] (see [`Wait::not_ready`]).
+    async fn ready_durable(
+        &self,
+        pool: &pool::Pool,
+        wait: &Wait,
+        layout: &redis::Cmd,
+    ) -> Result<(), StoreError> {
+        let result = async {
+            let mut lent = self.lend(pool).await?;
+            let conn = lent.connection();
+            let read: String = layout.query_async(conn).await.map_err(error::setup_error)?;
+            same_layout(&read)?;
+            let millis = u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX);
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(wait.replicas)
+                .arg(millis)
+                .query_async(conn)
+                .await
+                .map_err(error::setup_error)?;
+            if acked >= i64::from(wait.replicas) {
+                lent.keep();
+                return Ok(());
+            }
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(conn)
+                .await
+                .map_err(error::setup_error)?;
+            lent.keep();
+            let connected = info
+                .lines()
+                .find_map(|l| l.strip_prefix("connected_slaves:"))
+                .and_then(|n| n.trim().parse().ok());
+            Err(wait.not_ready(acked, connected))
+        }
+        .await;
+        if let (Err(e), Connection::Sentinel(f)) = (&result, &self.connection) {
+            f.failed(e);
+        }
+        result
+    }
+
+    /// A connection of `pool` to the primary, of its own for one call (durability mode).
+    async fn lend<'p>(&self, pool: &'p pool::Pool) -> Result<pool::Lent<'p>, StoreError> {
+        let lent = match (&self.connection, &self.durable) {
+            (Connection::Sentinel(f), _) => {
+                let (at, client) = f.primary();
+                pool.get(&at, client).await
+            }
+            (
+                _,
+                Some(Durable {
+                    single: Some(client),
+                    ..
+                }),
+            ) => pool.get("", || Ok(client.clone())).await,
+            _ => {
+                return Err(StoreError::incompatible(
+                    "durability mode without one Redis or Sentinel",
+                ));
+            }
+        };
+        lent.map_err(error::store_error)
+    }
+
     fn is_cluster(&self) -> bool {
         matches!(self.connection, Connection::Cluster(_))
     }
@@ -674,6 +780,15 @@ impl Inner {
         }
         let now_us = self.inject_time.then(|| sent.as_u64() / 1000);
         let run = async {
+            if let Some(durable) = &self.durable {
+                let mut lent = self.lend(&durable.decide).await?;
+                let replies = self
+                    .script(lent.connection(), false, Keys::Declared, now_us, decisions)
+                    .await?
+                    .ok_or_else(|| StoreError::incompatible("the script refused its keys"))?;
+                lent.keep();
+                return Ok(replies);
+            }
             match self.connection.clone() {
                 Connection::Single(mut c) => self
                     .script(&mut c, false, Keys::Declared, now_us, decisions)
@@ -897,6 +1012,9 @@ impl Store for RedisStore {
         if let Some(why) = reply.garbage {
             return Err(StoreError::incompatible(why));
         }
+        if let Some(why) = reply.unsure {
+            return Err(wait::short_error(&why));
+        }
         Ok(reply.verdict)
     }
 
@@ -905,7 +1023,9 @@ impl Store for RedisStore {
     /// Servers of two layouts would keep separate buckets on one Redis, so a server that finds
     /// another layout there is not ready ([`StoreError::Incompatible`]) until they agree.
     /// Credentials refused or a DB index the server lacks are a [`StoreError::Config`] here
-    /// (a decision meets them as an outage).
+    /// (a decision meets them as an outage). Waiting for replicas, the layout's write is
+    /// followed by `WAIT`: too few replicas acknowledging is not ready, and a primary with
+    /// fewer replicas connected than asked a [`StoreError::Config`].
     async fn ready(&self) -> Result<(), StoreError> {
         let ping = async {
             let mut cmd = redis::cmd("EVAL");
@@ -913,6 +1033,9 @@ impl Store for RedisStore {
                 .arg(1)
                 .arg(keys::LAYOUT_KEY)
                 .arg(keys::LAYOUT);
+            if let (Some(durable), Some(wait)) = (&self.inner.durable, &self.inner.scripts.wait) {
+                return self.inner.ready_durable(&durable.settle, wait, &cmd).await;
+            }
             let reply: Result<String, _> = match self.inner.connection.clone() {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
@@ -924,17 +1047,7 @@ impl Store for RedisStore {
             if let (Err(e), Connection::Sentinel(f)) = (&layout, &self.inner.connection) {
                 f.failed(e);
             }
-            let layout = layout?;
-            if layout != keys::LAYOUT {
-                return Err(StoreError::incompatible(format!(
-                    "this Redis holds tollgate layout {layout:?} ({}), this tollgate writes \
-                     {:?}: servers of two versions would keep separate buckets; upgrade them \
-                     together",
-                    keys::LAYOUT_KEY,
-                    keys::LAYOUT
-                )));
-            }
-            Ok(())
+            same_layout(&layout?)
         };
         tokio::time::timeout(self.inner.timeout, ping)
             .await

@@ -8,6 +8,7 @@ use super::encoded::{Encoded, MICROSECOND, Take, checks};
 use super::error::store_error;
 use super::plan::{Plan, TakeFirst};
 use super::wait::Wait;
+pub(crate) use super::wait::Waited;
 use crate::algorithm::gcra::Gcra;
 use crate::{CheckError, Decision, Nanos, StoreError, Verdict};
 
@@ -166,6 +167,9 @@ pub(crate) struct Reply {
     /// Why the decision was not made: a bucket's key holds a value this version never writes
     /// (the verdict is then empty, and nothing was taken).
     pub(crate) garbage: Option<String>,
+    /// Why an allowed decision is answered as a store error: fewer replicas than asked hold
+    /// what it charged (durability mode, `wait.rs`).
+    pub(crate) unsure: Option<String>,
 }
 
 impl Reply {
@@ -174,6 +178,7 @@ impl Reply {
             verdict: Verdict::new(decisions),
             holds,
             garbage: None,
+            unsure: None,
         }
     }
 
@@ -193,6 +198,7 @@ impl Reply {
                  decision took nothing, and the key now expires like a bucket of its policy",
                 String::from_utf8_lossy(bucket)
             )),
+            unsure: None,
         }
     }
 }
@@ -223,10 +229,11 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
         plan.take_first();
     }
     let cmd = command(script, now_us, decisions, &plan, buckets_only, keys_as);
-    let reply = match query(script, &cmd, conn, cluster, scripts.wait.as_ref()).await {
-        Err(e) if keys_as == Keys::PerNode && is_not_local(&e) => return Ok(None),
-        reply => reply.map_err(store_error)?,
-    };
+    let Waited { reply, short } =
+        match query(script, &cmd, conn, cluster, scripts.wait.as_ref()).await {
+            Err(e) if keys_as == Keys::PerNode && is_not_local(&e) => return Ok(None),
+            reply => reply.map_err(store_error)?,
+        };
     let mut numbers = numbers(reply)?;
     if buckets_only {
         if let Some(now) = numbers.first_mut().filter(|now| **now < 0) {
@@ -247,7 +254,21 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
     } else {
         parse(&numbers, decisions)
     }
-    .map(Some)
+    .map(|replies| Some(unsure(replies, short)))
+}
+
+/// When the `WAIT` behind the call fell short (`short`), marks the decisions it charged: their
+/// write may not survive a failover, so they are answered as a store error. A denial wrote
+/// nothing to lose, and is answered as Redis decided it.
+fn unsure(mut replies: Vec<Reply>, short: Option<String>) -> Vec<Reply> {
+    if let Some(why) = short {
+        for reply in &mut replies {
+            if reply.garbage.is_none() && reply.verdict.allowed() {
+                reply.unsure = Some(why.clone());
+            }
+        }
+    }
+    replies
 }
 
 /// A script sent per node met a bucket its node does not serve (Redis 7.0.15: "Script
@@ -275,7 +296,7 @@ pub(crate) async fn query(
     conn: &mut impl redis::aio::ConnectionLike,
     cluster: bool,
     wait: Option<&Wait>,
-) -> redis::RedisResult<Value> {
+) -> redis::RedisResult<Waited> {
     let mut redirected = 0;
     loop {
         let reply = match send(cmd, conn, wait).await {
@@ -300,10 +321,13 @@ async fn send(
     cmd: &Cmd,
     conn: &mut impl redis::aio::ConnectionLike,
     wait: Option<&Wait>,
-) -> redis::RedisResult<Value> {
+) -> redis::RedisResult<Waited> {
     match wait {
         Some(wait) => wait.query(cmd, conn).await,
-        None => cmd.query_async(conn).await,
+        None => Ok(Waited {
+            reply: cmd.query_async(conn).await?,
+            short: None,
+        }),
     }
 }
 

@@ -314,6 +314,15 @@ impl Follower {
         self.shared.current.read().connection.clone()
     }
 
+    /// The primary's address as last discovered, as `host:port` (durability mode's pool keys
+    /// its connections by it), and a client of it.
+    pub(crate) fn primary(&self) -> (String, impl FnOnce() -> redis::RedisResult<redis::Client>) {
+        let (host, port) = self.shared.current.read().address.clone();
+        let at = format!("{host}:{port}");
+        let shared = Arc::clone(&self.shared);
+        (at, move || shared.settings.node(&host, port))
+    }
+
     /// Told of a call's failure: a transient one (`READONLY`, a connection lost, a timeout) may
     /// mean the primary moved, so the sentinels are asked now.
     pub(crate) fn failed(&self, e: &StoreError) {

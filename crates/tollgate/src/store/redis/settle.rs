@@ -60,14 +60,29 @@ impl RedisStore {
     async fn run(&self, cmd: &redis::Cmd, lua: &Script) -> Result<Value, StoreError> {
         let wait = self.inner.scripts.wait.as_ref();
         let run = async {
-            match self.inner.connection.clone() {
-                Connection::Single(mut c) => script::query(lua, cmd, &mut c, false, wait).await,
-                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c, true, wait).await,
-                Connection::Sentinel(f) => {
-                    script::query(lua, cmd, &mut f.connection(), false, wait).await
+            let waited = if let Some(durable) = &self.inner.durable {
+                let mut lent = self.inner.lend(&durable.settle).await?;
+                let waited = script::query(lua, cmd, lent.connection(), false, wait).await;
+                if waited.is_ok() {
+                    lent.keep();
                 }
+                waited
+            } else {
+                match self.inner.connection.clone() {
+                    Connection::Single(mut c) => script::query(lua, cmd, &mut c, false, wait).await,
+                    Connection::Cluster(mut c) => script::query(lua, cmd, &mut c, true, wait).await,
+                    Connection::Sentinel(f) => {
+                        script::query(lua, cmd, &mut f.connection(), false, wait).await
+                    }
+                }
+            };
+            // A settlement that fell short changed buckets that may roll back: an error.
+            match waited.map_err(store_error)? {
+                script::Waited {
+                    short: Some(why), ..
+                } => Err(super::wait::short_error(&why)),
+                script::Waited { reply, .. } => Ok(reply),
             }
-            .map_err(store_error)
         };
         let timeout = self.inner.timeout;
         let result = tokio::time::timeout(timeout, run)

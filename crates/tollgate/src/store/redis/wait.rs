@@ -1,23 +1,26 @@
-//! Durability on request: `WAIT numreplicas timeout` behind every script call that writes, on
-//! the same connection, so that a decision is answered only once `numreplicas` replicas hold
-//! what it wrote ([`RedisStoreBuilder::wait_for_replicas`](super::RedisStoreBuilder::wait_for_replicas)).
+//! Durability on request: `WAIT numreplicas timeout` behind every script call that writes,
+//! pipelined on the call's own connection (`pool.rs`), so that a decision is answered only
+//! once `numreplicas` replicas hold what it wrote
+//! ([`RedisStoreBuilder::wait_for_replicas`](super::RedisStoreBuilder::wait_for_replicas)).
 //!
 //! Redis replicates asynchronously: a primary that dies takes with it what it had not yet sent,
 //! and the buckets it held roll back on the replica promoted in its place (an over-grant). A
 //! decision whose `WAIT` is acknowledged by `numreplicas` replicas survives the death of the
 //! primary as long as one of them is promoted (Sentinel promotes the replica that holds most).
-//! `WAIT` counts the writes of the connection up to it, which includes the script sent just
-//! before it in the same pipeline (and any other call sent before it on the shared connection).
+//! `WAIT` counts the writes of the connection up to it: the script sent just before it.
 //!
-//! When fewer replicas acknowledge within the timeout, the call's decisions are a store error,
-//! answered by the fail policy, although Redis has applied them and the write may still survive
-//! (it reached the primary, and perhaps a replica after the timeout): failing closed denies a
-//! decision that may have been charged, failing open allows one that may not have been.
+//! When fewer replicas acknowledge within the timeout, the decisions the call allowed (it
+//! charged their buckets) are a store error, answered by the fail policy, although Redis has
+//! applied them and the write may still survive (it reached the primary, and perhaps a replica
+//! after the timeout): failing closed denies a decision that may have been charged, failing
+//! open allows one that may not have been. The decisions it denied wrote nothing that could
+//! be lost, and are answered as Redis decided them.
 
 use std::time::Duration;
 
 use redis::{Cmd, Value};
 
+use super::pool::Pool;
 use crate::StoreError;
 
 /// `WAIT replicas timeout` after each write.
@@ -57,13 +60,13 @@ impl Wait {
         Ok(())
     }
 
-    /// `cmd`, then `WAIT`, in one pipeline on `conn`: the script's reply, or its error, or a
-    /// [`NOREPLICAS`](is_shortfall) error when fewer replicas acknowledged.
+    /// `cmd`, then `WAIT`, in one pipeline on `conn` (a connection of its own: see `pool.rs`):
+    /// the script's reply, or its error, with what the `WAIT` fell short of, if it did.
     pub(crate) async fn query(
         &self,
         cmd: &Cmd,
         conn: &mut impl redis::aio::ConnectionLike,
-    ) -> redis::RedisResult<Value> {
+    ) -> redis::RedisResult<Waited> {
         let millis = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipe = redis::pipe();
         // Errors are read one by one: the script's (NOSCRIPT above all) keeps its kind.
@@ -78,16 +81,63 @@ impl Wait {
             return Err(shortfall("WAIT was not answered".into()));
         };
         let reply = reply.extract_error()?;
-        match acked.extract_error()? {
-            Value::Int(n) if n >= i64::from(self.replicas) => Ok(reply),
-            Value::Int(n) => Err(shortfall(format!(
+        let short = match acked.extract_error()? {
+            Value::Int(n) if n >= i64::from(self.replicas) => None,
+            Value::Int(n) => Some(format!(
                 "{n} of the {} replicas asked for acknowledged the write within {millis} ms \
                  (WAIT); it was applied on the primary and may or may not survive a failover",
                 self.replicas
-            ))),
-            other => Err(shortfall(format!("WAIT answered {other:?}"))),
+            )),
+            other => return Err(shortfall(format!("WAIT answered {other:?}"))),
+        };
+        Ok(Waited { reply, short })
+    }
+
+    /// What [`Store::ready`](crate::Store::ready) says when its write was acknowledged by
+    /// `acked` replicas only, the primary having `connected` (`INFO replication`): fewer
+    /// connected than asked is a [`StoreError::Config`] (a server refuses to start on it,
+    /// `config check` says it), a slow acknowledgement transient.
+    pub(crate) fn not_ready(&self, acked: i64, connected: Option<i64>) -> StoreError {
+        let asked = self.replicas;
+        match connected {
+            Some(connected) if connected < i64::from(asked) => StoreError::Config(format!(
+                "wait_for_replicas asks for {asked} replicas, and the primary has {connected} \
+                 connected (INFO replication): every decision would be a store error; give \
+                 it the replicas or ask for fewer"
+            )),
+            _ => StoreError::Unavailable(
+                format!(
+                    "{asked} replicas asked, {acked} acknowledged within {:?} (WAIT)",
+                    self.timeout
+                )
+                .into(),
+            ),
         }
     }
+}
+
+/// A script's reply, and, when fewer replicas than asked acknowledged it, why.
+pub(crate) struct Waited {
+    pub(crate) reply: Value,
+    pub(crate) short: Option<String>,
+}
+
+/// The connections of durability mode (see `pool.rs`).
+pub(crate) struct Durable {
+    /// Decision calls: as many as may be in flight (`max_in_flight`).
+    pub(crate) decide: Pool,
+    /// Settlements, resets and [`Store::ready`](crate::Store::ready).
+    pub(crate) settle: Pool,
+    /// One Redis's client; `None` behind Sentinel, where the follower names the primary.
+    pub(crate) single: Option<redis::Client>,
+}
+
+/// How many connections settlements get in durability mode.
+pub(crate) const SETTLE_CONNECTIONS: usize = 2;
+
+/// A store error saying a decision's write may not survive a failover (see [`Waited`]).
+pub(crate) fn short_error(why: &str) -> StoreError {
+    super::error::store_error(shortfall(why.to_owned()))
 }
 
 /// Redis's own code for too few replicas (`min-replicas-to-write`): transient, as a failover.
