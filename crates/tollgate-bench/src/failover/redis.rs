@@ -1,7 +1,10 @@
 //! Redis Sentinel's failover: a primary, two replicas and three sentinels (the test kit's
 //! `SentinelSet`), the store on its `redis+sentinel://` URL, the primary killed (SIGKILL) or
 //! paused (SIGSTOP past `down-after-milliseconds`, then resumed as a stale old primary), with
-//! the durability option (`WAIT 1` after each write) off and on.
+//! the durability option (`WAIT 1` after each write) off and on. The replicas are made to lag
+//! first: the primary drops their links (`CLIENT KILL TYPE replica`) [`LAG`] before the fault,
+//! while decisions go on (a replica reconnects on its next once-a-second tick, so the lag made
+//! is up to [`LAG`], not always all of it).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,7 +13,7 @@ use tollgate::RedisStore;
 use tollgate_testkit::{Reply, SentinelSet};
 
 use super::driver::{Load, drive};
-use super::{RedisCost, Run, STORE_TIMEOUT};
+use super::{LAG, RedisCost, Run, STORE_TIMEOUT};
 use crate::BenchError;
 use crate::commandstats::CommandStats;
 
@@ -74,6 +77,9 @@ pub(super) async fn run(
         // What the primary did for the decisions before the fault: Redis's time per decision.
         *delta.lock().unwrap_or_else(|e| e.into_inner()) = Some(commandstats(&set)?.since(&start)?);
         let failed = |e| BenchError::Args(format!("the failover failed: {e}"));
+        set.cmd_primary(&[b"CLIENT", b"KILL", b"TYPE", b"replica"])
+            .map_err(failed)?;
+        std::thread::sleep(LAG);
         match fault {
             Fault::Kill => set.kill_primary().map_err(failed)?,
             Fault::Pause => set.pause_primary().map_err(failed)?,
@@ -102,7 +108,7 @@ pub(super) async fn run(
         },
         durable,
         load: load_name,
-        fail_policy: load.fail_policy,
+        deny: load.deny,
         failover_s: seen.fault_took,
         seen,
     })
