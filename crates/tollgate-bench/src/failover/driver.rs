@@ -17,7 +17,7 @@ const SLICE: Duration = Duration::from_millis(10);
 /// How long the store must answer every decision, after the fault, for the failover to be over.
 const SETTLED: Duration = Duration::from_secs(1);
 /// The longest a failover may take before the run gives up waiting for it.
-const GIVE_UP: Duration = Duration::from_secs(45);
+const GIVE_UP: Duration = Duration::from_secs(30);
 /// Left out of the rate before the fault: connections and scripts warming up.
 const WARM: Duration = Duration::from_millis(300);
 /// Not yet: the fault's instant before it is injected.
@@ -88,10 +88,15 @@ pub struct Seen {
 struct Tally {
     clock: Stopwatch,
     stop: AtomicBool,
+    /// Which keys the clients decide on: 0 before the fault, 1 from it on. At the limit a
+    /// replica's lag holds `rate × lag` tokens, which a failover longer than the lag refills
+    /// anyway; fresh keys at the fault are drained in a burst during the lag, as keys new to
+    /// a store are, and show what an asynchronous replica loses.
+    epoch: AtomicU64,
     /// ns since the start when the fault began ([`NOT_YET`] before).
     fault_at: AtomicU64,
-    /// Tokens the store allowed, per key and per [`SLICE`] of its decision's start:
-    /// `keys × slices`, key by key.
+    /// Tokens the store allowed, per key of each epoch and per [`SLICE`] of its decision's
+    /// start: `2 × keys × slices`, key by key.
     allowed: Vec<AtomicU64>,
     /// Calls the store failed, counted the same way (each may have charged its token).
     failed: Vec<AtomicU64>,
@@ -130,9 +135,10 @@ where
     let tally = Arc::new(Tally {
         clock: Stopwatch::start(),
         stop: AtomicBool::new(false),
+        epoch: AtomicU64::new(0),
         fault_at: AtomicU64::new(NOT_YET),
-        allowed: counters(load.keys * slices),
-        failed: counters(load.keys * slices),
+        allowed: counters(2 * load.keys * slices),
+        failed: counters(2 * load.keys * slices),
         slices,
         decided_in: counters(slices),
         decided: AtomicU64::new(0),
@@ -162,6 +168,7 @@ where
     tally
         .fault_at
         .store(fault_at.as_nanos() as u64, Ordering::Relaxed);
+    tally.epoch.store(1, Ordering::Relaxed);
     let injected = tokio::task::spawn_blocking(fault).await;
     let fault_took = tally.clock.elapsed().saturating_sub(fault_at);
     let outcome = match injected {
@@ -200,7 +207,9 @@ async fn decide<S: Store>(client: usize, store: &Guarded<S>, tally: &Tally, load
         let key = n % load.keys;
         // Clients walk the keys with a stride, so that they meet on each key at random.
         n = n.wrapping_add(load.clients.max(1) * 7 + 1);
-        let name = format!("failover:{key}");
+        let epoch = tally.epoch.load(Ordering::Relaxed);
+        let name = format!("failover:{epoch}:{key}");
+        let key = epoch as usize * load.keys + key;
         let started = tally.clock.elapsed();
         let answer = store
             .decide(&[Check::new(load.policy, name.as_bytes(), 1)])
@@ -289,7 +298,7 @@ fn seen(
     let slowest = Duration::from_nanos(tally.slowest.load(Ordering::Relaxed));
     let (mut over_grant, mut over_grant_high, mut grew_until) = (0, 0, 0);
     let mut either = vec![0; used];
-    for key in 0..load.keys {
+    for key in 0..2 * load.keys {
         let grants = &allowed[key * tally.slices..][..used];
         let (over, grew) = bound.over(grants, slowest_decided);
         over_grant += over;
