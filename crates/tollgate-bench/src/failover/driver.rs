@@ -20,6 +20,10 @@ const SETTLED: Duration = Duration::from_secs(1);
 const GIVE_UP: Duration = Duration::from_secs(30);
 /// Left out of the rate before the fault: connections and scripts warming up.
 const WARM: Duration = Duration::from_millis(300);
+/// The width of the latency histogram's buckets, and how many (the last holds every slower
+/// decision).
+const LATENCY_STEP: Duration = Duration::from_micros(20);
+const LATENCY_BUCKETS: usize = 25_000;
 /// Not yet: the fault's instant before it is injected.
 const NOT_YET: u64 = u64::MAX;
 
@@ -82,6 +86,11 @@ pub struct Seen {
     pub rate_after: f64,
     /// The slowest decision, ms.
     pub slowest_ms: f64,
+    /// The median and 99th percentile of the store's decisions that started before the fault
+    /// (after the warm-up), ms, to the histogram's 0.02 ms.
+    pub p50_ms: f64,
+    /// See [`p50_ms`](Self::p50_ms).
+    pub p99_ms: f64,
 }
 
 /// Counters the clients share.
@@ -112,6 +121,9 @@ struct Tally {
     /// The slowest call, and the slowest the store answered, ns.
     slowest: AtomicU64,
     slowest_decided: AtomicU64,
+    /// The store's decisions before the fault (after [`WARM`]), by how long they took, per
+    /// [`LATENCY_STEP`].
+    latency: Vec<AtomicU64>,
 }
 
 /// Runs `load` on `store` for `before`, injects `fault` (on a blocking thread: it may wait for
@@ -147,6 +159,7 @@ where
         last_failure: AtomicU64::new(0),
         slowest: AtomicU64::new(0),
         slowest_decided: AtomicU64::new(0),
+        latency: counters(LATENCY_BUCKETS),
     });
     // The library's own fail policy answers what the store cannot.
     let store = Guarded::new(
@@ -228,6 +241,12 @@ async fn decide<S: Store>(client: usize, store: &Guarded<S>, tally: &Tally, load
         match decided {
             Some(allowed) => {
                 tally.slowest_decided.fetch_max(took, Ordering::Relaxed);
+                if started >= WARM
+                    && (started.as_nanos() as u64) < tally.fault_at.load(Ordering::Relaxed)
+                {
+                    let bucket = (took / LATENCY_STEP.as_nanos() as u64) as usize;
+                    tally.latency[bucket.min(LATENCY_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+                }
                 if allowed {
                     tally.allowed[at].fetch_add(1, Ordering::Relaxed);
                 }
@@ -323,6 +342,20 @@ fn seen(
             .sum();
         count as f64 / (SLICE.as_secs_f64() * (b - a) as f64)
     };
+    let latency = load_all(&tally.latency);
+    let quantile = |q: u64| {
+        let total: u64 = latency.iter().sum();
+        // The bucket holding the decision of rank ⌈total × q / 100⌉, by its upper edge.
+        let rank = (total * q).div_ceil(100).max(1);
+        let mut seen = 0;
+        for (bucket, count) in latency.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return (LATENCY_STEP * (bucket as u32 + 1)).as_secs_f64() * 1e3;
+            }
+        }
+        0.0
+    };
     let fault_slice = (fault_at.as_nanos() / SLICE.as_nanos()) as usize;
     let grew_end = SLICE * grew_until as u32;
     Seen {
@@ -350,6 +383,8 @@ fn seen(
         // slice is partial, left out.
         rate_after: rate(answering_since + WARM, ran.saturating_sub(SLICE)),
         slowest_ms: slowest.as_secs_f64() * 1e3,
+        p50_ms: quantile(50),
+        p99_ms: quantile(99),
     }
 }
 

@@ -123,6 +123,8 @@ impl FailoverReport {
                 r.over_grant(),
                 format!("{:.0}", s.rate_before),
                 format!("{:.0}", s.rate_after),
+                format!("{:.2}", s.p50_ms),
+                format!("{:.2}", s.p99_ms),
                 format!("{:.0}", s.slowest_ms),
             ]
         });
@@ -141,6 +143,8 @@ impl FailoverReport {
             ("over-grant", Right),
             ("decisions/s before", Right),
             ("decisions/s after", Right),
+            ("p50 ms before", Right),
+            ("p99 ms before", Right),
             ("slowest ms", Right),
         ];
         Report {
@@ -314,6 +318,9 @@ fn notes() -> Vec<String> {
          connection, a write whose `WAIT` fell short). The lag the run makes is what an \
          asynchronous replica loses; less what the bucket refilled while the store could not \
          decide (a failover longer than `capacity / rate` shows none)."
+            .into(),
+        "*p50/p99 ms before*: how long the store's decisions took before the fault (after the \
+         warm-up), to 0.02 ms: the latency durability adds is the difference between runs."
             .into(),
         "*decisions/s*: the store's own decisions per second before the fault (after a 0.3 s \
          warm-up) and from 0.3 s after it answers again to the end."
