@@ -203,6 +203,16 @@ mod tests {
         client.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"held");
 
+        // Replies held: what the client sends still arrives (the echo server answers it), but
+        // its answer does not come back.
+        proxy.hold_replies();
+        client.write_all(b"sent").unwrap();
+        let err = client.read(&mut buf).unwrap_err();
+        assert!(matches!(
+            err.kind(),
+            ErrorKind::WouldBlock | ErrorKind::TimedOut
+        ));
+
         proxy.cut();
         client
             .set_read_timeout(Some(Duration::from_secs(2)))

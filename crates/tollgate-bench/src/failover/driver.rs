@@ -63,7 +63,10 @@ pub struct Seen {
     pub guard_errors: u64,
     /// See [`guard_errors`](Self::guard_errors).
     pub guard_failed_open: u64,
-    /// Tokens the store allowed beyond the exact bound, summed over the keys: per key, the
+    /// Tokens the store allowed beyond the exact bound, summed over the keys (unlike the other
+    /// benchmarks' over-grant tests, which compare one total with its `max_allowed` over a
+    /// whole run, this is the worst window of each key, so a loss in the middle of a run
+    /// shows however long the run goes on): per key, the
     /// most by which the tokens whose decisions started in any window of 10 ms slices `[s, e]`
     /// exceed `capacity + rate × (e − s + d)`, `d` the slowest decision the store made (its
     /// charge fell somewhere in its call); 0 for an exact store.
