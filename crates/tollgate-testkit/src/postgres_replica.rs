@@ -18,6 +18,10 @@ use crate::process::{self, Deadline};
 
 /// How long a promotion may take before it is an error.
 const PROMOTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the standby may take to stream from the primary once started.
+const STREAM_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `psql` may take to connect (a stopped server would hang it).
+const PSQL_CONNECT_TIMEOUT: &str = "5";
 
 /// Whether a commit on the primary waits for the standby.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +51,9 @@ pub struct TestPostgresReplica {
 
 impl TestPostgresReplica {
     /// Starts the primary, takes a base backup of it, starts the standby on it and waits
-    /// until the standby accepts read-only connections.
+    /// until the primary sees it streaming (`pg_stat_replication`), as a synchronous standby
+    /// (`sync_state` `sync`) under [`Replication::Synchronous`]: from then on a commit waits for
+    /// it, and none waits for a standby still catching up.
     pub fn start(replication: Replication) -> Result<Self, TestkitError> {
         let primary_settings = match replication {
             Replication::Asynchronous => Vec::new(),
@@ -70,12 +76,38 @@ impl TestPostgresReplica {
             Seed::BaseBackup(primary.port),
             Vec::new(),
         )?;
-        Ok(Self {
+        let pair = Self {
             primary,
             standby,
             replication,
             promoted: false,
-        })
+        };
+        let wanted = match replication {
+            Replication::Asynchronous => "streaming|async",
+            Replication::Synchronous => "streaming|sync",
+        };
+        let mut deadline = Deadline::after(STREAM_TIMEOUT);
+        loop {
+            let state = pair.query(
+                &pair.primary,
+                "SELECT state || '|' || sync_state FROM pg_stat_replication",
+            );
+            if state.as_deref() == Some(wanted) {
+                return Ok(pair);
+            }
+            if deadline.expired() {
+                return Err(TestkitError::NotReady {
+                    what: format!(
+                        "{} streaming to its standby ({state:?})",
+                        pair.primary.what()
+                    ),
+                    waited: deadline.elapsed(),
+                    log: pair.standby.log.clone(),
+                    log_tail: process::log_tail(&pair.standby.log, 0),
+                });
+            }
+            deadline.pause();
+        }
     }
 
     /// How commits reach the standby.
@@ -121,13 +153,34 @@ impl TestPostgresReplica {
         self.primary.stop()
     }
 
+    /// Kills the primary with its standby `lag` behind: the primary's WAL sender is stopped
+    /// (SIGSTOP) for `lag` while the primary goes on committing, then killed (SIGKILL), and
+    /// the primary with it (as [`kill_primary`](Self::kill_primary)). What the primary
+    /// committed in that `lag` never reaches the standby: asynchronous commits are lost with
+    /// the primary; synchronous ones wait for the standby, and never return.
+    pub fn kill_primary_behind(&mut self, lag: Duration) -> Result<(), TestkitError> {
+        let sender = self
+            .query(&self.primary, "SELECT pid FROM pg_stat_replication")
+            .and_then(|pid| pid.parse::<libc::pid_t>().ok())
+            .ok_or_else(|| TestkitError::NotReady {
+                what: format!("the WAL sender of {}", self.primary.what()),
+                waited: Duration::ZERO,
+                log: self.primary.log.clone(),
+                log_tail: process::log_tail(&self.primary.log, 0),
+            })?;
+        signal(sender, libc::SIGSTOP);
+        std::thread::sleep(lag);
+        signal(sender, libc::SIGKILL);
+        self.primary.stop()
+    }
+
     /// Whether the primary still runs.
     pub fn primary_runs(&self) -> bool {
         self.primary.process.is_some()
     }
 
-    /// Promotes the standby (`pg_ctl promote -w`) and waits until it accepts writes (its lock
-    /// file says "ready"). Promoting it twice does nothing.
+    /// Promotes the standby (`pg_ctl promote -w`) and waits until it accepts writes (asked
+    /// with `pg_is_in_recovery()` until it answers false). Promoting it twice does nothing.
     pub fn promote(&mut self) -> Result<(), TestkitError> {
         if self.promoted {
             return Ok(());
@@ -169,21 +222,37 @@ impl TestPostgresReplica {
         Ok(())
     }
 
-    /// `pg_is_in_recovery()` on `server`, through its own `psql`; `None` when it does not
-    /// answer.
+    /// `pg_is_in_recovery()` on `server`; `None` when it does not answer.
     fn in_recovery(&self, server: &OwnedPostgres) -> Option<bool> {
-        let out = Command::new(server.bin.dir.join("psql"))
-            .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
-            .args(["-U", "postgres", "-d", "postgres", "-XAtc"])
-            .arg("SELECT pg_is_in_recovery()")
-            .output()
-            .ok()?;
-        match String::from_utf8_lossy(&out.stdout).trim() {
+        match self.query(server, "SELECT pg_is_in_recovery()")?.as_str() {
             "t" => Some(true),
             "f" => Some(false),
             _ => None,
         }
     }
+
+    /// The first line `sql` answers on `server`, through its own `psql` (connecting within
+    /// [`PSQL_CONNECT_TIMEOUT`] seconds); `None` when it does not answer or answers nothing.
+    fn query(&self, server: &OwnedPostgres, sql: &str) -> Option<String> {
+        let out = Command::new(server.bin.dir.join("psql"))
+            .env("PGCONNECT_TIMEOUT", PSQL_CONNECT_TIMEOUT)
+            .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+            .args(["-U", "postgres", "-d", "postgres", "-XAtc", sql])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().next()?.trim();
+        (!line.is_empty()).then(|| line.to_owned())
+    }
+}
+
+/// Sends `signal` to `pid`, a process of one of this kit's servers (a WAL sender); one gone
+/// already is no error (the kill that follows finds it gone as well).
+#[allow(unsafe_code)]
+fn signal(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is one the
+    // primary named as its WAL sender a moment ago.
+    unsafe { libc::kill(pid, signal) };
 }
 
 #[cfg(test)]

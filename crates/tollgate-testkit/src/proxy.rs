@@ -34,6 +34,8 @@ pub struct StallProxy {
 
 struct Shared {
     stalled: AtomicBool,
+    /// Replies (upstream to client) held back, requests still forwarded.
+    replies_held: AtomicBool,
     stopped: AtomicBool,
     open: Mutex<Vec<TcpStream>>,
 }
@@ -47,6 +49,7 @@ impl StallProxy {
         listener.set_nonblocking(true).map_err(failed)?;
         let shared = Arc::new(Shared {
             stalled: AtomicBool::new(false),
+            replies_held: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             open: Mutex::new(Vec::new()),
         });
@@ -68,6 +71,13 @@ impl StallProxy {
     /// Moves bytes again, the ones held back first.
     pub fn resume(&self) {
         self.shared.stalled.store(false, Ordering::SeqCst);
+    }
+
+    /// Holds back the upstream's replies while still forwarding what clients send: a request
+    /// reaches the store and is done there, and its answer is lost if [`cut`](Self::cut)
+    /// follows (a connection that dies between a commit and its reply).
+    pub fn hold_replies(&self) {
+        self.shared.replies_held.store(true, Ordering::SeqCst);
     }
 
     /// Closes every connection open now (a client must reconnect).
@@ -117,16 +127,22 @@ fn accept(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
             }
         }
         let (a, b) = (Arc::clone(&shared), Arc::clone(&shared));
-        thread::spawn(move || pump(client, server, a));
-        thread::spawn(move || pump(server_2, client_2, b));
+        thread::spawn(move || pump(client, server, a, false));
+        thread::spawn(move || pump(server_2, client_2, b, true));
     }
 }
 
-/// Copies `from` to `to` while not stalled; closes both when either end closes.
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
+/// Copies `from` to `to` while not stalled (nor, for the `replies` direction, held); closes
+/// both when either end closes.
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>, replies: bool) {
     let mut buf = [0u8; 16 * 1024];
+    let held = |shared: &Shared| {
+        (shared.stalled.load(Ordering::SeqCst)
+            || (replies && shared.replies_held.load(Ordering::SeqCst)))
+            && !shared.stopped.load(Ordering::SeqCst)
+    };
     loop {
-        while shared.stalled.load(Ordering::SeqCst) && !shared.stopped.load(Ordering::SeqCst) {
+        while held(&shared) {
             thread::sleep(PAUSE);
         }
         let n = match from.read(&mut buf) {
@@ -134,7 +150,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
             Ok(n) => n,
         };
         // Bytes read just as a stall began are held until it ends.
-        while shared.stalled.load(Ordering::SeqCst) && !shared.stopped.load(Ordering::SeqCst) {
+        while held(&shared) {
             thread::sleep(PAUSE);
         }
         if to.write_all(&buf[..n]).is_err() {
@@ -186,6 +202,16 @@ mod tests {
         proxy.resume();
         client.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"held");
+
+        // Replies held: what the client sends still arrives (the echo server answers it), but
+        // its answer does not come back.
+        proxy.hold_replies();
+        client.write_all(b"sent").unwrap();
+        let err = client.read(&mut buf).unwrap_err();
+        assert!(matches!(
+            err.kind(),
+            ErrorKind::WouldBlock | ErrorKind::TimedOut
+        ));
 
         proxy.cut();
         client

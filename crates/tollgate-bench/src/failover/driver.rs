@@ -6,43 +6,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use tollgate::store::guarded::{FailPolicy, GuardStats, Guarded};
 use tollgate::{Check, Policy, Store};
 
 use crate::BenchError;
 use crate::clock::Stopwatch;
 
-/// The width of the slices decisions are counted in.
+/// The width of the slices decisions and each key's grants are counted in.
 const SLICE: Duration = Duration::from_millis(10);
-/// The width of the slices each key's grants are counted in, for the over-grant.
-const GRANTS: Duration = Duration::from_millis(100);
-/// The longest run the slices cover (for the rates before and after); decisions after it
-/// still count in the totals.
-const MAX_RUN: Duration = Duration::from_secs(120);
 /// How long the store must answer every decision, after the fault, for the failover to be over.
 const SETTLED: Duration = Duration::from_secs(1);
 /// The longest a failover may take before the run gives up waiting for it.
-const GIVE_UP: Duration = Duration::from_secs(45);
+const GIVE_UP: Duration = Duration::from_secs(30);
 /// Left out of the rate before the fault: connections and scripts warming up.
 const WARM: Duration = Duration::from_millis(300);
-
-/// What answers a decision the store could not make: the server's `fail_policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FailPolicy {
-    /// Allow (`fail_policy = "open"`, the default).
-    Open,
-    /// Deny (`fail_policy = "deny"`).
-    Deny,
-}
-
-impl FailPolicy {
-    /// Its name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            FailPolicy::Open => "open",
-            FailPolicy::Deny => "deny",
-        }
-    }
-}
+/// The width of the latency histogram's buckets, and how many (the last holds every slower
+/// decision).
+const LATENCY_STEP: Duration = Duration::from_micros(20);
+const LATENCY_BUCKETS: usize = 25_000;
+/// Not yet: the fault's instant before it is injected.
+const NOT_YET: u64 = u64::MAX;
 
 /// The clients and what they ask.
 #[derive(Debug, Clone)]
@@ -57,7 +40,8 @@ pub(super) struct Load {
     pub(super) rate: u64,
     /// Tokens a bucket holds.
     pub(super) capacity: u64,
-    pub(super) fail_policy: FailPolicy,
+    /// Whether the store is guarded by `FailPolicy::Deny` (else `FailPolicy::Allow`).
+    pub(super) deny: bool,
 }
 
 /// What the clients saw over one run.
@@ -69,17 +53,33 @@ pub struct Seen {
     pub decided_before: u64,
     /// Of them, allowed.
     pub allowed: u64,
-    /// Decisions the store could not make (an error or its timeout), answered by the fail
-    /// policy.
+    /// Decisions from the fault on that the store could not make (an error or its timeout),
+    /// answered by the fail policy (`tollgate::store::guarded::Guarded`'s).
     pub fail_policy: u64,
     /// Of them, allowed (none under `deny`).
     pub fail_policy_allowed: u64,
-    /// Tokens the store allowed beyond the exact bound, summed over the keys: per key, the
-    /// most by which the tokens it allowed from any instant `s` (of the starts of 100 ms
-    /// slices) to the end `e` exceed `capacity + rate × (e − s)`; 0 for an exact store.
+    /// The guard's own counts over the whole run: calls the store failed, and of them those
+    /// it answered "allowed".
+    pub guard_errors: u64,
+    /// See [`guard_errors`](Self::guard_errors).
+    pub guard_failed_open: u64,
+    /// Tokens the store allowed beyond the exact bound, summed over the keys (unlike the other
+    /// benchmarks' over-grant tests, which compare one total with its `max_allowed` over a
+    /// whole run, this is the worst window of each key, so a loss in the middle of a run
+    /// shows however long the run goes on): per key, the
+    /// most by which the tokens whose decisions started in any window of 10 ms slices `[s, e]`
+    /// exceed `capacity + rate × (e − s + d)`, `d` the slowest decision the store made (its
+    /// charge fell somewhere in its call); 0 for an exact store.
     pub over_grant: u64,
+    /// The same counting every failed call as a grant too (it may have charged its token
+    /// before it failed: a commit whose answer was lost, a write whose `WAIT` fell short), `d`
+    /// the slowest call: the top of the over-grant's range.
+    pub over_grant_high: u64,
     /// Seconds from the fault until the store answers again for good (its last failure ended),
     /// 0 when it never failed.
+    pub answers_again: f64,
+    /// Seconds from the fault to the end of the last window in which the over-grant grew: from
+    /// then on the store's decisions are exact again. 0 when there was none.
     pub exact_again: f64,
     /// Seconds the fault itself took to inject (a promotion waited for, say).
     pub fault_took: f64,
@@ -89,25 +89,44 @@ pub struct Seen {
     pub rate_after: f64,
     /// The slowest decision, ms.
     pub slowest_ms: f64,
+    /// The median and 99th percentile of the store's decisions that started before the fault
+    /// (after the warm-up), ms, to the histogram's 0.02 ms.
+    pub p50_ms: f64,
+    /// See [`p50_ms`](Self::p50_ms).
+    pub p99_ms: f64,
 }
 
 /// Counters the clients share.
 struct Tally {
     clock: Stopwatch,
     stop: AtomicBool,
-    /// Tokens the store allowed, per key and per [`GRANTS`] slice of its decision's start:
-    /// `keys × slices`, key by key.
+    /// Which keys the clients decide on: 0 before the fault, 1 from it on. At the limit a
+    /// replica's lag holds `rate × lag` tokens, which a failover longer than the lag refills
+    /// anyway; fresh keys at the fault are drained in a burst during the lag, as keys new to
+    /// a store are, and show what an asynchronous replica loses.
+    epoch: AtomicU64,
+    /// ns since the start when the fault began ([`NOT_YET`] before).
+    fault_at: AtomicU64,
+    /// Tokens the store allowed, per key of each epoch and per [`SLICE`] of its decision's
+    /// start: `2 × keys × slices`, key by key.
     allowed: Vec<AtomicU64>,
-    /// Slices of [`GRANTS`] per key.
-    grant_slices: usize,
+    /// Calls the store failed, counted the same way (each may have charged its token).
+    failed: Vec<AtomicU64>,
+    /// Slices per key; decisions after the last count in the last.
+    slices: usize,
     /// Decisions the store made, per slice since the start.
-    slices: Vec<AtomicU64>,
+    decided_in: Vec<AtomicU64>,
     decided: AtomicU64,
     fail_policy: AtomicU64,
     fail_policy_allowed: AtomicU64,
     /// When the last failed decision ended, ns since the start (0: none yet).
     last_failure: AtomicU64,
+    /// The slowest call, and the slowest the store answered, ns.
     slowest: AtomicU64,
+    slowest_decided: AtomicU64,
+    /// The store's decisions before the fault (after [`WARM`]), by how long they took, per
+    /// [`LATENCY_STEP`].
+    latency: Vec<AtomicU64>,
 }
 
 /// Runs `load` on `store` for `before`, injects `fault` (on a blocking thread: it may wait for
@@ -123,23 +142,37 @@ pub(super) async fn drive<S>(
 where
     S: Store + Clone + Send + Sync + 'static,
 {
-    let slices = (MAX_RUN.as_nanos() / SLICE.as_nanos()) as usize;
-    // One more, for every grant past the last.
-    let grant_slices = (MAX_RUN.as_nanos() / GRANTS.as_nanos()) as usize + 1;
+    // The longest a run can take (the fault's own time past GIVE_UP counts in the last slice):
+    // a run's counters are sized by its phases, never by how many decisions it makes.
+    let longest = before + GIVE_UP + SETTLED + after + SETTLED;
+    let slices = (longest.as_nanos() / SLICE.as_nanos()) as usize + 1;
+    let counters = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
     let tally = Arc::new(Tally {
         clock: Stopwatch::start(),
         stop: AtomicBool::new(false),
-        allowed: (0..load.keys * grant_slices)
-            .map(|_| AtomicU64::new(0))
-            .collect(),
-        grant_slices,
-        slices: (0..slices).map(|_| AtomicU64::new(0)).collect(),
+        epoch: AtomicU64::new(0),
+        fault_at: AtomicU64::new(NOT_YET),
+        allowed: counters(2 * load.keys * slices),
+        failed: counters(2 * load.keys * slices),
+        slices,
+        decided_in: counters(slices),
         decided: AtomicU64::new(0),
         fail_policy: AtomicU64::new(0),
         fail_policy_allowed: AtomicU64::new(0),
         last_failure: AtomicU64::new(0),
         slowest: AtomicU64::new(0),
+        slowest_decided: AtomicU64::new(0),
+        latency: counters(LATENCY_BUCKETS),
     });
+    // The library's own fail policy answers what the store cannot.
+    let store = Guarded::new(
+        store,
+        if load.deny {
+            FailPolicy::Deny
+        } else {
+            FailPolicy::Allow
+        },
+    );
     let clients: Vec<_> = (0..load.clients)
         .map(|client| {
             let (store, tally, load) = (store.clone(), Arc::clone(&tally), load.clone());
@@ -148,6 +181,10 @@ where
         .collect();
     tokio::time::sleep(before).await;
     let fault_at = tally.clock.elapsed();
+    tally
+        .fault_at
+        .store(fault_at.as_nanos() as u64, Ordering::Relaxed);
+    tally.epoch.store(1, Ordering::Relaxed);
     let injected = tokio::task::spawn_blocking(fault).await;
     let fault_took = tally.clock.elapsed().saturating_sub(fault_at);
     let outcome = match injected {
@@ -170,6 +207,7 @@ where
     let ran = tally.clock.elapsed();
     Ok(seen(
         &tally,
+        store.stats(),
         load,
         fault_at,
         fault_took,
@@ -179,13 +217,15 @@ where
 }
 
 /// One client: decisions one after the other on its keys, until told to stop.
-async fn decide<S: Store>(client: usize, store: &S, tally: &Tally, load: &Load) {
+async fn decide<S: Store>(client: usize, store: &Guarded<S>, tally: &Tally, load: &Load) {
     let mut n = client;
     while !tally.stop.load(Ordering::Relaxed) {
         let key = n % load.keys;
         // Clients walk the keys with a stride, so that they meet on each key at random.
         n = n.wrapping_add(load.clients.max(1) * 7 + 1);
-        let name = format!("failover:{key}");
+        let epoch = tally.epoch.load(Ordering::Relaxed);
+        let name = format!("failover:{epoch}:{key}");
+        let key = epoch as usize * load.keys + key;
         let started = tally.clock.elapsed();
         let answer = store
             .decide(&[Check::new(load.policy, name.as_bytes(), 1)])
@@ -193,23 +233,36 @@ async fn decide<S: Store>(client: usize, store: &S, tally: &Tally, load: &Load) 
         let ended = tally.clock.elapsed();
         let took = ended.saturating_sub(started).as_nanos() as u64;
         tally.slowest.fetch_max(took, Ordering::Relaxed);
-        match answer {
-            Ok(verdict) => {
-                if verdict.allowed() {
-                    let slice = ((started.as_nanos() / GRANTS.as_nanos()) as usize)
-                        .min(tally.grant_slices - 1);
-                    tally.allowed[key * tally.grant_slices + slice].fetch_add(1, Ordering::Relaxed);
+        let slice = ((started.as_nanos() / SLICE.as_nanos()) as usize).min(tally.slices - 1);
+        let at = key * tally.slices + slice;
+        // What the store decided, or `None` when the fail policy answered (an allowed verdict
+        // it made, or under `deny` the store's error).
+        let decided = match &answer {
+            Ok(verdict) if !verdict.by_fail_policy() => Some(verdict.allowed()),
+            _ => None,
+        };
+        match decided {
+            Some(allowed) => {
+                tally.slowest_decided.fetch_max(took, Ordering::Relaxed);
+                if started >= WARM
+                    && (started.as_nanos() as u64) < tally.fault_at.load(Ordering::Relaxed)
+                {
+                    let bucket = (took / LATENCY_STEP.as_nanos() as u64) as usize;
+                    tally.latency[bucket.min(LATENCY_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+                }
+                if allowed {
+                    tally.allowed[at].fetch_add(1, Ordering::Relaxed);
                 }
                 tally.decided.fetch_add(1, Ordering::Relaxed);
-                let slice = (started.as_nanos() / SLICE.as_nanos()) as usize;
-                if let Some(count) = tally.slices.get(slice) {
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
+                tally.decided_in[slice].fetch_add(1, Ordering::Relaxed);
             }
-            Err(_) => {
-                tally.fail_policy.fetch_add(1, Ordering::Relaxed);
-                if load.fail_policy == FailPolicy::Open {
-                    tally.fail_policy_allowed.fetch_add(1, Ordering::Relaxed);
+            None => {
+                tally.failed[at].fetch_add(1, Ordering::Relaxed);
+                if started.as_nanos() as u64 >= tally.fault_at.load(Ordering::Relaxed) {
+                    tally.fail_policy.fetch_add(1, Ordering::Relaxed);
+                    if matches!(&answer, Ok(v) if v.allowed()) {
+                        tally.fail_policy_allowed.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 tally
                     .last_failure
@@ -245,72 +298,155 @@ async fn settle(tally: &Tally, fault_at: Duration) -> Result<Duration, BenchErro
 /// What the tally says, at the end of a run of `ran`.
 fn seen(
     tally: &Tally,
+    guard: &GuardStats,
     load: &Load,
     fault_at: Duration,
     fault_took: Duration,
     answering_since: Duration,
     ran: Duration,
 ) -> Seen {
-    let allowed: Vec<u64> = tally
-        .allowed
-        .iter()
-        .map(|a| a.load(Ordering::Relaxed))
-        .collect();
-    let over_grant = allowed
-        .chunks(tally.grant_slices)
-        .map(|grants| over_bound(grants, load, ran))
-        .sum();
+    let load_all = |counters: &[AtomicU64]| -> Vec<u64> {
+        counters.iter().map(|a| a.load(Ordering::Relaxed)).collect()
+    };
+    let allowed = load_all(&tally.allowed);
+    let failed = load_all(&tally.failed);
+    // Only the slices the run reached (the last holds any later decision).
+    let used = ((ran.as_nanos() / SLICE.as_nanos()) as usize + 1).min(tally.slices);
+    let bound = Bound {
+        capacity: load.capacity,
+        rate: load.rate,
+    };
+    let slowest_decided = Duration::from_nanos(tally.slowest_decided.load(Ordering::Relaxed));
+    let slowest = Duration::from_nanos(tally.slowest.load(Ordering::Relaxed));
+    let (mut over_grant, mut over_grant_high, mut grew_until) = (0, 0, 0);
+    let mut either = vec![0; used];
+    for key in 0..2 * load.keys {
+        let grants = &allowed[key * tally.slices..][..used];
+        let (over, grew) = bound.over(grants, slowest_decided);
+        over_grant += over;
+        grew_until = grew_until.max(grew);
+        for (i, slot) in either.iter_mut().enumerate() {
+            *slot = grants[i] + failed[key * tally.slices + i];
+        }
+        over_grant_high += bound.over(&either, slowest).0;
+    }
     let rate = |from: Duration, to: Duration| {
         let (a, b) = (
             (from.as_nanos() / SLICE.as_nanos()) as usize,
             (to.as_nanos() / SLICE.as_nanos()) as usize,
         );
-        let b = b.min(tally.slices.len());
+        let b = b.min(tally.decided_in.len());
         if b <= a {
             return 0.0;
         }
-        let count: u64 = tally.slices[a..b]
+        let count: u64 = tally.decided_in[a..b]
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .sum();
         count as f64 / (SLICE.as_secs_f64() * (b - a) as f64)
     };
+    let latency = load_all(&tally.latency);
+    let quantile = |q: u64| {
+        let total: u64 = latency.iter().sum();
+        // The bucket holding the decision of rank ⌈total × q / 100⌉, by its upper edge.
+        let rank = (total * q).div_ceil(100).max(1);
+        let mut seen = 0;
+        for (bucket, count) in latency.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return (LATENCY_STEP * (bucket as u32 + 1)).as_secs_f64() * 1e3;
+            }
+        }
+        0.0
+    };
     let fault_slice = (fault_at.as_nanos() / SLICE.as_nanos()) as usize;
+    let grew_end = SLICE * grew_until as u32;
     Seen {
         decided: tally.decided.load(Ordering::Relaxed),
-        decided_before: tally.slices[..fault_slice.min(tally.slices.len())]
+        decided_before: tally.decided_in[..fault_slice.min(tally.decided_in.len())]
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .sum(),
         allowed: allowed.iter().sum(),
         fail_policy: tally.fail_policy.load(Ordering::Relaxed),
         fail_policy_allowed: tally.fail_policy_allowed.load(Ordering::Relaxed),
+        guard_errors: guard.store_errors(),
+        guard_failed_open: guard.failed_open(),
         over_grant,
-        exact_again: answering_since.saturating_sub(fault_at).as_secs_f64(),
+        over_grant_high,
+        answers_again: answering_since.saturating_sub(fault_at).as_secs_f64(),
+        exact_again: if over_grant == 0 {
+            0.0
+        } else {
+            grew_end.saturating_sub(fault_at).as_secs_f64()
+        },
         fault_took: fault_took.as_secs_f64(),
         rate_before: rate(WARM.min(fault_at / 2), fault_at),
         // From a moment after the store answered again (its connections remade): the end
         // slice is partial, left out.
         rate_after: rate(answering_since + WARM, ran.saturating_sub(SLICE)),
-        slowest_ms: tally.slowest.load(Ordering::Relaxed) as f64 / 1e6,
+        slowest_ms: slowest.as_secs_f64() * 1e3,
+        p50_ms: quantile(50),
+        p99_ms: quantile(99),
     }
 }
 
-/// One key's over-grant: the most by which the tokens it granted from the start of a slice to
-/// the end of the run (`ran`) exceed the exact bound over that time, `capacity + rate × time`
-/// (integer arithmetic, rounded down). A grant counts in the slice its decision started in,
-/// and was made after that start: the bound holds for every slice.
-fn over_bound(grants: &[u64], load: &Load, ran: Duration) -> u64 {
-    let mut since = 0u64;
-    let mut worst = 0u64;
-    for (slice, granted) in grants.iter().enumerate().rev() {
-        since += granted;
-        let start = GRANTS.as_nanos() * slice as u128;
-        let time = ran.as_nanos().saturating_sub(start);
-        let refilled = u128::from(load.rate) * time / 1_000_000_000;
-        let bound = u128::from(load.capacity) + refilled;
-        worst =
-            worst.max(u64::try_from(u128::from(since).saturating_sub(bound)).unwrap_or(u64::MAX));
+/// The exact bound on one key: no window grants more than `capacity + rate × its length`.
+struct Bound {
+    capacity: u64,
+    rate: u64,
+}
+
+impl Bound {
+    /// The most by which the tokens of `grants` (per [`SLICE`], by their decision's start)
+    /// in any window of slices `s..=e` exceed `capacity + rate × ((e + 1 − s) × SLICE +
+    /// late)`, `late` the longest a call took (its charge fell somewhere in it); and the end
+    /// (in slices) of the last window in which that most grew. Every pair of slices, integer
+    /// arithmetic, refill rounded down: never less than the truth.
+    fn over(&self, grants: &[u64], late: Duration) -> (u64, usize) {
+        let mut prefix = Vec::with_capacity(grants.len() + 1);
+        prefix.push(0u64);
+        for g in grants {
+            prefix.push(prefix[prefix.len() - 1] + g);
+        }
+        let (slice, late) = (SLICE.as_nanos(), late.as_nanos());
+        let (mut worst, mut grew) = (0u64, 0usize);
+        for end in 1..prefix.len() {
+            for start in 0..end {
+                let granted = u128::from(prefix[end] - prefix[start]);
+                let time = slice * (end - start) as u128 + late;
+                let bound =
+                    u128::from(self.capacity) + u128::from(self.rate) * time / 1_000_000_000;
+                let excess = u64::try_from(granted.saturating_sub(bound)).unwrap_or(u64::MAX);
+                if excess > worst {
+                    (worst, grew) = (excess, end);
+                }
+            }
+        }
+        (worst, grew)
     }
-    worst
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_counts_every_window_not_only_those_to_the_end() {
+        let bound = Bound {
+            capacity: 10,
+            rate: 100,
+        };
+        // 10 tokens in the first slice (the capacity), 12 in the 101st, a second later (the
+        // bucket full again): 1 more than the 10 of capacity and the 1 a 10 ms slice refills,
+        // in that slice alone; every window to the end of the 300 slices refills far more.
+        let mut grants = vec![0; 300];
+        grants[0] = 10;
+        grants[100] = 12;
+        assert_eq!(bound.over(&grants, Duration::ZERO), (1, 101));
+        // A call that may have charged up to 10 ms late: a slice more of refill.
+        assert_eq!(bound.over(&grants, SLICE), (0, 0));
+        // A token a slice is the rate: never over.
+        assert_eq!(bound.over(&[1; 300], Duration::ZERO), (0, 0));
+    }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tollgate::Policy;
 use tollgate_testkit::Replication;
 
-pub use driver::{FailPolicy, Seen};
+pub use driver::Seen;
 pub use redis::Fault;
 pub use report::{FailoverReport, RedisCost, Run};
 
@@ -31,6 +31,10 @@ use driver::Load;
 /// How long a decision may take before the fail policy answers it (the server's default store
 /// timeout is longer; a failover is where a short one shows).
 const STORE_TIMEOUT: Duration = Duration::from_millis(250);
+/// How far behind the primary its replicas are made to fall before it dies (their link to it
+/// cut while decisions go on): what an asynchronous replica can lose, made on purpose, since
+/// on one host a replica is otherwise never behind.
+const LAG: Duration = Duration::from_millis(300);
 
 /// The loads a run can put on the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -49,7 +53,7 @@ impl LoadShape {
         }
     }
 
-    fn load(self, clients: usize, fail_policy: FailPolicy) -> Result<Load, BenchError> {
+    fn load(self, clients: usize, deny: bool) -> Result<Load, BenchError> {
         let (keys, capacity, rate) = match self {
             LoadShape::Hot => (1, 100, 10),
             LoadShape::Many => (256, 5, 1),
@@ -60,7 +64,7 @@ impl LoadShape {
             policy: Policy::token_bucket(capacity, rate, Duration::from_secs(1))?,
             rate,
             capacity,
-            fail_policy,
+            deny,
         })
     }
 }
@@ -118,7 +122,7 @@ pub async fn run_failover(args: &FailoverArgs) -> Result<FailoverReport, BenchEr
         runs.push(run);
     };
     for &shape in &args.loads {
-        let open = shape.load(args.clients, FailPolicy::Open)?;
+        let open = shape.load(args.clients, false)?;
         if redis {
             for &fault in &args.faults {
                 for durable in [false, true] {
@@ -135,7 +139,7 @@ pub async fn run_failover(args: &FailoverArgs) -> Result<FailoverReport, BenchEr
     if redis {
         // The same failover answered by `deny`: the fail policy allows nothing.
         let shape = args.loads[0];
-        let deny = shape.load(args.clients, FailPolicy::Deny)?;
+        let deny = shape.load(args.clients, true)?;
         let fault = args.faults[0];
         done(redis::run(fault, false, &deny, shape.name(), phase, phase).await?);
     }
@@ -143,6 +147,7 @@ pub async fn run_failover(args: &FailoverArgs) -> Result<FailoverReport, BenchEr
         clients: args.clients,
         seconds: args.seconds,
         timeout: STORE_TIMEOUT,
+        lag: LAG,
         runs,
     };
     report.report().write(&args.out)?;

@@ -1,6 +1,8 @@
 //! PostgreSQL's failover: a primary and a streaming standby (the test kit's), the store on the
 //! URL that lists both with `target_session_attrs=read-write`, the primary killed and the
-//! standby promoted (`pg_ctl promote`), with commits waiting for the standby or not.
+//! standby promoted (`pg_ctl promote`), with commits waiting for the standby or not. The
+//! standby is made to lag first: the primary's WAL sender stopped for [`LAG`] while decisions
+//! go on.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,7 +11,7 @@ use tollgate::PostgresStore;
 use tollgate_testkit::{Replication, TestPostgresReplica};
 
 use super::driver::{Load, drive};
-use super::{Run, STORE_TIMEOUT};
+use super::{LAG, Run, STORE_TIMEOUT};
 use crate::BenchError;
 
 /// One run: a fresh pair, `load` on it, the primary killed and the standby promoted.
@@ -38,7 +40,7 @@ pub(super) async fn run(
     let faulted = Arc::clone(&pair);
     let seen = drive(store, load, before, after, move || {
         let mut pair = faulted.lock().unwrap_or_else(|e| e.into_inner());
-        pair.kill_primary()
+        pair.kill_primary_behind(LAG)
             .and_then(|()| pair.promote())
             .map_err(|e| BenchError::Args(format!("the failover failed: {e}")))
     })
@@ -55,7 +57,7 @@ pub(super) async fn run(
         },
         durable: synchronous,
         load: load_name,
-        fail_policy: load.fail_policy,
+        deny: load.deny,
         failover_s: seen.fault_took,
         seen,
     })

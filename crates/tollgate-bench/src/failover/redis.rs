@@ -1,16 +1,19 @@
 //! Redis Sentinel's failover: a primary, two replicas and three sentinels (the test kit's
 //! `SentinelSet`), the store on its `redis+sentinel://` URL, the primary killed (SIGKILL) or
 //! paused (SIGSTOP past `down-after-milliseconds`, then resumed as a stale old primary), with
-//! the durability option (`WAIT 1` after each write) off and on.
+//! the durability option (`WAIT 1` after each write) off and on. The replicas are made to lag
+//! first: stopped (SIGSTOP, by `kill`) and their links dropped by the primary (`CLIENT KILL TYPE
+//! replica`), [`LAG`] before the fault while decisions go on, and resumed (SIGCONT) once it is
+//! done: what the primary wrote meanwhile never reached them.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::RedisStore;
-use tollgate_testkit::{Reply, SentinelSet};
+use tollgate_testkit::{Reply, SentinelSet, redis_cmd};
 
 use super::driver::{Load, drive};
-use super::{RedisCost, Run, STORE_TIMEOUT};
+use super::{LAG, RedisCost, Run, STORE_TIMEOUT};
 use crate::BenchError;
 use crate::commandstats::CommandStats;
 
@@ -74,10 +77,17 @@ pub(super) async fn run(
         // What the primary did for the decisions before the fault: Redis's time per decision.
         *delta.lock().unwrap_or_else(|e| e.into_inner()) = Some(commandstats(&set)?.since(&start)?);
         let failed = |e| BenchError::Args(format!("the failover failed: {e}"));
-        match fault {
-            Fault::Kill => set.kill_primary().map_err(failed)?,
-            Fault::Pause => set.pause_primary().map_err(failed)?,
-        }
+        let replicas = replica_pids(&set)?;
+        signal(&replicas, "STOP")?;
+        set.cmd_primary(&[b"CLIENT", b"KILL", b"TYPE", b"replica"])
+            .map_err(failed)?;
+        std::thread::sleep(LAG);
+        let faulted = match fault {
+            Fault::Kill => set.kill_primary(),
+            Fault::Pause => set.pause_primary(),
+        };
+        signal(&replicas, "CONT")?;
+        faulted.map_err(failed)?;
         set.wait_for_new_primary(FAILOVER_TIMEOUT).map_err(failed)?;
         if fault == Fault::Pause {
             set.resume_old_primary().map_err(failed)?;
@@ -102,10 +112,47 @@ pub(super) async fn run(
         },
         durable,
         load: load_name,
-        fail_policy: load.fail_policy,
+        deny: load.deny,
         failover_s: seen.fault_took,
         seen,
     })
+}
+
+/// The process ids of the replicas (`INFO server` of every node but the primary).
+fn replica_pids(set: &SentinelSet) -> Result<Vec<String>, BenchError> {
+    let primary = set.primary_port();
+    let mut pids = Vec::new();
+    for port in set.node_ports().into_iter().filter(|&p| p != primary) {
+        let info = match redis_cmd(port, &[b"INFO", b"server"]) {
+            Ok(Reply::Bulk(text)) => String::from_utf8_lossy(&text).into_owned(),
+            other => {
+                return Err(BenchError::Reply(format!(
+                    "INFO server on {port}: {other:?}"
+                )));
+            }
+        };
+        let pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .map(|p| p.trim().to_owned())
+            .ok_or_else(|| BenchError::Reply(format!("no process_id in INFO server on {port}")))?;
+        pids.push(pid);
+    }
+    Ok(pids)
+}
+
+/// Sends SIG`name` to `pids` with `kill` (the kit's processes, so ours to signal).
+fn signal(pids: &[String], name: &str) -> Result<(), BenchError> {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .args(pids)
+        .status()
+        .map_err(|e| BenchError::Args(format!("kill -{name}: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(BenchError::Args(format!("kill -{name} {pids:?}: {status}")))
+    }
 }
 
 /// The primary's `INFO commandstats`.

@@ -3,6 +3,7 @@
 
 #[macro_use]
 mod conformance;
+mod failover_load;
 mod faults;
 
 mod builder_settings;
