@@ -82,9 +82,9 @@
 //! asks the sentinels for the primary, checks that it says so (`ROLE`), and follows it when it
 //! moves: on the sentinels' `+switch-master`, on a call that fails (`READONLY`, a connection
 //! lost, a timeout), and once a second. Building refuses what can never work
-//! ([`StoreError::Config`]): sentinel host names that do not resolve, a master name unknown to
-//! every sentinel that answers, credentials a sentinel refuses; no sentinel answering (asked 10
-//! times, 200 ms apart) is a transient error. Until the new primary is in use, calls fail within the timeout and the
+//! ([`StoreError::Config`]): sentinel host names none of which resolves, a master name unknown to
+//! every sentinel that answers, credentials a sentinel refuses; no sentinel answering (asked
+//! again 200 ms apart for 5 s, each question within 500 ms) is a transient error. Until the new primary is in use, calls fail within the timeout and the
 //! fail policy answers them; a call is never sent twice, and the scripts are loaded on the new
 //! primary by the first call that meets `NOSCRIPT`.
 //!

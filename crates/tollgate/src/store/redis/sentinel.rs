@@ -1,24 +1,28 @@
 //! Redis behind Sentinel: which node is the primary, asked of the sentinels, and a connection
 //! to it that follows a failover.
 //!
-//! **Discovery.** The sentinels are asked in the URL's order, `SENTINEL
-//! get-master-addr-by-name MASTER_NAME`; the first that names a node that says it is the
-//! primary (`ROLE` answers `master`, as the Sentinel client specification asks: a sentinel may
-//! lag behind a failover) wins. Building the store needs one such answer: a URL whose host
-//! names do not resolve, a master name no sentinel that answered knows, and credentials a
-//! sentinel refused are a [`StoreError::Config`]; no sentinel answering, or none naming a node
-//! that says it is the primary, is asked again 10 times, 200 ms apart (each question bounded by
-//! the store timeout, at least 1 s), then is a transient error.
+//! **Discovery.** The sentinels are asked all at once, `SENTINEL get-master-addr-by-name
+//! MASTER_NAME`, the one that last answered first; the first that names a node that says it is
+//! the primary (`ROLE` answers `master`, as the Sentinel client specification asks: a sentinel
+//! may lag behind a failover) wins. Each question is bounded by [`ASK_WITHIN`], not by the
+//! store timeout: a sentinel that does not answer costs a discovery at most that. Building the
+//! store needs one such answer: a master name no sentinel that answered knows, and credentials
+//! a sentinel refused are a [`StoreError::Config`]; no sentinel answering, or none naming a
+//! node that says it is the primary, is asked again 200 ms apart for [`START_WITHIN`], then is
+//! a transient error.
 //!
 //! **Following.** The store holds one connection to the primary at a time (shared by every
 //! call, as for one Redis). It asks the sentinels again
 //!
 //! - when a sentinel announces `+switch-master` for this name (a task stays subscribed to one
-//!   sentinel at a time, moving to the next when its connection fails);
-//! - when a call fails: Redis answers `READONLY` (the node was turned into a replica), the
-//!   connection is lost, or the call timed out (a primary that froze);
+//!   sentinel at a time, moving to the next when its connection fails or it does not answer a
+//!   `PING` after [`LIVENESS`] of silence);
+//! - when a call fails in a way that says the primary may have moved: Redis answers `READONLY`
+//!   (the node was turned into a replica), the connection is lost, or the call timed out (a
+//!   primary that froze), also a call dropped by its caller's timeout;
 //! - and once a second in any case, so that a message missed while no sentinel was reachable
-//!   costs at most a second.
+//!   costs at most a second: this asks the last good sentinel on a connection kept open, and
+//!   `ROLE` only of a node other than the one followed.
 //!
 //! When the sentinels name another node and it says it is the primary, the store connects to
 //! it and later calls go there. The scripts are loaded on the new primary by the first call
@@ -581,5 +585,42 @@ async fn listen(shared: Arc<Shared>) {
         }
         // The sentinel went away (or never answered): try the next one a moment later.
         tokio::time::sleep(PAUSE).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    use super::may_have_moved;
+    use crate::StoreError;
+    use crate::store::redis::error::store_error;
+
+    #[test]
+    fn only_signs_of_a_move_ask_the_sentinels() {
+        let server = |code: &str| -> StoreError {
+            let e: RedisError = redis::make_extension_error(code.to_owned(), Some("x".into()));
+            store_error(e)
+        };
+        // The primary answered: it did not move.
+        for code in ["NOREPLICAS", "BUSY", "OOM"] {
+            let e = server(code);
+            assert!(e.is_transient() && !may_have_moved(&e), "{code}: {e}");
+        }
+        let readonly: RedisError = (
+            ServerErrorKind::ReadOnly.into(),
+            "You can't write against a read only replica.",
+        )
+            .into();
+        assert!(may_have_moved(&store_error(readonly)));
+        let lost: RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionReset).into();
+        assert!(may_have_moved(&store_error(lost)));
+        assert!(may_have_moved(&StoreError::Timeout(Duration::from_millis(
+            50
+        ))));
+        let script: RedisError = (ErrorKind::UnexpectedReturnType, "no").into();
+        assert!(!may_have_moved(&store_error(script)));
     }
 }
