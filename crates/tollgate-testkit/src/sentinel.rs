@@ -16,7 +16,8 @@ use crate::{
 
 /// The name the sentinels monitor the primary under.
 const MASTER_NAME: &str = "tollgate";
-/// How long a node may be silent before a sentinel thinks it down.
+/// How long a node may be silent before a sentinel thinks it down, unless the test says
+/// otherwise ([`SentinelSet::start_with_down_after`]).
 const DOWN_AFTER_MS: u32 = 1000;
 /// Sentinel's `failover-timeout`: how long a failover may take before another is tried.
 const FAILOVER_TIMEOUT_MS: u32 = 3000;
@@ -63,7 +64,28 @@ impl SentinelSet {
     /// Starts a primary, `replicas` replicas (at least 1: a failover needs one to promote) and
     /// `sentinels` sentinels (at least 1; 3 as deployed, with a quorum of 2).
     pub fn start(replicas: usize, sentinels: usize) -> Result<Self, TestkitError> {
-        Self::start_with(replicas, sentinels, None)
+        Self::start_with(replicas, sentinels, None, DOWN_AFTER_MS)
+    }
+
+    /// [`start`](Self::start), the sentinels thinking a node down after `down_after` of silence
+    /// (`down-after-milliseconds`, at least 1 ms) rather than 1 s. A test that wants no
+    /// failover on a busy machine gives it several seconds; one that causes a failover keeps
+    /// [`start`](Self::start)'s second.
+    pub fn start_with_down_after(
+        replicas: usize,
+        sentinels: usize,
+        down_after: Duration,
+    ) -> Result<Self, TestkitError> {
+        let millis = u32::try_from(down_after.as_millis())
+            .ok()
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| {
+                TestkitError::InvalidRequest(format!(
+                    "down-after-milliseconds is at least 1 ms and fits in 32 bits, not \
+                     {down_after:?}"
+                ))
+            })?;
+        Self::start_with(replicas, sentinels, None, millis)
     }
 
     /// [`start`](Self::start), the sentinels asking their clients for `password`
@@ -74,13 +96,19 @@ impl SentinelSet {
         sentinels: usize,
         password: &str,
     ) -> Result<Self, TestkitError> {
-        Self::start_with(replicas, sentinels, Some(password.to_owned()))
+        Self::start_with(
+            replicas,
+            sentinels,
+            Some(password.to_owned()),
+            DOWN_AFTER_MS,
+        )
     }
 
     fn start_with(
         replicas: usize,
         sentinels: usize,
         password: Option<String>,
+        down_after_ms: u32,
     ) -> Result<Self, TestkitError> {
         if replicas == 0 || sentinels == 0 {
             return Err(TestkitError::InvalidRequest(format!(
@@ -124,7 +152,7 @@ impl SentinelSet {
             );
             let _ = writeln!(
                 text,
-                "sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}"
+                "sentinel down-after-milliseconds {MASTER_NAME} {down_after_ms}"
             );
             let _ = writeln!(
                 text,

@@ -478,8 +478,8 @@ fn duration(text: &String) -> Result<Duration, String> {
 }
 
 /// `[store] wait_replicas` and `wait_timeout_ms`: both or neither, each at least 1, and the
-/// wait shorter than `store.timeout` when the file gives it (otherwise the store refuses it when
-/// built, against the timeout in force).
+/// wait shorter than `store.timeout` as the file gives it, or else the Redis store's default
+/// (a `--store-timeout` on the command line is checked when the store is built).
 fn store_wait(
     replicas: Option<Spanned<u64>>,
     timeout_ms: Option<Spanned<u64>>,
@@ -492,7 +492,8 @@ fn store_wait(
             return Err(refuse(
                 Some(r.span()),
                 "store.wait_replicas",
-                "needs store.wait_timeout_ms, how long a decision waits for the replicas                  (below store.timeout)"
+                "needs store.wait_timeout_ms, how long a decision waits for the replicas \
+                 (below store.timeout)"
                     .into(),
             ));
         }
@@ -520,14 +521,21 @@ fn store_wait(
     let (Some(replicas), Some(timeout)) = (replicas, timeout) else {
         return Ok(None);
     };
-    if let Some(store_timeout) = store_timeout
-        && timeout >= store_timeout
-    {
+    // The Redis store's default timeout when this file sets none (the keys are Redis's).
+    let (store_timeout, default) = match store_timeout {
+        Some(set) => (set, ""),
+        None => (
+            tollgate::store::redis::DEFAULT_TIMEOUT,
+            ", its default: set store.timeout in this file",
+        ),
+    };
+    if timeout >= store_timeout {
         return Err(refuse(
             Some(span),
             "store.wait_timeout_ms",
             format!(
-                "{} ms is not below store.timeout ({store_timeout:?}): a decision is answered                  within store.timeout, its WAIT included",
+                "{} ms is not below store.timeout ({store_timeout:?}{default}): a decision is \
+                 answered within store.timeout, its WAIT included",
                 timeout.as_millis()
             ),
         ));

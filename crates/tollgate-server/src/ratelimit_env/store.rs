@@ -204,12 +204,22 @@ fn url(env: &Env, notes: &mut Notes) -> Result<String, EnvError> {
     match kind.as_str() {
         "single" | "cluster" => {}
         "sentinel" => {
-            if socket == "unix" {
+            // Upstream's Sentinel client dials TCP whatever the socket type says, so its
+            // default (unix) works there: ignored here too, and only a value that is no socket
+            // type at all is refused.
+            if socket != "unix" && socket != "tcp" {
                 return Err(EnvError::new(
                     "REDIS_SOCKET_TYPE",
-                    "unix with REDIS_TYPE=SENTINEL: sentinels are reached over TCP",
+                    format!("{socket:?} is not a socket type: tcp or unix"),
                 ));
             }
+            ignored(
+                env,
+                &["REDIS_SOCKET_TYPE"],
+                "REDIS_TYPE is SENTINEL: the sentinels and Redis are reached over TCP, as \
+                 upstream does",
+                notes,
+            );
             return sentinel_url(
                 &url,
                 tls,
@@ -468,8 +478,42 @@ mod tests {
             .unwrap_err();
             assert!(e.to_string().contains("REDIS_URL"), "{bad}: {e}");
         }
-        let e = url_of(&[("REDIS_TYPE", "sentinel"), ("REDIS_URL", "m,s:1")]).unwrap_err();
-        assert!(e.to_string().contains("REDIS_SOCKET_TYPE"), "{e}");
+    }
+
+    #[test]
+    fn sentinel_ignores_the_socket_type_as_upstream_and_refuses_a_bad_one() {
+        let mut notes = Vec::new();
+        // Upstream's default socket type (unix) works with SENTINEL: TCP all the same.
+        let default = [("REDIS_TYPE", "sentinel"), ("REDIS_URL", "m,s:1")];
+        assert_eq!(
+            url(&env(&default), &mut notes).unwrap(),
+            "redis+sentinel://s:1/m"
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        let unix = [
+            ("REDIS_SOCKET_TYPE", "unix"),
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", "m,s:1"),
+        ];
+        assert_eq!(
+            url(&env(&unix), &mut notes).unwrap(),
+            "redis+sentinel://s:1/m"
+        );
+        assert!(
+            notes.len() == 1 && notes[0].contains("REDIS_SOCKET_TYPE is ignored"),
+            "{notes:?}"
+        );
+        let e = url_of(&[
+            ("REDIS_SOCKET_TYPE", "udp"),
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", "m,s:1"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.variable, "REDIS_SOCKET_TYPE");
+        assert!(
+            e.to_string().contains("\"udp\" is not a socket type"),
+            "{e}"
+        );
     }
 
     #[test]

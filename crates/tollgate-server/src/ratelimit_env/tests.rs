@@ -137,9 +137,9 @@ fn refused_variables_name_themselves() {
             "per-second",
         ),
         (
-            &[("REDIS_TYPE", "SENTINEL")],
+            &[("REDIS_TYPE", "SENTINEL"), ("REDIS_SOCKET_TYPE", "udp")],
             "REDIS_SOCKET_TYPE",
-            "sentinels are reached over TCP",
+            "not a socket type",
         ),
         (
             &[

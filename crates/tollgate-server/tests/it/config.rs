@@ -174,6 +174,11 @@ fn every_class_of_bad_file_names_its_line_column_and_field() {
             ":5:19: store.wait_timeout_ms: 50 ms is not below store.timeout (50ms)",
         ),
         (
+            "a wait for replicas not below the default store timeout",
+            "[store]\nurl = \"redis://127.0.0.1:1\"\nwait_replicas = 1\nwait_timeout_ms = 100\n".to_owned(),
+            ":4:19: store.wait_timeout_ms: 100 ms is not below store.timeout (50ms, its default: set store.timeout in this file)",
+        ),
+        (
             "no replica to wait for",
             "[store]\nurl = \"redis://127.0.0.1:1\"\nwait_replicas = 0\nwait_timeout_ms = 10\n".to_owned(),
             ":3:17: store.wait_replicas: must be at least 1, got 0",

@@ -207,9 +207,10 @@ fn refused_variables_name_themselves() {
         (
             &[
                 ("REDIS_TYPE", "SENTINEL"),
+                ("REDIS_SOCKET_TYPE", "udp"),
                 ("REDIS_URL", "mymaster,127.0.0.1:26379"),
             ],
-            &["REDIS_SOCKET_TYPE", "sentinels are reached over TCP"],
+            &["REDIS_SOCKET_TYPE", "\"udp\" is not a socket type"],
         ),
         (
             &[

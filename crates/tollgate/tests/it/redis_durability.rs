@@ -154,7 +154,8 @@ async fn ready_says_how_many_replicas_the_primary_lacks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_replica_in_sync_decisions_are_exact() {
-    let set = SentinelSet::start(1, 1).unwrap();
+    // No failover wanted: a loaded machine must not make one by starving the primary a second.
+    let set = SentinelSet::start_with_down_after(1, 1, Duration::from_secs(5)).unwrap();
     let store = RedisStore::builder(set.primary_url())
         .timeout(Duration::from_secs(2))
         .wait_for_replicas(1, Duration::from_secs(1))

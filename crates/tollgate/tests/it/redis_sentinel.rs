@@ -31,6 +31,10 @@ async fn allowed(store: &RedisStore, policy: &Policy, key: &[u8], tries: usize) 
     allowed
 }
 
+/// The sentinels' `down-after-milliseconds` in tests that cause no failover: a loaded 2-core
+/// machine must not make one by starving a node for a second.
+const STEADY: Duration = Duration::from_secs(5);
+
 /// The kit's blocking wait, off the runtime's threads.
 fn new_primary(set: &mut SentinelSet) -> u16 {
     tokio::task::block_in_place(|| set.wait_for_new_primary(FAILOVER)).unwrap()
@@ -38,7 +42,7 @@ fn new_primary(set: &mut SentinelSet) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_primary_is_found_through_the_sentinels() {
-    let set = SentinelSet::start(1, 3).unwrap();
+    let set = SentinelSet::start_with_down_after(1, 3, STEADY).unwrap();
     let store = RedisStore::builder(set.url())
         .timeout(TIMEOUT)
         .build()
@@ -52,8 +56,33 @@ async fn the_primary_is_found_through_the_sentinels() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_sentinel_first_in_the_list_delays_no_discovery() {
+    let set = SentinelSet::start_with_down_after(1, 1, STEADY).unwrap();
+    // Accepts connections (the kernel does) and never answers: a sentinel that froze.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let url = format!(
+        "redis+sentinel://127.0.0.1:{silent_port},127.0.0.1:{}/{}",
+        set.sentinel_ports()[0],
+        set.master_name()
+    );
+    // A store timeout of 10 s (env mode's default) bounded each sentinel's question before:
+    // the silent one cost 10 s. Now the sentinels are asked at once, each within 500 ms.
+    let started = Instant::now();
+    let store = RedisStore::builder(url)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "discovery took {took:?}");
+    assert_eq!(allowed(&store, &hourly(3), b"bob", 4).await, 3);
+    drop(silent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_can_never_work_is_refused_at_build() {
-    let set = SentinelSet::start(1, 1).unwrap();
+    let set = SentinelSet::start_with_down_after(1, 1, STEADY).unwrap();
     let port = set.sentinel_ports()[0];
     let unknown = RedisStore::builder(format!("redis+sentinel://127.0.0.1:{port}/nobody"))
         .build()

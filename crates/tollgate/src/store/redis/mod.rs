@@ -83,9 +83,9 @@
 //! asks the sentinels for the primary, checks that it says so (`ROLE`), and follows it when it
 //! moves: on the sentinels' `+switch-master`, on a call that fails (`READONLY`, a connection
 //! lost, a timeout), and once a second. Building refuses what can never work
-//! ([`StoreError::Config`]): sentinel host names that do not resolve, a master name unknown to
-//! every sentinel that answers, credentials a sentinel refuses; no sentinel answering (asked 10
-//! times, 200 ms apart) is a transient error. Until the new primary is in use, calls fail within the timeout and the
+//! ([`StoreError::Config`]): sentinel host names none of which resolves, a master name unknown to
+//! every sentinel that answers, credentials a sentinel refuses; no sentinel answering (asked
+//! again 200 ms apart for 5 s, each question within 500 ms) is a transient error. Until the new primary is in use, calls fail within the timeout and the
 //! fail policy answers them; a call is never sent twice, and the scripts are loaded on the new
 //! primary by the first call that meets `NOSCRIPT`.
 //!
@@ -484,26 +484,7 @@ impl RedisStoreBuilder {
             .collect::<Result<Vec<_>, _>>()
             .map_err(config_error)?;
         connect::hosts_resolve(&infos, reach).await?;
-        #[cfg(feature = "redis-tls")]
-        let own_ca = match &self.tls {
-            Some(tls) if !connect::any_tls(&infos) => {
-                return Err(StoreError::Config(format!(
-                    "TLS settings ({tls:?}) are given, and the Redis URL is not rediss://"
-                )));
-            }
-            Some(tls) if tls.skips_hostnames() && self.urls.len() > 1 => {
-                return Err(StoreError::Config(
-                    "skipping host name verification is for one Redis, not a cluster".into(),
-                ));
-            }
-            Some(tls) => tls.has_ca(),
-            None => false,
-        };
-        #[cfg(not(feature = "redis-tls"))]
-        let own_ca = false;
-        if connect::any_tls(&infos) && !own_ca {
-            connect::trust_roots()?;
-        }
+        self.check_tls(connect::any_tls(&infos), "rediss://", self.urls.len() > 1)?;
         let mut nodes = None;
         let mut single = None;
         let connection = if self.urls.len() > 1 {
@@ -548,6 +529,33 @@ impl RedisStoreBuilder {
         Ok(self.store(connection, scripts, nodes, single))
     }
 
+    /// Checks the TLS settings against the URL (`tls`: it asks for TLS, as `scheme` says;
+    /// `cluster`: it names several nodes), and loads the system's root certificates when TLS
+    /// has no CA of its own.
+    fn check_tls(&self, tls: bool, scheme: &str, cluster: bool) -> Result<(), StoreError> {
+        #[cfg(feature = "redis-tls")]
+        let own_ca = match &self.tls {
+            Some(settings) if !tls => {
+                return Err(StoreError::Config(format!(
+                    "TLS settings ({settings:?}) are given, and the Redis URL is not {scheme}"
+                )));
+            }
+            Some(settings) if settings.skips_hostnames() && cluster => {
+                return Err(StoreError::Config(
+                    "skipping host name verification is for one Redis, not a cluster".into(),
+                ));
+            }
+            Some(settings) => settings.has_ca(),
+            None => false,
+        };
+        #[cfg(not(feature = "redis-tls"))]
+        let (own_ca, _, _) = (false, scheme, cluster);
+        if tls && !own_ca {
+            connect::trust_roots()?;
+        }
+        Ok(())
+    }
+
     /// Checks a Sentinel URL's settings and finds its primary.
     async fn follow(
         &self,
@@ -555,29 +563,15 @@ impl RedisStoreBuilder {
         reach: Duration,
     ) -> Result<sentinel::Follower, StoreError> {
         crate::store::reach::some_host_resolves("Redis Sentinel", &url.sentinels, reach).await?;
-        #[cfg(feature = "redis-tls")]
-        let own_ca = match &self.tls {
-            Some(tls) if !url.tls => {
-                return Err(StoreError::Config(format!(
-                    "TLS settings ({tls:?}) are given, and the Redis URL is not rediss+sentinel://"
-                )));
-            }
-            Some(tls) => tls.has_ca(),
-            None => false,
-        };
         #[cfg(not(feature = "redis-tls"))]
-        let own_ca = if url.tls {
+        if url.tls {
             return Err(StoreError::Config(
                 "the Redis URL asks for TLS (rediss+sentinel://), and this build of tollgate has \
                  no TLS for Redis (feature redis-tls)"
                     .into(),
             ));
-        } else {
-            false
-        };
-        if url.tls && !own_ca {
-            connect::trust_roots()?;
         }
+        self.check_tls(url.tls, "rediss+sentinel://", false)?;
         sentinel::Follower::start(sentinel::Settings {
             url,
             #[cfg(feature = "redis-tls")]
@@ -673,7 +667,8 @@ impl Inner {
         wait: &Wait,
         layout: &redis::Cmd,
     ) -> Result<(), StoreError> {
-        let result = async {
+        // Its caller, `ready`, tells the follower how it ended (`Inner::observe`).
+        async {
             let mut lent = self.lend(pool).await?;
             let conn = lent.connection();
             let read: String = layout.query_async(conn).await.map_err(error::setup_error)?;
@@ -701,11 +696,7 @@ impl Inner {
                 .and_then(|n| n.trim().parse().ok());
             Err(wait.not_ready(acked, connected))
         }
-        .await;
-        if let (Err(e), Connection::Sentinel(f)) = (&result, &self.connection) {
-            f.failed(e);
-        }
-        result
+        .await
     }
 
     /// A connection of `pool` to the primary, of its own for one call (durability mode).
@@ -822,17 +813,17 @@ impl Inner {
                     .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
             }
         };
-        let replies = if bounded {
-            tokio::time::timeout(self.timeout, run)
-                .await
-                .unwrap_or(Err(StoreError::Timeout(self.timeout)))
-        } else {
-            run.await
-        };
-        if let (Err(e), Connection::Sentinel(f)) = (&replies, &self.connection) {
-            f.failed(e);
-        }
-        let replies = replies?;
+        let replies = self
+            .observe(async {
+                if bounded {
+                    tokio::time::timeout(self.timeout, run)
+                        .await
+                        .unwrap_or(Err(StoreError::Timeout(self.timeout)))
+                } else {
+                    run.await
+                }
+            })
+            .await?;
         if replies.len() != decisions.len() {
             return Err(StoreError::incompatible(
                 "the tollgate script answered a different number of decisions",
@@ -861,6 +852,25 @@ impl Inner {
 }
 
 impl Inner {
+    /// Runs `call`, and behind Sentinel tells the follower how it ended: a failure that may
+    /// mean the primary moved asks the sentinels, and so does a call dropped before it ended
+    /// (its caller timed out).
+    async fn observe<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let Connection::Sentinel(follower) = &self.connection else {
+            return call.await;
+        };
+        let watch = follower.watch();
+        let result = call.await;
+        watch.done();
+        if let Err(e) = &result {
+            follower.failed(e);
+        }
+        result
+    }
+
     /// Decides `decisions`, whose call per node met a bucket its node does not serve, with one
     /// call per slot: the decisions of one slot in one call, in order (those of different
     /// slots share no bucket, so their order between them does not matter, and the calls go
@@ -1043,15 +1053,16 @@ impl Store for RedisStore {
             };
             // Settings that can never work are said as such here, where a program asks
             // before it serves; a decision answers them as an outage.
-            let layout = reply.map_err(error::setup_error);
-            if let (Err(e), Connection::Sentinel(f)) = (&layout, &self.inner.connection) {
-                f.failed(e);
-            }
-            same_layout(&layout?)
+            let layout = reply.map_err(error::setup_error)?;
+            same_layout(&layout)
         };
-        tokio::time::timeout(self.inner.timeout, ping)
+        self.inner
+            .observe(async {
+                tokio::time::timeout(self.inner.timeout, ping)
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout(self.inner.timeout)))
+            })
             .await
-            .unwrap_or(Err(StoreError::Timeout(self.inner.timeout)))
     }
 
     fn name(&self) -> &'static str {

@@ -66,6 +66,16 @@ impl SentinelUrl {
                 "must start with redis+sentinel:// or rediss+sentinel://",
             ));
         };
+        // A password with an unencoded `/ ? #` would end the authority inside it, and its
+        // first part would be quoted as a host: refuse such a URL quoting none of it.
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if rest[authority_end..].contains('@') {
+            return Err(StoreError::Config(
+                "the Redis Sentinel URL has an `@` after its hosts: a password containing \
+                 `/ ? #` (or `@`) must be %-encoded (%2F %3F %23 %40)"
+                    .into(),
+            ));
+        }
         if rest.contains('#') {
             return Err(bad("takes no fragment (`#...`)"));
         }
@@ -85,6 +95,12 @@ impl SentinelUrl {
                 }
             }
         };
+        if redis.username.is_some() && redis.password.is_none() {
+            return Err(bad(
+                "names a user and no password (USER:PASSWORD@; Redis is sent no user without \
+                 a password)",
+            ));
+        }
         let mut sentinels = Vec::new();
         for host in hosts.split(',') {
             sentinels.push(host_port(host.trim()).ok_or_else(|| {
@@ -125,6 +141,12 @@ impl SentinelUrl {
                     )));
                 }
             }
+        }
+        if sentinel.username.is_some() && sentinel.password.is_none() {
+            return Err(bad(
+                "has sentinel_username and no sentinel_password (a sentinel is sent no user \
+                 without a password)",
+            ));
         }
         Ok(SentinelUrl {
             tls,
@@ -234,10 +256,26 @@ mod tests {
             ),
             ("redis+sentinel://h/m#insecure", "no fragment"),
             ("redis+sentinel://:%zz@h/m", "password has a malformed"),
+            ("redis+sentinel://app@h/m", "a user and no password"),
+            (
+                "redis+sentinel://h/m?sentinel_username=watch",
+                "sentinel_username and no sentinel_password",
+            ),
         ] {
             let e = SentinelUrl::parse(url).unwrap_err().to_string();
             assert!(e.contains(says), "{url}: {e}");
             assert!(!e.contains("hunter2"), "{e}");
+        }
+        // An unencoded `/ ? #` in a password: nothing of it is quoted.
+        for url in [
+            "redis+sentinel://u:hun/ter2@h/m",
+            "redis+sentinel://u:hun?ter2@h/m",
+            "redis+sentinel://u:hun#ter2@h/m",
+            "redis+sentinel://h/m?sentinel_password=hun/ter2@",
+        ] {
+            let e = SentinelUrl::parse(url).unwrap_err().to_string();
+            assert!(e.contains("must be %-encoded"), "{url}: {e}");
+            assert!(!e.contains("hun") && !e.contains("ter2"), "{url}: {e}");
         }
         assert!(is_sentinel("rediss+sentinel://h/m"));
         assert!(!is_sentinel("redis://h/m"));

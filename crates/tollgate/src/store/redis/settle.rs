@@ -85,13 +85,13 @@ impl RedisStore {
             }
         };
         let timeout = self.inner.timeout;
-        let result = tokio::time::timeout(timeout, run)
+        self.inner
+            .observe(async {
+                tokio::time::timeout(timeout, run)
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout(timeout)))
+            })
             .await
-            .unwrap_or(Err(StoreError::Timeout(timeout)));
-        if let (Err(e), Connection::Sentinel(f)) = (&result, &self.inner.connection) {
-            f.failed(e);
-        }
-        result
     }
 
     fn same_slot(&self, checks: &[Check<'_>]) -> Result<(), CheckError> {
