@@ -403,25 +403,30 @@ impl Bound {
     /// late)`, `late` the longest a call took (its charge fell somewhere in it); and the end
     /// (in slices) of the last window in which that most grew. Every pair of slices, integer
     /// arithmetic, refill rounded down: never less than the truth.
+    ///
+    /// In nanotokens, a window's excess is `(P[e] − P[s]) × 10⁹ − rate × SLICE × (e − s) −
+    /// capacity × 10⁹ − rate × late` (`P` the prefix sums), so for each end the worst start is
+    /// the one with the least `P[s] × 10⁹ − rate × SLICE × s` so far: one pass, not every pair
+    /// (a run of 256 keys has hundreds of thousands of slice pairs per key).
     fn over(&self, grants: &[u64], late: Duration) -> (u64, usize) {
-        let mut prefix = Vec::with_capacity(grants.len() + 1);
-        prefix.push(0u64);
-        for g in grants {
-            prefix.push(prefix[prefix.len() - 1] + g);
-        }
-        let (slice, late) = (SLICE.as_nanos(), late.as_nanos());
+        const GIGA: i128 = 1_000_000_000;
+        let rate = i128::from(self.rate);
+        let step = rate * SLICE.as_nanos() as i128;
+        let fixed = i128::from(self.capacity) * GIGA + rate * late.as_nanos() as i128;
         let (mut worst, mut grew) = (0u64, 0usize);
-        for end in 1..prefix.len() {
-            for start in 0..end {
-                let granted = u128::from(prefix[end] - prefix[start]);
-                let time = slice * (end - start) as u128 + late;
-                let bound =
-                    u128::from(self.capacity) + u128::from(self.rate) * time / 1_000_000_000;
-                let excess = u64::try_from(granted.saturating_sub(bound)).unwrap_or(u64::MAX);
-                if excess > worst {
-                    (worst, grew) = (excess, end);
-                }
+        let (mut prefix, mut least) = (0i128, 0i128);
+        for (i, &g) in grants.iter().enumerate() {
+            prefix += i128::from(g);
+            let end = i as i128 + 1;
+            let at_end = prefix * GIGA - step * end;
+            let scaled = at_end - least - fixed;
+            // Tokens over: granted − capacity − ⌊refill⌋ = ⌈scaled / 10⁹⌉.
+            let over = u128::try_from(scaled).unwrap_or(0).div_ceil(GIGA as u128);
+            let excess = u64::try_from(over).unwrap_or(u64::MAX);
+            if excess > worst {
+                (worst, grew) = (excess, i + 1);
             }
+            least = least.min(at_end);
         }
         (worst, grew)
     }
