@@ -43,6 +43,10 @@ pub enum Benchmark {
     /// Several server processes on one Redis, a Redis Cluster and PostgreSQL: a hot key with and
     /// without leases, at its limit, and many users batched per node and per slot.
     Scale(crate::ScaleBenchArgs),
+    /// A replicated store's failover (PostgreSQL with a streaming standby): seconds until
+    /// decisions are exact again, the fail policy's answers meanwhile, and the tokens granted
+    /// twice.
+    Failover(crate::FailoverArgs),
 }
 
 /// Runs one benchmark, which writes its report into its `--out` directory: the report, and
@@ -65,5 +69,6 @@ pub(crate) async fn run_one(bench: Benchmark) -> Result<(Report, PathBuf), Bench
         Benchmark::Soak(args) => (crate::run_soak(&args).await?.report(), args.out),
         Benchmark::Tail(args) => (crate::run_tail(&args).await?.report(), args.out),
         Benchmark::Scale(args) => (crate::run_scale(&args).await?.report(), args.out),
+        Benchmark::Failover(args) => (crate::run_failover(&args).await?.report(), args.out),
     })
 }

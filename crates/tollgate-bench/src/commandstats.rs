@@ -33,7 +33,7 @@ const SCRIPT_COMMANDS: &[&str] = &[
 
 /// Commands no script can run, so they were always sent by a client.
 const CLIENT_ONLY: &[&str] = &[
-    "multi", "exec", "watch", "unwatch", "discard", "hello", "auth",
+    "multi", "exec", "watch", "unwatch", "discard", "hello", "auth", "wait",
 ];
 
 /// Commands a snapshot or connection set-up issues, not part of any decision.

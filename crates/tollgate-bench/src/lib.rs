@@ -41,6 +41,7 @@ pub mod cli;
 mod clock;
 pub mod commandstats;
 mod error;
+pub mod failover;
 pub mod grpc;
 pub mod http;
 pub mod memory;
@@ -56,6 +57,7 @@ pub mod stats;
 pub mod tail;
 mod tls;
 
+pub use crate::failover::{FailoverArgs, FailoverReport, run_failover};
 pub use crate::grpc::{GrpcBenchArgs, GrpcReport, run_grpc};
 pub use crate::http::{
     HttpBenchArgs, HttpReport, POLICY_NAME, Variant, allow_all, run_http, run_http_with,

@@ -22,6 +22,7 @@ pub(crate) async fn http(
     name: &str,
     policy: &Policy,
     tls: Option<&Certificates>,
+    top: bool,
     shutdown: &CancellationToken,
 ) -> Result<Running, BenchError> {
     let dir = scratch("http")?;
@@ -36,6 +37,9 @@ pub(crate) async fn http(
     if let Some(tls) = tls {
         config.push('\n');
         config.push_str(&tls_table("http", tls));
+    }
+    if !top {
+        config.push_str("\n[top]\nenabled = false\n");
     }
     write(&file, &config)?;
     let settings = serve_settings([std::ffi::OsStr::new("--config"), file.as_os_str()])?;

@@ -107,6 +107,7 @@ impl App {
             .policies(settings.policies.clone(), settings.inline_policies)
             .tokens(settings.auth.clone())
             .traces(traces)
+            .top(settings.top)
             .build()?;
         metrics.stamp_config();
         let limiter = Arc::new(limiter);
@@ -436,6 +437,9 @@ impl Server {
             }
             _ => None,
         };
+        if let Some(top) = limiter.top() {
+            tokio::spawn(Arc::clone(top).run(shutdown.clone()));
+        }
         if let Some(path) = settings.config.clone() {
             tokio::spawn(reload::watch(
                 path,

@@ -1,5 +1,5 @@
 //! The command line: `tollgate [serve] [--listen ADDR] [--store URL] ...`, `tollgate migrate`,
-//! `tollgate config check`. This module only parses: each invocation is turned into the
+//! `tollgate config check`, `tollgate top`. This module only parses: each invocation is turned into the
 //! server's own option types ([`crate::options`], [`Overrides`]) before anything runs.
 
 use std::collections::BTreeSet;
@@ -45,6 +45,33 @@ pub enum Command {
     /// Work with config files.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Show who is being limited, refreshed every second: each policy's decisions per second
+    /// and its top denied keys, read from the admin listener with a `read` token.
+    Top(TopArgs),
+}
+
+/// `tollgate top`.
+#[derive(Debug, Clone, Args)]
+pub struct TopArgs {
+    /// The admin listener (or the data port, when there is none): `http://HOST:PORT`, or
+    /// `https://...`.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A file holding a token with the `read` scope; without one, `TOLLGATE_TOKEN` is read.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// The CA certificate (PEM) to trust for an `https` URL, instead of the system's roots.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// Over the last minute or the last hour.
+    #[arg(long, default_value = "1m", value_parser = ["1m", "1h"])]
+    pub window: String,
+    /// The most keys shown per policy.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub limit: u16,
+    /// Print one table and exit (for scripts).
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// `tollgate config`'s subcommands.
@@ -180,7 +207,8 @@ pub struct ServeArgs {
     pub envoy_merge_domain_config: bool,
 
     /// The store: `memory`, `redis://HOST:PORT[/DB]`, `rediss://...` (TLS), several
-    /// comma-separated redis:// URLs (the seed nodes of a Redis Cluster), or
+    /// comma-separated redis:// URLs (the seed nodes of a Redis Cluster), Redis Sentinel
+    /// (`redis+sentinel://HOST:26379,HOST:26379/MASTER_NAME`), or
     /// `postgres://USER@HOST:PORT/DB`.
     #[arg(long, default_value = "memory", value_parser = StoreSpec::parse)]
     pub store: StoreSpec,
@@ -290,6 +318,8 @@ pub enum Invocation {
         /// The PostgreSQL options.
         postgres: PostgresOptions,
     },
+    /// Show who is being limited.
+    Top(crate::monitor::MonitorOptions),
     /// Check a config file or an Envoy config directory.
     CheckConfig {
         /// The file or directory.
@@ -324,6 +354,14 @@ impl Invocation {
                     ..PostgresOptions::default()
                 },
             },
+            Some(Command::Top(args)) => Invocation::Top(crate::monitor::MonitorOptions {
+                url: args.url,
+                token_file: args.token_file,
+                ca: args.ca,
+                window: args.window,
+                limit: usize::from(args.limit),
+                once: args.once,
+            }),
             Some(Command::Config(ConfigCommand::Check {
                 file,
                 envoy_merge_domain_config,

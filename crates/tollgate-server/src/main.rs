@@ -47,6 +47,15 @@ async fn run() -> ExitCode {
             init_logs(LogFormat::Text, None);
             return report(tollgate_server::migrate(store, postgres).await);
         }
+        Ok(Invocation::Top(options)) => {
+            return match tollgate_server::monitor::run(options).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tollgate top: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Ok(Invocation::CheckConfig {
             path,
             merge_domains,

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 pub use tollgate::store::postgres::Isolation;
@@ -51,7 +52,8 @@ pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
 pub enum StoreSpec {
     /// This process's memory.
     Memory,
-    /// One Redis (`redis://`, `rediss://`, or a Unix socket, `redis+unix:///PATH`).
+    /// One Redis (`redis://`, `rediss://`, or a Unix socket, `redis+unix:///PATH`), or the
+    /// primary behind Redis Sentinel (`redis+sentinel://`, `rediss+sentinel://`).
     Redis(String),
     /// The seed nodes of a Redis Cluster.
     RedisCluster(Vec<String>),
@@ -77,6 +79,21 @@ impl StoreSpec {
                  [store.tls] (skip_hostname_verification still checks the chain)",
                 redact(s)
             ));
+        }
+        // Redis behind Sentinel: the commas list sentinels, not a cluster's nodes.
+        if let Some((scheme, rest)) = s.split_once("://")
+            && matches!(scheme, "redis+sentinel" | "rediss+sentinel")
+        {
+            let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let master = path.split(['/', '?']).next().unwrap_or_default();
+            if hosts.rsplit('@').next().is_none_or(str::is_empty) || master.is_empty() {
+                return Err(format!(
+                    "{}: a Redis Sentinel URL names the sentinels and the master: \
+                     `{scheme}://[USER:PASSWORD@]HOST:26379[,HOST:26379...]/MASTER_NAME[/DB]`",
+                    redact(s)
+                ));
+            }
+            return Ok(StoreSpec::Redis(s.to_owned()));
         }
         // A Unix socket (`redis+unix:///PATH`, `unix:///PATH`): one Redis, never a cluster's
         // node.
@@ -140,7 +157,8 @@ impl fmt::Display for StoreSpec {
 }
 
 /// A URL without its password, for logs: neither the user information before `@` nor a
-/// password given in the query (`redis+unix:///PATH?pass=...`, `postgres://...?password=...`).
+/// password given in the query (`redis+unix:///PATH?pass=...`, `postgres://...?password=...`,
+/// `redis+sentinel://...?sentinel_password=...`).
 fn redact(url: &str) -> String {
     let (base, query) = url
         .split_once('?')
@@ -155,11 +173,23 @@ fn redact(url: &str) -> String {
     let query: Vec<String> = query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((key, _)) if matches!(key, "pass" | "password") => format!("{key}=***"),
+            Some((key, _)) if matches!(key, "pass" | "password" | "sentinel_password") => {
+                format!("{key}=***")
+            }
             _ => pair.to_owned(),
         })
         .collect();
     format!("{base}?{}", query.join("&"))
+}
+
+/// `[store] wait_replicas` and `wait_timeout_ms`: the Redis store's durability option
+/// (`RedisStoreBuilder::wait_for_replicas`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreWait {
+    /// How many replicas must acknowledge each write.
+    pub replicas: u32,
+    /// How long a call waits for them (below the store timeout).
+    pub timeout: Duration,
 }
 
 /// `[store.tls]`: TLS files of the Redis store's own, for `rediss://` URLs.
@@ -347,6 +377,10 @@ mod tests {
         );
         assert_eq!(shown("redis://u:s3cret@h:1"), "redis at redis://***@h:1");
         assert_eq!(
+            shown("redis+sentinel://u:s3cret@h1:26379,h2/m/1?sentinel_password=s3cret"),
+            "redis at redis+sentinel://***@h1:26379,h2/m/1?sentinel_password=***"
+        );
+        assert_eq!(
             shown("postgres://u@db/l?password=s3cret&sslmode=require"),
             "postgres at postgres://***@db/l?password=***&sslmode=require"
         );
@@ -387,6 +421,26 @@ mod tests {
                 .contains("no host")
         );
         assert!(StoreSpec::parse("memroy").unwrap_err().contains("memroy"));
+    }
+
+    #[test]
+    fn sentinel_urls_name_one_redis_and_must_name_the_master() {
+        for url in [
+            "redis+sentinel://h1:26379,h2:26379/mymaster",
+            "rediss+sentinel://:pw@h1/mymaster/2?sentinel_password=x",
+        ] {
+            assert_eq!(StoreSpec::parse(url), Ok(StoreSpec::Redis(url.into())));
+        }
+        for url in [
+            "redis+sentinel://h1,h2",
+            "redis+sentinel://h1/",
+            "redis+sentinel:///m",
+            "redis+sentinel://:s3cret@/m",
+        ] {
+            let e = StoreSpec::parse(url).unwrap_err();
+            assert!(e.contains("MASTER_NAME"), "{url}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::limiter::Policies;
 use crate::net::{ListenerSettings, limits};
 use crate::options::{
     DEFAULT_LISTEN, LogFormat, OnStoreError, PostgresGiven, PostgresOptions, StoreSpec, StoreTls,
+    StoreWait,
 };
 use crate::resp::RespSettings;
 use crate::traces::TracingSettings;
@@ -73,6 +74,8 @@ pub struct Settings {
     pub store: StoreSpec,
     /// The Redis store's TLS files of its own (`[store.tls]`).
     pub store_tls: Option<StoreTls>,
+    /// The Redis store's durability option (`[store] wait_replicas`, `wait_timeout_ms`).
+    pub store_wait: Option<StoreWait>,
     /// The fail policy.
     pub on_store_error: OnStoreError,
     /// The bound on one store call.
@@ -97,6 +100,8 @@ pub struct Settings {
     pub auth: Tokens,
     /// OpenTelemetry spans over OTLP, if `[tracing] enabled`.
     pub tracing: Option<TracingSettings>,
+    /// The keys each summary of who is limited lists, if `[top] enabled` (the default).
+    pub top: Option<usize>,
 }
 
 impl Settings {
@@ -201,6 +206,7 @@ impl Settings {
             admin: listener(limits::HTTP, |c| &c.admin_listener),
             store,
             store_tls: f.and_then(|c| c.store_tls.clone()),
+            store_wait: f.and_then(|c| c.store_wait),
             on_store_error: cli
                 .on_store_error
                 .or_else(|| f.and_then(|c| c.on_store_error))
@@ -228,6 +234,7 @@ impl Settings {
             grpc,
             auth: f.map(|c| c.auth.clone()).unwrap_or_default(),
             tracing: f.and_then(|c| tracing(&c.tracing)),
+            top: top(f.map(|c| c.top).unwrap_or_default()),
             overrides,
         }
     }
@@ -255,6 +262,10 @@ impl Settings {
         differ("store.url", running.store != new.store);
         differ("store.tls", running.store_tls != new.store_tls);
         differ(
+            "store.wait_replicas or store.wait_timeout_ms",
+            running.store_wait != new.store_wait,
+        );
+        differ(
             "store.on_error",
             running.on_store_error != new.on_store_error,
         );
@@ -265,6 +276,7 @@ impl Settings {
         differ("resp.listen", running.resp_listen != new.resp_listen);
         differ("resp", running.resp != new.resp);
         differ("tracing", running.tracing != new.tracing);
+        differ("top", running.top != new.top);
         differ(
             "grpc.listen, grpc.unix_socket, grpc.config_dir, grpc.merge_domain_config, [grpc.xds] \
              or [grpc.prometheus]",
@@ -276,6 +288,14 @@ impl Settings {
         );
         changed
     }
+}
+
+/// `[top]`'s capacity over its default, when it is enabled (as it is by default).
+fn top(given: crate::config::TopConfig) -> Option<usize> {
+    given
+        .enabled
+        .unwrap_or(true)
+        .then(|| given.capacity.unwrap_or(crate::top::DEFAULT_CAPACITY))
 }
 
 /// `[tracing]` over its defaults, when it is enabled.

@@ -14,7 +14,7 @@ use tollgate::{
 
 use crate::files::Kind;
 use crate::limiter::StoreHealth;
-use crate::options::{OnStoreError, PostgresOptions, StoreSpec, StoreTls};
+use crate::options::{OnStoreError, PostgresOptions, StoreSpec, StoreTls, StoreWait};
 use crate::settings::Settings;
 
 /// How long the server waits at start (and a reload or `config check` waits) for a store to
@@ -51,11 +51,11 @@ pub async fn open(
     match &settings.store {
         StoreSpec::Memory => Ok(guard(memory(), on_error, guard_timeout, health)),
         StoreSpec::Redis(url) => {
-            let store = redis(url, &[], timeout, settings.store_tls.as_ref()).await?;
+            let store = redis(url, &[], timeout, settings).await?;
             Ok(guard(store, on_error, guard_timeout, health))
         }
         StoreSpec::RedisCluster(urls) => {
-            let store = redis(&urls[0], urls, timeout, settings.store_tls.as_ref()).await?;
+            let store = redis(&urls[0], urls, timeout, settings).await?;
             Ok(guard(store, on_error, guard_timeout, health))
         }
         StoreSpec::Postgres(url) => {
@@ -66,14 +66,19 @@ pub async fn open(
 }
 
 /// The Redis store at `url`, or the cluster whose other seed nodes are `cluster`, with the TLS
-/// files of `[store.tls]`.
+/// files of `[store.tls]` and the durability option of `settings`.
 async fn redis(
     url: &str,
     cluster: &[String],
     timeout: Duration,
-    tls: Option<&StoreTls>,
+    settings: &Settings,
 ) -> Result<RedisStore, StoreError> {
+    let tls = settings.store_tls.as_ref();
     let builder = RedisStore::builder(url);
+    let builder = match settings.store_wait {
+        Some(StoreWait { replicas, timeout }) => builder.wait_for_replicas(replicas, timeout),
+        None => builder,
+    };
     let builder = if cluster.is_empty() {
         builder
     } else {
@@ -108,14 +113,23 @@ fn redis_tls(tls: &StoreTls) -> Result<RedisTls, StoreError> {
     Ok(out)
 }
 
-/// Refuses `[store.tls]` for a store other than Redis, which would never read it.
+/// Refuses `[store.tls]` and `[store] wait_replicas` for a store other than Redis, which would
+/// never read them.
 fn tls_only_for_redis(settings: &Settings) -> Result<(), StoreError> {
-    match (&settings.store, &settings.store_tls) {
-        (StoreSpec::Memory | StoreSpec::Postgres(_), Some(_)) => Err(StoreError::Config(
-            "[store.tls] is for a rediss:// store; this one is not Redis".into(),
-        )),
-        _ => Ok(()),
+    if !matches!(settings.store, StoreSpec::Memory | StoreSpec::Postgres(_)) {
+        return Ok(());
     }
+    if settings.store_tls.is_some() {
+        return Err(StoreError::Config(
+            "[store.tls] is for a rediss:// store; this one is not Redis".into(),
+        ));
+    }
+    if settings.store_wait.is_some() {
+        return Err(StoreError::Config(
+            "store.wait_replicas is for a Redis store (WAIT); this one is not Redis".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn guard<S: Settle>(
@@ -185,11 +199,11 @@ pub async fn probe(settings: &Settings, within: Duration) -> Result<(), StoreErr
     match &settings.store {
         StoreSpec::Memory => Ok(()),
         StoreSpec::Redis(url) => {
-            let store = redis(url, &[], timeout, settings.store_tls.as_ref()).await?;
+            let store = redis(url, &[], timeout, settings).await?;
             warm_up(|| store.ready(), within).await
         }
         StoreSpec::RedisCluster(urls) => {
-            let store = redis(&urls[0], urls, timeout, settings.store_tls.as_ref()).await?;
+            let store = redis(&urls[0], urls, timeout, settings).await?;
             warm_up(|| store.ready(), within).await
         }
         StoreSpec::Postgres(url) => {

@@ -16,6 +16,13 @@
 //!
 //! A missing binary is an error naming the package to install, never a skipped test.
 //!
+//! [`TestPostgresReplica`] is a PostgreSQL primary with a hot standby streaming from it
+//! (`pg_basebackup -R`), replicated synchronously or not, whose primary a test kills and whose
+//! standby it promotes; it always starts its own servers.
+//!
+//! [`SentinelSet`] is a primary, its replicas and Redis Sentinels (always kit-started), whose
+//! primary a test kills (SIGKILL) or pauses (SIGSTOP) to see a failover.
+//!
 //! [`XdsServer`] is an xDS management server in process (tonic), serving envoyproxy/ratelimit's
 //! `RateLimitConfig` resources over ADS, plain or over mutual TLS, for tests of configuration
 //! over xDS.
@@ -67,11 +74,13 @@ mod cluster;
 mod error;
 pub mod modules;
 mod postgres;
+mod postgres_replica;
 mod process;
 mod proxy;
 mod redis;
 mod resp;
 mod scratch;
+mod sentinel;
 mod tls;
 mod url;
 pub mod xds;
@@ -79,8 +88,10 @@ pub mod xds;
 pub use cluster::TestRedisCluster;
 pub use error::TestkitError;
 pub use postgres::TestPostgres;
+pub use postgres_replica::{Replication, TestPostgresReplica};
 pub use proxy::StallProxy;
 pub use redis::TestRedis;
 pub use resp::{RedisTarget, Reply, command_calls, redis_cmd};
+pub use sentinel::SentinelSet;
 pub use tls::TestCa;
 pub use xds::{Seen, XdsServer, XdsServerTls};

@@ -210,28 +210,39 @@ impl TestPostgres {
 
 /// Whether commits wait for the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Durability {
+pub(crate) enum Durability {
     /// Tests: `fsync`, `synchronous_commit` and `full_page_writes` off, data on tmpfs if it can.
     Fast,
     /// Benchmarks: as PostgreSQL ships, on disk.
     Durable,
 }
 
+/// Where a server's data directory comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seed {
+    /// A copy of the cached initdb'ed template: a new, empty server.
+    Template,
+    /// `pg_basebackup -R` of the server on this 127.0.0.1 port: a hot standby streaming from it.
+    BaseBackup(u16),
+}
+
 #[derive(Debug)]
-struct OwnedPostgres {
+pub(crate) struct OwnedPostgres {
     durability: Durability,
-    process: Option<ServerProcess>,
-    port: u16,
-    url: String,
-    bin: PgBin,
-    run_as: Option<User>,
-    data: PathBuf,
+    pub(crate) process: Option<ServerProcess>,
+    pub(crate) port: u16,
+    pub(crate) url: String,
+    pub(crate) bin: PgBin,
+    pub(crate) run_as: Option<User>,
+    pub(crate) data: PathBuf,
+    /// Settings passed as `-c NAME=VALUE` beyond the kit's own, last so that they win.
+    settings: Vec<String>,
     /// `None` when the temporary directory's path is too long for a Unix socket.
     socket_dir: Option<PathBuf>,
-    log: PathBuf,
+    pub(crate) log: PathBuf,
     /// The server's certificate and key, and its CA's, when it serves TLS.
     tls: Option<TlsFiles>,
-    dir: TempDir,
+    pub(crate) dir: TempDir,
 }
 
 impl OwnedPostgres {
@@ -246,9 +257,21 @@ impl OwnedPostgres {
 
     /// [`start`](Self::start), serving TLS too if `tls`.
     fn start_with(
+        pick_port: impl FnMut() -> Result<u16, TestkitError>,
+        durability: Durability,
+        tls: bool,
+    ) -> Result<Self, TestkitError> {
+        Self::start_from(pick_port, durability, tls, Seed::Template, Vec::new())
+    }
+
+    /// [`start_with`](Self::start_with) on a data directory from `seed`, with `settings`
+    /// (`NAME=VALUE`) on its command line.
+    pub(crate) fn start_from(
         mut pick_port: impl FnMut() -> Result<u16, TestkitError>,
         durability: Durability,
         tls: bool,
+        seed: Seed,
+        settings: Vec<String>,
     ) -> Result<Self, TestkitError> {
         let bin = PgBin::find()?;
         let run_as = if process::euid() == 0 {
@@ -266,10 +289,31 @@ impl OwnedPostgres {
             user.chown(dir.path())?;
         }
         let data = dir.path().join("data");
-        let mut cp = Command::new("cp");
-        cp.arg("-a").arg(&template).arg(&data);
-        let what = format!("cp -a {} {}", template.display(), data.display());
-        process::run(cp, &what, &dir.path().join("setup.log"), COPY_TIMEOUT)?;
+        let setup_log = dir.path().join("setup.log");
+        match seed {
+            Seed::Template => {
+                let mut cp = Command::new("cp");
+                cp.arg("-a").arg(&template).arg(&data);
+                let what = format!("cp -a {} {}", template.display(), data.display());
+                process::run(cp, &what, &setup_log, COPY_TIMEOUT)?;
+            }
+            Seed::BaseBackup(port) => {
+                // -R writes standby.signal and primary_conninfo; -X stream copies the WAL
+                // written meanwhile; a fast checkpoint starts at once.
+                let mut backup = Command::new(bin.dir.join("pg_basebackup"));
+                backup
+                    .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
+                    .arg("-D")
+                    .arg(&data)
+                    .args(["-R", "-X", "stream", "-c", "fast", "--no-sync"])
+                    .current_dir(dir.path());
+                if let Some(user) = run_as {
+                    backup.uid(user.uid).gid(user.gid);
+                }
+                let what = format!("pg_basebackup -p {port} -D {}", data.display());
+                process::run(backup, &what, &setup_log, COPY_TIMEOUT)?;
+            }
+        }
 
         let socket_dir = dir.path().join("sock");
         // sun_path holds 108 bytes, including ".s.PGSQL.65535" and a NUL.
@@ -297,6 +341,7 @@ impl OwnedPostgres {
         let mut owned = Self {
             tls,
             durability,
+            settings,
             process: None,
             port: 0,
             url: String::new(),
@@ -324,11 +369,11 @@ impl OwnedPostgres {
         })
     }
 
-    fn what(&self) -> String {
+    pub(crate) fn what(&self) -> String {
         format!("postgres on port {}", self.port)
     }
 
-    fn stop(&mut self) -> Result<(), TestkitError> {
+    pub(crate) fn stop(&mut self) -> Result<(), TestkitError> {
         if let Some(mut process) = self.process.take() {
             process
                 .shutdown(libc::SIGQUIT, STOP_GRACE)
@@ -365,6 +410,9 @@ impl OwnedPostgres {
             cmd.args(["-c", "fsync=off"])
                 .args(["-c", "synchronous_commit=off"])
                 .args(["-c", "full_page_writes=off"]);
+        }
+        for setting in &self.settings {
+            cmd.arg("-c").arg(setting);
         }
         match &self.socket_dir {
             Some(socket_dir) => cmd.arg("-k").arg(socket_dir),
@@ -438,7 +486,8 @@ impl Drop for OwnedPostgres {
     }
 }
 
-/// Reads `postmaster.pid`: line 1 is the postmaster's pid, line 8 its status.
+/// Reads `postmaster.pid`: line 1 is the postmaster's pid, line 8 its status ("ready" also
+/// on a hot standby that takes read-only connections).
 fn postmaster_ready(data: &Path, pid: u32) -> bool {
     let Ok(text) = fs::read_to_string(data.join("postmaster.pid")) else {
         return false;
@@ -449,8 +498,8 @@ fn postmaster_ready(data: &Path, pid: u32) -> bool {
 
 /// Where the PostgreSQL server binaries are, and their major version.
 #[derive(Debug, Clone)]
-struct PgBin {
-    dir: PathBuf,
+pub(crate) struct PgBin {
+    pub(crate) dir: PathBuf,
     major: u32,
 }
 
@@ -524,9 +573,9 @@ fn find_bin_dir() -> Option<PathBuf> {
 
 /// The account PostgreSQL runs as when the tests run as root.
 #[derive(Debug, Clone, Copy)]
-struct User {
-    uid: u32,
-    gid: u32,
+pub(crate) struct User {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 impl User {

@@ -156,7 +156,7 @@ impl ServerProcess {
 
     /// Sends `signal` unless the process is already reaped.
     #[allow(unsafe_code)]
-    fn signal(&mut self, signal: libc::c_int) -> io::Result<()> {
+    pub(crate) fn signal(&mut self, signal: libc::c_int) -> io::Result<()> {
         if self.child.try_wait()?.is_some() {
             return Ok(());
         }

@@ -55,7 +55,8 @@ enum Also {
 enum Inner {
     Owned {
         // Declared before `dir`: the server dies before its directory is removed.
-        server: RedisServer,
+        // Boxed: an external server holds a URL only.
+        server: Box<RedisServer>,
         url: String,
         /// What it listens on besides plain TCP.
         also: Also,
@@ -95,7 +96,7 @@ impl TestRedis {
         Ok(Self {
             inner: Inner::Owned {
                 url: server.url(),
-                server,
+                server: Box::new(server),
                 also: Also::Nothing,
                 dir,
             },
@@ -118,7 +119,7 @@ impl TestRedis {
         Ok(Self {
             inner: Inner::Owned {
                 url: server.url(),
-                server,
+                server: Box::new(server),
                 also: Also::Unix(socket),
                 dir,
             },
@@ -173,7 +174,7 @@ impl TestRedis {
         Ok(Self {
             inner: Inner::Owned {
                 url: server.url(),
-                server,
+                server: Box::new(server),
                 also: Also::Tls(Tls {
                     url: format!("rediss://localhost:{tls_port}"),
                     ca: files.ca,
@@ -281,6 +282,17 @@ pub(crate) struct RedisServer {
     dir: PathBuf,
     log: PathBuf,
     extra_args: Vec<String>,
+    /// Set for a Sentinel (boxed: most servers are not).
+    sentinel: Option<Box<SentinelMode>>,
+}
+
+/// What a Sentinel runs with besides a plain server's arguments.
+#[derive(Debug)]
+struct SentinelMode {
+    /// Its config file: the server runs with `--sentinel`, and rewrites the file.
+    config: PathBuf,
+    /// The password the kit's probes give (its `requirepass`).
+    password: Option<String>,
 }
 
 impl RedisServer {
@@ -289,6 +301,27 @@ impl RedisServer {
     pub(crate) fn start(
         dir: PathBuf,
         extra_args: Vec<String>,
+        pick_port: impl FnMut() -> Result<u16, TestkitError>,
+    ) -> Result<Self, TestkitError> {
+        Self::start_with(dir, extra_args, None, pick_port)
+    }
+
+    /// Starts a Sentinel (`redis-server CONFIG --sentinel`) whose config file is `config`,
+    /// asking for `password` (its `requirepass`) when given.
+    pub(crate) fn start_sentinel(
+        dir: PathBuf,
+        config: PathBuf,
+        password: Option<String>,
+        pick_port: impl FnMut() -> Result<u16, TestkitError>,
+    ) -> Result<Self, TestkitError> {
+        let sentinel = SentinelMode { config, password };
+        Self::start_with(dir, Vec::new(), Some(Box::new(sentinel)), pick_port)
+    }
+
+    fn start_with(
+        dir: PathBuf,
+        extra_args: Vec<String>,
+        sentinel: Option<Box<SentinelMode>>,
         mut pick_port: impl FnMut() -> Result<u16, TestkitError>,
     ) -> Result<Self, TestkitError> {
         let binary = process::find_binary("redis-server", &["/usr/local/bin", "/usr/bin"])
@@ -304,6 +337,7 @@ impl RedisServer {
             binary,
             dir,
             extra_args,
+            sentinel,
         };
         for _ in 0..PORT_ATTEMPTS {
             server.port = pick_port()?;
@@ -321,8 +355,12 @@ impl RedisServer {
         })
     }
 
+    /// `redis://127.0.0.1:PORT`, with the password when the server asks for one.
     pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match self.sentinel.as_ref().and_then(|s| s.password.as_ref()) {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
@@ -331,6 +369,17 @@ impl RedisServer {
 
     pub(crate) fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to the running server; nothing when it is stopped.
+    pub(crate) fn signal(&mut self, signal: libc::c_int) -> Result<(), TestkitError> {
+        let what = self.what();
+        match &mut self.process {
+            Some(process) => process
+                .signal(signal)
+                .map_err(|e| TestkitError::io(format!("signalling {what}"), e)),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn stop(&mut self) -> Result<(), TestkitError> {
@@ -367,6 +416,10 @@ impl RedisServer {
             .try_clone()
             .map_err(|e| TestkitError::io("duplicating the Redis log file", e))?;
         let mut cmd = Command::new(&self.binary);
+        if let Some(sentinel) = &self.sentinel {
+            // Sentinel reads (and rewrites) a file of its own, named first.
+            cmd.arg(&sentinel.config).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])

@@ -76,6 +76,8 @@ pub enum BenchName {
     Tail,
     /// `tollgate-bench scale`.
     Scale,
+    /// `tollgate-bench failover`.
+    Failover,
 }
 
 /// How one step ended.

@@ -146,6 +146,25 @@ fn plans() -> Vec<Plan> {
                 20,
             ),
         ),
+        (
+            // Its topologies are its own (a primary and a replica per run): it takes no store.
+            BenchName::Failover,
+            &[],
+            (&[], 150),
+            (
+                &[
+                    "--seconds",
+                    "0.3",
+                    "--clients",
+                    "16",
+                    "--loads",
+                    "hot",
+                    "--faults",
+                    "kill",
+                ],
+                30,
+            ),
+        ),
     ]
 }
 

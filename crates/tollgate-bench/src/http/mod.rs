@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 pub use report::{Comparison, HttpReport, Run, Summary};
 pub use server::{POLICY_NAME, allow_all};
-pub use variant::{GOAL_RATIO, Variant};
+pub use variant::{GOAL_RATIO, GOAL_TOP_CPU, Variant};
 
 use crate::BenchError;
 use crate::args::seconds;

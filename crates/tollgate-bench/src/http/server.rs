@@ -66,7 +66,7 @@ fn router(variant: Variant) -> Result<Option<Router>, BenchError> {
         Variant::BareHeaders => Router::new().route("/hello", get(hello_with_headers)),
         Variant::Tollgate => app.layer(layer(ClientIp::new())?),
         Variant::TollgateKeys => app.layer(layer(Header::new(X_API_KEY.clone()))?),
-        Variant::Server | Variant::ServerTls => return Ok(None),
+        Variant::Server | Variant::ServerTls | Variant::ServerTopOff => return Ok(None),
     }))
 }
 
@@ -107,7 +107,9 @@ impl Server {
                 }
                 _ => (None, None),
             };
-            let server = servers::http(POLICY_NAME, &allow_all()?, certificates, &shutdown).await?;
+            let top = variant != Variant::ServerTopOff;
+            let server =
+                servers::http(POLICY_NAME, &allow_all()?, certificates, top, &shutdown).await?;
             return Ok(Server {
                 variant,
                 addr: server.addr,

@@ -27,17 +27,25 @@ pub enum Variant {
     /// The same server with its listener over TLS (`[http.tls]`), HTTP/1.1 by ALPN: what TLS
     /// costs beside [`Variant::Server`].
     ServerTls,
+    /// The same server in plaintext with `[top] enabled = false`: what the summaries of who is
+    /// denied and allowed (`GET /v1/top`, on by default) cost beside [`Variant::Server`].
+    ServerTopOff,
 }
+
+/// The summaries' goal: the server with them (the default) uses at most this fraction more
+/// CPU per request than with `[top] enabled = false`.
+pub const GOAL_TOP_CPU: f64 = 0.05;
 
 impl Variant {
     /// Every variant, in report order.
-    pub const ALL: [Variant; 6] = [
+    pub const ALL: [Variant; 7] = [
         Variant::Bare,
         Variant::BareHeaders,
         Variant::Tollgate,
         Variant::TollgateKeys,
         Variant::Server,
         Variant::ServerTls,
+        Variant::ServerTopOff,
     ];
 
     /// The variants served in this process by axum, without `tollgate serve`: what
@@ -58,6 +66,7 @@ impl Variant {
             Variant::TollgateKeys => "tollgate_keys",
             Variant::Server => "server",
             Variant::ServerTls => "server_tls",
+            Variant::ServerTopOff => "server_top_off",
         }
     }
 
@@ -83,6 +92,10 @@ impl Variant {
                 "the same server, its listener over TLS ([http.tls], rustls, a P-256 \
                  certificate), HTTP/1.1 by ALPN"
             }
+            Variant::ServerTopOff => {
+                "the same server in plaintext with [top] enabled = false: no summary of who is \
+                 denied and allowed"
+            }
         }
     }
 
@@ -94,14 +107,17 @@ impl Variant {
             // The server parses a JSON body and writes one: more work than a middleware in
             // front of a static handler.
             Variant::Server => Some(0.8),
-            // Compared with the server in plaintext, not held to a goal.
-            Variant::ServerTls => None,
+            // Compared with the server in plaintext, not held to this goal.
+            Variant::ServerTls | Variant::ServerTopOff => None,
         }
     }
 
     /// Whether it is `tollgate serve` (answering `POST /v1/check`), in plaintext or TLS.
     pub fn is_server(self) -> bool {
-        matches!(self, Variant::Server | Variant::ServerTls)
+        matches!(
+            self,
+            Variant::Server | Variant::ServerTls | Variant::ServerTopOff
+        )
     }
 
     /// Whether the middleware is in front of the handler.

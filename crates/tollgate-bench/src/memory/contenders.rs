@@ -7,6 +7,7 @@
 use std::fmt;
 use std::hint::black_box;
 use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -19,6 +20,8 @@ use governor::{Quota, RateLimiter};
 use tollgate::{
     Clock, CoarseClock, MemoryLimiter, MemoryStore, MonotonicClock, Policy, QuantaClock,
 };
+
+use tollgate_server::top::Summary;
 
 use super::timing::timed_checks;
 use crate::BenchError;
@@ -51,13 +54,17 @@ pub enum Contender {
     TollgateStoreCoarse,
     /// governor's keyed limiter (`DashMap`) `check_key`, on the same [`CoarseClock`].
     GovernorCoarse,
+    /// [`MemoryLimiter::check`] on [`MonotonicClock`], its key then recorded in a summary of
+    /// who is denied and allowed (`GET /v1/top`), as the server records each decision: the
+    /// summary's cost beside [`Contender::TollgateLimiter`], the same check without it.
+    TollgateLimiterTop,
     /// The loop alone (pick a key, read a byte of it): the floor under every other figure.
     KeyWalk,
 }
 
 impl Contender {
     /// Every contender, in report order.
-    pub const ALL: [Contender; 10] = [
+    pub const ALL: [Contender; 11] = [
         Contender::TollgateLimiter,
         Contender::TollgateStore,
         Contender::Governor,
@@ -67,6 +74,7 @@ impl Contender {
         Contender::TollgateLimiterCoarse,
         Contender::TollgateStoreCoarse,
         Contender::GovernorCoarse,
+        Contender::TollgateLimiterTop,
         Contender::KeyWalk,
     ];
 
@@ -92,6 +100,7 @@ impl Contender {
             Contender::TollgateLimiterCoarse => "tollgate_limiter_coarse",
             Contender::TollgateStoreCoarse => "tollgate_store_coarse",
             Contender::GovernorCoarse => "governor_coarse",
+            Contender::TollgateLimiterTop => "tollgate_limiter_top",
             Contender::KeyWalk => "key_walk",
         }
     }
@@ -108,6 +117,7 @@ impl Contender {
             Contender::TollgateLimiterCoarse => "`MemoryLimiter::check` (coarse)",
             Contender::TollgateStoreCoarse => "`MemoryStore::check` (coarse)",
             Contender::GovernorCoarse => "governor `check_key` (coarse)",
+            Contender::TollgateLimiterTop => "`MemoryLimiter::check` + top summary (Instant)",
             Contender::KeyWalk => "the key walk alone",
         }
     }
@@ -118,9 +128,10 @@ impl Contender {
     /// `CoarseClock` read by both); `none` for the key walk.
     pub fn clock(self) -> &'static str {
         match self {
-            Contender::TollgateLimiter | Contender::TollgateStore | Contender::Governor => {
-                "Instant"
-            }
+            Contender::TollgateLimiter
+            | Contender::TollgateStore
+            | Contender::Governor
+            | Contender::TollgateLimiterTop => "Instant",
             Contender::TollgateLimiterTsc
             | Contender::TollgateStoreTsc
             | Contender::GovernorTsc => "TSC",
@@ -145,6 +156,7 @@ impl Contender {
             Contender::Governor
             | Contender::GovernorTsc
             | Contender::GovernorCoarse
+            | Contender::TollgateLimiterTop
             | Contender::KeyWalk => None,
         }
     }
@@ -256,9 +268,20 @@ impl<C: Clock, G: GovernorClock> OnClock<C, G> {
 /// The limiters of one scenario, each holding its keys, on both clocks.
 pub(super) struct Contenders {
     pub(super) policy: Policy,
+    /// The summary [`Contender::TollgateLimiterTop`] records in.
+    pub(super) top: Arc<Summary>,
     pub(super) instant: OnClock<MonotonicClock, GovernorInstant>,
     pub(super) tsc: OnClock<QuantaClock, GovernorTsc>,
     pub(super) coarse: OnClock<CoarseClock, GovernorCoarse>,
+}
+
+/// A summary of who is denied and allowed, as the server keeps one per policy (its default
+/// capacity).
+pub(super) fn summary() -> Arc<Summary> {
+    Arc::new(Summary::new(
+        tollgate_server::top::DEFAULT_CAPACITY,
+        Arc::new(MonotonicClock::new()),
+    ))
 }
 
 /// The clocks of [`Contenders::instant`].
@@ -302,6 +325,7 @@ impl Contenders {
     ) -> Result<Contenders, BenchError> {
         Ok(Contenders {
             policy: *policy,
+            top: summary(),
             instant: OnClock::holding(keys, policy, instant_clocks(), tally)?,
             tsc: OnClock::holding(keys, policy, tsc_clocks(), tally)?,
             coarse: OnClock::holding(keys, policy, coarse_clocks(), tally)?,
@@ -338,6 +362,7 @@ impl Contenders {
             Contender::TollgateLimiterCoarse => timed!(Contender::TollgateLimiterCoarse),
             Contender::TollgateStoreCoarse => timed!(Contender::TollgateStoreCoarse),
             Contender::GovernorCoarse => timed!(Contender::GovernorCoarse),
+            Contender::TollgateLimiterTop => timed!(Contender::TollgateLimiterTop),
             Contender::KeyWalk => timed!(Contender::KeyWalk),
         }
     }
@@ -375,6 +400,14 @@ impl Contenders {
                 .check(&self.policy, key.as_bytes(), 1)
                 .is_ok_and(|d| d.allowed()),
             Contender::GovernorCoarse => coarse.governor.check_key(key).is_ok(),
+            Contender::TollgateLimiterTop => {
+                let allowed = instant
+                    .limiter
+                    .check(key.as_bytes(), 1)
+                    .is_ok_and(|d| d.allowed());
+                self.top.record(key.as_bytes(), !allowed);
+                allowed
+            }
             // Reads the key's last byte, as hashing it would, and decides nothing.
             Contender::KeyWalk => black_box(key.as_bytes().last().copied()).is_some(),
         }

@@ -7,8 +7,9 @@
 //! limiter's `check_key` (a `DashMap` with std's `RandomState`), each on three clocks: the
 //! `std::time::Instant` clock (tollgate's `MonotonicClock`, governor's `MonotonicClock`), the
 //! time-stamp counter through `quanta` (tollgate's `QuantaClock`, governor's `QuantaClock`),
-//! and one tollgate `CoarseClock` (a time a thread writes once a millisecond) read by both; and
-//! the key walk alone (the floor under every other figure). Each tollgate contender is
+//! and one tollgate `CoarseClock` (a time a thread writes once a millisecond) read by both;
+//! `MemoryLimiter::check` followed by the server's record of the key in its summary of who is
+//! denied and allowed (`GET /v1/top`), beside the same check without it; and the key walk alone (the floor under every other figure). Each tollgate contender is
 //! compared with governor on the same clock.
 //!
 //! Scenarios: one hot key, 100k keys (or a tenth of `--keys` if fewer) and `--keys` keys (1M),
@@ -47,7 +48,7 @@ mod walk;
 use std::path::PathBuf;
 
 pub use contenders::Contender;
-pub use report::{Footprint, GOAL_HOT_NS, GOAL_RATIO, MemoryReport, Row, Run};
+pub use report::{Footprint, GOAL_HOT_NS, GOAL_RATIO, GOAL_TOP_NS, MemoryReport, Row, Run};
 
 use crate::BenchError;
 use crate::args::seconds;
@@ -142,6 +143,7 @@ pub fn run_memory(args: &MemoryBenchArgs) -> Result<MemoryReport, BenchError> {
     };
     let many = Contenders {
         policy,
+        top: contenders::summary(),
         instant: OnClock {
             store,
             limiter,

@@ -1,6 +1,6 @@
 //! The HTTP/JSON front end: `POST /v1/check`, `/v1/reserve`, `/v1/commit`,
-//! `GET|DELETE /v1/buckets/{policy}/{key}`, `GET /v1/policies`, `/healthz`, `/readyz` and
-//! `/metrics`, on the [`Limiter`].
+//! `GET|DELETE /v1/buckets/{policy}/{key}`, `GET /v1/policies`, `GET /v1/top`, `/healthz`,
+//! `/readyz` and `/metrics`, on the [`Limiter`].
 //!
 //! Every answer is JSON (but the metrics); every error is `application/problem+json`
 //! ([`Problem`]), including unknown paths and methods, so a client never has to parse an HTML
@@ -11,6 +11,7 @@ mod health;
 mod policies;
 pub mod request;
 mod settle;
+pub mod top;
 
 use std::sync::Arc;
 
@@ -67,7 +68,7 @@ fn client_routes() -> Router<Arc<Limiter>> {
 }
 
 /// What operators use, which reads or changes any client's bucket: `/v1/buckets`,
-/// `/v1/policies`, `/metrics`.
+/// `/v1/policies`, `/v1/top`, `/metrics`.
 fn admin_routes() -> Router<Arc<Limiter>> {
     let read = require(Scope::Read);
     let admin = require(Scope::Admin);
@@ -79,6 +80,7 @@ fn admin_routes() -> Router<Arc<Limiter>> {
                 .merge(delete(settle::delete_bucket).layer(admin)),
         )
         .route("/v1/policies", get(policies::list).layer(read))
+        .route("/v1/top", get(top::top).layer(read))
         .route("/metrics", get(health::metrics).layer(admin))
 }
 
@@ -86,7 +88,8 @@ fn admin_routes() -> Router<Arc<Limiter>> {
 /// `/v1/buckets/...`), a 404 that says where it moved.
 async fn not_here(uri: Uri, admin: Arc<str>) -> Problem {
     let path = uri.path();
-    let operators = matches!(path, "/metrics" | "/v1/policies") || path.starts_with("/v1/buckets/");
+    let operators =
+        matches!(path, "/metrics" | "/v1/policies" | "/v1/top") || path.starts_with("/v1/buckets/");
     if operators {
         Problem::moved_to_admin(path, &admin)
     } else {

@@ -31,6 +31,8 @@ pub(super) struct File {
     pub(super) auth: AuthFile,
     #[serde(default)]
     pub(super) tracing: TracingFile,
+    #[serde(default)]
+    pub(super) top: TopFile,
     pub(super) policies: Option<Spanned<BTreeMap<String, Spanned<PolicyFile>>>>,
 }
 
@@ -41,6 +43,8 @@ pub(super) struct StoreFile {
     pub(super) timeout: Option<Spanned<String>>,
     pub(super) on_error: Option<OnStoreError>,
     pub(super) max_keys: Option<Spanned<u64>>,
+    pub(super) wait_replicas: Option<Spanned<u64>>,
+    pub(super) wait_timeout_ms: Option<Spanned<u64>>,
     #[serde(default)]
     pub(super) postgres: PostgresFile,
     pub(super) tls: Option<Spanned<StoreTlsFile>>,
@@ -227,6 +231,14 @@ pub(super) struct TracingFile {
     pub(super) service_namespace: Option<String>,
     pub(super) service_instance_id: Option<String>,
     pub(super) sampling_rate: Option<Spanned<f64>>,
+}
+
+/// `[top]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TopFile {
+    pub(super) enabled: Option<bool>,
+    pub(super) capacity: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -27,6 +27,7 @@ mod policies;
 mod prometheus;
 mod read;
 mod redact;
+mod top;
 mod traces;
 mod xds;
 
@@ -43,12 +44,15 @@ pub use listener::ListenerGiven;
 pub use read::MAX_FILE_BYTES;
 pub(crate) use read::read;
 use toml::Spanned;
+pub use top::TopConfig;
 pub use traces::TracingConfig;
 
 use crate::auth::{Secret, Tokens};
 use crate::descriptors::{Charge, EnvoyAlgorithm};
 use crate::limiter::Policies;
-use crate::options::{self, LogFormat, OnStoreError, PostgresGiven, StoreSpec, StoreTls};
+use crate::options::{
+    self, LogFormat, OnStoreError, PostgresGiven, StoreSpec, StoreTls, StoreWait,
+};
 
 /// A config file, read and checked: what it sets (`None` where it is silent) and its policies.
 #[derive(Debug, Clone)]
@@ -69,6 +73,8 @@ pub struct Config {
     pub postgres: PostgresGiven,
     /// `[store.tls]`, its paths resolved against the file's directory.
     pub store_tls: Option<StoreTls>,
+    /// `[store] wait_replicas` and `wait_timeout_ms`.
+    pub store_wait: Option<StoreWait>,
     /// `[http] listen`.
     pub listen: Option<SocketAddr>,
     /// `[http] inline_policies`.
@@ -97,6 +103,8 @@ pub struct Config {
     pub auth: Tokens,
     /// `[tracing]`.
     pub tracing: TracingConfig,
+    /// `[top]`.
+    pub top: TopConfig,
     /// What is allowed but unwise (a short `[resp] password`): `config check` prints them.
     pub warnings: Vec<String>,
 }
@@ -200,6 +208,12 @@ impl Config {
             &refuse,
         )?;
         let store_timeout = checked(file.store.timeout, "store.timeout", &duration, &refuse)?;
+        let store_wait = store_wait(
+            file.store.wait_replicas,
+            file.store.wait_timeout_ms,
+            store_timeout,
+            &refuse,
+        )?;
         let address = |s: &String| options::listen_addr(s);
         let http_listen = checked(file.http.listen.clone(), "http.listen", &address, &refuse)?;
         let resp_listen = checked(file.resp.listen.clone(), "resp.listen", &address, &refuse)?;
@@ -359,6 +373,7 @@ impl Config {
             &refuse,
         )?;
         let tracing = traces::given(file.tracing, &refuse)?;
+        let top = top::given(file.top, &refuse)?;
         let mut warnings = Vec::new();
         if let Some(password) = &file.resp.password
             && password.len() < auth::MIN_SECRET
@@ -379,6 +394,7 @@ impl Config {
             on_store_error: file.store.on_error,
             max_keys,
             store_tls,
+            store_wait,
             postgres: PostgresGiven {
                 schema: pg.schema,
                 table: pg.table,
@@ -401,6 +417,7 @@ impl Config {
             policies,
             auth,
             tracing,
+            top,
         })
     }
 }
@@ -456,6 +473,64 @@ fn duration(text: &String) -> Result<Duration, String> {
         return Err(format!("must be at least 1ms, got {text:?}"));
     }
     Ok(d)
+}
+
+/// `[store] wait_replicas` and `wait_timeout_ms`: both or neither, each at least 1, and the
+/// wait shorter than `store.timeout` when the file gives it (otherwise the store refuses it when
+/// built, against the timeout in force).
+fn store_wait(
+    replicas: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<u64>>,
+    store_timeout: Option<Duration>,
+    refuse: &policies::FaultAt<'_>,
+) -> Result<Option<StoreWait>, ConfigError> {
+    let (replicas, timeout_ms) = match (replicas, timeout_ms) {
+        (None, None) => return Ok(None),
+        (Some(r), None) => {
+            return Err(refuse(
+                Some(r.span()),
+                "store.wait_replicas",
+                "needs store.wait_timeout_ms, how long a decision waits for the replicas                  (below store.timeout)"
+                    .into(),
+            ));
+        }
+        (None, Some(t)) => {
+            return Err(refuse(
+                Some(t.span()),
+                "store.wait_timeout_ms",
+                "needs store.wait_replicas, how many replicas a decision waits for".into(),
+            ));
+        }
+        (Some(r), Some(t)) => (r, t),
+    };
+    let count = |n: &u64| match u32::try_from(*n) {
+        Ok(0) => Err("must be at least 1, got 0 (leave both keys out for no waiting)".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{n} is too large")),
+    };
+    let span = timeout_ms.span();
+    let replicas = checked(Some(replicas), "store.wait_replicas", &count, refuse)?;
+    let millis = |n: &u64| match *n {
+        0 => Err("must be at least 1 (Redis reads a WAIT timeout of 0 as for ever)".to_owned()),
+        n => Ok(Duration::from_millis(n)),
+    };
+    let timeout = checked(Some(timeout_ms), "store.wait_timeout_ms", &millis, refuse)?;
+    let (Some(replicas), Some(timeout)) = (replicas, timeout) else {
+        return Ok(None);
+    };
+    if let Some(store_timeout) = store_timeout
+        && timeout >= store_timeout
+    {
+        return Err(refuse(
+            Some(span),
+            "store.wait_timeout_ms",
+            format!(
+                "{} ms is not below store.timeout ({store_timeout:?}): a decision is answered                  within store.timeout, its WAIT included",
+                timeout.as_millis()
+            ),
+        ));
+    }
+    Ok(Some(StoreWait { replicas, timeout }))
 }
 
 fn at_least_one(value: &u64) -> Result<usize, String> {

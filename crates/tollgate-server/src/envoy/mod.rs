@@ -156,6 +156,9 @@ impl Envoy {
         metrics: EnvoyMetrics,
     ) -> Result<Envoy, LoadError> {
         check_store(&limiter, &config, &settings)?;
+        if let Some(top) = limiter.top() {
+            top.keep_domains(config.domain_names());
+        }
         let series = metrics.series(&config);
         // A directory read at start is a config loaded; without one, none is until a reload.
         let config_loaded = AtomicBool::new(settings.config_dir.is_some());
@@ -185,6 +188,9 @@ impl Envoy {
         let _update = self.update.lock().unwrap_or_else(PoisonError::into_inner);
         let settings = self.loaded.load().settings.clone();
         check_store(&self.limiter, &config, &settings)?;
+        if let Some(top) = self.limiter.top() {
+            top.keep_domains(config.domain_names());
+        }
         let series = self.metrics.series(&config);
         let old = self.loaded.swap(Arc::new(Loaded {
             config,

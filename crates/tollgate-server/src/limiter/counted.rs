@@ -10,6 +10,8 @@ use super::{DecideError, Limiter};
 /// A request resolved into checks by rules of its own.
 pub struct Counted<'a> {
     own_limit: bool,
+    /// The Envoy domain whose summary counts its checks' keys.
+    domain: Option<&'a str>,
     refunds: Vec<Check<'a>>,
     checks: Vec<Check<'a>>,
     denied: Vec<bool>,
@@ -40,10 +42,18 @@ impl<'a> Counted<'a> {
     pub fn new(own_limit: bool) -> Counted<'a> {
         Counted {
             own_limit,
+            domain: None,
             refunds: Vec::new(),
             checks: Vec::new(),
             denied: Vec::new(),
         }
+    }
+
+    /// Counts its checks' keys in the summary of Envoy domain `domain` (`GET /v1/top`), if
+    /// that domain has one.
+    pub fn in_domain(mut self, domain: &'a str) -> Counted<'a> {
+        self.domain = Some(domain);
+        self
     }
 
     /// Gives `check`'s cost back to its bucket (token buckets only), before anything is
@@ -79,12 +89,20 @@ impl Limiter {
         let decisions = rounds.decided().ok_or_else(|| {
             DecideError::Unavailable("the store answered no decision for a check".to_owned())
         })?;
-        let checks = rounds
+        let checks: Vec<CountedCheck> = rounds
             .denied
             .into_iter()
             .zip(decisions)
             .map(|(denied, decision)| CountedCheck { denied, decision })
             .collect();
+        let top = counted.domain.zip(self.top.as_ref());
+        if let Some(summary) = top.and_then(|(domain, top)| top.domain(domain)) {
+            for (check, decided) in counted.checks.iter().zip(&checks) {
+                if check.cost() > 0 {
+                    summary.record(check.key(), decided.denied);
+                }
+            }
+        }
         Ok(CountedOutcome { refunds, checks })
     }
 

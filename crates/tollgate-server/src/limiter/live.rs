@@ -11,6 +11,7 @@ use tollgate::{Check, Policy, headers};
 
 use super::{DecideError, Policies, Target};
 use crate::metrics::{INLINE, Metrics, PolicyCounters};
+use crate::top::{Summary, Top};
 
 /// The policies in force.
 pub struct Live {
@@ -25,6 +26,8 @@ pub struct Live {
     /// (a handful of names, fixed in the front ends' code).
     chosen: ArcSwap<Vec<(&'static str, Arc<str>, PolicyCounters)>>,
     metrics: Arc<Metrics>,
+    /// The summary the client's own numbers share, when the summaries are on.
+    inline_top: Option<Arc<Summary>>,
 }
 
 /// One policy of a request, resolved.
@@ -49,6 +52,8 @@ pub struct Entry {
     /// takes without a copy); empty for a [`Target::Chosen`] bucket, whose front ends send no
     /// headers.
     pub policy_item: Bytes,
+    /// Where its decisions' keys are counted (`GET /v1/top`), when the summaries are on.
+    pub top: Option<Arc<Summary>>,
 }
 
 impl Entry {
@@ -57,7 +62,7 @@ impl Entry {
         (named, configured): (bool, bool),
         policy: Policy,
         shadow: bool,
-        counters: PolicyCounters,
+        (counters, top): (PolicyCounters, Option<Arc<Summary>>),
     ) -> Entry {
         let policy_item = match (named, configured) {
             (true, false) => Bytes::new(),
@@ -71,6 +76,7 @@ impl Entry {
             shadow,
             counters,
             policy_item,
+            top,
         }
     }
 }
@@ -89,8 +95,13 @@ impl Entry {
 }
 
 impl Live {
-    /// `policies` in force, their counters in `metrics`.
-    pub fn new(policies: Policies, inline_policies: bool, metrics: &Arc<Metrics>) -> Live {
+    /// `policies` in force, their counters in `metrics`, their keys in `top`'s summaries.
+    pub fn new(
+        policies: Policies,
+        inline_policies: bool,
+        metrics: &Arc<Metrics>,
+        top: Option<&Top>,
+    ) -> Live {
         let entries = policies
             .iter()
             .map(|p| {
@@ -99,7 +110,7 @@ impl Live {
                     (true, true),
                     p.policy,
                     p.shadow,
-                    metrics.policy(&p.name),
+                    (metrics.policy(&p.name), top.map(|t| t.policy(&p.name))),
                 );
                 (Arc::clone(&p.name), Arc::new(entry))
             })
@@ -112,6 +123,7 @@ impl Live {
             inline_name: INLINE.into(),
             chosen: ArcSwap::from_pointee(Vec::new()),
             metrics: Arc::clone(metrics),
+            inline_top: top.map(|t| Arc::clone(t.inline())),
         }
     }
 
@@ -164,7 +176,14 @@ impl Live {
             });
             made
         });
-        Arc::new(Entry::new(name, (true, false), policy, false, counters))
+        let top = self.inline_top.clone();
+        Arc::new(Entry::new(
+            name,
+            (true, false),
+            policy,
+            false,
+            (counters, top),
+        ))
     }
 
     /// An inline policy's entry (allowed here or not: a commit of a reservation taken before
@@ -175,7 +194,7 @@ impl Live {
             (false, false),
             policy,
             false,
-            self.inline.clone(),
+            (self.inline.clone(), self.inline_top.clone()),
         ))
     }
 

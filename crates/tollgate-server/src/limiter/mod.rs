@@ -49,6 +49,7 @@ pub use settle::{Reservation, Used};
 
 use crate::auth::{Auth, Tokens};
 use crate::metrics::Metrics;
+use crate::top::Top;
 use crate::traces::Traces;
 use reservation::Signer;
 
@@ -70,6 +71,8 @@ pub struct Limiter {
     leases: Option<leases::Leases>,
     /// The spans of decisions, when `[tracing]` is on.
     traces: Option<Arc<Traces>>,
+    /// The keys most denied and allowed per policy, when `[top]` is on.
+    top: Option<Arc<Top>>,
 }
 
 /// Builds a [`Limiter`]: see [`Limiter::builder`].
@@ -84,12 +87,15 @@ pub struct LimiterBuilder {
     observed: Option<(Arc<Metrics>, Arc<StoreHealth>)>,
     tokens: Tokens,
     traces: Option<Arc<Traces>>,
+    top: Option<usize>,
 }
 
 impl Limiter {
     /// A limiter deciding on `store`: no configured policies, inline ones allowed, `/readyz`
     /// waiting a second for the store, reservations signed with a random secret and lasting
-    /// [`reservation::DEFAULT_TTL`] by the monotonic clock, metrics of its own.
+    /// [`reservation::DEFAULT_TTL`] by the monotonic clock, metrics of its own, the keys most
+    /// denied and allowed summarized in [`top::DEFAULT_CAPACITY`](crate::top::DEFAULT_CAPACITY)
+    /// counters.
     pub fn builder(store: Arc<dyn DynSettle>) -> LimiterBuilder {
         LimiterBuilder {
             store,
@@ -102,6 +108,7 @@ impl Limiter {
             observed: None,
             tokens: Tokens::default(),
             traces: None,
+            top: Some(crate::top::DEFAULT_CAPACITY),
         }
     }
 
@@ -112,10 +119,12 @@ impl Limiter {
         if let Some(leases) = &self.leases {
             leases.reload(&policies);
         }
-        let old = self
-            .live
-            .swap(Arc::new(Live::new(policies, inline, &self.metrics)));
+        let live = Live::new(policies, inline, &self.metrics, self.top.as_deref());
+        let old = self.live.swap(Arc::new(live));
         let live = self.live.load();
+        if let Some(top) = &self.top {
+            top.keep_policies(live.policies.iter().map(|p| &*p.name));
+        }
         for gone in old
             .policies
             .iter()
@@ -237,6 +246,11 @@ impl Limiter {
     pub fn traces(&self) -> Option<&Arc<Traces>> {
         self.traces.as_ref()
     }
+
+    /// The summaries of who is denied and allowed, when `[top]` is on.
+    pub fn top(&self) -> Option<&Arc<Top>> {
+        self.top.as_ref()
+    }
 }
 
 impl LimiterBuilder {
@@ -278,6 +292,12 @@ impl LimiterBuilder {
         self
     }
 
+    /// Summarizes each policy's keys in `capacity` counters per slice (`None`: not at all).
+    pub fn top(mut self, capacity: Option<usize>) -> Self {
+        self.top = capacity;
+        self
+    }
+
     /// Traces the store calls made inside a request's span with `traces`.
     pub fn traces(mut self, traces: Option<Arc<Traces>>) -> Self {
         self.traces = traces;
@@ -304,6 +324,15 @@ impl LimiterBuilder {
         };
         let signer = Signer::new(self.secret.as_deref()).map_err(|_| BuildError::Random)?;
         let (store, leases) = leases::Leases::wrap(self.store, &self.policies, &metrics)?;
+        let top = self
+            .top
+            .map(|capacity| Arc::new(Top::new(capacity, Arc::new(MonotonicClock::new()))));
+        let live = Live::new(
+            self.policies,
+            self.inline_policies,
+            &metrics,
+            top.as_deref(),
+        );
         Ok(Limiter {
             store,
             leases,
@@ -312,11 +341,12 @@ impl LimiterBuilder {
             clock: self.clock,
             timer: MonotonicClock::new(),
             reservation_ttl: self.reservation_ttl,
-            live: ArcSwap::from_pointee(Live::new(self.policies, self.inline_policies, &metrics)),
+            live: ArcSwap::from_pointee(live),
             auth: Auth::new(self.tokens, &metrics),
             metrics,
             health,
             traces: self.traces,
+            top,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! A request's policies decided on the store: all-or-nothing, with shadow policies that are
-//! charged exactly as if enforced but never deny, and every outcome counted.
+//! charged exactly as if enforced but never deny, and every outcome counted (and its key, in
+//! the policy's summary of who is denied and allowed: a shadow's denials as denied).
 //!
 //! A shadow policy must not change what the enforced ones decide. So when only shadow
 //! policies deny a check of several, the enforced policies are decided again on their own (a
@@ -147,14 +148,22 @@ impl Limiter {
         let parts: Vec<Part> = entries
             .into_iter()
             .zip(decisions)
-            .map(|(entry, decision)| {
+            .enumerate()
+            .map(|(i, (entry, decision))| {
                 let shadow_denied = entry.shadow && !decision.allowed() && enforced_allow;
-                let counter = match (decision.allowed() && !over_capacity, shadow_denied) {
+                let allowed = decision.allowed() && !over_capacity;
+                let counter = match (allowed, shadow_denied) {
                     (true, _) => &entry.counters.allowed,
                     (false, true) => &entry.counters.shadow_denied,
                     (false, false) => &entry.counters.denied,
                 };
                 counter.inc();
+                // A look (cost 0) decides nothing: who looks is not who is limited.
+                if let Some(top) = &entry.top
+                    && (over_capacity || cost.of(i) > 0)
+                {
+                    top.record(key, !allowed);
+                }
                 Part {
                     entry,
                     decision,

@@ -204,11 +204,18 @@ fn url(env: &Env, notes: &mut Notes) -> Result<String, EnvError> {
     match kind.as_str() {
         "single" | "cluster" => {}
         "sentinel" => {
-            return Err(EnvError::new(
-                "REDIS_TYPE",
-                "is SENTINEL, and Sentinel is not supported yet: tollgate's Redis store reaches one Redis or a \
-                 Redis Cluster (REDIS_TYPE=SINGLE or CLUSTER)",
-            ));
+            if socket == "unix" {
+                return Err(EnvError::new(
+                    "REDIS_SOCKET_TYPE",
+                    "unix with REDIS_TYPE=SENTINEL: sentinels are reached over TCP",
+                ));
+            }
+            return sentinel_url(
+                &url,
+                tls,
+                credentials(&auth),
+                &env.string("REDIS_SENTINEL_AUTH")?,
+            );
         }
         _ => {
             return Err(EnvError::new(
@@ -258,6 +265,56 @@ fn url(env: &Env, notes: &mut Notes) -> Result<String, EnvError> {
             format!("{other:?} is not a socket type: tcp or unix"),
         )),
     }
+}
+
+/// `redis[s]+sentinel://[USER:PASSWORD@]HOST:PORT,.../MASTER[?sentinel_username=U&
+/// sentinel_password=P]` of upstream's `REDIS_URL` for Sentinel, `MASTER,HOST:PORT,...`:
+/// `REDIS_AUTH` is Redis's own credentials, `REDIS_SENTINEL_AUTH` the sentinels' (each
+/// `user:password` or a password alone), and `REDIS_TLS` speaks TLS to both.
+fn sentinel_url(
+    url: &str,
+    tls: bool,
+    redis_auth: Option<(Option<&str>, &str)>,
+    sentinel_auth: &str,
+) -> Result<String, EnvError> {
+    let mut items = url.split(',').map(str::trim);
+    let master = items.next().unwrap_or_default();
+    let sentinels: Vec<&str> = items.collect();
+    if master.is_empty() || master.contains(':') || sentinels.is_empty() {
+        return Err(EnvError::new(
+            "REDIS_URL",
+            "with REDIS_TYPE=SENTINEL is the master's name, then the sentinels: \
+             MASTER_NAME,HOST:PORT[,HOST:PORT...]",
+        ));
+    }
+    if sentinels
+        .iter()
+        .any(|s| s.is_empty() || s.contains(['/', '@', '?', '#']))
+    {
+        return Err(EnvError::new(
+            "REDIS_URL",
+            "names a sentinel that is not HOST:PORT (with REDIS_TYPE=SENTINEL)",
+        ));
+    }
+    let scheme = if tls {
+        "rediss+sentinel"
+    } else {
+        "redis+sentinel"
+    };
+    let mut out = format!("{scheme}://");
+    if let Some((user, pass)) = redis_auth {
+        let _ = write!(out, "{}:{}@", encode(user.unwrap_or("")), encode(pass));
+    }
+    let _ = write!(out, "{}/{}", sentinels.join(","), encode(master));
+    if let Some((user, pass)) = credentials(sentinel_auth) {
+        let mut query = Vec::new();
+        if let Some(user) = user {
+            query.push(format!("sentinel_username={}", encode(user)));
+        }
+        query.push(format!("sentinel_password={}", encode(pass)));
+        let _ = write!(out, "?{}", query.join("&"));
+    }
+    Ok(out)
 }
 
 /// `REDIS_AUTH` as upstream splits it: `user:password`, or a password alone.
@@ -374,6 +431,48 @@ mod tests {
     }
 
     #[test]
+    fn sentinel_takes_the_master_then_the_sentinels_and_each_sides_auth() {
+        let sentinel = |extra: &[(&'static str, &'static str)]| {
+            let mut v = vec![
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_TYPE", "SENTINEL"),
+                ("REDIS_URL", "mymaster, s1:26379,s2:26380"),
+            ];
+            v.extend_from_slice(extra);
+            url_of(&v)
+        };
+        assert_eq!(
+            sentinel(&[]).unwrap(),
+            "redis+sentinel://s1:26379,s2:26380/mymaster"
+        );
+        assert_eq!(
+            sentinel(&[
+                ("REDIS_AUTH", "app:p@ss"),
+                ("REDIS_SENTINEL_AUTH", "watch:s3cret"),
+                ("REDIS_TLS", "true"),
+            ])
+            .unwrap(),
+            "rediss+sentinel://app:p%40ss@s1:26379,s2:26380/mymaster\
+             ?sentinel_username=watch&sentinel_password=s3cret"
+        );
+        assert_eq!(
+            sentinel(&[("REDIS_SENTINEL_AUTH", "only")]).unwrap(),
+            "redis+sentinel://s1:26379,s2:26380/mymaster?sentinel_password=only"
+        );
+        for bad in ["mymaster", "s1:26379,s2:26379", ",s1:1", "m,s1:1/x"] {
+            let e = url_of(&[
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_TYPE", "sentinel"),
+                ("REDIS_URL", bad),
+            ])
+            .unwrap_err();
+            assert!(e.to_string().contains("REDIS_URL"), "{bad}: {e}");
+        }
+        let e = url_of(&[("REDIS_TYPE", "sentinel"), ("REDIS_URL", "m,s:1")]).unwrap_err();
+        assert!(e.to_string().contains("REDIS_SOCKET_TYPE"), "{e}");
+    }
+
+    #[test]
     fn tcp_urls_take_auth_and_tls() {
         let tcp = [("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", "redis:6379")];
         assert_eq!(url_of(&tcp).unwrap(), "redis://redis:6379");
@@ -404,9 +503,14 @@ mod tests {
     #[test]
     fn refusals_name_the_variable_and_never_the_url() {
         let refused = |vars: &[(&str, &str)]| url_of(vars).unwrap_err();
-        let e = refused(&[("REDIS_TYPE", "sentinel"), ("REDIS_URL", "m,h:1")]);
-        assert_eq!(e.variable, "REDIS_TYPE");
-        assert!(e.message.contains("not supported yet"), "{e}");
+        let e = refused(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", "h:1/hunter2"),
+            ("REDIS_AUTH", "hunter2"),
+        ]);
+        assert_eq!(e.variable, "REDIS_URL");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
         assert_eq!(
             refused(&[("REDIS_SOCKET_TYPE", "udp")]).variable,
             "REDIS_SOCKET_TYPE"

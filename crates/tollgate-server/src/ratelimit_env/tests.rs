@@ -136,7 +136,20 @@ fn refused_variables_name_themselves() {
             "REDIS_PERSECOND",
             "per-second",
         ),
-        (&[("REDIS_TYPE", "SENTINEL")], "REDIS_TYPE", "Sentinel"),
+        (
+            &[("REDIS_TYPE", "SENTINEL")],
+            "REDIS_SOCKET_TYPE",
+            "sentinels are reached over TCP",
+        ),
+        (
+            &[
+                ("REDIS_TYPE", "SENTINEL"),
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_URL", "s1:26379"),
+            ],
+            "REDIS_URL",
+            "MASTER_NAME,HOST:PORT",
+        ),
         (&[("CACHE_KEY_PREFIX", "a_")], "CACHE_KEY_PREFIX", "prefix"),
         (&[("QUOTA_MODE", "true")], "QUOTA_MODE", "quota_mode"),
         (

@@ -157,6 +157,15 @@ impl Problem {
         }
     }
 
+    /// 404: the thing `field` names does not exist (`detail` says which, and what does).
+    pub fn unknown(field: &'static str, detail: impl Into<String>) -> Problem {
+        Problem {
+            detail: detail.into(),
+            field: Some(Cow::Borrowed(field)),
+            ..Problem::not_found("")
+        }
+    }
+
     /// 404 on the data port for a path the admin listener at `admin` serves.
     pub fn moved_to_admin(path: &str, admin: &str) -> Problem {
         Problem {

@@ -163,6 +163,21 @@ fn every_class_of_bad_file_names_its_line_column_and_field() {
             "[store]\nurl = \"redis://127.0.0.1:1\"\n[policies.api]\nalgorithm = \"sliding_counter\"\ncapacity = 100000000\nperiod = \"1d\"\n".to_owned(),
             ":3:1: policies.api.capacity: the store (redis at redis://127.0.0.1:1) cannot decide it",
         ),
+        (
+            "a wait for replicas without its timeout",
+            "[store]\nurl = \"redis://127.0.0.1:1\"\nwait_replicas = 1\n".to_owned(),
+            ":3:17: store.wait_replicas: needs store.wait_timeout_ms",
+        ),
+        (
+            "a wait for replicas not below the store timeout",
+            "[store]\nurl = \"redis://127.0.0.1:1\"\ntimeout = \"50ms\"\nwait_replicas = 1\nwait_timeout_ms = 50\n".to_owned(),
+            ":5:19: store.wait_timeout_ms: 50 ms is not below store.timeout (50ms)",
+        ),
+        (
+            "no replica to wait for",
+            "[store]\nurl = \"redis://127.0.0.1:1\"\nwait_replicas = 0\nwait_timeout_ms = 10\n".to_owned(),
+            ":3:17: store.wait_replicas: must be at least 1, got 0",
+        ),
     ];
     for (what, text, expected) in cases {
         let file = write(dir.path(), "bad.toml", &text);

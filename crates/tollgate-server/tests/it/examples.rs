@@ -294,15 +294,28 @@ fn every_key_of_the_example_file_is_in_the_reference() {
     let example: toml::Table = text.parse().expect("examples/tollgate.toml is TOML");
     let mut keys = BTreeSet::new();
     dotted_keys(&example, "", &mut keys);
-    // Keys shown but off (TLS needs files of one's own) are in lines `#: `, TOML once uncovered.
-    let shown: String = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("#: "))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    // Keys shown but off (TLS needs files of one's own) are in lines `#: `, TOML once uncovered
+    // where they stand: under their own `#: [table]`, or else under the table they sit in.
+    let mut shown = String::new();
+    let (mut table, mut emitted) = (String::new(), String::new());
+    for line in text.lines() {
+        if line.starts_with('[') {
+            table = line.to_owned();
+        } else if let Some(l) = line.strip_prefix("#: ") {
+            if l.starts_with('[') {
+                table = l.to_owned();
+                emitted = l.to_owned();
+            } else if emitted != table {
+                shown.push_str(&format!("{table}\n"));
+                emitted = table.clone();
+            }
+            shown.push_str(&format!("{l}\n"));
+        }
+    }
     let shown: toml::Table = shown.parse().expect("the `#: ` lines are TOML");
     dotted_keys(&shown, "", &mut keys);
     assert!(keys.contains("http.tls.client_san"), "{keys:?}");
+    assert!(keys.contains("store.wait_replicas"), "{keys:?}");
     assert!(keys.contains("policies.NAME.capacity"), "{keys:?}");
     assert!(keys.contains("grpc.domains.NAME.algorithm"), "{keys:?}");
     let page = read(&root().join("docs/configuration.md"));

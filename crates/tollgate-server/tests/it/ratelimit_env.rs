@@ -209,7 +209,15 @@ fn refused_variables_name_themselves() {
                 ("REDIS_TYPE", "SENTINEL"),
                 ("REDIS_URL", "mymaster,127.0.0.1:26379"),
             ],
-            &["REDIS_TYPE", "Sentinel is not supported yet"],
+            &["REDIS_SOCKET_TYPE", "sentinels are reached over TCP"],
+        ),
+        (
+            &[
+                ("REDIS_TYPE", "SENTINEL"),
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_URL", "127.0.0.1:26379"),
+            ],
+            &["REDIS_URL", "MASTER_NAME,HOST:PORT"],
         ),
         (
             &[("REDIS_PERSECOND", "true")],

@@ -4,7 +4,7 @@ mod document;
 
 use std::time::Duration;
 
-use super::variant::{GOAL_RATIO, Variant};
+use super::variant::{GOAL_RATIO, GOAL_TOP_CPU, Variant};
 use crate::report::{Goal, Medians, TlsCost, median, thousands};
 
 /// One run of `run_http`.
@@ -222,6 +222,44 @@ impl HttpReport {
         })
     }
 
+    /// The summaries' goal ([`GOAL_TOP_CPU`]): the server beside itself with `[top] enabled =
+    /// false`, in CPU per request; `None` unless both ran.
+    fn top_goal(&self) -> Option<Goal> {
+        let (on, off) = (
+            self.summary(Variant::Server)?,
+            self.summary(Variant::ServerTopOff)?,
+        );
+        let goal = format!(
+            "server: the top summary costs ≤ {:.0}% of its CPU per request (beside server_top_off)",
+            GOAL_TOP_CPU * 100.0
+        );
+        let rates = format!(
+            "{} vs {} requests/s",
+            thousands(on.requests_per_sec),
+            thousands(off.requests_per_sec)
+        );
+        Some(match (on.cpu_per_request, off.cpu_per_request) {
+            (Some(on_cpu), Some(off_cpu)) if off_cpu > 0.0 => {
+                let added = on_cpu / off_cpu - 1.0;
+                Goal {
+                    goal,
+                    measured: format!(
+                        "CPU {:.1} vs {:.1} µs/request: {:+.1}%; {rates}",
+                        on_cpu * 1e6,
+                        off_cpu * 1e6,
+                        added * 100.0
+                    ),
+                    met: Some(added <= GOAL_TOP_CPU),
+                }
+            }
+            _ => Goal {
+                goal,
+                measured: format!("CPU per request not measured; {rates}"),
+                met: None,
+            },
+        })
+    }
+
     /// For the middleware's variants, what the bare handler sending the same headers reaches:
     /// the part of the ratio that is the headers' bytes, not the deciding.
     fn headers_alone(&self, variant: Variant) -> String {
@@ -272,6 +310,9 @@ impl HttpReport {
                     met: None,
                 },
             });
+        }
+        if let Some(goal) = self.top_goal() {
+            goals.push(goal);
         }
         let summaries: Vec<Summary> = self
             .variants()

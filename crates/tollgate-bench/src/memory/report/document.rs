@@ -318,6 +318,12 @@ fn describe(contender: Contender) -> &'static str {
         Contender::GovernorCoarse => {
             "governor's keyed limiter as above, on the same `CoarseClock` (`GovernorCoarse`)"
         }
+        Contender::TollgateLimiterTop => {
+            "`MemoryLimiter::check(key, 1)` as `tollgate_limiter`, then \
+             `Summary::record(key, denied)`: the server's record of each decision in its policy's \
+             summary of who is denied and allowed (`GET /v1/top`, the default 1,000 keys); the \
+             difference from `tollgate_limiter` is the summary's cost per check"
+        }
         Contender::KeyWalk => {
             "the loop alone (pick the next key, read its last byte): the floor under every \
              other figure"

@@ -14,6 +14,10 @@ pub const GOAL_RATIO: f64 = 1.5;
 /// The goal: a check on the hot key, on 1 thread, within this many nanoseconds.
 pub const GOAL_HOT_NS: f64 = 40.0;
 
+/// The goal: the summary of who is denied and allowed (`GET /v1/top`) adds at most
+/// this many nanoseconds to a check, on every row.
+pub const GOAL_TOP_NS: f64 = 5.0;
+
 /// One run of `run_memory`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryReport {
@@ -236,6 +240,22 @@ impl MemoryReport {
                 None => Goal::unmeasured(goal, "not run"),
             });
         }
+        for row in &rows {
+            let (on, off) = (Contender::TollgateLimiterTop, Contender::TollgateLimiter);
+            let goal = format!(
+                "{}: the top summary adds ≤ {GOAL_TOP_NS} ns to {}",
+                row.label(),
+                off.call()
+            );
+            goals.push(match (row.ns(on), row.ns(off)) {
+                (Some(on), Some(off)) => Goal {
+                    goal,
+                    measured: format!("{on:.1} vs {off:.1} ns per check: {:+.1} ns", on - off),
+                    met: Some(on - off <= GOAL_TOP_NS),
+                },
+                _ => Goal::unmeasured(goal, "not run"),
+            });
+        }
         goals.push(Goal {
             goal: "every check allowed (the policy keeps every timed check on the allow path)"
                 .into(),
@@ -323,10 +343,12 @@ mod tests {
 
         let goals = report.goals();
         let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();
-        // Six goals a row (the coarse clock's did not run), then the hot key's six, then one.
+        // Six goals a row (the coarse clock's did not run), then the hot key's six, then the
+        // top summary's one a row (not run), then one.
         let mut expected = vec![Some(true), Some(false), Some(true), Some(false), None, None];
         expected.extend([None; 18]);
         expected.extend([Some(true), Some(false), Some(true), Some(true), None, None]);
+        expected.extend([None; 4]);
         expected.push(Some(true));
         assert_eq!(met, expected, "{goals:#?}");
         assert_eq!(

@@ -257,6 +257,11 @@ impl EnvoyConfig {
         self.domains.get(name)
     }
 
+    /// The domains' names, sorted.
+    pub fn domain_names(&self) -> impl Iterator<Item = &str> {
+        self.domains.keys().map(String::as_str)
+    }
+
     /// How many domains there are.
     pub fn domains(&self) -> usize {
         self.domains.len()

@@ -91,7 +91,9 @@ pub async fn should_rate_limit(
     let own_limit = request.descriptors.iter().position(|d| d.limit.is_some());
     let plan = Plan::new(loaded, request);
     let counted = match &plan {
-        Ok(plan) if plan.refunds_refused().is_none() => plan.counted(own_limit.is_some()),
+        Ok(plan) if plan.refunds_refused().is_none() => {
+            plan.counted(own_limit.is_some(), &request.domain)
+        }
         _ => Counted::new(own_limit.is_some()),
     };
     // Under the server-wide shadow switch no descriptor denies the request, and charged per

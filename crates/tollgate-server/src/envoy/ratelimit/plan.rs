@@ -180,8 +180,8 @@ impl Plan {
 
     /// What the core is asked: the refunds, then the checks; `own_limit` when a descriptor
     /// names its own limit.
-    pub(super) fn counted(&self, own_limit: bool) -> Counted<'_> {
-        let mut counted = Counted::new(own_limit);
+    pub(super) fn counted<'a>(&'a self, own_limit: bool, domain: &'a str) -> Counted<'a> {
+        let mut counted = Counted::new(own_limit).in_domain(domain);
         for (bucket, policy) in self.stored(true) {
             counted.refund(Check::new(policy, &bucket.key, bucket.cost).named(&self.name));
         }

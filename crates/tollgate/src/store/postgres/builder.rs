@@ -60,6 +60,16 @@ pub struct PostgresStoreBuilder {
 
 impl PostgresStore {
     /// A store on the database at `url` (`postgres://user:password@host:port/db`).
+    ///
+    /// A primary with standbys is listed host by host, with `target_session_attrs=read-write`:
+    /// `postgres://user@h1:5432,h2:5432/db?target_session_attrs=read-write`. Each connection
+    /// is made on the first host that takes writes; after a promotion, the connections to the
+    /// old primary close and are made again on the new one. Statements in flight when the
+    /// primary dies are answered by the fail policy and never sent again (a serialization
+    /// failure is the only error retried). Without a synchronous standby the commits of the
+    /// primary's last moment are lost with it (see
+    /// [`synchronous_commit`](PostgresStoreBuilder::synchronous_commit)), and an
+    /// [`unlogged`](PostgresStoreBuilder::unlogged) table is empty on the standby.
     pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
         PostgresStoreBuilder {
             url: url.into(),
@@ -112,7 +122,9 @@ impl PostgresStoreBuilder {
     /// and the fail policy decides; on the default fail-open nothing is limited meanwhile. A
     /// decision needs to be atomic, not durable, before its request goes on: waiting for the
     /// flush would make each one pay a disk write (about 0.2 ms here) for nothing it needs.
-    /// On, commits are as durable as the server's settings make them.
+    /// On, commits are as durable as the server's settings make them: with a synchronous
+    /// standby (`synchronous_standby_names`, `synchronous_commit = on` on the server), a
+    /// decision is answered once the standby has it, and a failover to that standby loses none.
     pub fn synchronous_commit(mut self, on: bool) -> Self {
         self.synchronous_commit = on;
         self

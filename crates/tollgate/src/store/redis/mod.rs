@@ -74,6 +74,39 @@
 //! [`per_node(false)`](RedisStoreBuilder::per_node), each key has its own queue and calls are per
 //! slot; the store logs (with `tracing`, at info) which it uses when it starts.
 
+//!
+//! **Redis Sentinel.** `redis+sentinel://[USER:PASSWORD@]HOST:26379[,HOST:26379...]/MASTER_NAME[/DB]`
+//! (and `rediss+sentinel://`, TLS to the sentinels and to Redis, [`RedisTls`] applying to both)
+//! names a primary that Sentinel watches: the user information is Redis's own, and the
+//! sentinels' credentials are the query's `sentinel_username` and `sentinel_password`. The store
+//! asks the sentinels for the primary, checks that it says so (`ROLE`), and follows it when it
+//! moves: on the sentinels' `+switch-master`, on a call that fails (`READONLY`, a connection
+//! lost, a timeout), and once a second. Building refuses what can never work
+//! ([`StoreError::Config`]): sentinel host names that do not resolve, a master name unknown to
+//! every sentinel that answers, credentials a sentinel refuses; no sentinel answering (asked 10
+//! times, 200 ms apart) is a transient error. Until the new primary is in use, calls fail within the timeout and the
+//! fail policy answers them; a call is never sent twice, and the scripts are loaded on the new
+//! primary by the first call that meets `NOSCRIPT`.
+//!
+//! What a failover does to the rest, the primary being asynchronously replicated (unless
+//! [`wait_for_replicas`](RedisStoreBuilder::wait_for_replicas) says otherwise):
+//!
+//! - **the deny cache** holds facts about the old primary's buckets, and keeps them until their
+//!   deadlines: where the new primary rolled a bucket back, a cached denial denies what it would
+//!   allow (an under-grant, for at most the denial's retry time), never the reverse, since only
+//!   denials are cached;
+//! - **batching**: a batch in flight at the switch fails whole (every decision of it answered by
+//!   the fail policy); it may have been applied on the old primary or not, and is not sent again;
+//! - **leases** (`tollgate-server`'s `lease = true`, [`Leased`](crate::store::lease::Leased)):
+//!   the tokens a lease holds were paid on the old primary; if that payment rolled back, the
+//!   bucket on the new primary holds them again while the lease still spends them: the rollback's
+//!   over-grant includes them, at most the leases outstanding (each at most an eighth of the
+//!   bucket). A return that fails at the switch is lost, an under-grant.
+//!
+//! Without waiting for replicas, what the old primary had not yet sent its replicas when it died
+//! is lost, and the buckets it charged are charged again: one more burst at most per bucket, for
+//! the writes of the last moment before the failure.
+
 // Not API: the instruction-count benchmark's way in (tollgate-instructions), behind a feature
 // of its own and hidden from the docs.
 #[cfg(feature = "__bench")]
@@ -86,9 +119,12 @@ mod keys;
 mod nodes;
 mod plan;
 mod script;
+mod sentinel;
+mod sentinel_url;
 mod settle;
 #[cfg(feature = "redis-tls")]
 mod tls;
+mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,6 +142,7 @@ use plan::TakeFirst;
 use script::{Keys, Reply, Scripts};
 #[cfg(feature = "redis-tls")]
 pub use tls::RedisTls;
+use wait::Wait;
 
 /// Records this version's layout unless one is recorded, and answers the one recorded.
 const LAYOUT_SCRIPT: &str =
@@ -118,6 +155,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The primary behind Redis Sentinel, followed across failovers.
+    Sentinel(Arc<sentinel::Follower>),
 }
 
 /// Configures a [`RedisStore`].
@@ -150,6 +189,7 @@ pub struct RedisStoreBuilder {
     max_in_flight: Option<usize>,
     test_clock: Option<Arc<dyn Clock>>,
     per_node: bool,
+    wait: Option<Wait>,
     #[cfg(feature = "redis-tls")]
     tls: Option<RedisTls>,
 }
@@ -198,8 +238,9 @@ struct Inner {
 }
 
 impl RedisStore {
-    /// A store on one Redis (`redis://host:port/db`), or on a cluster when given several node
-    /// URLs through [`RedisStoreBuilder::cluster`].
+    /// A store on one Redis (`redis://host:port/db`), on the primary behind Redis Sentinel
+    /// (`redis+sentinel://host:26379,host:26379/MASTER_NAME`, see [the module](crate::store::redis)), or
+    /// on a cluster when given several node URLs through [`RedisStoreBuilder::cluster`].
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder {
             urls: vec![url.into()],
@@ -210,6 +251,7 @@ impl RedisStore {
             max_in_flight: None,
             test_clock: None,
             per_node: true,
+            wait: None,
             #[cfg(feature = "redis-tls")]
             tls: None,
         }
@@ -294,6 +336,37 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Durability on request (off by default): every script call that writes (each decision
+    /// call, batched or not, and each settlement) is followed on its connection by
+    /// `WAIT replicas timeout`, and its decisions are answered only once `replicas` replicas
+    /// acknowledged the write. When fewer do within `timeout`, they are a transient store error
+    /// (the fail policy answers them), although the primary applied them: failing closed then
+    /// denies what may have been charged, failing open allows what may not have been.
+    ///
+    /// Without it, Redis replicates asynchronously and a primary that dies takes its last
+    /// writes with it: the buckets they charged roll back on the replica promoted in its place,
+    /// and the tokens they granted are granted again (an over-grant). With it, a decision
+    /// answered from the store survives the failover that promotes a replica holding it.
+    ///
+    /// `timeout` must be at least 1 ms and below the store's [`timeout`](Self::timeout), which
+    /// still bounds the whole decision; building refuses otherwise, naming both, and refuses
+    /// the option for a Redis Cluster (`WAIT` would reach a node other than the one a call
+    /// wrote on).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::RedisStore;
+    ///
+    /// let builder = RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .timeout(Duration::from_millis(100))
+    ///     .wait_for_replicas(1, Duration::from_millis(50));
+    /// # drop(builder);
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait = Some(Wait { replicas, timeout });
+        self
+    }
+
     /// Decides at `clock` instead of Redis's `TIME`: for tests that move time by hand. Never in
     /// production: processes with different clocks would disagree about every bucket (feature
     /// `test-util`).
@@ -347,6 +420,26 @@ impl RedisStoreBuilder {
             // Unset, a default applies below, which is never zero.
             self.max_in_flight.unwrap_or(1),
         )?;
+        if let Some(wait) = &self.wait {
+            wait.check(self.timeout)?;
+            if self.urls.len() > 1 {
+                return Err(StoreError::Config(
+                    "RedisStoreBuilder::wait_for_replicas is for one Redis (or Sentinel), not a                      Redis Cluster"
+                        .into(),
+                ));
+            }
+        }
+        let sentinel_url = match &self.urls[..] {
+            [url] if sentinel_url::is_sentinel(url) => Some(sentinel_url::SentinelUrl::parse(url)?),
+            urls if urls.iter().any(|u| sentinel_url::is_sentinel(u)) => {
+                return Err(StoreError::Config(
+                    "a Redis Sentinel URL names the sentinels of one primary: it is no seed \
+                     node of a Redis Cluster"
+                        .into(),
+                ));
+            }
+            _ => None,
+        };
         if self.urls.is_empty() || self.urls.iter().any(String::is_empty) {
             return Err(StoreError::Config(
                 "no Redis URL given (a cluster needs at least one seed node)".into(),
@@ -360,14 +453,20 @@ impl RedisStoreBuilder {
                     .unwrap_or("it does not parse (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])")
             ))
         };
+        // What must answer within the time allowed to reach Redis.
+        let reach = self.timeout.max(Duration::from_secs(1));
+        let mut scripts = Scripts::new();
+        scripts.wait = self.wait;
+        if let Some(url) = sentinel_url {
+            let follower = self.follow(url, reach).await?;
+            return Ok(self.store(Connection::Sentinel(Arc::new(follower)), scripts, None));
+        }
         let infos = self
             .urls
             .iter()
             .map(|url| url.as_str().into_connection_info())
             .collect::<Result<Vec<_>, _>>()
             .map_err(config_error)?;
-        // What must answer within the time allowed to reach Redis.
-        let reach = self.timeout.max(Duration::from_secs(1));
         connect::hosts_resolve(&infos, reach).await?;
         #[cfg(feature = "redis-tls")]
         let own_ca = match &self.tls {
@@ -389,7 +488,6 @@ impl RedisStoreBuilder {
         if connect::any_tls(&infos) && !own_ca {
             connect::trust_roots()?;
         }
-        let scripts = Scripts::new();
         let mut nodes = None;
         let connection = if self.urls.len() > 1 {
             let builder = redis::cluster::ClusterClient::builder(self.urls.clone())
@@ -412,7 +510,7 @@ impl RedisStoreBuilder {
         } else {
             #[cfg(feature = "redis-tls")]
             let client = match &self.tls {
-                Some(tls) => tls::client(&self.urls[0], tls),
+                Some(tls) => tls::client(self.urls[0].as_str(), tls),
                 None => redis::Client::open(self.urls[0].as_str()),
             }
             .map_err(config_error)?;
@@ -429,6 +527,55 @@ impl RedisStoreBuilder {
                 ConnectionManager::new_lazy_with_config(client, config).map_err(config_error)?,
             )
         };
+        Ok(self.store(connection, scripts, nodes))
+    }
+
+    /// Checks a Sentinel URL's settings and finds its primary.
+    async fn follow(
+        &self,
+        url: sentinel_url::SentinelUrl,
+        reach: Duration,
+    ) -> Result<sentinel::Follower, StoreError> {
+        crate::store::reach::some_host_resolves("Redis Sentinel", &url.sentinels, reach).await?;
+        #[cfg(feature = "redis-tls")]
+        let own_ca = match &self.tls {
+            Some(tls) if !url.tls => {
+                return Err(StoreError::Config(format!(
+                    "TLS settings ({tls:?}) are given, and the Redis URL is not rediss+sentinel://"
+                )));
+            }
+            Some(tls) => tls.has_ca(),
+            None => false,
+        };
+        #[cfg(not(feature = "redis-tls"))]
+        let own_ca = if url.tls {
+            return Err(StoreError::Config(
+                "the Redis URL asks for TLS (rediss+sentinel://), and this build of tollgate has \
+                 no TLS for Redis (feature redis-tls)"
+                    .into(),
+            ));
+        } else {
+            false
+        };
+        if url.tls && !own_ca {
+            connect::trust_roots()?;
+        }
+        sentinel::Follower::start(sentinel::Settings {
+            url,
+            #[cfg(feature = "redis-tls")]
+            tls: self.tls.clone(),
+            timeout: self.timeout,
+        })
+        .await
+    }
+
+    /// The store over `connection`.
+    fn store(
+        self,
+        connection: Connection,
+        scripts: Scripts,
+        nodes: Option<nodes::Nodes>,
+    ) -> RedisStore {
         let inject_time = self.test_clock.is_some();
         let inner = Arc::new(Inner {
             connection,
@@ -449,7 +596,7 @@ impl RedisStoreBuilder {
         let batcher = self
             .batch
             .then(|| Arc::new(Batcher::new(Arc::clone(&inner), self.max_batch, depth)));
-        Ok(RedisStore { inner, batcher })
+        RedisStore { inner, batcher }
     }
 }
 
@@ -548,15 +695,29 @@ impl Inner {
                         .await?
                         .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
                 },
+                Connection::Sentinel(f) => self
+                    .script(
+                        &mut f.connection(),
+                        false,
+                        Keys::Declared,
+                        now_us,
+                        decisions,
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::incompatible("the script refused its keys")),
             }
         };
         let replies = if bounded {
             tokio::time::timeout(self.timeout, run)
                 .await
-                .unwrap_or(Err(StoreError::Timeout(self.timeout)))?
+                .unwrap_or(Err(StoreError::Timeout(self.timeout)))
         } else {
-            run.await?
+            run.await
         };
+        if let (Err(e), Connection::Sentinel(f)) = (&replies, &self.connection) {
+            f.failed(e);
+        }
+        let replies = replies?;
         if replies.len() != decisions.len() {
             return Err(StoreError::incompatible(
                 "the tollgate script answered a different number of decisions",
@@ -755,10 +916,15 @@ impl Store for RedisStore {
             let reply: Result<String, _> = match self.inner.connection.clone() {
                 Connection::Single(mut c) => cmd.query_async(&mut c).await,
                 Connection::Cluster(mut c) => cmd.query_async(&mut c).await,
+                Connection::Sentinel(f) => cmd.query_async(&mut f.connection()).await,
             };
             // Settings that can never work are said as such here, where a program asks
             // before it serves; a decision answers them as an outage.
-            let layout = reply.map_err(error::setup_error)?;
+            let layout = reply.map_err(error::setup_error);
+            if let (Err(e), Connection::Sentinel(f)) = (&layout, &self.inner.connection) {
+                f.failed(e);
+            }
+            let layout = layout?;
             if layout != keys::LAYOUT {
                 return Err(StoreError::incompatible(format!(
                     "this Redis holds tollgate layout {layout:?} ({}), this tollgate writes \

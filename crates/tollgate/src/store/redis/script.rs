@@ -7,6 +7,7 @@ use redis::{Cmd, ErrorKind, Script, ServerErrorKind, Value};
 use super::encoded::{Encoded, MICROSECOND, Take, checks};
 use super::error::store_error;
 use super::plan::{Plan, TakeFirst};
+use super::wait::Wait;
 use crate::algorithm::gcra::Gcra;
 use crate::{CheckError, Decision, Nanos, StoreError, Verdict};
 
@@ -106,6 +107,8 @@ pub(crate) struct Scripts {
     bucket_node: Script,
     /// `settle.lua`: refunds and charges (see `settle.rs`).
     pub(crate) settle: Script,
+    /// `WAIT` behind every call, when durability is asked for (see `wait.rs`).
+    pub(crate) wait: Option<Wait>,
 }
 
 impl Scripts {
@@ -118,6 +121,7 @@ impl Scripts {
             general_node: Script::new(&format!("{PER_NODE}{COPY_KEYS}{REBASE}{decide}")),
             bucket_node: Script::new(&format!("{PER_NODE}{BUCKET_PER_NODE}{REBASE}{bucket}")),
             settle: Script::new(&format!("{REBASE}{}", include_str!("settle.lua"))),
+            wait: None,
         }
     }
 
@@ -219,7 +223,7 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
         plan.take_first();
     }
     let cmd = command(script, now_us, decisions, &plan, buckets_only, keys_as);
-    let reply = match query(script, &cmd, conn, cluster).await {
+    let reply = match query(script, &cmd, conn, cluster, scripts.wait.as_ref()).await {
         Err(e) if keys_as == Keys::PerNode && is_not_local(&e) => return Ok(None),
         reply => reply.map_err(store_error)?,
     };
@@ -260,22 +264,24 @@ fn is_not_local(e: &redis::RedisError) -> bool {
 const REDIRECTION_RETRIES: u32 = 5;
 const REDIRECTION_BACKOFF: Duration = Duration::from_millis(2);
 
-/// Runs `cmd`, an `EVALSHA` of `script`: loads the script when Redis has lost it (`NOSCRIPT`:
-/// a `SCRIPT FLUSH`, a restart), and, on a cluster, makes the call again a moment later when
-/// the cluster client gave up following its redirections. (One Redis that answers `MOVED` is a
-/// cluster node given as a single Redis: asking again would not help.)
+/// Runs `cmd`, an `EVALSHA` of `script`, followed by `wait` when given: loads the script when
+/// Redis has lost it (`NOSCRIPT`: a `SCRIPT FLUSH`, a restart, a replica promoted), and, on a
+/// cluster, makes the call again a moment later when the cluster client gave up following its
+/// redirections. (One Redis that answers `MOVED` is a cluster node given as a single Redis:
+/// asking again would not help.)
 pub(crate) async fn query(
     script: &Script,
     cmd: &Cmd,
     conn: &mut impl redis::aio::ConnectionLike,
     cluster: bool,
+    wait: Option<&Wait>,
 ) -> redis::RedisResult<Value> {
     let mut redirected = 0;
     loop {
-        let reply = match cmd.query_async(conn).await {
+        let reply = match send(cmd, conn, wait).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 script.load_async(conn).await?;
-                cmd.query_async(conn).await
+                send(cmd, conn, wait).await
             }
             reply => reply,
         };
@@ -286,6 +292,18 @@ pub(crate) async fn query(
             }
             reply => return reply,
         }
+    }
+}
+
+/// `cmd` alone, or pipelined with `WAIT`.
+async fn send(
+    cmd: &Cmd,
+    conn: &mut impl redis::aio::ConnectionLike,
+    wait: Option<&Wait>,
+) -> redis::RedisResult<Value> {
+    match wait {
+        Some(wait) => wait.query(cmd, conn).await,
+        None => cmd.query_async(conn).await,
     }
 }
 

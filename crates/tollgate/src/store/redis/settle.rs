@@ -58,17 +58,25 @@ impl SettleIds {
 
 impl RedisStore {
     async fn run(&self, cmd: &redis::Cmd, lua: &Script) -> Result<Value, StoreError> {
+        let wait = self.inner.scripts.wait.as_ref();
         let run = async {
             match self.inner.connection.clone() {
-                Connection::Single(mut c) => script::query(lua, cmd, &mut c, false).await,
-                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c, true).await,
+                Connection::Single(mut c) => script::query(lua, cmd, &mut c, false, wait).await,
+                Connection::Cluster(mut c) => script::query(lua, cmd, &mut c, true, wait).await,
+                Connection::Sentinel(f) => {
+                    script::query(lua, cmd, &mut f.connection(), false, wait).await
+                }
             }
             .map_err(store_error)
         };
         let timeout = self.inner.timeout;
-        tokio::time::timeout(timeout, run)
+        let result = tokio::time::timeout(timeout, run)
             .await
-            .unwrap_or(Err(StoreError::Timeout(timeout)))
+            .unwrap_or(Err(StoreError::Timeout(timeout)));
+        if let (Err(e), Connection::Sentinel(f)) = (&result, &self.inner.connection) {
+            f.failed(e);
+        }
+        result
     }
 
     fn same_slot(&self, checks: &[Check<'_>]) -> Result<(), CheckError> {

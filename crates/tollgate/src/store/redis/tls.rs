@@ -104,7 +104,10 @@ impl fmt::Debug for RedisTls {
 }
 
 /// A client of the one Redis at `url` using `tls`.
-pub(super) fn client(url: &str, tls: &RedisTls) -> Result<redis::Client, redis::RedisError> {
+pub(super) fn client(
+    url: impl redis::IntoConnectionInfo,
+    tls: &RedisTls,
+) -> Result<redis::Client, redis::RedisError> {
     let certificates = tls.certificates().map_err(|e| {
         redis::RedisError::from((
             redis::ErrorKind::InvalidClientConfig,

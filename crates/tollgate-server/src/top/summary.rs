@@ -1,0 +1,181 @@
+//! One policy's (or Envoy domain's) summary: its denied and its allowed decisions, each over
+//! the last minute and hour ([`Windows`]), and the buffers that keep the summaries' work off
+//! the decision path.
+//!
+//! A decision only appends its key to a small buffer, one of [`SHARDS`] picked by the thread
+//! (so threads seldom wait for each other); the summaries take a buffer's records when it is
+//! full, when the ticker drains every buffer (each second, see [`super::Top::run`]), and
+//! before a read. A buffer holds at most [`BATCH_RECORDS`] records or [`BATCH_BYTES`] bytes of
+//! keys (plus one key), so the buffers add at most `SHARDS × (BATCH_BYTES + MAX_KEY_BYTES +
+//! BATCH_RECORDS × 8)` bytes to a summary. A record is counted at the time it is drained: up
+//! to a second (the ticker's interval) late.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tollgate::Clock;
+
+use super::space_saving::SpaceSaving;
+use super::windows::{Window, Windows};
+
+/// The buffers of a summary.
+pub const SHARDS: usize = 8;
+
+/// The most records a buffer holds before the summaries take them.
+pub const BATCH_RECORDS: usize = 64;
+
+/// The most bytes of keys a buffer holds before the summaries take them.
+pub const BATCH_BYTES: usize = 4096;
+
+/// Which decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// Denied ones (a shadow policy's: those it would have denied).
+    Denied,
+    /// Allowed ones.
+    Allowed,
+}
+
+impl By {
+    /// Its name in `GET /v1/top`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Denied => "denied",
+            By::Allowed => "allowed",
+        }
+    }
+
+    fn of(denied: bool) -> By {
+        if denied { By::Denied } else { By::Allowed }
+    }
+}
+
+/// Records waiting for the summaries: the keys end to end, and where each ends.
+#[derive(Default)]
+struct Batch {
+    keys: Vec<u8>,
+    records: Vec<(u32, By)>,
+}
+
+/// The windows of both kinds.
+struct Kinds {
+    denied: Windows,
+    allowed: Windows,
+}
+
+impl Kinds {
+    fn of(&mut self, by: By) -> &mut Windows {
+        match by {
+            By::Denied => &mut self.denied,
+            By::Allowed => &mut self.allowed,
+        }
+    }
+}
+
+/// A policy's heavy hitters.
+pub struct Summary {
+    capacity: usize,
+    clock: Arc<dyn Clock>,
+    shards: [Mutex<Batch>; SHARDS],
+    kinds: Mutex<Kinds>,
+}
+
+/// The thread's buffer, handed out in turn as threads first record.
+fn shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|s| *s)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Summary {
+    /// An empty summary of `capacity` keys per slice, its time read from `clock`.
+    pub fn new(capacity: usize, clock: Arc<dyn Clock>) -> Summary {
+        Summary {
+            capacity,
+            clock,
+            shards: std::array::from_fn(|_| Mutex::default()),
+            kinds: Mutex::new(Kinds {
+                denied: Windows::new(capacity),
+                allowed: Windows::new(capacity),
+            }),
+        }
+    }
+
+    /// Counts a decision of `key`: `denied`, or allowed.
+    pub fn record(&self, key: &[u8], denied: bool) {
+        let mut batch = lock(&self.shards[shard()]);
+        batch.keys.extend_from_slice(key);
+        // A key is at most MAX_KEY_BYTES and a buffer is drained past BATCH_BYTES.
+        let end = u32::try_from(batch.keys.len()).unwrap_or(u32::MAX);
+        batch.records.push((end, By::of(denied)));
+        if batch.records.len() >= BATCH_RECORDS || batch.keys.len() >= BATCH_BYTES {
+            let full = std::mem::take(&mut *batch);
+            drop(batch);
+            self.absorb([full]);
+        }
+    }
+
+    /// Hands every buffer to the summaries, and moves them to the current time.
+    pub fn drain(&self) {
+        let batches = self
+            .shards
+            .each_ref()
+            .map(|s| std::mem::take(&mut *lock(s)));
+        self.absorb(batches);
+    }
+
+    /// The keys of `by` decisions over `window`, merged from its slices.
+    pub fn read(&self, window: Window, by: By) -> SpaceSaving {
+        self.drain();
+        lock(&self.kinds).of(by).read(window)
+    }
+
+    /// Its capacity: the most keys a read lists.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The counters its slices hold: at most 20 × the capacity.
+    pub fn entries(&self) -> usize {
+        let kinds = lock(&self.kinds);
+        kinds.denied.entries() + kinds.allowed.entries()
+    }
+
+    /// The bytes its slices and buffers hold.
+    pub fn bytes(&self) -> usize {
+        let buffers: usize = self
+            .shards
+            .iter()
+            .map(|s| {
+                let b = lock(s);
+                b.keys.capacity() + b.records.capacity() * std::mem::size_of::<(u32, By)>()
+            })
+            .sum();
+        let kinds = lock(&self.kinds);
+        buffers + kinds.denied.bytes() + kinds.allowed.bytes()
+    }
+
+    /// Moves the windows to now, then counts `batches` in the open slices.
+    fn absorb<const N: usize>(&self, batches: [Batch; N]) {
+        let now = self.clock.now().as_duration();
+        let mut kinds = lock(&self.kinds);
+        kinds.denied.advance(now);
+        kinds.allowed.advance(now);
+        for batch in &batches {
+            let mut start = 0;
+            for &(end, by) in &batch.records {
+                let end = end as usize;
+                if let Some(key) = batch.keys.get(start..end) {
+                    kinds.of(by).record(key);
+                }
+                start = end;
+            }
+        }
+    }
+}
