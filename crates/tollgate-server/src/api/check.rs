@@ -148,7 +148,10 @@ fn respond(allowed: bool, body: String, entry: Option<&Entry>, decision: &Decisi
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    let mut response = (status, body).into_response();
+    // Made whole rather than by `(status, body).into_response()`, which gives a `String` the
+    // content type `text/plain` first, for this to replace.
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

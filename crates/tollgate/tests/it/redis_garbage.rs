@@ -41,7 +41,18 @@ async fn a_garbage_token_bucket_is_incompatible_and_expires_like_a_bucket() {
         // 5 tokens, one every 200 ms: a bucket lives at most 2 s (from a capacity in debt).
         let policy = Policy::token_bucket(5, 5, Duration::from_secs(1)).unwrap();
         let key = "tollgate:v3:{alice}:tb:=api";
-        for value in ["not a number", "-5", "1e30", "99999999999999999999"] {
+        // The last three end in the policy's own numbers (t = 200,000 µs, tau = 10^6 µs), which
+        // bucket.lua recognises before converting the rest: a tat beyond 2^52 µs from now, one
+        // that is not a whole number, a space too many.
+        for value in [
+            "not a number",
+            "-5",
+            "1e30",
+            "99999999999999999999",
+            "99999999999999999999 200000 1000000",
+            "1e3 200000 1000000",
+            "1 200000 1000000 ",
+        ] {
             set(&redis, key, value);
             assert_eq!(pttl(&redis, key), -1);
             let alice = [Check::new(policy, b"alice", 1).named("api")];

@@ -39,8 +39,9 @@
 --          is only read by it and decided as the others. A bucket so created whose decision
 --          does not take (another bucket of it denied) is deleted again, and so is every one
 --          when a later read fails (a key the node does not serve): the call then wrote nothing.
--- (Every number is a string Redis hands to Lua, and tonumber is a strtod: the encoding sends
--- and converts each as few times as it can. In a batch of single checks, each is a quarter
+-- (Every number is a string Redis hands to Lua, and Lua 5.1's tonumber runs strtod on it twice
+-- (`+ 0` once): the encoding sends and converts each as few times as it can, and a bucket
+-- written under a policy's numbers is read by its tat alone (`tails`, below). In a batch of single checks, each is a quarter
 -- of the script's time when sent as four numbers. The Lua around a new user's `SET`, timed in
 -- Lua 5.1 alone, was 1.6 µs before the script kept to one pass over the buckets and, in a batch
 -- of new users, three tables grown to their number (of six), and 1.0 µs after.)
@@ -77,29 +78,55 @@ local type, sub, match = type, string.sub, string.match
 local out = { now }
 local tat, was, ut, utau, moved, garbage = {}, {}, {}, {}, {}, {}
 
--- Reads key k's value (`false` when absent).
-local furthest = now + 4503599627370496 -- 2^52 µs
-local function read(k, raw)
-  local v, t, tau = 0, false, false
-  if raw then
-    local a, b, c = match(raw, '^(%d+) (%d+) (%d+)$')
-    v, t, tau = tonumber(a), tonumber(b), tonumber(c)
-    if not v or v > furthest or t == 0 or t >= 4503599627370496 or tau >= 4503599627370496 then
-      garbage[k], v, t, tau = 0, -1, false, false
-    end
-  end
-  tat[k], was[k], ut[k], utau[k] = v, v, t, tau
-  out[3 * k - 1], out[3 * k], out[3 * k + 1] = v, t or 0, tau or 0
+-- The policies' numbers, and each policy's as the tail of a bucket's value, "<t> <tau>" (the
+-- client writes them in plain decimal, as this script writes a bucket), by which a bucket
+-- written under one of them is recognised without converting its numbers: Lua 5.1's tonumber
+-- runs strtod twice on a string, and a bucket's three numbers were 6 of them, a tenth of the
+-- script's instructions per decision. An arithmetic coercion runs it once.
+local t, tau, tail, tails = {}, {}, {}, {}
+local a = 3
+for p = 1, tonumber(ARGV[2]) do
+  t[p], tau[p] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  tail[p] = ARGV[a] .. ' ' .. ARGV[a + 1]
+  tails[tail[p]] = p
+  a = a + 2
 end
 
--- Bucket k as a bucket of (tp, taup): rebased if it counts in other numbers.
-local function under(k, tp, taup)
-  local t = ut[k]
-  if t ~= tp or utau[k] ~= taup then
-    if t and tat[k] > now then
-      tat[k], moved[k] = rebase(now, tat[k], t, utau[k], tp, taup), true
+-- Reads key k's value (`false` when absent). `tl` holds the tail of its value while it counts
+-- in a policy's numbers (false: to be written out whole).
+local tl = {}
+local furthest = now + 4503599627370496 -- 2^52 µs
+local function read(k, raw)
+  local v, t1, tau1 = 0, false, false
+  if raw then
+    -- The usual value: a policy's own numbers after the tat.
+    local at = match(raw, '^(%d+) ')
+    local p = at and tails[sub(raw, #at + 2)]
+    if p then
+      v, t1, tau1, tl[k] = at + 0, t[p], tau[p], tail[p]
+      if v > furthest then
+        garbage[k], v, t1, tau1, tl[k] = 0, -1, false, false, false
+      end
+    else
+      local a, b, c = match(raw, '^(%d+) (%d+) (%d+)$')
+      v, t1, tau1 = tonumber(a), tonumber(b), tonumber(c)
+      if not v or v > furthest or t1 == 0 or t1 >= 4503599627370496 or tau1 >= 4503599627370496 then
+        garbage[k], v, t1, tau1 = 0, -1, false, false
+      end
     end
-    ut[k], utau[k] = tp, taup
+  end
+  tat[k], was[k], ut[k], utau[k] = v, v, t1, tau1
+  out[3 * k - 1], out[3 * k], out[3 * k + 1] = v, t1 or 0, tau1 or 0
+end
+
+-- Bucket k as a bucket of policy p: rebased if it counts in other numbers.
+local function under(k, p)
+  local t1, tp, taup = ut[k], t[p], tau[p]
+  if t1 ~= tp or utau[k] ~= taup then
+    if t1 and tat[k] > now then
+      tat[k], moved[k] = rebase(now, tat[k], t1, utau[k], tp, taup), true
+    end
+    ut[k], utau[k], tl[k] = tp, taup, tail[p]
   end
 end
 
@@ -172,22 +199,15 @@ local function expire(k, taup)
   garbage[k] = max(garbage[k], ceil(2 * taup / 1000) + slack)
 end
 
-local t, tau = {}, {}
-local a = 3
-for p = 1, tonumber(ARGV[2]) do
-  t[p], tau[p] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
-end
-
 local o = #out
-local t1, tau1 = t[1], tau[1]
+-- The client's numbers are plain decimals: `+ 0` converts them, once each (see `tails`).
 while a <= n do
-  local m = tonumber(ARGV[a])
+  local m = ARGV[a] + 0
   if m < 0 or m == 1 then
     -- Decisions of one check. The short form: r + 1 of cost 1 under policy 1, sent as
     -- -(k + r × 2^24) when on buckets k to k + r in order, plus 2^50 when all on bucket k; the
     -- long form, one of any cost and policy (M = 1).
-    local k, r, step, cost, tp, taup = 0, 0, 1, 1, t1, tau1
+    local k, r, step, cost, p = 0, 0, 1, 1, 1
     if m < 0 then
       m = -m
       if m >= 1125899906842624 then
@@ -197,14 +217,13 @@ while a <= n do
       k = m - r * 16777216
       a = a + 1
     else
-      local p
-      k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-      tp, taup = t[p], tau[p]
+      k, p, cost = ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0
       a = a + 4
     end
+    local tp, taup = t[p], tau[p]
     if step == 0 and not garbage[k] then
       -- A hot bucket's decisions (cost 1), its state kept in a local between them.
-      under(k, tp, taup)
+      under(k, p)
       local v = tat[k]
       for _ = 0, r do
         local new = max(v, now) + tp
@@ -225,7 +244,7 @@ while a <= n do
           expire(k, taup)
           out[o] = 2
         else
-          under(k, tp, taup)
+          under(k, p)
           local new = max(tat[k], now) + cost * tp
           if cost == 0 then
             out[o] = 1
@@ -244,14 +263,14 @@ while a <= n do
     local ks, news, costs = {}, {}, {}
     local all, spoilt = true, false
     for i = 1, m do
-      local k, p, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      local k, p, cost = ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0
       a = a + 3
       local new = 0
       if garbage[k] then
         expire(k, tau[p])
         all, spoilt = false, true
       else
-        under(k, t[p], tau[p])
+        under(k, p)
         new = max(tat[k], now) + cost * t[p]
         if cost > 0 and new - now > tau[p] then
           all = false
@@ -278,7 +297,8 @@ for k = 1, nkeys do
     -- A bucket taken first was written with what its only check took.
     if v > now and v ~= written[k] then
       local ttl = ceil((v - now) / 1000) + slack
-      redis.call('SET', keys[b + k], format('%d %d %d', v, ut[k], utau[k]), 'PX', format('%d', ttl))
+      local value = tl[k] and format('%d %s', v, tl[k]) or format('%d %d %d', v, ut[k], utau[k])
+      redis.call('SET', keys[b + k], value, 'PX', format('%d', ttl))
     elseif v <= now then
       -- Rebased to full: as a key never seen.
       redis.call('DEL', keys[b + k])
