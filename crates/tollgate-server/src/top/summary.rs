@@ -2,7 +2,9 @@
 //! the last minute and hour ([`Windows`]), and the buffers that keep the summaries' work off
 //! the decision path.
 //!
-//! A decision only appends its key to a small buffer, one of [`SHARDS`] picked by the thread
+//! One decision in `sample_every` is recorded ([`sample`](super::sample): a thread-local
+//! countdown, no lock on the common path) and counts `sample_every`. A recorded decision
+//! only appends its key to a small buffer, one of [`SHARDS`] picked by the thread
 //! (so threads seldom wait for each other); the summaries take a buffer's records when it is
 //! full, when the ticker drains every buffer (each second, see [`super::Top::run`]), and
 //! before a read. A buffer holds at most [`BATCH_RECORDS`] records or [`BATCH_BYTES`] bytes of
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tollgate::Clock;
 
+use super::sample;
 use super::space_saving::SpaceSaving;
 use super::windows::{Window, Windows};
 
@@ -75,6 +78,7 @@ impl Kinds {
 /// A policy's heavy hitters.
 pub struct Summary {
     capacity: usize,
+    sample_every: u32,
     clock: Arc<dyn Clock>,
     shards: [Mutex<Batch>; SHARDS],
     kinds: Mutex<Kinds>,
@@ -94,10 +98,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Summary {
-    /// An empty summary of `capacity` keys per slice, its time read from `clock`.
-    pub fn new(capacity: usize, clock: Arc<dyn Clock>) -> Summary {
+    /// An empty summary of `capacity` keys per slice recording one decision in `sample_every`
+    /// (every one at 0 or 1), its time read from `clock`.
+    pub fn new(capacity: usize, sample_every: u32, clock: Arc<dyn Clock>) -> Summary {
         Summary {
             capacity,
+            sample_every: sample_every.max(1),
             clock,
             shards: std::array::from_fn(|_| Mutex::default()),
             kinds: Mutex::new(Kinds {
@@ -107,8 +113,18 @@ impl Summary {
         }
     }
 
-    /// Counts a decision of `key`: `denied`, or allowed.
+    /// Counts a decision of `key`, `denied` or allowed: one in `sample_every` is recorded, and
+    /// counts `sample_every`.
+    #[inline]
     pub fn record(&self, key: &[u8], denied: bool) {
+        if sample::sampled(self.sample_every) {
+            self.keep(key, denied);
+        }
+    }
+
+    /// Appends a recorded decision to the thread's buffer, handing it to the summaries when
+    /// full.
+    fn keep(&self, key: &[u8], denied: bool) {
         let mut batch = lock(&self.shards[shard()]);
         batch.keys.extend_from_slice(key);
         // A key is at most MAX_KEY_BYTES and a buffer is drained past BATCH_BYTES.
@@ -134,6 +150,11 @@ impl Summary {
     pub fn read(&self, window: Window, by: By) -> SpaceSaving {
         self.drain();
         lock(&self.kinds).of(by).read(window)
+    }
+
+    /// How many decisions one recorded stands for.
+    pub fn sample_every(&self) -> u32 {
+        self.sample_every
     }
 
     /// Its capacity: the most keys a read lists.
@@ -172,7 +193,7 @@ impl Summary {
             for &(end, by) in &batch.records {
                 let end = end as usize;
                 if let Some(key) = batch.keys.get(start..end) {
-                    kinds.of(by).record(key);
+                    kinds.of(by).record(key, u64::from(self.sample_every));
                 }
                 start = end;
             }

@@ -29,6 +29,7 @@ fn start() -> (tempfile::TempDir, Tollgate) {
         &path,
         "[resp]\nlisten = \"127.0.0.1:0\"\n\n\
          [grpc]\nlisten = \"127.0.0.1:0\"\nconfig_dir = \"envoy\"\n\n\
+         [top]\nsample_every = 1\n\n\
          [policies.api]\ncapacity = 3\nrefill = 3\nperiod = \"1h\"\n\n\
          [auth.tokens.app]\nsecret_file = \"app\"\nscopes = [\"check\"]\n\n\
          [auth.tokens.viewer]\nsecret_file = \"viewer\"\nscopes = [\"read\"]\n",
