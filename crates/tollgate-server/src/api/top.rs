@@ -2,12 +2,14 @@
 //! last minute or hour, from the summaries of [`crate::top`], each count with its error bounds:
 //! `error`, the summary's (the count is at most that above the estimate), and `sample_error`,
 //! the sampling's (the estimate is within that of the true count but for odds below one in a
-//! million; 0 at `sample_every` 1).
+//! million; 0 at `sample_every` 1). `dropped` counts the decisions of that kind left out since
+//! the start because a buffer was full (0 unless the ticker falls behind): a true count may be
+//! up to that much more.
 //!
 //! ```text
 //! GET /v1/top?policy=api&window=1m&by=denied&limit=10
-//! {"policy": "api", "window": "1m", "by": "denied", "capacity": 1000, "sample_every": 64,
-//!  "keys": [{"key": "alice", "count": 12800, "error": 64, "sample_error": 4540}]}
+//! {"policy": "api", "window": "1m", "by": "denied", "capacity": 1000, "sample_every": 64, "dropped": 0,
+//!  "keys": [{"key": "alice", "count": 12800, "error": 64, "sample_error": 4505}]}
 //! ```
 //!
 //! Without `policy` or `domain`, every summary, under `"summaries"`.
@@ -181,6 +183,7 @@ fn one(subject: &Subject, summary: &Summary, asked: &Asked) -> Value {
     body["by"] = json!(asked.by.as_str());
     body["capacity"] = json!(summary.capacity());
     body["sample_every"] = json!(summary.sample_every());
+    body["dropped"] = json!(summary.dropped(asked.by));
     body["keys"] = Value::Array(keys);
     body
 }

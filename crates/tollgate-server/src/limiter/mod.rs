@@ -108,7 +108,10 @@ impl Limiter {
             observed: None,
             tokens: Tokens::default(),
             traces: None,
-            top: Some((crate::top::DEFAULT_CAPACITY, crate::top::DEFAULT_SAMPLE_EVERY)),
+            top: Some((
+                crate::top::DEFAULT_CAPACITY,
+                crate::top::DEFAULT_SAMPLE_EVERY,
+            )),
         }
     }
 

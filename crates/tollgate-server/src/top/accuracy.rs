@@ -143,20 +143,23 @@ fn sampled_zipf_traffic_is_counted_within_both_stated_bounds() {
     let summary = Summary::new(CAPACITY, EVERY, Arc::clone(&clock) as Arc<dyn Clock>);
     // 400,000 denied decisions within one minute slice: what the minute reads is all of them.
     let mut exact: HashMap<Vec<u8>, u64> = HashMap::new();
-    for _ in 0..400_000u32 {
+    for i in 0..400_000u32 {
         let key = format!("user-{}", zipf.draw(&mut rng)).into_bytes();
         summary.record(&key, true);
+        // As the ticker would, long before a buffer fills.
+        if i % 4_096 == 0 {
+            summary.drain();
+        }
         *exact.entry(key).or_default() += 1;
     }
     let read = summary.read(Window::Minute, By::Denied);
+    assert_eq!(summary.dropped(By::Denied), 0);
     let n: u64 = exact.values().sum();
     let top = read.top();
     // Every count is a multiple of the sampling: each recorded decision counts EVERY.
     assert!(top.iter().all(|c| c.count % u64::from(EVERY) == 0));
-    let listed: HashMap<&[u8], (u64, u64)> = top
-        .iter()
-        .map(|c| (&*c.key, (c.count, c.error)))
-        .collect();
+    let listed: HashMap<&[u8], (u64, u64)> =
+        top.iter().map(|c| (&*c.key, (c.count, c.error))).collect();
     let mut heavy = 0;
     for (key, &truth) in &exact {
         // A key's estimate is at least truth − sample_error; listed if above S / capacity
@@ -191,6 +194,34 @@ fn sampled_zipf_traffic_is_counted_within_both_stated_bounds() {
             );
         }
     }
+}
+
+#[test]
+fn a_full_buffer_drops_what_comes_next_and_counts_it_until_drained() {
+    let clock = Arc::new(ManualClock::new(Nanos::new(1_800_000_000_000_000_000)));
+    let summary = Summary::new(10, 4, Arc::clone(&clock) as Arc<dyn Clock>);
+    sample::seed(3);
+    let mut recorded = 0;
+    // Recorded one in 4: well past what one buffer holds.
+    for _ in 0..BATCH_RECORDS * 4 * 3 {
+        summary.record(b"k", false);
+    }
+    let dropped = summary.dropped(By::Allowed);
+    let counted = summary.read(Window::Minute, By::Allowed).top()[0].count;
+    recorded += counted;
+    assert_eq!(counted, 4 * BATCH_RECORDS as u64, "a buffer's worth");
+    assert!(dropped > 0 && dropped % 4 == 0, "{dropped} dropped");
+    assert_eq!(summary.dropped(By::Denied), 0);
+    // Drained, the buffer takes records again.
+    for _ in 0..100 {
+        summary.record(b"k", false);
+    }
+    let counted = summary.read(Window::Minute, By::Allowed).top()[0].count;
+    assert!(
+        counted > recorded,
+        "{counted} after drain, {recorded} before"
+    );
+    assert_eq!(summary.dropped(By::Allowed), dropped);
 }
 
 #[test]
