@@ -8,8 +8,8 @@
 //!
 //! ```text
 //! GET /v1/top?policy=api&window=1m&by=denied&limit=10
-//! {"policy": "api", "window": "1m", "by": "denied", "capacity": 1000, "sample_every": 64, "dropped": 0,
-//!  "keys": [{"key": "alice", "count": 12800, "error": 64, "sample_error": 4505}]}
+//! {"policy": "api", "window": "1m", "by": "denied", "capacity": 1000, "sample_every": 64,
+//!  "dropped": 0, "keys": [{"key": "alice", "count": 12800, "error": 64, "sample_error": 4505}]}
 //! ```
 //!
 //! Without `policy` or `domain`, every summary, under `"summaries"`.

@@ -328,9 +328,10 @@ impl LimiterBuilder {
         };
         let signer = Signer::new(self.secret.as_deref()).map_err(|_| BuildError::Random)?;
         let (store, leases) = leases::Leases::wrap(self.store, &self.policies, &metrics)?;
-        let top = self.top.map(|(capacity, every)| {
-            Arc::new(Top::new(capacity, every, Arc::new(MonotonicClock::new())))
-        });
+        // The summaries' windows move on the limiter's clock, as its buckets do.
+        let top = self
+            .top
+            .map(|(capacity, every)| Arc::new(Top::new(capacity, every, Arc::clone(&self.clock))));
         let live = Live::new(
             self.policies,
             self.inline_policies,

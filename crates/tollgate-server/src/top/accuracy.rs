@@ -93,7 +93,7 @@ fn check_against(windows: &Windows, window: Window, exact: &HashMap<Vec<u8>, u64
             "{window:?}: {key:?} {count} - {error} > {truth}"
         );
         assert!(
-            error <= n.div_ceil(capacity),
+            error <= n / capacity,
             "{window:?}: {key:?} error {error} > N/m = {n}/{capacity}"
         );
     }

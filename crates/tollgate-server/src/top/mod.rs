@@ -17,7 +17,7 @@
 //!
 //! **Memory bound.** A summary holds at most 20 × `capacity` counters (2 kinds × 2 windows ×
 //! 5 slices), each at most its key (at most 1,024 bytes, the bucket bound; 33 bytes for an
-//! Envoy key digested) and about 100 bytes, plus its buffers (`summary.rs`); in total, that
+//! Envoy key digested) and about 170 bytes, plus its buffers (`summary.rs`); in total, that
 //! times the policies, the domains, and one.
 //!
 //! Reloads: a policy (or domain) that stays keeps its summary, its numbers changed or not, as
