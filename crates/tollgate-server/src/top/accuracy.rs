@@ -157,7 +157,7 @@ fn sampled_zipf_traffic_is_counted_within_both_stated_bounds() {
     let n: u64 = exact.values().sum();
     let top = read.top();
     // Every count is a multiple of the sampling: each recorded decision counts EVERY.
-    assert!(top.iter().all(|c| c.count % u64::from(EVERY) == 0));
+    assert!(top.iter().all(|c| c.count.is_multiple_of(u64::from(EVERY))));
     let listed: HashMap<&[u8], (u64, u64)> =
         top.iter().map(|c| (&*c.key, (c.count, c.error))).collect();
     let mut heavy = 0;
@@ -210,7 +210,10 @@ fn a_full_buffer_drops_what_comes_next_and_counts_it_until_drained() {
     let counted = summary.read(Window::Minute, By::Allowed).top()[0].count;
     recorded += counted;
     assert_eq!(counted, 4 * BATCH_RECORDS as u64, "a buffer's worth");
-    assert!(dropped > 0 && dropped % 4 == 0, "{dropped} dropped");
+    assert!(
+        dropped > 0 && dropped.is_multiple_of(4),
+        "{dropped} dropped"
+    );
     assert_eq!(summary.dropped(By::Denied), 0);
     // Drained, the buffer takes records again.
     for _ in 0..100 {
