@@ -2,7 +2,7 @@
 //! the last minute and hour ([`Windows`]), and the buffers that keep the summaries' work off
 //! the decision path.
 //!
-//! One decision in `sample_every` is recorded ([`sample`](super::sample): a thread-local
+//! One decision in `sample_every` is recorded ([`super::sample`]: a thread-local
 //! countdown, no lock on the common path) and counts `sample_every`. A recorded decision
 //! only appends its key to a small buffer, one of [`SHARDS`] picked by the thread (so threads
 //! seldom wait for each other); the summaries take the buffers' records when the ticker drains
