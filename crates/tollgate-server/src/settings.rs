@@ -100,8 +100,9 @@ pub struct Settings {
     pub auth: Tokens,
     /// OpenTelemetry spans over OTLP, if `[tracing] enabled`.
     pub tracing: Option<TracingSettings>,
-    /// The keys each summary of who is limited lists, if `[top] enabled` (the default).
-    pub top: Option<usize>,
+    /// The keys each summary of who is limited lists, and one decision in how many it records,
+    /// if `[top] enabled` (the default).
+    pub top: Option<(usize, u32)>,
 }
 
 impl Settings {
@@ -290,12 +291,17 @@ impl Settings {
     }
 }
 
-/// `[top]`'s capacity over its default, when it is enabled (as it is by default).
-fn top(given: crate::config::TopConfig) -> Option<usize> {
-    given
-        .enabled
-        .unwrap_or(true)
-        .then(|| given.capacity.unwrap_or(crate::top::DEFAULT_CAPACITY))
+/// `[top]`'s capacity and sampling over their defaults, when it is enabled (as it is by
+/// default).
+fn top(given: crate::config::TopConfig) -> Option<(usize, u32)> {
+    given.enabled.unwrap_or(true).then(|| {
+        (
+            given.capacity.unwrap_or(crate::top::DEFAULT_CAPACITY),
+            given
+                .sample_every
+                .unwrap_or(crate::top::DEFAULT_SAMPLE_EVERY),
+        )
+    })
 }
 
 /// `[tracing]` over its defaults, when it is enabled.

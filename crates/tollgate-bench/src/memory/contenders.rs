@@ -276,10 +276,11 @@ pub(super) struct Contenders {
 }
 
 /// A summary of who is denied and allowed, as the server keeps one per policy (its default
-/// capacity).
+/// capacity and sampling).
 pub(super) fn summary() -> Arc<Summary> {
     Arc::new(Summary::new(
         tollgate_server::top::DEFAULT_CAPACITY,
+        tollgate_server::top::DEFAULT_SAMPLE_EVERY,
         Arc::new(MonotonicClock::new()),
     ))
 }

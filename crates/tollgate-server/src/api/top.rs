@@ -1,10 +1,15 @@
 //! `GET /v1/top`: who is denied (or allowed) most, per policy and per Envoy domain, over the
-//! last minute or hour, from the summaries of [`crate::top`], each count with its error bound.
+//! last minute or hour, from the summaries of [`crate::top`], each count with its error bounds:
+//! `error`, the summary's (the count is at most that above the estimate), and `sample_error`,
+//! the sampling's (the estimate is within that of the true count but for odds below one in a
+//! million; 0 at `sample_every` 1). `dropped` counts the decisions of that kind left out since
+//! the start because a buffer was full (0 unless the ticker falls behind): a true count may be
+//! up to that much more.
 //!
 //! ```text
 //! GET /v1/top?policy=api&window=1m&by=denied&limit=10
-//! {"policy": "api", "window": "1m", "by": "denied", "capacity": 1000, "sample_every": 1,
-//!  "keys": [{"key": "alice", "count": 120, "error": 3}]}
+//! {"policy": "api", "window": "1m", "by": "denied", "capacity": 1000, "sample_every": 64,
+//!  "dropped": 0, "keys": [{"key": "alice", "count": 12800, "error": 64, "sample_error": 4505}]}
 //! ```
 //!
 //! Without `policy` or `domain`, every summary, under `"summaries"`.
@@ -18,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::limiter::Limiter;
-use crate::top::{By, INLINE, Subject, Summary, Top, Window};
+use crate::top::{By, INLINE, Subject, Summary, Top, Window, sample};
 use crate::web::problem::Problem;
 
 /// How many keys a summary shows unless `limit` says otherwise.
@@ -164,7 +169,8 @@ fn one(subject: &Subject, summary: &Summary, asked: &Asked) -> Value {
                 Subject::Domain(_) => envoy_key(&c.key),
                 _ => shown(&c.key),
             };
-            json!({"key": key, "count": c.count, "error": c.error})
+            let sample_error = sample::error(c.count, summary.sample_every());
+            json!({"key": key, "count": c.count, "error": c.error, "sample_error": sample_error})
         })
         .collect();
     let mut body = json!({});
@@ -176,7 +182,8 @@ fn one(subject: &Subject, summary: &Summary, asked: &Asked) -> Value {
     body["window"] = json!(asked.window.as_str());
     body["by"] = json!(asked.by.as_str());
     body["capacity"] = json!(summary.capacity());
-    body["sample_every"] = json!(1);
+    body["sample_every"] = json!(summary.sample_every());
+    body["dropped"] = json!(summary.dropped(asked.by));
     body["keys"] = Value::Array(keys);
     body
 }

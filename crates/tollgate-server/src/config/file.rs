@@ -239,6 +239,7 @@ pub(super) struct TracingFile {
 pub(super) struct TopFile {
     pub(super) enabled: Option<bool>,
     pub(super) capacity: Option<Spanned<u64>>,
+    pub(super) sample_every: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

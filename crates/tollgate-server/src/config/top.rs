@@ -1,10 +1,10 @@
 //! `[top]` as the file sets it: whether the summaries of who is limited are kept, and how many
-//! keys each lists.
+//! keys each lists, and one decision in how many they record.
 
 use super::file::TopFile;
 use super::policies::FaultAt;
 use super::{ConfigError, checked};
-use crate::top::MAX_CAPACITY;
+use crate::top::{MAX_CAPACITY, MAX_SAMPLE_EVERY};
 
 /// What `[top]` sets; `None` where it is silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -13,6 +13,8 @@ pub struct TopConfig {
     pub enabled: Option<bool>,
     /// `capacity`, 1 to [`MAX_CAPACITY`].
     pub capacity: Option<usize>,
+    /// `sample_every`, 1 to [`MAX_SAMPLE_EVERY`].
+    pub sample_every: Option<u32>,
 }
 
 /// `[top]`, checked.
@@ -28,8 +30,22 @@ pub(super) fn given(file: TopFile, refuse: &FaultAt<'_>) -> Result<TopConfig, Co
         },
         refuse,
     )?;
+    let sample_every = checked(
+        file.sample_every,
+        "top.sample_every",
+        &|n: &u64| {
+            u32::try_from(*n)
+                .ok()
+                .filter(|n| (1..=MAX_SAMPLE_EVERY).contains(n))
+                .ok_or_else(|| {
+                    format!("must be from 1 to {MAX_SAMPLE_EVERY} (one decision in N), got {n}")
+                })
+        },
+        refuse,
+    )?;
     Ok(TopConfig {
         enabled: file.enabled,
         capacity,
+        sample_every,
     })
 }

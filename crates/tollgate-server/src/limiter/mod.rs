@@ -87,7 +87,7 @@ pub struct LimiterBuilder {
     observed: Option<(Arc<Metrics>, Arc<StoreHealth>)>,
     tokens: Tokens,
     traces: Option<Arc<Traces>>,
-    top: Option<usize>,
+    top: Option<(usize, u32)>,
 }
 
 impl Limiter {
@@ -108,7 +108,10 @@ impl Limiter {
             observed: None,
             tokens: Tokens::default(),
             traces: None,
-            top: Some(crate::top::DEFAULT_CAPACITY),
+            top: Some((
+                crate::top::DEFAULT_CAPACITY,
+                crate::top::DEFAULT_SAMPLE_EVERY,
+            )),
         }
     }
 
@@ -298,9 +301,10 @@ impl LimiterBuilder {
         self
     }
 
-    /// Summarizes each policy's keys in `capacity` counters per slice (`None`: not at all).
-    pub fn top(mut self, capacity: Option<usize>) -> Self {
-        self.top = capacity;
+    /// Summarizes each policy's keys in `capacity` counters per slice, recording one decision
+    /// in `sample_every` (`None`: not at all).
+    pub fn top(mut self, top: Option<(usize, u32)>) -> Self {
+        self.top = top;
         self
     }
 
@@ -330,9 +334,10 @@ impl LimiterBuilder {
         };
         let signer = Signer::new(self.secret.as_deref()).map_err(|_| BuildError::Random)?;
         let (store, leases) = leases::Leases::wrap(self.store, &self.policies, &metrics)?;
+        // The summaries' windows move on the limiter's clock, as its buckets do.
         let top = self
             .top
-            .map(|capacity| Arc::new(Top::new(capacity, Arc::new(MonotonicClock::new()))));
+            .map(|(capacity, every)| Arc::new(Top::new(capacity, every, Arc::clone(&self.clock))));
         let live = Live::new(
             self.policies,
             self.inline_policies,

@@ -81,6 +81,10 @@ pub async fn run(options: MonitorOptions) -> Result<(), MonitorError> {
         print!("{}", table::render(&screen));
         return Ok(());
     }
+    // The handlers are in place before the terminal changes: a signal at any time after
+    // quits through the guard, which gives the terminal back.
+    let stop = stopped()?;
+    let mut stop = std::pin::pin!(stop);
     let _terminal = tty::RawTerminal::enter();
     let (quit_tx, mut quit) = tokio::sync::mpsc::channel::<()>(1);
     // A thread of its own blocks on the terminal; it ends with the process.
@@ -94,11 +98,17 @@ pub async fn run(options: MonitorOptions) -> Result<(), MonitorError> {
         }
     });
     loop {
-        let text = match fetch(&client, &options, &mut last).await {
+        let fetched = tokio::select! {
+            fetched = fetch(&client, &options, &mut last) => fetched,
+            _ = quit.recv() => return Ok(()),
+            () = stop.as_mut() => return Ok(()),
+        };
+        let text = match fetched {
             Ok(screen) => table::render(&screen),
             Err(e) => format!(
-                "tollgate top  {}\n\n{e}\n(trying again every second; q quits)\n",
-                options.url
+                "tollgate top  {}\n\n{}\n(trying again every second; q quits)\n",
+                table::printable(&options.url),
+                table::printable(&e.to_string())
             ),
         };
         // Home, clear, draw; raw mode keeps "\n" from returning the carriage.
@@ -107,9 +117,30 @@ pub async fn run(options: MonitorOptions) -> Result<(), MonitorError> {
         tokio::select! {
             () = tokio::time::sleep(REFRESH) => {}
             _ = quit.recv() => return Ok(()),
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            () = stop.as_mut() => return Ok(()),
         }
     }
+}
+
+/// Resolves at the first SIGINT (Ctrl-C), SIGTERM, SIGHUP or SIGQUIT, whose handlers are in
+/// place once this returns (so none of them ends the process with the terminal still raw).
+fn stopped() -> Result<impl Future<Output = ()>, MonitorError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let handle = |kind: SignalKind| {
+        signal(kind).map_err(|e| MonitorError::Request(format!("cannot handle signals: {e}")))
+    };
+    let mut int = handle(SignalKind::interrupt())?;
+    let mut term = handle(SignalKind::terminate())?;
+    let mut hup = handle(SignalKind::hangup())?;
+    let mut quit = handle(SignalKind::quit())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+            _ = quit.recv() => {}
+        }
+    })
 }
 
 /// `GET path` as JSON: `None` for a 404 (not served here), the server's words for a refusal.

@@ -39,7 +39,8 @@ pub(super) fn render(screen: &Screen) -> String {
     let _ = writeln!(
         out,
         "tollgate top  {}  window {}  (every 1 s, q quits)",
-        screen.url, screen.window
+        printable(&screen.url),
+        printable(&screen.window)
     );
     let _ = writeln!(out);
     let _ = writeln!(
@@ -55,8 +56,8 @@ pub(super) fn render(screen: &Screen) -> String {
         let _ = writeln!(
             out,
             "{:<NAME$} {:<LIMIT$} {allowed:>12} {denied:>12}",
-            clip(&row.name, NAME),
-            clip(&row.limit, LIMIT)
+            clip(&printable(&row.name), NAME),
+            clip(&printable(&row.limit), LIMIT)
         );
         for (key, count, error) in &row.keys {
             let _ = writeln!(
@@ -70,7 +71,7 @@ pub(super) fn render(screen: &Screen) -> String {
         }
     }
     for note in &screen.notes {
-        let _ = writeln!(out, "\n{note}");
+        let _ = writeln!(out, "\n{}", printable(note));
     }
     out
 }
@@ -85,18 +86,47 @@ fn clip(text: &str, width: usize) -> String {
     cut
 }
 
-/// `key` with its control characters (an Envoy key's separators, an escape sequence a client
-/// sent) shown escaped rather than sent to the terminal.
-fn printable(key: &str) -> String {
-    key.chars()
+/// `text` from the server (a key, a policy's or domain's name, an error's detail) with its
+/// control characters (an Envoy key's separators, an escape sequence a client sent) and its
+/// format characters (bidirectional overrides, zero-width ones: a key made to look like
+/// another) shown escaped rather than sent to the terminal.
+pub(super) fn printable(text: &str) -> String {
+    text.chars()
         .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
+            if c.is_control() || is_format(c) {
+                c.escape_unicode().to_string()
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// Whether `c` is in Unicode's format category (Cf), as of Unicode 16.
+fn is_format(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0xAD | 0x600..=0x605
+            | 0x61C
+            | 0x6DD
+            | 0x70F
+            | 0x890..=0x891
+            | 0x8E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
 }
 
 #[cfg(test)]
@@ -116,13 +146,13 @@ mod tests {
                     keys: vec![("mallory".to_owned(), 7, 0)],
                 },
                 Row {
-                    name: "domain d".to_owned(),
+                    name: "domain d\u{202e}".to_owned(),
                     limit: String::new(),
                     rates: None,
                     keys: vec![("k\u{1f}v\u{1e}\u{1b}[2J".to_owned(), 3, 1)],
                 },
             ],
-            notes: vec!["rates: GET /v1/status is not served".to_owned()],
+            notes: vec!["rates: GET /v1/status is not served\u{1b}[2J".to_owned()],
         };
         let text = render(&screen);
         let lines: Vec<&str> = text.lines().collect();
@@ -142,6 +172,7 @@ mod tests {
             lines[6]
         );
         assert!(!text.contains('\u{1b}'));
+        assert!(!text.contains('\u{202e}') && text.contains("d\\u{202e}"));
         assert!(text.lines().all(|l| l.chars().count() <= 90));
     }
 }

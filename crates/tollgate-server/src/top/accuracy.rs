@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tollgate::{Clock, ManualClock, Nanos};
 
+use super::sample;
 use super::summary::{BATCH_BYTES, BATCH_RECORDS, SHARDS};
 use super::windows::{CLOSED, HOUR_SLICE, MINUTE_SLICE, Windows};
 use super::{By, Summary, Window};
@@ -92,7 +93,7 @@ fn check_against(windows: &Windows, window: Window, exact: &HashMap<Vec<u8>, u64
             "{window:?}: {key:?} {count} - {error} > {truth}"
         );
         assert!(
-            error <= n.div_ceil(capacity),
+            error <= n / capacity,
             "{window:?}: {key:?} error {error} > N/m = {n}/{capacity}"
         );
     }
@@ -112,7 +113,7 @@ fn zipf_traffic_over_many_slices_is_summarized_within_the_stated_bound() {
         let at = start + step * i;
         let key = format!("user-{}", zipf.draw(&mut rng)).into_bytes();
         windows.advance(at);
-        windows.record(&key);
+        windows.record(&key, 1);
         log.push((at, key));
     }
     let now = start + step * 149_999;
@@ -132,11 +133,106 @@ fn zipf_traffic_over_many_slices_is_summarized_within_the_stated_bound() {
 }
 
 #[test]
+fn sampled_zipf_traffic_is_counted_within_both_stated_bounds() {
+    const CAPACITY: usize = 50;
+    const EVERY: u32 = 16;
+    let zipf = Zipf::new(5_000, 1.1);
+    let mut rng = Seeded(4_949);
+    sample::seed(49);
+    let clock = Arc::new(ManualClock::new(Nanos::new(1_800_000_000_000_000_000)));
+    let summary = Summary::new(CAPACITY, EVERY, Arc::clone(&clock) as Arc<dyn Clock>);
+    // 400,000 denied decisions within one minute slice: what the minute reads is all of them.
+    let mut exact: HashMap<Vec<u8>, u64> = HashMap::new();
+    for i in 0..400_000u32 {
+        let key = format!("user-{}", zipf.draw(&mut rng)).into_bytes();
+        summary.record(&key, true);
+        // As the ticker would, long before a buffer fills.
+        if i % 4_096 == 0 {
+            summary.drain();
+        }
+        *exact.entry(key).or_default() += 1;
+    }
+    let read = summary.read(Window::Minute, By::Denied);
+    assert_eq!(summary.dropped(By::Denied), 0);
+    let n: u64 = exact.values().sum();
+    let top = read.top();
+    // Every count is a multiple of the sampling: each recorded decision counts EVERY.
+    assert!(top.iter().all(|c| c.count.is_multiple_of(u64::from(EVERY))));
+    let listed: HashMap<&[u8], (u64, u64)> =
+        top.iter().map(|c| (&*c.key, (c.count, c.error))).collect();
+    let mut heavy = 0;
+    for (key, &truth) in &exact {
+        // A key's estimate is at least truth − sample_error; listed if above S / capacity
+        // (S, the estimated total, itself within the sampling's error of n).
+        let lowest = truth.saturating_sub(sample::error(truth, EVERY));
+        let s = n + sample::error(n, EVERY);
+        if lowest > s / CAPACITY as u64 {
+            heavy += 1;
+            assert!(
+                listed.contains_key(&key[..]),
+                "{key:?} ({truth}) is not listed"
+            );
+        }
+    }
+    assert!(heavy > 3, "the traffic is skewed: {heavy} heavy keys");
+    for (key, &(count, error)) in &listed {
+        let truth = exact.get(*key).copied().unwrap_or(0);
+        let sampling = sample::error(count, EVERY);
+        assert!(
+            count + sampling >= truth,
+            "{key:?} counted {count} + {sampling} < {truth}"
+        );
+        assert!(
+            (count - error).saturating_sub(sampling) <= truth,
+            "{key:?} {count} - {error} - {sampling} > {truth}"
+        );
+        // The heaviest keys' estimates are close: sampling errs by about sqrt(truth × 15).
+        if truth > 10_000 {
+            assert!(
+                count.abs_diff(truth) < truth / 10,
+                "{key:?} counted {count}, true {truth}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_full_buffer_drops_what_comes_next_and_counts_it_until_drained() {
+    let clock = Arc::new(ManualClock::new(Nanos::new(1_800_000_000_000_000_000)));
+    let summary = Summary::new(10, 4, Arc::clone(&clock) as Arc<dyn Clock>);
+    sample::seed(3);
+    let mut recorded = 0;
+    // Recorded one in 4: well past what one buffer holds.
+    for _ in 0..BATCH_RECORDS * 4 * 3 {
+        summary.record(b"k", false);
+    }
+    let dropped = summary.dropped(By::Allowed);
+    let counted = summary.read(Window::Minute, By::Allowed).top()[0].count;
+    recorded += counted;
+    assert_eq!(counted, 4 * BATCH_RECORDS as u64, "a buffer's worth");
+    assert!(
+        dropped > 0 && dropped.is_multiple_of(4),
+        "{dropped} dropped"
+    );
+    assert_eq!(summary.dropped(By::Denied), 0);
+    // Drained, the buffer takes records again.
+    for _ in 0..100 {
+        summary.record(b"k", false);
+    }
+    let counted = summary.read(Window::Minute, By::Allowed).top()[0].count;
+    assert!(
+        counted > recorded,
+        "{counted} after drain, {recorded} before"
+    );
+    assert_eq!(summary.dropped(By::Allowed), dropped);
+}
+
+#[test]
 fn a_flood_of_unique_keys_keeps_the_counters_and_bytes_within_the_bound() {
     const CAPACITY: usize = 100;
     const KEY: usize = 64;
     let clock = Arc::new(ManualClock::new(Nanos::new(1_800_000_000_000_000_000)));
-    let summary = Summary::new(CAPACITY, Arc::clone(&clock) as Arc<dyn Clock>);
+    let summary = Summary::new(CAPACITY, 1, Arc::clone(&clock) as Arc<dyn Clock>);
     // Per counter: its key and its Arc's counts, the counter and its two heap numbers (twice,
     // for a Vec's growth), and its place in the map (twice, and the map's load factor).
     let per_counter = KEY + 16 + 2 * (32 + 16) + 2 * 25 * 8 / 7;

@@ -8,13 +8,16 @@
 //! of decision and per window, Space-Saving summaries of `capacity` keys
 //! ([`space_saving`]) over slices of the window ([`windows`]), merged when read.
 //!
-//! **Error bound.** Over a window holding `N` decisions of a kind, a listed key's `count` is at
-//! least its true count and at most `error` above it, with `error <= N / capacity`; every key
-//! with more than `N / capacity` decisions is listed.
+//! **Error bound.** One decision in `sample_every` is recorded, counting `sample_every`
+//! ([`sample`]). Over a window holding `N` recorded decisions of a kind, counted `S = N ×
+//! sample_every`, a listed key's `count` is at least its estimated count and at most `error`
+//! above it, with `error <= S / capacity`; every key estimated above `S / capacity` is listed.
+//! The estimate is within `sample_error` ([`sample::error`]) of the true count, but for odds
+//! below one in a million; at `sample_every = 1` it is the true count.
 //!
 //! **Memory bound.** A summary holds at most 20 × `capacity` counters (2 kinds × 2 windows ×
 //! 5 slices), each at most its key (at most 1,024 bytes, the bucket bound; 33 bytes for an
-//! Envoy key digested) and about 100 bytes, plus its buffers (`summary.rs`); in total, that
+//! Envoy key digested) and about 170 bytes, plus its buffers (`summary.rs`); in total, that
 //! times the policies, the domains, and one.
 //!
 //! Reloads: a policy (or domain) that stays keeps its summary, its numbers changed or not, as
@@ -22,6 +25,7 @@
 
 #[cfg(test)]
 mod accuracy;
+pub mod sample;
 pub mod space_saving;
 pub mod summary;
 pub mod windows;
@@ -44,6 +48,14 @@ pub const INLINE: &str = "(inline)";
 /// The keys a summary lists per slice, unless `[top] capacity` says otherwise.
 pub const DEFAULT_CAPACITY: usize = 1000;
 
+/// One decision in how many a summary records, unless `[top] sample_every` says otherwise:
+/// chosen by measurement (docs/performance.md), for a hot memory check's added cost to stay
+/// within 5 ns.
+pub const DEFAULT_SAMPLE_EVERY: u32 = 64;
+
+/// The most `[top] sample_every` may be.
+pub const MAX_SAMPLE_EVERY: u32 = 1 << 20;
+
 /// The most `[top] capacity` may be.
 pub const MAX_CAPACITY: usize = 100_000;
 
@@ -64,6 +76,7 @@ pub enum Subject {
 /// Every summary of a server.
 pub struct Top {
     capacity: usize,
+    sample_every: u32,
     clock: Arc<dyn Clock>,
     policies: Mutex<HashMap<Arc<str>, Arc<Summary>>>,
     domains: ArcSwap<HashMap<String, Arc<Summary>>>,
@@ -71,12 +84,15 @@ pub struct Top {
 }
 
 impl Top {
-    /// Summaries of `capacity` keys (1 to [`MAX_CAPACITY`]), their time read from `clock`.
-    pub fn new(capacity: usize, clock: Arc<dyn Clock>) -> Top {
+    /// Summaries of `capacity` keys (1 to [`MAX_CAPACITY`]) recording one decision in
+    /// `sample_every` (1 to [`MAX_SAMPLE_EVERY`]), their time read from `clock`.
+    pub fn new(capacity: usize, sample_every: u32, clock: Arc<dyn Clock>) -> Top {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
+        let sample_every = sample_every.clamp(1, MAX_SAMPLE_EVERY);
         Top {
             capacity,
-            inline: Arc::new(Summary::new(capacity, Arc::clone(&clock))),
+            sample_every,
+            inline: Arc::new(Summary::new(capacity, sample_every, Arc::clone(&clock))),
             clock,
             policies: Mutex::default(),
             domains: ArcSwap::default(),
@@ -88,12 +104,21 @@ impl Top {
         self.capacity
     }
 
+    /// One decision in how many each summary records.
+    pub fn sample_every(&self) -> u32 {
+        self.sample_every
+    }
+
     /// Policy `name`'s summary, made at its first use.
     pub fn policy(&self, name: &Arc<str>) -> Arc<Summary> {
         let mut policies = self.policies.lock().unwrap_or_else(PoisonError::into_inner);
-        let summary = policies
-            .entry(Arc::clone(name))
-            .or_insert_with(|| Arc::new(Summary::new(self.capacity, Arc::clone(&self.clock))));
+        let summary = policies.entry(Arc::clone(name)).or_insert_with(|| {
+            Arc::new(Summary::new(
+                self.capacity,
+                self.sample_every,
+                Arc::clone(&self.clock),
+            ))
+        });
         Arc::clone(summary)
     }
 
@@ -111,7 +136,11 @@ impl Top {
         let new = domains
             .map(|d| {
                 let summary = old.get(d).cloned().unwrap_or_else(|| {
-                    Arc::new(Summary::new(self.capacity, Arc::clone(&self.clock)))
+                    Arc::new(Summary::new(
+                        self.capacity,
+                        self.sample_every,
+                        Arc::clone(&self.clock),
+                    ))
                 });
                 (d.to_owned(), summary)
             })

@@ -111,9 +111,9 @@ impl Windows {
         }
     }
 
-    /// Counts one decision of `key` in the open slice.
-    pub fn record(&mut self, key: &[u8]) {
-        self.minute.current.record(key, 1);
+    /// Counts `weight` decisions of `key` (one recorded at one in `weight`) in the open slice.
+    pub fn record(&mut self, key: &[u8], weight: u64) {
+        self.minute.current.record(key, weight);
     }
 
     /// Moves to `now` (since the epoch): a minute slice that closes is merged into its hour
@@ -174,8 +174,8 @@ mod tests {
         let mut w = Windows::new(10);
         let t0 = Duration::from_secs(1_800_000_000);
         w.advance(t0);
-        w.record(b"a");
-        w.record(b"a");
+        w.record(b"a", 1);
+        w.record(b"a", 1);
         for (at, minute, hour) in [
             (0, 2, 2),
             (14, 2, 2),
@@ -198,7 +198,7 @@ mod tests {
         let t0 = Duration::from_secs(1_800_000_000);
         for s in 0..600 {
             w.advance(t0 + Duration::from_secs(s));
-            w.record(b"k");
+            w.record(b"k", 1);
         }
         assert_eq!(count(&w, Window::Hour, b"k"), 600);
         assert!(count(&w, Window::Minute, b"k") >= 60);

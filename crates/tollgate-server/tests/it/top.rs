@@ -29,6 +29,7 @@ fn start() -> (tempfile::TempDir, Tollgate) {
         &path,
         "[resp]\nlisten = \"127.0.0.1:0\"\n\n\
          [grpc]\nlisten = \"127.0.0.1:0\"\nconfig_dir = \"envoy\"\n\n\
+         [top]\nsample_every = 1\n\n\
          [policies.api]\ncapacity = 3\nrefill = 3\nperiod = \"1h\"\n\n\
          [auth.tokens.app]\nsecret_file = \"app\"\nscopes = [\"check\"]\n\n\
          [auth.tokens.viewer]\nsecret_file = \"viewer\"\nscopes = [\"read\"]\n",
@@ -134,6 +135,8 @@ async fn a_burst_on_each_front_end_shows_its_key_in_the_top_denied_to_a_read_tok
     assert_eq!(denied["by"], "denied");
     assert_eq!(denied["capacity"], 1000);
     assert_eq!(denied["sample_every"], 1);
+    assert_eq!(denied["dropped"], 0);
+    assert_eq!(denied["keys"][0]["sample_error"], 0);
     assert_eq!(keys(&denied), [("mallory".to_owned(), 7, 0)]);
     let allowed = top(&client, &server, "policy=api&by=allowed&window=1h").await;
     assert_eq!(allowed["window"], "1h");

@@ -321,7 +321,7 @@ fn describe(contender: Contender) -> &'static str {
         Contender::TollgateLimiterTop => {
             "`MemoryLimiter::check(key, 1)` as `tollgate_limiter`, then \
              `Summary::record(key, denied)`: the server's record of each decision in its policy's \
-             summary of who is denied and allowed (`GET /v1/top`, the default 1,000 keys); the \
+             summary of who is denied and allowed (`GET /v1/top`, the default 1,000 keys, one decision in `DEFAULT_SAMPLE_EVERY` = 64 recorded); the \
              difference from `tollgate_limiter` is the summary's cost per check"
         }
         Contender::KeyWalk => {
