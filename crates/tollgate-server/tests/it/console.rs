@@ -45,7 +45,9 @@ fn configured() -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().join("tollgate.toml");
     std::fs::write(
         &path,
+        // Every decision recorded (`sample_every = 1`), so the page's counts are exact.
         "[admin]\nlisten = \"127.0.0.1:0\"\n\n\
+         [top]\nsample_every = 1\n\n\
          [grpc]\nlisten = \"127.0.0.1:0\"\nconfig_dir = \"envoy\"\n\n\
          [policies.api]\ncapacity = 5\nrefill = 1\nperiod = \"1h\"\n\n\
          [auth.tokens.app]\nsecret_file = \"app\"\nscopes = [\"check\"]\n\n\
