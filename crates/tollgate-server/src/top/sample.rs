@@ -6,7 +6,7 @@
 //! mean `sample_every`: each decision is then recorded with probability `1 / sample_every`,
 //! independently of every other (the distribution is memoryless), whatever its key, policy or
 //! kind, and whichever summary the thread recorded in last. A recorded decision counts
-//! `sample_every` (see [`Summary`](super::Summary)), so a key's count is an unbiased estimate
+//! `sample_every` (the summary adds that much for it), so a key's count is an unbiased estimate
 //! of its true count, within [`error`] of it but for odds below one in a million (five
 //! standard deviations of the binomial draw). A fixed countdown would not do: traffic whose
 //! keys come round with a period dividing `sample_every` would see some keys always and others
