@@ -48,10 +48,10 @@ fn a_short_run_times_every_cell_and_judges_every_goal() {
         }
     }
 
-    // Every row's six ratios (two entry points on three clocks), the six hot-key times, and
-    // the denials: all judged.
+    // Every row's six ratios (two entry points on three clocks) and the top summary's cost,
+    // the six hot-key times, and the denials: all judged.
     let goals = report.goals();
-    assert_eq!(goals.len(), rows.len() * 6 + 7, "{goals:#?}");
+    assert_eq!(goals.len(), rows.len() * 7 + 7, "{goals:#?}");
     assert!(goals.iter().all(|g| g.met.is_some()), "{goals:#?}");
     assert_eq!(report.denied, 0);
     assert_eq!(report.precharges_denied, 0);
