@@ -55,8 +55,9 @@ async fn pending_waits_never_queue_behind_one_another() {
         );
         return;
     }
-    // One WAIT after another on one connection would take 2 × 300 ms, past the timeout.
-    let wait = Duration::from_millis(300);
+    // Sixteen WAITs one after another on one connection would take 16 × 150 ms, far past the
+    // timeout; on connections of their own each takes 150 ms, leaving room for a busy machine.
+    let wait = Duration::from_millis(150);
     let store = RedisStore::builder(redis.url())
         .timeout(TIMEOUT)
         .wait_for_replicas(1, wait)
