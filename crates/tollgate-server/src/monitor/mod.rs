@@ -143,21 +143,26 @@ fn stopped() -> Result<impl Future<Output = ()>, MonitorError> {
     })
 }
 
-/// `GET path` as JSON: `None` for a 404 (not served here), the server's words for a refusal.
-async fn json(client: &Client, path: &str) -> Result<Option<Value>, MonitorError> {
+/// `GET path` as JSON: `Err` with the server's words for a 404 (not served here) and `Ok`
+/// with the value of a 200; a refusal is the error.
+async fn json(client: &Client, path: &str) -> Result<Result<Value, String>, MonitorError> {
     let (status, body) = client.get(path).await?;
+    let value: Result<Value, _> = serde_json::from_slice(&body);
     if status == StatusCode::NOT_FOUND {
-        return Ok(None);
+        let detail = value
+            .ok()
+            .and_then(|v| v["detail"].as_str().map(str::to_owned));
+        return Ok(Err(detail.unwrap_or_else(|| format!("GET {path}: 404"))));
     }
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| MonitorError::Request(format!("GET {path}: {status}, not JSON: {e}")))?;
+    let value =
+        value.map_err(|e| MonitorError::Request(format!("GET {path}: {status}, not JSON: {e}")))?;
     if !status.is_success() {
         let detail = value["detail"].as_str().unwrap_or("no detail");
         return Err(MonitorError::Refused(format!(
             "GET {path}: {status}: {detail}"
         )));
     }
-    Ok(Some(value))
+    Ok(Ok(value))
 }
 
 /// One screen: the policies (from `/v1/status`, else `/v1/policies`), their rates since
@@ -170,13 +175,17 @@ async fn fetch(
     let mut notes = Vec::new();
     let status = json(client, "/v1/status").await?;
     let (policies, now) = match &status {
-        Some(status) => (
+        Ok(status) => (
             status["policies"].clone(),
             Some(status["now_ms"].as_u64().unwrap_or(0)),
         ),
-        None => {
+        Err(_) => {
             notes.push("rates: this server does not serve GET /v1/status".to_owned());
-            let listed = json(client, "/v1/policies").await?.unwrap_or_default();
+            // A port that serves neither is not an operators' one (a data port beside an
+            // admin listener, whose 404 says where they moved): said, not an empty table.
+            let listed = json(client, "/v1/policies")
+                .await?
+                .map_err(MonitorError::Refused)?;
             (listed["policies"].clone(), None)
         }
     };
@@ -211,7 +220,7 @@ async fn fetch(
     let top = json(client, &path).await?;
     let mut rows = Vec::new();
     match top {
-        Some(top) => {
+        Ok(top) => {
             for s in top["summaries"].as_array().into_iter().flatten() {
                 let (name, known) = match (s["policy"].as_str(), s["domain"].as_str()) {
                     (Some(policy), _) => (policy.to_owned(), limits.remove(policy)),
@@ -240,7 +249,7 @@ async fn fetch(
                 });
             }
         }
-        None => notes
+        Err(_) => notes
             .push("keys: this server does not summarize them ([top] enabled = false)".to_owned()),
     }
     // Policies without a summary (none are kept, or it came since): their line alone.

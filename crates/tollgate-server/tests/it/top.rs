@@ -316,3 +316,42 @@ async fn tollgate_top_shows_the_burst_in_a_terminal_and_q_quits() {
     assert!(refreshed, "the table was not refreshed:\n{screen}");
     assert!(quit, "q did not quit");
 }
+
+#[tokio::test]
+async fn tollgate_top_at_a_data_port_says_where_the_operators_paths_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &path,
+        "[admin]\nlisten = \"127.0.0.1:0\"\n\n[policies.api]\ncapacity = 3\nperiod = \"1h\"\n",
+    )
+    .unwrap();
+    let server = Tollgate::start(&["--config", path.to_str().unwrap()]);
+    let top = |addr: std::net::SocketAddr| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["top", "--once", "--url", &format!("http://{addr}")])
+            .env_remove("TOLLGATE_TOKEN")
+            .output()
+            .unwrap()
+    };
+    // The data port serves neither /v1/status nor /v1/policies: an error naming the admin
+    // listener, not an empty table.
+    let data = top(server.addr);
+    let stderr = String::from_utf8_lossy(&data.stderr);
+    assert!(!data.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("admin listener (http://{})", server.admin_addr())),
+        "{stderr}"
+    );
+    let admin = top(server.admin_addr());
+    let stdout = String::from_utf8_lossy(&admin.stdout);
+    assert!(
+        admin.status.success(),
+        "{}",
+        String::from_utf8_lossy(&admin.stderr)
+    );
+    assert!(
+        stdout.contains("api") && stdout.contains("3/1h"),
+        "{stdout}"
+    );
+}
