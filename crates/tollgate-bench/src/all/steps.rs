@@ -75,7 +75,7 @@ fn plans() -> Vec<Plan> {
         (
             BenchName::Redis,
             &[Store::Redis, Store::Cluster],
-            (&[], 150),
+            (&[], 175),
             (
                 &[
                     "--seconds",
@@ -85,7 +85,7 @@ fn plans() -> Vec<Plan> {
                     "--over-grant-seconds",
                     "1",
                 ],
-                20,
+                22,
             ),
         ),
         (
@@ -109,8 +109,8 @@ fn plans() -> Vec<Plan> {
         (
             BenchName::Http,
             &[],
-            (&[], 50),
-            (&["--seconds", "0.5", "--rounds", "1", "--warmup", "0.2"], 5),
+            (&[], 90),
+            (&["--seconds", "0.5", "--rounds", "1", "--warmup", "0.2"], 7),
         ),
         (
             BenchName::Resp,

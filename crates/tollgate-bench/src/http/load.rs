@@ -1,6 +1,7 @@
 //! The load generator: `connections` keep-alive HTTP/1.1 connections (plaintext or TLS), one
-//! hyper client connection per worker task, each sending `GET /hello` and reading the whole response, one
-//! at a time, until the run's time is up (closed-loop, as `wrk` does).
+//! hyper client connection per worker task, each sending `GET /hello` (or the server's
+//! `POST /v1/check`) and reading the whole response, one at a time, until the run's time is up
+//! (closed-loop, as `wrk` does).
 //!
 //! It runs on the same runtime as the servers: on a small machine the client's own cost is part
 //! of every run, which is why the variants alternate and only their ratio is reported.
@@ -31,7 +32,8 @@ static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// What every request carries. The middleware's variants get the same requests, `x-api-key`
 /// included (only the keyed variant reads it), so the client and the HTTP parsing cost the same
-/// in every run; the server's variant posts a check of the same keys instead.
+/// in every run; the server's variants, and the JSON endpoints beside them, post a check of the
+/// same keys instead.
 #[derive(Clone)]
 pub(crate) struct Requests {
     uri: Uri,
@@ -54,7 +56,7 @@ impl Requests {
             .map(|i| HeaderValue::try_from(format!("key-{i:05}")))
             .collect::<Result<_, _>>()
             .map_err(|e| invalid(&e))?;
-        let checks = variant.is_server().then(|| {
+        let checks = variant.takes_checks().then(|| {
             (0..keys.len())
                 .map(|i| {
                     Bytes::from(format!(

@@ -4,13 +4,18 @@
 //! The servers run in this process on `127.0.0.1`: the bare handler (and the same sending the
 //! middleware's headers), the same router behind `TollgateLayer` keyed by client IP and (with
 //! `--keys` > 0) keyed by an API key header, and `tollgate serve` on its own listener, in
-//! plaintext and over TLS (a throwaway CA and certificate, made with `openssl`). A
+//! plaintext and over TLS (a throwaway CA and certificate, made with `openssl`), and beside the
+//! server its floors: a JSON endpoint answering the server's requests in the server's shape
+//! without deciding (`bare_json`), on `axum::serve` and on the server's listener machinery. A
 //! load generator in the same process keeps `--connections` keep-alive connections busy on one
 //! server at a time. Client and servers share the machine's cores, so a run measures both; the
 //! variants alternate (bare, tollgate, tollgate_keys, bare, ...) for `--rounds`, so that drift of
 //! the machine hits each alike, and the report gives each variant's median across rounds and
-//! the ratio to the bare handler. The goal is 0.95× (0.9× before).
+//! the ratio to the bare handler. The goal is 0.95× (0.9× before). The server's ratio is also
+//! given to `bare_json`, the part of its cost that is its own, and `bare_json`'s to bare, what
+//! the server's goal leaves for the limiter.
 
+mod json;
 pub(crate) mod load;
 mod measure;
 mod report;

@@ -2,8 +2,11 @@
 //!
 //! The handler's variants are served the same way (`axum::serve` with `ConnectInfo`,
 //! `TCP_NODELAY`), so that the only difference between them is the layer in front of the
-//! handler. `tollgate serve`'s are served by its own listener (`Server::bind`), in plaintext
-//! and over TLS, so that between those two the only difference is TLS.
+//! handler, and so is the JSON endpoint ([`json`](super::json)). `tollgate serve`'s are served
+//! by its own listener (`Server::bind`), in plaintext and over TLS, so that between those two
+//! the only difference is TLS. Between the two kinds, the JSON endpoint is also served by the
+//! server's listener machinery (`tollgate_server::web::serve`), so that what that machinery
+//! costs is told apart from what the server's routes and limiter cost.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,7 +20,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tollgate::middleware::{ClientIp, Header, KeyExtractor, TollgateLayer};
 use tollgate::{MemoryStore, Policy};
+use tollgate_server::metrics::Metrics;
+use tollgate_server::net::limits;
+use tollgate_server::web::{self, Listener};
 
+use super::json;
 use super::variant::Variant;
 use crate::tls::{Certificates, TlsClient};
 use crate::{BenchError, servers};
@@ -66,7 +73,11 @@ fn router(variant: Variant) -> Result<Option<Router>, BenchError> {
         Variant::BareHeaders => Router::new().route("/hello", get(hello_with_headers)),
         Variant::Tollgate => app.layer(layer(ClientIp::new())?),
         Variant::TollgateKeys => app.layer(layer(Header::new(X_API_KEY.clone()))?),
-        Variant::Server | Variant::ServerTls | Variant::ServerTopOff => return Ok(None),
+        Variant::BareJson => json::router(),
+        Variant::BareJsonListener
+        | Variant::Server
+        | Variant::ServerTls
+        | Variant::ServerTopOff => return Ok(None),
     }))
 }
 
@@ -97,6 +108,9 @@ impl Server {
         certificates: Option<&Certificates>,
     ) -> Result<Server, BenchError> {
         let shutdown = CancellationToken::new();
+        if variant == Variant::BareJsonListener {
+            return Server::on_servers_listener(variant, json::router(), shutdown).await;
+        }
         let Some(app) = router(variant)? else {
             let (certificates, tls) = match variant {
                 Variant::ServerTls => {
@@ -130,6 +144,28 @@ impl Server {
         )
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .into_future();
+        Ok(Server {
+            variant,
+            addr,
+            tls: None,
+            shutdown,
+            task: tokio::spawn(async move { Ok(serve.await?) }),
+        })
+    }
+
+    /// `app` served by `tollgate serve`'s listener machinery as its HTTP listener is, with
+    /// that listener's default limits (its caps, timeouts and flood guard; its `TCP_NODELAY`),
+    /// the problem layer included.
+    async fn on_servers_listener(
+        variant: Variant,
+        app: Router,
+        shutdown: CancellationToken,
+    ) -> Result<Server, BenchError> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let metrics = Metrics::new().map_err(|e| BenchError::Args(format!("metrics: {e}")))?;
+        let listener = Listener::new(listener, "http", limits::HTTP, &metrics);
+        let serve = web::serve(listener, app, shutdown.clone());
         Ok(Server {
             variant,
             addr,

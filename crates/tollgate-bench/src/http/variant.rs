@@ -1,6 +1,7 @@
 //! The servers measured: the same `GET /hello` handler, bare or behind tollgate's middleware,
-//! and `tollgate serve` on its own listener answering `POST /v1/check` by a policy's name, in
-//! plaintext and over TLS.
+//! `tollgate serve` on its own listener answering `POST /v1/check` by a policy's name, in
+//! plaintext and over TLS, and the floors beside the server: a JSON endpoint answering the same
+//! requests without deciding, on axum and on the server's listener.
 
 use std::fmt;
 
@@ -16,6 +17,15 @@ pub enum Variant {
     /// The bare handler answering with the two `RateLimit` headers the middleware adds, fixed:
     /// what sending them costs, without deciding anything.
     BareHeaders,
+    /// A JSON endpoint on `axum::serve`: `POST /v1/check` read whole, parsed with serde and
+    /// answered in the server's JSON with its headers, fixed numbers, no decision. The floor of
+    /// [`Variant::Server`]: what any JSON endpoint with that request and answer costs.
+    BareJson,
+    /// [`Variant::BareJson`]'s router on `tollgate serve`'s listener machinery
+    /// (`tollgate_server::web::serve`: the connection caps, timeouts, flood guard and problem
+    /// layer), with the HTTP listener's default limits: what that machinery adds to a JSON
+    /// endpoint, without the server's routes or limiter.
+    BareJsonListener,
     /// Behind `TollgateLayer` on the memory store, keyed by the client IP (`ConnectInfo`).
     Tollgate,
     /// The same, keyed by the `x-api-key` header, which the load spreads over many keys.
@@ -38,9 +48,11 @@ pub const GOAL_TOP_CPU: f64 = 0.05;
 
 impl Variant {
     /// Every variant, in report order.
-    pub const ALL: [Variant; 7] = [
+    pub const ALL: [Variant; 9] = [
         Variant::Bare,
         Variant::BareHeaders,
+        Variant::BareJson,
+        Variant::BareJsonListener,
         Variant::Tollgate,
         Variant::TollgateKeys,
         Variant::Server,
@@ -62,6 +74,8 @@ impl Variant {
         match self {
             Variant::Bare => "bare",
             Variant::BareHeaders => "bare_headers",
+            Variant::BareJson => "bare_json",
+            Variant::BareJsonListener => "bare_json_listener",
             Variant::Tollgate => "tollgate",
             Variant::TollgateKeys => "tollgate_keys",
             Variant::Server => "server",
@@ -77,6 +91,16 @@ impl Variant {
             Variant::BareHeaders => {
                 "the same handler, adding fixed RateLimit-Policy and RateLimit headers as long as \
                  the middleware's"
+            }
+            Variant::BareJson => {
+                "axum Router, POST /v1/check: the body read (Bytes), parsed with serde (borrowed), \
+                 answered with the server's JSON (serde_json) and RateLimit headers, fixed \
+                 numbers, no decision"
+            }
+            Variant::BareJsonListener => {
+                "bare_json's router on tollgate serve's listener machinery \
+                 (tollgate_server::web::serve: connection caps, timeouts, flood guard, problem \
+                 layer; the HTTP listener's default limits), no limiter"
             }
             Variant::Tollgate => {
                 "the same behind TollgateLayer, MemoryStore, keyed by client IP (ConnectInfo)"
@@ -102,7 +126,10 @@ impl Variant {
     /// The share of the bare handler's requests/s it should reach; `None` for the references.
     pub fn goal(self) -> Option<f64> {
         match self {
-            Variant::Bare | Variant::BareHeaders => None,
+            Variant::Bare
+            | Variant::BareHeaders
+            | Variant::BareJson
+            | Variant::BareJsonListener => None,
             Variant::Tollgate | Variant::TollgateKeys => Some(GOAL_RATIO),
             // The server parses a JSON body and writes one: more work than a middleware in
             // front of a static handler.
@@ -120,9 +147,18 @@ impl Variant {
         )
     }
 
-    /// Whether the middleware is in front of the handler.
+    /// Whether it answers the server's requests (`POST /v1/check` with a JSON body): the
+    /// server's variants and the JSON floors beside them.
+    pub fn takes_checks(self) -> bool {
+        self.is_server() || matches!(self, Variant::BareJson | Variant::BareJsonListener)
+    }
+
+    /// Whether the middleware (or the server's limiter) decides its requests.
     pub fn is_limited(self) -> bool {
-        !matches!(self, Variant::Bare | Variant::BareHeaders)
+        !matches!(
+            self,
+            Variant::Bare | Variant::BareHeaders | Variant::BareJson | Variant::BareJsonListener
+        )
     }
 }
 

@@ -1,4 +1,4 @@
-//! The four approaches, their connections, and one worker's check.
+//! The approaches, their connections, and one worker's check.
 
 use std::fmt;
 use std::time::Duration;
@@ -10,6 +10,7 @@ use super::baseline_lua::LuaBaseline;
 use super::baseline_multi::MultiBaseline;
 use super::baseline_watch::WatchBaseline;
 use super::bucket::Limit;
+use super::floor::Floor;
 use super::tollgate::TollgateRedis;
 use crate::BenchError;
 
@@ -24,15 +25,20 @@ pub enum Approach {
     Multi,
     /// Optimistic locking with `WATCH` / `MULTI` / `EXEC`.
     Watch,
+    /// Not a limiter: the floor of a batched script (`TIME`, one `MGET`, a `SET ... PX` a
+    /// decision, a fixed answer), batched as tollgate's store batches. What any script that
+    /// reads and writes a bucket per decision costs Redis.
+    Floor,
 }
 
 impl Approach {
     /// Every approach, in report order.
-    pub const ALL: [Approach; 4] = [
+    pub const ALL: [Approach; 5] = [
         Approach::Tollgate,
         Approach::Lua,
         Approach::Multi,
         Approach::Watch,
+        Approach::Floor,
     ];
 
     /// The name used in arguments, keys and the report.
@@ -42,6 +48,7 @@ impl Approach {
             Approach::Lua => "lua",
             Approach::Multi => "multi",
             Approach::Watch => "watch",
+            Approach::Floor => "floor",
         }
     }
 
@@ -52,7 +59,18 @@ impl Approach {
             Approach::Lua => "Lua script per request (EVALSHA), shared multiplexed connection",
             Approach::Multi => "HMGET + client math + HMSET + EXPIRE, not atomic",
             Approach::Watch => "WATCH / HMGET / MULTI..EXEC, ≤ 20 attempts, connection per worker",
+            Approach::Floor => {
+                "not a limiter: a script of TIME, one MGET of the batch's keys and a SET ... PX a \
+                 key, answering allowed, batched as tollgate's store batches (≤ 256 a call, 2 \
+                 calls in flight)"
+            }
         }
+    }
+
+    /// Whether it decides: the floor answers every check allowed, so it is left out of the
+    /// over-grant test.
+    pub fn decides(self) -> bool {
+        self != Approach::Floor
     }
 }
 
@@ -68,6 +86,7 @@ pub(crate) struct Setup {
     lua: LuaBaseline,
     multi: MultiBaseline,
     tollgate: TollgateRedis,
+    floor: Floor,
 }
 
 impl Setup {
@@ -77,11 +96,13 @@ impl Setup {
         let lua = LuaBaseline::load(ConnectionManager::new(client.clone()).await?).await?;
         let multi = MultiBaseline::new(ConnectionManager::new(client.clone()).await?);
         let tollgate = TollgateRedis::connect(url, timeout).await?;
+        let floor = Floor::load(ConnectionManager::new(client.clone()).await?).await?;
         Ok(Setup {
             client,
             lua,
             multi,
             tollgate,
+            floor,
         })
     }
 
@@ -100,6 +121,7 @@ impl Setup {
                 Approach::Lua => Kind::Lua(self.lua.clone()),
                 Approach::Multi => Kind::Multi(self.multi.clone()),
                 Approach::Watch => Kind::Watch(WatchBaseline::connect(&self.client).await?),
+                Approach::Floor => Kind::Floor(self.floor.clone()),
             };
             workers.push(Worker { key, limit, kind });
         }
@@ -119,6 +141,7 @@ enum Kind {
     Lua(LuaBaseline),
     Multi(MultiBaseline),
     Watch(WatchBaseline),
+    Floor(Floor),
 }
 
 impl Worker {
@@ -129,6 +152,7 @@ impl Worker {
             Kind::Lua(lua) => lua.check(&self.key, self.limit).await,
             Kind::Multi(multi) => multi.check(&self.key, self.limit).await,
             Kind::Watch(watch) => watch.check(&self.key, self.limit).await,
+            Kind::Floor(floor) => floor.check(&self.key, self.limit).await,
         }
     }
 }

@@ -63,8 +63,14 @@ pub(super) async fn measure(
     report: &mut RedisReport,
 ) -> Result<(), BenchError> {
     let over_grant = args.over_grant_seconds > 0.0;
+    let deciding: Vec<Approach> = args
+        .approaches
+        .iter()
+        .copied()
+        .filter(|a| a.decides())
+        .collect();
     let total = args.scenarios.len() * args.concurrency.len() * args.approaches.len()
-        + if over_grant { args.approaches.len() } else { 0 };
+        + if over_grant { deciding.len() } else { 0 };
     let mut done = 0;
     for &scenario in &args.scenarios {
         for &c in &args.concurrency {
@@ -106,7 +112,7 @@ pub(super) async fn measure(
         return Ok(());
     }
     let time = seconds(args.over_grant_seconds, "--over-grant-seconds")?;
-    for &approach in &args.approaches {
+    for approach in deciding {
         let key = format!("bench:{approach}:{}:over_grant:hot", report.run_id);
         let keys = vec![key; args.over_grant_workers.max(1)];
         let m = run_cell(setup, admin, approach, keys, scenario::SMALL, time).await?;

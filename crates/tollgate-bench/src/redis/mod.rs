@@ -1,10 +1,12 @@
 //! `tollgate-bench redis`: tollgate's Redis store beside the three approaches of a widely read
-//! token-bucket benchmark (see `/work/shared/BASELINES.md`), in one run, on one Redis.
+//! token-bucket benchmark (see `/work/shared/BASELINES.md`), and beside the floor of any batched
+//! script (`floor.lua`, which decides nothing), in one run, on one Redis.
 //!
 //! Cells run one at a time: for each scenario and concurrency, each approach in turn, so that
 //! slow drift of the machine hits every approach alike. A cell spawns its workers as tasks on
 //! the caller's runtime, each checking one token in a loop for the cell's duration, and counts
-//! Redis's own `INFO commandstats` before and after. Then the over-grant test runs per approach.
+//! Redis's own `INFO commandstats` before and after. Then the over-grant test runs per approach
+//! that decides (all but the floor).
 //! Every key is under `bench:<approach>:<run-id>:` (tollgate's under
 //! `tollgate:v3:{bench:tollgate:<run-id>:...}`) and deleted at the end.
 
@@ -15,6 +17,7 @@ mod baseline_watch;
 mod bucket;
 mod cleanup;
 mod cluster;
+mod floor;
 mod measure;
 mod report;
 mod scenario;
@@ -25,7 +28,7 @@ use std::time::Duration;
 
 pub use approach::Approach;
 pub use cluster::{ClusterCell, NodeCell};
-pub use report::{Cell, GOAL_CONCURRENCY, OverGrant, RedisReport};
+pub use report::{Cell, GOAL_CONCURRENCY, GOAL_REDIS_VS_MULTI, OverGrant, RedisReport};
 pub use scenario::Scenario;
 
 use crate::BenchError;
@@ -53,7 +56,7 @@ pub struct RedisBenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "tollgate,lua,multi,watch"
+        default_value = "tollgate,lua,multi,watch,floor"
     )]
     pub approaches: Vec<Approach>,
     /// scenarios to measure

@@ -169,6 +169,23 @@ fn http_measures_the_server_variant() {
     let cells: Vec<&str> = tls.split('|').map(str::trim).collect();
     assert_eq!(&cells[12..14], ["0", "0"], "{tls}");
     assert!(report.contains("## TLS / plaintext"), "{report}");
+    // And beside its floors, the JSON endpoint on axum and on the server's listener.
+    for floor in ["bare_json", "bare_json_listener"] {
+        let row = report
+            .lines()
+            .find(|l| l.starts_with(&format!("| {floor} |")))
+            .unwrap_or_else(|| panic!("no {floor} row in\n{report}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(&cells[12..14], ["0", "0"], "{row}");
+    }
+    assert!(
+        report.contains("## Floors: the server beside a JSON endpoint"),
+        "{report}"
+    );
+    assert!(
+        report.contains("; server ") && report.contains("× bare_json"),
+        "{report}"
+    );
     assert!(out.path().join("http.md").exists());
 }
 

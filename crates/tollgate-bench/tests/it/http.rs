@@ -159,6 +159,102 @@ async fn the_server_over_tls_is_measured_beside_itself_in_plaintext() {
     );
 }
 
+/// The server's floors in the same rounds as the server: the JSON endpoint on axum and on the
+/// server's listener answer every check 200 with the RateLimit headers, and the report gives
+/// the server's ratio to bare_json and bare_json's to bare, in its goal and in a table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_measured_beside_its_json_floors() {
+    let out = tempfile::tempdir().unwrap();
+    let args = HttpBenchArgs {
+        seconds: 0.3,
+        rounds: 2,
+        connections: 4,
+        keys: 20,
+        warmup: 0.0,
+        out: out.path().to_owned(),
+    };
+    let variants = [
+        Variant::Bare,
+        Variant::BareJson,
+        Variant::BareJsonListener,
+        Variant::Server,
+    ];
+    let report = run_http_with(&args, &variants).await.unwrap();
+    assert_eq!(report.variants(), variants);
+    assert_eq!(report.runs.len(), 2 * variants.len());
+    for run in &report.runs {
+        assert!(run.responses > 0, "{run:?}");
+        assert_eq!((run.non_200, run.errors), (0, 0), "{run:?}");
+        let headed = if run.variant == Variant::Bare {
+            0
+        } else {
+            run.responses
+        };
+        assert_eq!(run.with_ratelimit, headed, "{run:?}");
+    }
+    let server = report
+        .compare_to(Variant::BareJson, Variant::Server)
+        .unwrap();
+    assert_eq!(server.reference, Variant::BareJson);
+    assert_eq!(server.round_ratios.len(), 2);
+    let floor = report.compare(Variant::BareJson).unwrap();
+    let listener = report
+        .compare_to(Variant::BareJson, Variant::BareJsonListener)
+        .unwrap();
+    // The floors are held to no goal; the server's says what they reach.
+    let goals = report.goals();
+    let server_goal = goals
+        .iter()
+        .find(|g| g.goal.starts_with("server: "))
+        .unwrap_or_else(|| panic!("no server goal in {goals:?}"));
+    for needle in [
+        format!("; server {:.3}× bare_json", server.ratio),
+        format!("; bare_json {:.3}× bare", floor.ratio),
+        format!("; bare_json_listener {:.3}× bare_json", listener.ratio),
+    ] {
+        assert!(
+            server_goal.measured.contains(&needle),
+            "{needle} in {goals:?}"
+        );
+    }
+    assert!(
+        !goals.iter().any(|g| g.goal.starts_with("bare_json")),
+        "{goals:?}"
+    );
+    assert_eq!(goals.last().unwrap().met, Some(true), "{goals:?}");
+    let md = std::fs::read_to_string(out.path().join("http.md")).unwrap();
+    let floors = md
+        .split("## Floors: the server beside a JSON endpoint")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no floors section in\n{md}"));
+    let row = |name: &str| {
+        floors
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} | ")))
+            .unwrap_or_else(|| panic!("no {name} row in\n{floors}"))
+            .split('|')
+            .map(str::trim)
+            .map(str::to_owned)
+            .collect::<Vec<String>>()
+    };
+    // | variant | requests/s | × bare | × bare_json | per round | CPU | CPU × | CPU added |
+    let bare_json = row("bare_json");
+    assert_eq!(
+        [&bare_json[3], &bare_json[4], &bare_json[7]],
+        [&format!("{:.3}", floor.ratio), "1", "1"]
+    );
+    assert_eq!(row("server")[4], format!("{:.3}", server.ratio));
+    assert_eq!(
+        row("bare_json_listener")[5],
+        listener
+            .round_ratios
+            .iter()
+            .map(|r| format!("{r:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
 #[tokio::test]
 async fn bad_arguments_are_refused() {
     for (args, name) in [

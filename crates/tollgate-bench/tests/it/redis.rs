@@ -31,7 +31,8 @@ async fn a_short_run_measures_every_cell_faithfully() {
     };
     let report = run_redis(&args).await.unwrap();
 
-    assert_eq!(report.cells.len(), 3 * 2 * 4);
+    let approaches = Approach::ALL.len();
+    assert_eq!(report.cells.len(), 3 * 2 * approaches);
     for scenario in Scenario::ALL {
         for approach in Approach::ALL {
             for c in [1, 4] {
@@ -65,6 +66,27 @@ async fn a_short_run_measures_every_cell_faithfully() {
             assert_eq!(multi.client_calls, multi.commands, "no scripts: {multi:?}");
         }
     }
+    // The floor: an EVALSHA a batch, and in it TIME, one MGET, and a SET a decision. Alone, a
+    // worker's batches hold its one check.
+    for scenario in Scenario::ALL {
+        for c in [1, 4] {
+            let floor = report.cell(scenario, Approach::Floor, c).unwrap();
+            assert_eq!(floor.errors, 0, "{floor:?}");
+            assert_eq!(
+                floor.allowed, floor.decisions,
+                "it decides nothing: {floor:?}"
+            );
+            assert_eq!(
+                floor.commands,
+                3 * floor.client_calls + floor.decisions,
+                "{floor:?}"
+            );
+            assert!(floor.client_calls <= floor.decisions, "{floor:?}");
+            if c == 1 {
+                assert_eq!(floor.client_calls, floor.decisions, "{floor:?}");
+            }
+        }
+    }
     // Alone on its key, WATCH never aborts: WATCH, HMGET, MULTI, HMSET, PEXPIRE, EXEC.
     let watch = report.cell(Scenario::PerUser, Approach::Watch, 1).unwrap();
     assert!(within(watch.calls_per_decision(), 6.0, 0.1), "{watch:?}");
@@ -79,18 +101,42 @@ async fn a_short_run_measures_every_cell_faithfully() {
         assert!(flood.allowed >= 10, "the burst is allowed: {flood:?}");
     }
 
-    assert_eq!(report.over_grant.len(), 4);
+    // Every approach but the floor, which decides nothing.
+    assert_eq!(report.over_grant.len(), approaches - 1);
+    assert!(report.over_grant_of(Approach::Floor).is_none());
     let tollgate = report.over_grant_of(Approach::Tollgate).unwrap();
     assert_eq!(tollgate.max_allowed(), 20);
     assert!(tollgate.allowed <= tollgate.max_allowed(), "{tollgate:?}");
     assert!(tollgate.allowed >= 10, "{tollgate:?}");
     assert_eq!(tollgate.errors, 0, "{tollgate:?}");
     let goals = report.goals();
-    assert_eq!(goals.len(), 7);
+    assert_eq!(goals.len(), 8);
     assert_eq!(goals[0].met, Some(true), "{goals:?}");
     // Redis's time per decision is measured: the per_user cell at the largest concurrency.
     assert!(goals[5].met.is_some(), "{goals:?}");
     assert!(goals[5].measured.contains(" µs for "), "{goals:?}");
+    // And over MULTI's, with the floor's beside it.
+    let ratio = |approach| {
+        report
+            .redis_vs_multi(Scenario::PerUser, approach, 4)
+            .unwrap()
+    };
+    assert!(
+        goals[6].measured.starts_with(&format!(
+            "{:.2}",
+            report
+                .cell(Scenario::PerUser, Approach::Tollgate, 4)
+                .unwrap()
+                .redis_micros_per_decision()
+        )),
+        "{goals:?}"
+    );
+    for needle in [
+        format!("= {:.2}×", ratio(Approach::Tollgate)),
+        format!("= {:.2}× MULTI's", ratio(Approach::Floor)),
+    ] {
+        assert!(goals[6].measured.contains(&needle), "{needle} in {goals:?}");
+    }
 
     // Only the bench's keys are gone.
     assert_eq!(redis.cmd(&[b"DBSIZE"]).unwrap(), Reply::Integer(1));
@@ -113,12 +159,13 @@ async fn a_short_run_measures_every_cell_faithfully() {
     ] {
         assert!(md.contains(needle), "{needle:?} missing from\n{md}");
     }
-    // One row per cell, four over-grant rows.
+    // One row per cell.
     let rows = md
         .lines()
         .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 4 |"));
-    assert_eq!(rows.count(), 24, "{md}");
-    support::written_with_its_chart(&doc, &out.path().join("report"), 24);
+    assert_eq!(rows.count(), 3 * 2 * approaches, "{md}");
+    assert!(md.contains("| 4 | floor |"), "{md}");
+    support::written_with_its_chart(&doc, &out.path().join("report"), 3 * 2 * approaches);
 }
 
 #[tokio::test]

@@ -14,8 +14,9 @@ impl HttpReport {
             name: "http",
             title: "HTTP: tollgate's middleware over a bare axum handler".into(),
             intro: vec![format!(
-                "{} keep-alive HTTP/1.1 connections sending `GET /hello`, {} s per run, {} rounds \
-                 of the variants in turn (after {} s of unrecorded warm-up each); load generator \
+                "{} keep-alive HTTP/1.1 connections sending `GET /hello` (the server's variants \
+                 and their JSON floors: `POST /v1/check`), {} s per run, {} rounds of the \
+                 variants in turn (after {} s of unrecorded warm-up each); load generator \
                  and servers in one process on {} cores, so only the ratios mean anything.",
                 self.connections,
                 self.seconds_per_run,
@@ -26,6 +27,7 @@ impl HttpReport {
             goals: self.goals(),
             sections: [
                 Some(self.summaries()),
+                self.floors_section(),
                 self.tls_section(),
                 Some(self.every_run()),
             ]
@@ -60,6 +62,84 @@ impl HttpReport {
             Vec::new(),
             table,
         )
+    }
+
+    /// The server beside its floors (the JSON endpoint on axum and on the server's listener),
+    /// when `bare_json` ran.
+    fn floors_section(&self) -> Option<Section> {
+        let floor = self.summary(Variant::BareJson)?;
+        let columns = [
+            ("variant", Left),
+            ("requests/s", Right),
+            ("× bare", Right),
+            ("× bare_json", Right),
+            ("× bare_json per round", Right),
+            ("CPU µs/request", Right),
+            ("CPU × bare_json", Right),
+            ("CPU added µs over bare_json", Right),
+        ];
+        let rows = [
+            Variant::BareJson,
+            Variant::BareJsonListener,
+            Variant::Server,
+            Variant::ServerTopOff,
+        ]
+        .into_iter()
+        .filter_map(|v| self.summary(v))
+        .map(|s| {
+            let to_bare = self
+                .compare(s.variant)
+                .map_or_else(|| "–".to_owned(), |c| format!("{:.3}", c.ratio));
+            let cpu_ratio = match s.cpu_per_request.zip(floor.cpu_per_request) {
+                Some(_) if s.variant == Variant::BareJson => "1".to_owned(),
+                Some((c, f)) if f > 0.0 => format!("{:.3}", c / f),
+                _ => "–".to_owned(),
+            };
+            let (ratio, per_round, cpu_added) = match self
+                .compare_to(Variant::BareJson, s.variant)
+                .filter(|_| s.variant != Variant::BareJson)
+            {
+                Some(c) => (
+                    format!("{:.3}", c.ratio),
+                    ratios(&c.round_ratios),
+                    c.cpu_added.map_or_else(|| "–".to_owned(), signed_micros),
+                ),
+                None if s.variant == Variant::BareJson => {
+                    ("1".to_owned(), "–".to_owned(), "–".to_owned())
+                }
+                None => ("–".to_owned(), "–".to_owned(), "–".to_owned()),
+            };
+            vec![
+                s.variant.to_string(),
+                thousands(s.requests_per_sec),
+                to_bare,
+                ratio,
+                per_round,
+                cpu_micros(s.cpu_per_request),
+                cpu_ratio,
+                cpu_added,
+            ]
+        });
+        let goal = Variant::Server
+            .goal()
+            .map_or_else(String::new, |g| format!(" (≥ {g}× bare)"));
+        let text = format!(
+            "Measured in the same rounds as the rest. `bare_json` answers the server's requests \
+             (`POST /v1/check`, the same bodies and keys) in the server's JSON with its headers, \
+             on axum, and decides nothing; `bare_json_listener` is the same router on the \
+             server's listener machinery. bare_json × bare is the most a server answering this \
+             JSON on axum reaches, whatever decides: the server's goal{goal} is within a \
+             limiter's reach only when this is above it, and the difference is what the goal \
+             leaves for the limiter. server × bare_json is the server's own cost over a JSON \
+             endpoint (its listener, routes, policy, decision, counting, summaries), and \
+             bare_json_listener × bare_json the listener machinery's share of it. CPU × \
+             bare_json compares CPU per request (load generator included, as everywhere here)."
+        );
+        Some(Section::table(
+            "Floors: the server beside a JSON endpoint",
+            vec![text],
+            Table::new(&columns, rows),
+        ))
     }
 
     /// The server over TLS beside itself in plaintext, when both ran.

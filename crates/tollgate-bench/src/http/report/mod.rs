@@ -103,28 +103,32 @@ pub struct Summary {
     pub with_ratelimit: u64,
 }
 
-/// A limited variant beside the bare handler.
+/// A variant beside a reference: the bare handler (for the goals), or a floor of the server
+/// ([`HttpReport::compare_to`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparison {
-    /// The limited variant.
+    /// The variant compared.
     pub variant: Variant,
-    /// Its median requests/s over the bare handler's.
+    /// What it is compared with: [`Variant::Bare`] unless compared with a floor.
+    pub reference: Variant,
+    /// Its median requests/s over the reference's.
     pub ratio: f64,
-    /// Its median p50 minus the bare handler's, in seconds (negative when lower).
+    /// Its median p50 minus the reference's, in seconds (negative when lower).
     pub p50_added: f64,
-    /// Its median p99 minus the bare handler's, in seconds (negative when lower).
+    /// Its median p99 minus the reference's, in seconds (negative when lower).
     pub p99_added: f64,
-    /// Its median CPU per request minus the bare handler's, in seconds: what the middleware
+    /// Its median CPU per request minus the reference's, in seconds: what the middleware
     /// costs per request, if CPU time could be read.
     pub cpu_added: Option<f64>,
-    /// Each round's requests/s over the bare handler's in the same round. Runs of one round
+    /// Each round's requests/s over the reference's in the same round. Runs of one round
     /// are seconds apart, so these pairs see the same state of the machine; when its speed
     /// shifts between rounds (a shared host does that), they show it where the medians hide it.
     pub round_ratios: Vec<f64>,
 }
 
 impl Comparison {
-    /// Whether the ratio reaches the variant's goal ([`Variant::goal`]).
+    /// Whether the ratio reaches the variant's goal ([`Variant::goal`]), which is stated
+    /// beside the bare handler.
     pub fn met(&self) -> bool {
         self.ratio >= self.variant.goal().unwrap_or(GOAL_RATIO)
     }
@@ -170,28 +174,35 @@ impl HttpReport {
         })
     }
 
-    /// A limited `variant` beside the bare handler; `None` unless both ran and bare served.
+    /// `variant` beside the bare handler; `None` unless both ran and bare served.
     pub fn compare(&self, variant: Variant) -> Option<Comparison> {
-        let bare = self.summary(Variant::Bare)?;
-        let limited = self.summary(variant)?;
-        if bare.requests_per_sec <= 0.0 {
+        self.compare_to(Variant::Bare, variant)
+    }
+
+    /// `variant` beside `reference` (the server beside its floor `bare_json`, say); `None`
+    /// unless both ran and the reference served.
+    pub fn compare_to(&self, reference: Variant, variant: Variant) -> Option<Comparison> {
+        let base = self.summary(reference)?;
+        let compared = self.summary(variant)?;
+        if base.requests_per_sec <= 0.0 {
             return None;
         }
         Some(Comparison {
             variant,
-            ratio: limited.requests_per_sec / bare.requests_per_sec,
-            p50_added: limited.p50.as_secs_f64() - bare.p50.as_secs_f64(),
-            p99_added: limited.p99.as_secs_f64() - bare.p99.as_secs_f64(),
-            cpu_added: limited
+            reference,
+            ratio: compared.requests_per_sec / base.requests_per_sec,
+            p50_added: compared.p50.as_secs_f64() - base.p50.as_secs_f64(),
+            p99_added: compared.p99.as_secs_f64() - base.p99.as_secs_f64(),
+            cpu_added: compared
                 .cpu_per_request
-                .zip(bare.cpu_per_request)
-                .map(|(l, b)| l - b),
+                .zip(base.cpu_per_request)
+                .map(|(c, b)| c - b),
             round_ratios: self
                 .runs_of(variant)
-                .filter_map(|l| {
-                    let b = self.runs_of(Variant::Bare).find(|b| b.round == l.round)?;
-                    let bare = b.requests_per_sec();
-                    (bare > 0.0).then(|| l.requests_per_sec() / bare)
+                .filter_map(|c| {
+                    let b = self.runs_of(reference).find(|b| b.round == c.round)?;
+                    let base = b.requests_per_sec();
+                    (base > 0.0).then(|| c.requests_per_sec() / base)
                 })
                 .collect(),
         })
@@ -271,6 +282,33 @@ impl HttpReport {
             .unwrap_or_default()
     }
 
+    /// For the server, its floors: its ratio to `bare_json` (its own cost over a JSON
+    /// endpoint), `bare_json`'s to bare (the most the goal's JSON can reach, whatever decides
+    /// it), and `bare_json_listener`'s to `bare_json` (what the server's listener machinery
+    /// takes); each that ran.
+    fn over_floors(&self, variant: Variant) -> String {
+        if variant != Variant::Server {
+            return String::new();
+        }
+        let cpu = |c: &Comparison| {
+            c.cpu_added
+                .map(|cpu| format!(", CPU {} µs/request", signed_micros(cpu)))
+                .unwrap_or_default()
+        };
+        [
+            self.compare_to(Variant::BareJson, Variant::Server)
+                .map(|c| format!("server {:.3}× bare_json{}", c.ratio, cpu(&c))),
+            self.compare(Variant::BareJson)
+                .map(|c| format!("bare_json {:.3}× bare{}", c.ratio, cpu(&c))),
+            self.compare_to(Variant::BareJson, Variant::BareJsonListener)
+                .map(|c| format!("bare_json_listener {:.3}× bare_json{}", c.ratio, cpu(&c))),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|floor| format!("; {floor}"))
+        .collect()
+    }
+
     /// The goals of the benchmark, judged on this run: the ratio for each limited variant, and
     /// that every request was answered 200 (by the handler, through the middleware).
     pub fn goals(&self) -> Vec<Goal> {
@@ -301,7 +339,8 @@ impl HttpReport {
                         c.cpu_added
                             .map(|cpu| format!(", CPU {} µs/request", signed_micros(cpu)))
                             .unwrap_or_default()
-                    ) + &self.headers_alone(variant),
+                    ) + &self.headers_alone(variant)
+                        + &self.over_floors(variant),
                     met: Some(c.met()),
                 },
                 _ => Goal {

@@ -10,6 +10,10 @@ use crate::report::{Goal, per, small, thousands};
 /// The concurrency the ratio goals are stated at.
 pub const GOAL_CONCURRENCY: usize = 64;
 
+/// Redis's time per tollgate decision at most this many times MULTI's (three native commands a
+/// decision), in `per_user` at the goal concurrency.
+pub const GOAL_REDIS_VS_MULTI: f64 = 1.6;
+
 /// One run of `tollgate-bench redis`.
 #[derive(Debug, Clone)]
 pub struct RedisReport {
@@ -173,6 +177,7 @@ impl RedisReport {
         goals.push(self.ratio_goal(Scenario::PerUser, 1, 1.0));
         goals.push(self.ratio_goal(Scenario::HotKey, 1, 1.0));
         goals.push(self.redis_time_goal(Scenario::PerUser, c, 2.0));
+        goals.push(self.redis_vs_multi_goal(Scenario::PerUser, c));
         let flood: Vec<&Cell> = self
             .cells
             .iter()
@@ -232,6 +237,54 @@ impl RedisReport {
                 }
             }
             None => Goal::unmeasured(goal, "the cell it needs was not run"),
+        }
+    }
+
+    /// `approach`'s Redis time per decision over MULTI's in `scenario` at `c`; `None` unless
+    /// both ran and MULTI's was above zero.
+    pub fn redis_vs_multi(&self, scenario: Scenario, approach: Approach, c: usize) -> Option<f64> {
+        let multi = self.cell(scenario, Approach::Multi, c)?;
+        let cell = self.cell(scenario, approach, c)?;
+        let multi = multi.redis_micros_per_decision();
+        (multi > 0.0).then(|| cell.redis_micros_per_decision() / multi)
+    }
+
+    /// tollgate's Redis time per decision over MULTI's, against [`GOAL_REDIS_VS_MULTI`], with
+    /// the floor's beside it: the part of the gap that any batched script reading and writing a
+    /// bucket a decision pays.
+    fn redis_vs_multi_goal(&self, scenario: Scenario, c: usize) -> Goal {
+        let goal = format!(
+            "{scenario} c={c}: Redis's time per tollgate decision ≤ {GOAL_REDIS_VS_MULTI}× MULTI's \
+             (3 native commands a decision; `INFO commandstats`)"
+        );
+        let (Some(t), Some(m), Some(ratio)) = (
+            self.cell(scenario, Approach::Tollgate, c),
+            self.cell(scenario, Approach::Multi, c),
+            self.redis_vs_multi(scenario, Approach::Tollgate, c),
+        ) else {
+            return Goal::unmeasured(goal, "a cell it needs was not run");
+        };
+        let floor = match (
+            self.cell(scenario, Approach::Floor, c),
+            self.redis_vs_multi(scenario, Approach::Floor, c),
+        ) {
+            (Some(f), Some(floor)) => format!(
+                "; the floor (TIME, MGET, a SET a decision, batched alike): {:.2} µs = \
+                 {floor:.2}× MULTI's at {} calls/decision (tollgate's: {})",
+                f.redis_micros_per_decision(),
+                small(f.calls_per_decision()),
+                small(t.calls_per_decision())
+            ),
+            _ => String::new(),
+        };
+        Goal {
+            goal,
+            measured: format!(
+                "{:.2} vs {:.2} µs = {ratio:.2}×{floor}",
+                t.redis_micros_per_decision(),
+                m.redis_micros_per_decision()
+            ),
+            met: Some(t.decisions > 0 && ratio <= GOAL_REDIS_VS_MULTI),
         }
     }
 
@@ -302,7 +355,8 @@ mod tests {
         let goals = report.goals();
         let met: Vec<Option<bool>> = goals.iter().map(|g| g.met).collect();
         // Over-grant not run; per user 2.6× (≥ 2.5), hot key 3.99× (< 4); nothing at c=1;
-        // 2 µs of Redis a decision (≤ 2); the flood's 0.101 calls a decision (> 0.1).
+        // 2 µs of Redis a decision (≤ 2); no MULTI to compare it with; the flood's 0.101 calls
+        // a decision (> 0.1).
         assert_eq!(
             met,
             [
@@ -312,18 +366,56 @@ mod tests {
                 None,
                 None,
                 Some(true),
+                None,
                 Some(false)
             ],
             "{goals:?}"
         );
         assert!(goals[1].measured.contains("2.60×"), "{goals:?}");
         assert!(goals[5].measured.starts_with("2.00 µs"), "{goals:?}");
-        assert!(goals[6].measured.contains("0.101"), "{goals:?}");
+        assert_eq!(goals[6].measured, "a cell it needs was not run");
+        assert!(goals[7].measured.contains("0.101"), "{goals:?}");
         let md = report.report().to_markdown();
         assert!(
             md.contains("| **no** |") && md.contains("| not measured |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn redis_time_is_compared_with_multis_and_the_floors_beside_it() {
+        let mut report = RedisReport {
+            run_id: "r".into(),
+            redis_version: "7".into(),
+            seconds_per_cell: 1.0,
+            concurrency: vec![64],
+            cells: vec![
+                // 2 µs a decision at 0.2 calls a decision.
+                cell(Scenario::PerUser, Approach::Tollgate, 260, 52),
+                // 1 µs a decision: 3 commands of 1/3 µs each.
+                cell(Scenario::PerUser, Approach::Multi, 500, 50),
+                // 1.5 µs a decision at 0.15 calls a decision.
+                cell(Scenario::PerUser, Approach::Floor, 300, 45),
+            ],
+            over_grant: vec![],
+            cluster: vec![],
+        };
+        let goal = report.redis_vs_multi_goal(Scenario::PerUser, 64);
+        assert_eq!(goal.met, Some(false), "{goal:?}");
+        assert_eq!(
+            goal.measured,
+            "2.00 vs 1.00 µs = 2.00×; the floor (TIME, MGET, a SET a decision, batched alike): \
+             1.50 µs = 1.50× MULTI's at 0.150 calls/decision (tollgate's: 0.200)"
+        );
+        let md = report.report().to_markdown();
+        assert!(md.contains("| 64 | floor | 300 | – |"), "{md}");
+        assert!(md.contains("| 1.50 | 1.50 |"), "{md}");
+        // At 1.6× MULTI's, met; without the floor, nothing is said of it.
+        report.cells[0].redis_usec = 416;
+        report.cells.pop();
+        let goal = report.redis_vs_multi_goal(Scenario::PerUser, 64);
+        assert_eq!(goal.met, Some(true), "{goal:?}");
+        assert_eq!(goal.measured, "1.60 vs 1.00 µs = 1.60×");
     }
 
     #[test]
