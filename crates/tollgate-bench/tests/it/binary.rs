@@ -158,7 +158,7 @@ fn http_measures_the_server_variant() {
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     assert_eq!(&cells[12..14], ["0", "0"], "{row}");
     assert!(
-        report.contains("server: ≥ 0.8× the bare handler"),
+        report.contains("server: ≥ 0.85× the bare handler"),
         "{report}"
     );
     // The same server over TLS, with its ratio to plaintext.

@@ -1,5 +1,6 @@
 //! What an HTTP run measured, the goal it is held to, and the summaries across rounds.
 
+mod cost;
 mod document;
 
 use std::time::Duration;
@@ -350,6 +351,7 @@ impl HttpReport {
                 },
             });
         }
+        goals.extend(self.cost_goals());
         if let Some(goal) = self.top_goal() {
             goals.push(goal);
         }
