@@ -6,12 +6,12 @@ use super::HttpReport;
 use crate::report::Goal;
 
 /// The server's CPU per request at most this multiple of the bare handler's.
-pub const GOAL_SERVER_CPU: f64 = 1.12;
+pub(super) const GOAL_SERVER_CPU: f64 = 1.12;
 /// The server's p99 at most this much above the bare handler's, in seconds.
-pub const GOAL_SERVER_P99_ADDED: f64 = 100e-6;
+pub(super) const GOAL_SERVER_P99_ADDED: f64 = 100e-6;
 /// The bare handler sending the two `RateLimit` headers at least this share of its
 /// requests/s without them.
-pub const GOAL_HEADERS_RATIO: f64 = 0.98;
+pub(super) const GOAL_HEADERS_RATIO: f64 = 0.98;
 
 impl HttpReport {
     /// The server's CPU and p99 goals (when it ran) and the headers' (when `bare_headers` ran).
