@@ -165,8 +165,9 @@ impl App {
     }
 
     /// Every HTTP route: the API, the console, and Envoy's `/json` and `/rlconfig` when gRPC is
-    /// on; each request authenticated first when `[auth]` has tokens.
-    pub fn router(&self) -> Router {
+    /// on; each request authenticated first when `[auth]` has tokens; `POST /v1/check` taken
+    /// before the router ([`api::Front`]).
+    pub fn router(&self) -> api::Front {
         let router = api::router(Arc::clone(&self.limiter))
             .merge(console::routes(Arc::clone(&self.console)));
         let router = match &self.envoy {
@@ -176,13 +177,14 @@ impl App {
                 .merge(envoy::json::admin_routes(Arc::clone(envoy))),
             None => router,
         };
-        web::auth::authenticate(router, Arc::clone(&self.limiter))
-            .merge(console::page_route(Arc::clone(&self.console)))
+        let router = web::auth::authenticate(router, Arc::clone(&self.limiter))
+            .merge(console::page_route(Arc::clone(&self.console)));
+        api::Front::new(router, Arc::clone(&self.limiter))
     }
 
     /// The data port's routes beside the admin listener `admin` (`http://ADDRESS`): only what
     /// a client needs to be limited.
-    fn data_router(&self, admin: String) -> Router {
+    fn data_router(&self, admin: String) -> api::Front {
         let router = api::data_router(Arc::clone(&self.limiter), admin);
         let router = match &self.envoy {
             Some((envoy, _)) => router
@@ -190,7 +192,8 @@ impl App {
                 .merge(envoy::health::routes(Arc::clone(envoy))),
             None => router,
         };
-        web::auth::authenticate(router, Arc::clone(&self.limiter))
+        let router = web::auth::authenticate(router, Arc::clone(&self.limiter));
+        api::Front::new(router, Arc::clone(&self.limiter))
     }
 
     /// The operators' routes: buckets, policies, metrics, the console, `/rlconfig`.

@@ -42,7 +42,11 @@ pub(super) async fn check(State(limiter): State<Arc<Limiter>>, request: Request)
 
 /// The check in `body`, decided and answered.
 async fn decide(limiter: &Limiter, body: Body) -> Response {
-    let request = match body::read(body).await.and_then(|b| CheckRequest::parse(&b)) {
+    let body = match body::read(body).await {
+        Ok(body) => body,
+        Err(problem) => return problem.into_response(),
+    };
+    let request = match CheckRequest::parse(&body) {
         Ok(request) => request,
         Err(problem) => return problem.into_response(),
     };

@@ -7,11 +7,14 @@
 //! or plain-text error page.
 
 mod check;
+mod front;
 mod health;
 mod policies;
 pub mod request;
 mod settle;
 pub mod top;
+
+pub use front::Front;
 
 use std::sync::Arc;
 

@@ -8,6 +8,7 @@
 //! The body is read as a JSON object first and each field checked by hand (rather than derived)
 //! because serde's messages name a field for some mistakes and only a line and column for others.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -29,9 +30,10 @@ const INLINE_FIELDS: [&str; 3] = ["capacity", "refill", "period_ms"];
 
 /// A valid check request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckRequest {
-    /// The bucket's key.
-    pub key: String,
+pub struct CheckRequest<'a> {
+    /// The bucket's key: borrowed from the body when it has no escapes (no copy on the hot
+    /// path).
+    pub key: Cow<'a, str>,
     /// The policies.
     pub target: Target,
     /// Tokens to take; 0 peeks.
@@ -45,9 +47,9 @@ pub struct CheckRequest {
 #[serde(deny_unknown_fields)]
 struct Named<'a> {
     #[serde(borrow)]
-    policy: std::borrow::Cow<'a, str>,
+    policy: Cow<'a, str>,
     #[serde(borrow)]
-    key: std::borrow::Cow<'a, str>,
+    key: Cow<'a, str>,
     // Absent is 1; `null` is refused (by the field-by-field reading), not taken as absent.
     #[serde(default = "one")]
     cost: u64,
@@ -57,12 +59,12 @@ fn one() -> u64 {
     1
 }
 
-impl CheckRequest {
+impl CheckRequest<'_> {
     /// Parses and validates `body`.
-    pub fn parse(body: &[u8]) -> Result<CheckRequest, Problem> {
+    pub fn parse(body: &[u8]) -> Result<CheckRequest<'_>, Problem> {
         if let Ok(named) = serde_json::from_slice::<Named<'_>>(body) {
             return Ok(CheckRequest {
-                key: named.key.into_owned(),
+                key: named.key,
                 target: Target::Named {
                     names: vec![named.policy.into_owned()],
                     listed: false,
@@ -86,7 +88,7 @@ impl CheckRequest {
             ));
         }
 
-        let key = key(&fields)?;
+        let key = Cow::Owned(key(&fields)?);
         if let Some(target) = named(&fields)? {
             let cost = match (&target, fields.get("cost")) {
                 (Target::Named { names, .. }, Some(Value::Object(each))) => {

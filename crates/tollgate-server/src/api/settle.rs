@@ -30,11 +30,14 @@ pub(super) async fn reserve(
     grant: Option<Extension<Grant>>,
     body: Body,
 ) -> Response {
-    let CheckRequest { key, target, cost } =
-        match body::read(body).await.and_then(|b| CheckRequest::parse(&b)) {
-            Ok(request) => request,
-            Err(problem) => return problem.into_response(),
-        };
+    let body = match body::read(body).await {
+        Ok(body) => body,
+        Err(problem) => return problem.into_response(),
+    };
+    let CheckRequest { key, target, cost } = match CheckRequest::parse(&body) {
+        Ok(request) => request,
+        Err(problem) => return problem.into_response(),
+    };
     let listed = target.listed();
     let ask = Ask {
         target,

@@ -66,8 +66,9 @@ impl Outcome {
     /// policy is a shadow, they show the most restrictive shadow as the allowed answer it is
     /// (`retry_after` 0), with no policy to put in headers.
     pub fn shown(&self) -> Shown<'_> {
-        let enforced: Vec<&Part> = self.parts.iter().filter(|p| !p.entry.shadow).collect();
-        if enforced.is_empty() {
+        // Walked again rather than collected: this runs for every answer.
+        let enforced = || self.parts.iter().filter(|p| !p.entry.shadow);
+        let Some(first) = enforced().next() else {
             // `parts` is never empty: a request names at least one policy.
             let tightest = self
                 .parts
@@ -84,17 +85,16 @@ impl Outcome {
                     tightest.decision.reset_after(),
                 ),
             };
-        }
-        let allowed = enforced.iter().all(|p| p.decision.allowed());
+        };
+        let allowed = enforced().all(|p| p.decision.allowed());
         let pick = if allowed {
-            enforced.iter().min_by_key(|p| p.decision.remaining())
+            enforced().min_by_key(|p| p.decision.remaining())
         } else {
-            enforced
-                .iter()
+            enforced()
                 .filter(|p| !p.decision.allowed())
                 .max_by_key(|p| p.decision.retry_after())
         };
-        let part = pick.copied().unwrap_or(enforced[0]);
+        let part = pick.unwrap_or(first);
         Shown {
             entry: Some(&part.entry),
             decision: part.decision,
@@ -142,12 +142,14 @@ impl Limiter {
             return Err(e);
         }
         let enforced_allow = !enforced_deny(&rounds.denied);
-        let decisions = rounds.decided().ok_or_else(|| {
-            DecideError::Unavailable("the store answered no decision for a policy".to_owned())
-        })?;
+        if rounds.decisions.iter().any(Option::is_none) {
+            return Err(DecideError::Unavailable(
+                "the store answered no decision for a policy".to_owned(),
+            ));
+        }
         let parts: Vec<Part> = entries
             .into_iter()
-            .zip(decisions)
+            .zip(rounds.decisions.iter().flatten().copied())
             .enumerate()
             .map(|(i, (entry, decision))| {
                 let shadow_denied = entry.shadow && !decision.allowed() && enforced_allow;

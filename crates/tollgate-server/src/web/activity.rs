@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::Request;
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
@@ -73,35 +73,55 @@ impl Drop for InFlight {
 /// The router, with each request recorded in the connection's [`Activity`] and its body
 /// bounded by the request timeout.
 #[derive(Clone)]
-pub(super) struct Tracked {
-    pub(super) router: Router,
+pub(super) struct Tracked<S> {
+    pub(super) router: S,
     pub(super) activity: Arc<Activity>,
     pub(super) stall: Duration,
     /// The connection's TCP peer, whose failed authentications are counted.
     pub(super) peer: Peer,
 }
 
-impl Service<http::Request<Incoming>> for Tracked {
+impl<S> Service<http::Request<Incoming>> for Tracked<S>
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible>,
+    S::Future: Unpin,
+{
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = Tracking<S::Future>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
+    fn call(&mut self, request: http::Request<Incoming>) -> Tracking<S::Future> {
         let in_flight = self.activity.begin();
         let stall = self.stall;
         let mut request = request.map(|body| Body::new(Stalling::new(body, stall)));
         request.extensions_mut().insert(self.peer);
         // A router is always ready.
-        let answer = self.router.call(request);
-        Box::pin(async move {
-            let response = answer.await;
-            drop(in_flight);
-            response
-        })
+        Tracking {
+            answer: self.router.call(request),
+            in_flight: Some(in_flight),
+        }
+    }
+}
+
+/// A request's answer, the request in flight until it is given (a future of its own rather
+/// than a boxed `async` block: one allocation less a request).
+pub(super) struct Tracking<F> {
+    answer: F,
+    in_flight: Option<InFlight>,
+}
+
+impl<F: Future<Output = Result<Response, Infallible>> + Unpin> Future for Tracking<F> {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let response = std::task::ready!(Pin::new(&mut this.answer).poll(cx));
+        this.in_flight = None;
+        Poll::Ready(response)
     }
 }
 

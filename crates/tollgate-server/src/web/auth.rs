@@ -32,7 +32,13 @@ const OPEN: [&str; 3] = ["/healthz", "/readyz", "/healthcheck"];
 /// `router`, each request authenticated by `limiter`'s tokens first; the [`Grant`] it gets is
 /// in the request's extensions for [`require`] (and handlers) to read.
 pub fn authenticate(router: Router, limiter: Arc<Limiter>) -> Router {
-    router.layer(Gate(Authenticate(limiter)))
+    router.layer(authentication(limiter))
+}
+
+/// The layer [`authenticate`] puts around each route, for a service answered before the
+/// router (`POST /v1/check`'s).
+pub fn authentication(limiter: Arc<Limiter>) -> Gate<Authenticate> {
+    Gate(Authenticate(limiter))
 }
 
 /// Refuses a request unless its [`Grant`] allows `scope`; `.layer(require(Scope::Admin))` on

@@ -8,11 +8,11 @@
 //! ([`frame_flood`](crate::net::frame_flood)). A connection over a cap is answered `503` (gRPC:
 //! `UNAVAILABLE`) and closed.
 
+use std::convert::Infallible;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, header};
 use axum::response::IntoResponse;
@@ -22,6 +22,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower_layer::Layer as _;
+use tower_service::Service;
 
 use super::activity::{Activity, Tracked};
 use super::peer::Peer;
@@ -64,13 +66,17 @@ impl Listener {
 use super::parse_error::ProblemOnParseError;
 use super::problems::Problems;
 
-/// Serves `router` on `listener` until `shutdown` is cancelled, then stops accepting and
-/// returns once the requests in flight are answered.
-pub async fn serve(
-    listener: Listener,
-    router: Router,
-    shutdown: CancellationToken,
-) -> io::Result<()> {
+/// Serves `router` (an axum [`Router`](axum::Router), or a service that answers before one)
+/// on `listener` until `shutdown` is cancelled, then stops accepting and returns once the
+/// requests in flight are answered.
+pub async fn serve<S>(listener: Listener, router: S, shutdown: CancellationToken) -> io::Result<()>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + Unpin + 'static,
+{
     let Listener {
         mut acceptor,
         limits,
@@ -78,8 +84,9 @@ pub async fn serve(
     } = listener;
     let builder = Arc::new(builder(&limits));
     // Every error answer a problem: the endpoints' own, the extractors' rejections, and
-    // (rewritten on the way out) the answers hyper gives requests it cannot parse.
-    let router = router.layer(Problems);
+    // (rewritten on the way out) the answers hyper gives requests it cannot parse. Around the
+    // whole service, not on each route (`Router::layer`), where it would box once more.
+    let router = Problems.layer(router);
     let tasks = TaskTracker::new();
     loop {
         let accepted = tokio::select! {
@@ -128,15 +135,21 @@ fn builder(limits: &ConnLimits) -> Builder<TokioExecutor> {
 
 /// Serves one connection until it ends, it is silent or idle too long, it is too old, or the
 /// server stops.
-async fn connection(
+async fn connection<S>(
     admitted: Admitted,
     builder: Arc<Builder<TokioExecutor>>,
-    router: Router,
+    router: S,
     limits: ConnLimits,
     tls: Option<Arc<Tls>>,
     shutdown: CancellationToken,
     timed_out: prometheus::IntCounter,
-) {
+) where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + Unpin + 'static,
+{
     let started = Instant::now();
     let Admitted {
         stream,
