@@ -75,17 +75,17 @@ end
 local tonumber, max, ceil, floor, format = tonumber, math.max, math.ceil, math.floor, string.format
 local type, sub, match = type, string.sub, string.match
 
--- The policies' numbers, and each policy's as the tail of a bucket's value, "<t> <tau>" (the
--- client writes them in plain decimal, as this script writes a bucket), by which a bucket
--- written under one of them is recognised without converting its numbers: Lua 5.1's tonumber
--- runs strtod twice on a string, and a bucket's three numbers were 6 of them, a tenth of the
--- script's instructions per decision. An arithmetic coercion runs it once.
-local t, tau, tail, tails = {}, {}, {}, {}
+-- The policies' numbers, and (`tails[p]`) each policy's as the tail of a bucket's value,
+-- "<t> <tau>" (the client writes them in plain decimal, as this script writes a bucket), by
+-- which (`tails[tail]` is p) a bucket written under one of them is recognised without
+-- converting its numbers: Lua 5.1's tonumber runs strtod twice on a string, and a bucket's
+-- three numbers were 6 of them, a tenth of the script's instructions per decision. An
+-- arithmetic coercion runs it once.
+local t, tau, tails = {}, {}, {}
 local a = 3
 for p = 1, ARGV[2] + 0 do
-  t[p], tau[p] = ARGV[a] + 0, ARGV[a + 1] + 0
-  tail[p] = ARGV[a] .. ' ' .. ARGV[a + 1]
-  tails[tail[p]] = p
+  local tail = ARGV[a] .. ' ' .. ARGV[a + 1]
+  t[p], tau[p], tails[p], tails[tail] = ARGV[a] + 0, ARGV[a + 1] + 0, tail, p
   a = a + 2
 end
 
@@ -157,8 +157,9 @@ end
 -- Per bucket: `tat[k]`, its state as decided so far (-1: garbage), and `was[k]` as read: it
 -- was taken from when the two differ (a take only ever moves its state forward); `tl[k]`, the
 -- tail of the numbers it counts in while they are a policy's (false: other numbers, then in
--- `ut[k]` and `utau[k]`; nil: absent, as any numbers). The tables only some calls need are
--- made when one does.
+-- `ut[k]` and `utau[k]`). An absent bucket is full, as under any numbers: under the first
+-- policy's, so that the common call never rebases it (nor could it: its tat, 0, is past). The
+-- tables only some calls need are made when one does.
 local tat, was, tl = {}, {}, {}
 local garbage, moved, ut, utau
 local furthest = now + 4503599627370496 -- 2^52 µs
@@ -173,13 +174,13 @@ for k = 1, nkeys do
     raw = read_first[k]
   end
   if raw ~= last then
-    last, v, t1, tau1, l = raw, 0, 0, 0, nil
+    last, v, t1, tau1, l = raw, 0, 0, 0, tails[1]
     if raw then
       -- The usual value: a policy's own numbers after the tat.
       local at = match(raw, '^(%d+) ')
       local p = at and tails[sub(raw, #at + 2)]
       if p then
-        v, t1, tau1, l = at + 0, t[p], tau[p], tail[p]
+        v, l = at + 0, tails[p]
       else
         local a, b, c = match(raw, '^(%d+) (%d+) (%d+)$')
         v, t1, tau1, l = tonumber(a), tonumber(b), tonumber(c), false
@@ -205,27 +206,22 @@ for k = 1, nkeys do
   tat[k], was[k], tl[k] = v, v, l
 end
 
--- Bucket k as a bucket of policy p, when it counts in other numbers or none: rebased if in
--- other numbers, from now on in p's.
+-- Bucket k as a bucket of policy p, when it counts in other numbers: rebased, and from then on
+-- in p's.
 local function under(k, p)
-  local from, t1, tau1 = tl[k], false, false
+  local from, t1, tau1 = tl[k]
   if from then
     local q = tails[from]
     t1, tau1 = t[q], tau[q]
-  elseif from == false then
+  else
     t1, tau1 = ut[k], utau[k]
   end
   local tp, taup = t[p], tau[p]
-  if t1 and (t1 ~= tp or tau1 ~= taup) and tat[k] > now then
+  if (t1 ~= tp or tau1 ~= taup) and tat[k] > now then
     moved = moved or {}
     tat[k], moved[k] = rebase(now, tat[k], t1, tau1, tp, taup), true
   end
-  tl[k] = tail[p]
-end
-
--- A garbage key expires as a bucket of its policy would at its emptiest.
-local function expire(k, taup)
-  garbage[k] = max(garbage[k], ceil(2 * taup / 1000) + slack)
+  tl[k] = tails[p]
 end
 
 -- `d` counts the decisions, `o` the reply's numbers.
@@ -250,7 +246,7 @@ while a <= n do
       k, p, cost = ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0
       a = a + 4
     end
-    local tp, taup, tailp = t[p], tau[p], tail[p]
+    local tp, taup, tailp = t[p], tau[p], tails[p]
     if step == 0 and tat[k] >= 0 then
       -- A hot bucket's decisions (cost 1), its state kept in a local between them.
       if tl[k] ~= tailp then
@@ -258,7 +254,8 @@ while a <= n do
       end
       local v = tat[k]
       for _ = 0, r do
-        local new = max(v, now) + tp
+        -- max(v, now) + tp, without a call.
+        local new = (v > now and v or now) + tp
         d = d + 1
         if new - now <= taup then
           v = new
@@ -274,7 +271,8 @@ while a <= n do
         local v = tat[k]
         d = d + 1
         if v < 0 then
-          expire(k, taup)
+          -- A garbage key expires as a bucket of its policy would at its emptiest.
+          garbage[k] = max(garbage[k], ceil(2 * taup / 1000) + slack)
           o = o + 1
           out[o] = -d
         else
@@ -284,7 +282,7 @@ while a <= n do
           end
           -- A peek (cost 0) takes nothing and is never denied.
           if cost > 0 then
-            local new = max(v, now) + cost * tp
+            local new = (v > now and v or now) + cost * tp
             if new - now <= taup then
               tat[k] = new
             else
@@ -305,10 +303,10 @@ while a <= n do
       a = a + 3
       local new = 0
       if tat[k] < 0 then
-        expire(k, tau[p])
+        garbage[k] = max(garbage[k], ceil(2 * tau[p] / 1000) + slack)
         all, spoilt = false, true
       else
-        if tl[k] ~= tail[p] then
+        if tl[k] ~= tails[p] then
           under(k, p)
         end
         new = max(tat[k], now) + cost * t[p]
