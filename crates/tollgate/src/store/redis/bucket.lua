@@ -207,7 +207,8 @@ for k = 1, nkeys do
 end
 
 -- Bucket k as a bucket of policy p, when it counts in other numbers: rebased, and from then on
--- in p's.
+-- in p's. (`rebase` is made by `rebaser`, script.rs, when a call first needs it.)
+local rebase
 local function under(k, p)
   local from, t1, tau1 = tl[k]
   if from then
@@ -218,7 +219,7 @@ local function under(k, p)
   end
   local tp, taup = t[p], tau[p]
   if (t1 ~= tp or tau1 ~= taup) and tat[k] > now then
-    moved = moved or {}
+    moved, rebase = moved or {}, rebase or rebaser()
     tat[k], moved[k] = rebase(now, tat[k], t1, tau1, tp, taup), true
   end
   tl[k] = tails[p]
