@@ -337,6 +337,7 @@ end
 -- `SET ... PX`); a value and a TTL are formatted once for a run of buckets left alike (a batch
 -- of users whose buckets were full: now + t each).
 local value, value_v, value_tl, ttl_s, ttl
+local call = redis.call -- looked up once, not at every write
 for k = 1, nkeys do
   local v = tat[k]
   if v ~= was[k] or moved and moved[k] then
@@ -351,7 +352,7 @@ for k = 1, nkeys do
           ttl, ttl_s = left, format('%d', left)
         end
       end
-      redis.call('PSETEX', keys[b + k], ttl_s, value)
+      call('PSETEX', keys[b + k], ttl_s, value)
     elseif v <= now then
       -- Rebased to full: as a key never seen.
       redis.call('DEL', keys[b + k])

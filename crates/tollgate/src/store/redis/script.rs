@@ -99,9 +99,9 @@ end
 const REBASE: &str = include_str!("rebase.lua");
 
 /// `bucket.lua` takes `rebase.lua` inside a function, `rebaser()`, which makes `rebase` when a
-/// call first needs it: a script's text runs as one function per call, so its closures are made
-/// on every call, and those two (with what they capture) cost a call about 4,000 instructions
-/// that few calls need.
+/// call first needs it: a script's text runs as one function per call, so the closures at its
+/// top are made on every call, and these two (with what they capture) would cost every call
+/// what few calls need (docs/performance.md has the count).
 const REBASER: &str = "local function rebaser()
 ";
 const REBASER_END: &str = "return rebase
@@ -265,6 +265,7 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
             guess.refused();
         }
         if keys_as == Keys::Declared {
+            // An absent bucket is read with no numbers.
             let absent = plan
                 .lone
                 .iter()
