@@ -19,10 +19,11 @@ fn reset(port: u16) {
     redis_cmd(port, &[b"CONFIG", b"RESETSTAT"]).unwrap();
 }
 
-/// `SET` and `MGET` commands run on `port` since its statistics were reset.
+/// Writes (`SET`, and `PSETEX`, which writes a decided bucket) and `MGET` commands run on
+/// `port` since its statistics were reset.
 fn sets_and_reads(port: u16) -> (u64, u64) {
     (
-        command_calls(port, "set").unwrap(),
+        command_calls(port, "set").unwrap() + command_calls(port, "psetex").unwrap(),
         command_calls(port, "mget").unwrap(),
     )
 }

@@ -1,9 +1,9 @@
 -- tollgate's token-bucket script: the hot path of decide.lua, for calls whose checks are all
 -- token buckets. A port of gcra.rs reduced to what only Redis can do: read every bucket once,
--- decide in order, write what changed. It answers with the states it read and one flag per
--- decision; the client replays the same decisions with gcra.rs itself to get remaining, retry
--- and reset, and refuses the reply if its replay disagrees with a flag. So Redis spends its
--- time on nothing the client could do, and there is one implementation of the answers.
+-- decide in order, write what changed. It answers with the values it read and the decisions
+-- it did not take; the client replays the same decisions with gcra.rs itself to get remaining,
+-- retry and reset, and refuses the reply if its replay disagrees. So Redis spends its time on
+-- nothing the client could do, and there is one implementation of the answers.
 --
 -- Its prelude (script.rs) names the buckets `keys[b + 1]` to `keys[b + nkeys]`, and `last` the
 -- index of ARGV[last] (S, below): the buckets are KEYS on one Redis (b = 0); per cluster node,
@@ -17,8 +17,8 @@
 --          value (or one of another type, which MGET reads as missing and the first charge
 --          overwrites) is a key never seen. A value this version never writes (not three whole
 --          numbers, a tat more than 2^52 µs, 142 years, past now, t = 0, t or tau of 2^52) is
---          garbage: the decisions on it take nothing and answer 2 (the client reports them
---          incompatible), the others go on, and the key is given the TTL of a bucket of its
+--          garbage: the decisions on it take nothing and are answered so (the client reports
+--          them incompatible), the others go on, and the key is given the TTL of a bucket of its
 --          policy at its emptiest (2 tau: a capacity in debt) unless it expires sooner, so it
 --          goes away like any bucket.
 -- ARGV[1]  "" to read Redis's clock (TIME), or a time in microseconds (tests inject time).
@@ -41,14 +41,16 @@
 --          when a later read fails (a key the node does not serve): the call then wrote nothing.
 -- (Every number is a string Redis hands to Lua, and Lua 5.1's tonumber runs strtod on it twice
 -- (`+ 0` once): the encoding sends and converts each as few times as it can, and a bucket
--- written under a policy's numbers is read by its tat alone (`tails`, below). In a batch of single checks, each is a quarter
--- of the script's time when sent as four numbers. The Lua around a new user's `SET`, timed in
--- Lua 5.1 alone, was 1.6 µs before the script kept to one pass over the buckets and, in a batch
--- of new users, three tables grown to their number (of six), and 1.0 µs after.)
+-- written under a policy's numbers is read by its tat alone (`tails`, below). In a batch of
+-- single checks, each is a quarter of the script's time when sent as four numbers. Every table,
+-- closure and string the script makes costs Redis hundreds of instructions, its garbage
+-- collection included, which runs inside the calls: what a call needs rarely is made only when
+-- it does, and a batch's alike values are converted and formatted once.)
 --
--- Returns { now (negated when this Redis cannot take first), the state read of each key as three
--- numbers (tat, t, tau: 0 0 0 when absent, -1 0 0 when garbage), then per decision 1 when it was allowed and taken, 2 when it names a
--- garbage key, else 0 }.
+-- Returns { now (negated when this Redis cannot take first), then the value read of each key as
+-- it was (nil when absent, -1 when garbage), then the decisions not taken, in order: d when the
+-- d-th decision was denied, -d when it names a garbage key }: the client parses the values it
+-- replays from, and a decision left out was taken.
 --
 -- Integers only: Lua numbers are doubles, exact below 2^53; the caller refuses tau >= 2^52, and
 -- now ≈ 1.8e15 µs, so tat + cost × t <= now + 2 tau stays exact this century.
@@ -58,11 +60,11 @@ local now
 -- TTLs get a minute of slack; TTLs only free memory, they never decide.
 local slack = 0
 if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
+  now = ARGV[1] + 0
   slack = 60000
 else
   local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  now = time[1] * 1000000 + time[2]
 end
 -- Past 2^52 µs (2112), now + tau would leave the doubles' exact range: refused (script.rs).
 if now > 4503599627370495 then
@@ -72,103 +74,60 @@ end
 
 local tonumber, max, ceil, floor, format = tonumber, math.max, math.ceil, math.floor, string.format
 local type, sub, match = type, string.sub, string.match
--- `was` holds the tat read of key k, and `tat` its state as decided so far: a bucket was taken
--- from when the two differ (a take only ever moves its state forward), or rebased when
--- `moved`. `ut` and `utau` are the numbers its tat counts in (false: absent, as any numbers).
-local out = { now }
-local tat, was, ut, utau, moved, garbage = {}, {}, {}, {}, {}, {}
 
--- The policies' numbers, and each policy's as the tail of a bucket's value, "<t> <tau>" (the
--- client writes them in plain decimal, as this script writes a bucket), by which a bucket
--- written under one of them is recognised without converting its numbers: Lua 5.1's tonumber
--- runs strtod twice on a string, and a bucket's three numbers were 6 of them, a tenth of the
--- script's instructions per decision. An arithmetic coercion runs it once.
-local t, tau, tail, tails = {}, {}, {}, {}
+-- The policies' numbers, and (`tails[p]`) each policy's as the tail of a bucket's value,
+-- "<t> <tau>" (the client writes them in plain decimal, as this script writes a bucket), by
+-- which (`tails[tail]` is p) a bucket written under one of them is recognised without
+-- converting its numbers: Lua 5.1's tonumber runs strtod twice on a string, and a bucket's
+-- three numbers were 6 of them, a tenth of the script's instructions per decision. An
+-- arithmetic coercion runs it once.
+local t, tau, tails = {}, {}, {}
 local a = 3
-for p = 1, tonumber(ARGV[2]) do
-  t[p], tau[p] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  tail[p] = ARGV[a] .. ' ' .. ARGV[a + 1]
-  tails[tail[p]] = p
+for p = 1, ARGV[2] + 0 do
+  local tail = ARGV[a] .. ' ' .. ARGV[a + 1]
+  t[p], tau[p], tails[p], tails[tail] = ARGV[a] + 0, ARGV[a + 1] + 0, tail, p
   a = a + 2
 end
 
--- Reads key k's value (`false` when absent). `tl` holds the tail of its value while it counts
--- in a policy's numbers (false: to be written out whole).
-local tl = {}
-local furthest = now + 4503599627370496 -- 2^52 µs
-local function read(k, raw)
-  local v, t1, tau1 = 0, false, false
-  if raw then
-    -- The usual value: a policy's own numbers after the tat.
-    local at = match(raw, '^(%d+) ')
-    local p = at and tails[sub(raw, #at + 2)]
-    if p then
-      v, t1, tau1, tl[k] = at + 0, t[p], tau[p], tail[p]
-      if v > furthest then
-        garbage[k], v, t1, tau1, tl[k] = 0, -1, false, false, false
-      end
-    else
-      local a, b, c = match(raw, '^(%d+) (%d+) (%d+)$')
-      v, t1, tau1 = tonumber(a), tonumber(b), tonumber(c)
-      if not v or v > furthest or t1 == 0 or t1 >= 4503599627370496 or tau1 >= 4503599627370496 then
-        garbage[k], v, t1, tau1 = 0, -1, false, false
-      end
-    end
-  end
-  tat[k], was[k], ut[k], utau[k] = v, v, t1, tau1
-  out[3 * k - 1], out[3 * k], out[3 * k + 1] = v, t1 or 0, tau1 or 0
-end
-
--- Bucket k as a bucket of policy p: rebased if it counts in other numbers.
-local function under(k, p)
-  local t1, tp, taup = ut[k], t[p], tau[p]
-  if t1 ~= tp or utau[k] ~= taup then
-    if t1 and tat[k] > now then
-      tat[k], moved[k] = rebase(now, tat[k], t1, utau[k], tp, taup), true
-    end
-    ut[k], utau[k], tl[k] = tp, taup, tail[p]
-  end
-end
-
 local n = last
-local first = tonumber(ARGV[n])
+local first = ARGV[n] + 0
 local alike = first < 0
 if alike then
   first, n = -first, n - 2
 else
   n = n - first - 1
 end
--- The buckets taken first: the value each was created with, by key index.
-local written = {}
+-- The buckets taken first: what each `SET ... NX GET` read (false: absent, or of another
+-- type), and the value each was created with.
+local read_first, written = {}, {}
 local function take_back(err)
   for k in pairs(written) do
     redis.call('DEL', keys[b + k])
   end
   return err
 end
-local prev, created, created_s, ttl_s
+local prev, created, created_s, ttl_s, refused
 for k = 1, first do
   local take = ARGV[alike and n + 1 or n + k]
   -- Checks alike (most of a batch) take alike: their arguments are formatted once.
   if take ~= prev then
     prev = take
-    local took, t, tau = match(take, '^(%d+) (%d+ %d+)$')
-    took = tonumber(took)
+    local took, numbers = match(take, '^(%d+) (%d+ %d+)$')
+    took = took + 0
     created = now + took
-    created_s, ttl_s = format('%d %s', created, t), format('%d', ceil(took / 1000) + slack)
+    created_s, ttl_s = format('%d %s', created, numbers), format('%d', ceil(took / 1000) + slack)
   end
   local got = redis.pcall('SET', keys[b + k], created_s, 'NX', 'GET', 'PX', ttl_s)
   if got == false then
     -- Absent: decided from a full bucket, under its check's numbers.
-    read(k, false)
-    written[k] = created
+    read_first[k], written[k] = false, created
   elseif type(got) == 'string' then
-    read(k, got)
+    read_first[k] = got
   else
     local err = type(got) == 'table' and got.err
     if err and sub(err, 1, 9) == 'WRONGTYPE' then
       -- Of another type: read as missing, as MGET reads it, and overwritten if charged.
-      read(k, false)
+      read_first[k] = false
     elseif err and sub(err, 1, 3) == 'OOM' then
       -- Over maxmemory, Redis refuses a script's writes until its first (so nothing was
       -- created before this one): the rest is read, and only what is charged fails, at its
@@ -179,27 +138,95 @@ for k = 1, first do
       -- Redis before 7.0 refuses NX with GET: every bucket is read below, and a negative time
       -- tells the client not to take first again. (A time injected at 0 would hide it: tests
       -- inject later times.)
-      first, out[1] = 0, -now
+      first, refused = 0, true
       break
     else
       return take_back(got)
     end
   end
 end
+local out = { refused and -now or now }
 -- `read_rest` comes before this text (script.rs): one MGET for every other bucket, as each
 -- redis.call costs Redis more than the read itself; batched per cluster node, an MGET per
 -- bucket (one command may not span slots). Every bucket is read before it is decided.
-local failed = read_rest(first + 1, read)
-if failed then
-  return take_back(failed)
+local got, shift = read_rest(first + 1)
+if got.err then
+  return take_back(got)
 end
 
--- A garbage key expires as a bucket of its policy would at its emptiest.
-local function expire(k, taup)
-  garbage[k] = max(garbage[k], ceil(2 * taup / 1000) + slack)
+-- Per bucket: `tat[k]`, its state as decided so far (-1: garbage), and `was[k]` as read: it
+-- was taken from when the two differ (a take only ever moves its state forward); `tl[k]`, the
+-- tail of the numbers it counts in while they are a policy's (false: other numbers, then in
+-- `ut[k]` and `utau[k]`). An absent bucket is full, as under any numbers: under the first
+-- policy's, so that the common call never rebases it (nor could it: its tat, 0, is past). The
+-- tables only some calls need are made when one does.
+local tat, was, tl = {}, {}, {}
+local garbage, moved, ut, utau
+local furthest = now + 4503599627370496 -- 2^52 µs
+-- A value equal to the one before it (a batch of users last written by one call, all full) is
+-- not parsed again: Lua's strings are interned, so the test compares two pointers.
+local last, v, t1, tau1, l = 0
+for k = 1, nkeys do
+  local raw
+  if k > first then
+    raw = got[k - shift]
+  else
+    raw = read_first[k]
+  end
+  if raw ~= last then
+    last, v, t1, tau1, l = raw, 0, 0, 0, tails[1]
+    if raw then
+      -- The usual value: a policy's own numbers after the tat.
+      local at = match(raw, '^(%d+) ')
+      local p = at and tails[sub(raw, #at + 2)]
+      if p then
+        v, l = at + 0, tails[p]
+      else
+        local a, b, c = match(raw, '^(%d+) (%d+) (%d+)$')
+        v, t1, tau1, l = tonumber(a), tonumber(b), tonumber(c), false
+        if t1 == 0 or t1 and (t1 >= 4503599627370496 or tau1 >= 4503599627370496) then
+          v = nil
+        end
+      end
+      if not v or v > furthest then
+        v, l = -1, nil
+      end
+    end
+  end
+  if v < 0 then
+    garbage = garbage or {}
+    garbage[k], out[1 + k] = 0, -1
+  else
+    out[1 + k] = raw
+    if l == false then
+      ut, utau = ut or {}, utau or {}
+      ut[k], utau[k] = t1, tau1
+    end
+  end
+  tat[k], was[k], tl[k] = v, v, l
 end
 
-local o = #out
+-- Bucket k as a bucket of policy p, when it counts in other numbers: rebased, and from then on
+-- in p's. (`rebase` is made by `rebaser`, script.rs, when a call first needs it.)
+local rebase
+local function under(k, p)
+  local from, t1, tau1 = tl[k]
+  if from then
+    local q = tails[from]
+    t1, tau1 = t[q], tau[q]
+  else
+    t1, tau1 = ut[k], utau[k]
+  end
+  local tp, taup = t[p], tau[p]
+  if (t1 ~= tp or tau1 ~= taup) and tat[k] > now then
+    moved, rebase = moved or {}, rebase or rebaser()
+    tat[k], moved[k] = rebase(now, tat[k], t1, tau1, tp, taup), true
+  end
+  tl[k] = tails[p]
+end
+
+-- `d` counts the decisions, `o` the reply's numbers.
+local d, o = 0, 1 + nkeys
 -- The client's numbers are plain decimals: `+ 0` converts them, once each (see `tails`).
 while a <= n do
   local m = ARGV[a] + 0
@@ -220,39 +247,49 @@ while a <= n do
       k, p, cost = ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0
       a = a + 4
     end
-    local tp, taup = t[p], tau[p]
-    if step == 0 and not garbage[k] then
+    local tp, taup, tailp = t[p], tau[p], tails[p]
+    if step == 0 and tat[k] >= 0 then
       -- A hot bucket's decisions (cost 1), its state kept in a local between them.
-      under(k, p)
+      if tl[k] ~= tailp then
+        under(k, p)
+      end
       local v = tat[k]
       for _ = 0, r do
-        local new = max(v, now) + tp
-        o = o + 1
+        -- max(v, now) + tp, without a call.
+        local new = (v > now and v or now) + tp
+        d = d + 1
         if new - now <= taup then
           v = new
-          out[o] = 1
         else
-          out[o] = 0
+          o = o + 1
+          out[o] = d
         end
       end
       tat[k] = v
     else
       for i = 0, r do
         local k = k + i * step
-        o = o + 1
-        if garbage[k] then
-          expire(k, taup)
-          out[o] = 2
+        local v = tat[k]
+        d = d + 1
+        if v < 0 then
+          -- A garbage key expires as a bucket of its policy would at its emptiest.
+          garbage[k] = max(garbage[k], ceil(2 * taup / 1000) + slack)
+          o = o + 1
+          out[o] = -d
         else
-          under(k, p)
-          local new = max(tat[k], now) + cost * tp
-          if cost == 0 then
-            out[o] = 1
-          elseif new - now <= taup then
-            tat[k] = new
-            out[o] = 1
-          else
-            out[o] = 0
+          if tl[k] ~= tailp then
+            under(k, p)
+            v = tat[k]
+          end
+          -- A peek (cost 0) takes nothing and is never denied.
+          if cost > 0 then
+            local new = (v > now and v or now) + cost * tp
+            if new - now <= taup then
+              tat[k] = new
+            else
+              o = o + 1
+              out[o] = d
+            end
           end
         end
       end
@@ -266,11 +303,13 @@ while a <= n do
       local k, p, cost = ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0
       a = a + 3
       local new = 0
-      if garbage[k] then
-        expire(k, tau[p])
+      if tat[k] < 0 then
+        garbage[k] = max(garbage[k], ceil(2 * tau[p] / 1000) + slack)
         all, spoilt = false, true
       else
-        under(k, p)
+        if tl[k] ~= tails[p] then
+          under(k, p)
+        end
         new = max(tat[k], now) + cost * t[p]
         if cost > 0 and new - now > tau[p] then
           all = false
@@ -286,19 +325,34 @@ while a <= n do
         end
       end
     end
-    o = o + 1
-    out[o] = spoilt and 2 or all and 1 or 0
+    d = d + 1
+    if not all then
+      o = o + 1
+      out[o] = spoilt and -d or d
+    end
   end
 end
 
+-- Each bucket taken from or rebased is written once, with `PSETEX` (one argument fewer than
+-- `SET ... PX`); a value and a TTL are formatted once for a run of buckets left alike (a batch
+-- of users whose buckets were full: now + t each).
+local value, value_v, value_tl, ttl_s, ttl
+local call = redis.call -- looked up once, not at every write
 for k = 1, nkeys do
   local v = tat[k]
-  if v ~= was[k] or moved[k] then
+  if v ~= was[k] or moved and moved[k] then
     -- A bucket taken first was written with what its only check took.
     if v > now and v ~= written[k] then
-      local ttl = ceil((v - now) / 1000) + slack
-      local value = tl[k] and format('%d %s', v, tl[k]) or format('%d %d %d', v, ut[k], utau[k])
-      redis.call('SET', keys[b + k], value, 'PX', format('%d', ttl))
+      local tk = tl[k]
+      if v ~= value_v or tk ~= value_tl then
+        value_v, value_tl = v, tk
+        value = format('%d %s', v, tk)
+        local left = ceil((v - now) / 1000) + slack
+        if left ~= ttl then
+          ttl, ttl_s = left, format('%d', left)
+        end
+      end
+      call('PSETEX', keys[b + k], ttl_s, value)
     elseif v <= now then
       -- Rebased to full: as a key never seen.
       redis.call('DEL', keys[b + k])
@@ -306,7 +360,7 @@ for k = 1, nkeys do
   elseif written[k] then
     -- Created for a decision that did not take: absent again, as it was.
     redis.call('DEL', keys[b + k])
-  elseif garbage[k] and garbage[k] > 0 then
+  elseif garbage and garbage[k] and garbage[k] > 0 then
     -- Left as it is for whoever wants to look, but never for longer than a bucket lives.
     local left = redis.call('PTTL', keys[b + k])
     if left < 0 or left > garbage[k] then

@@ -28,20 +28,27 @@ pub(crate) fn check_now(now: Nanos) -> Result<(), CheckError> {
     Ok(())
 }
 
-/// `bucket.lua`'s prelude on one Redis: its buckets are `KEYS`; `read_rest` reads those it did
-/// not take first (from `from` on) with one `MGET`, as they share one slot; one for every 4096
-/// of them, as Lua's `unpack` gives at most about 8,000 values (`LUAI_MAXCSTACK`: beyond, "too
-/// many results to unpack", which a batch of that many buckets would meet: `max_batch` is the
-/// user's to set).
+/// `bucket.lua`'s prelude on one Redis: its buckets are `KEYS`; `read_rest(from)` reads those it
+/// did not take first (from `from` on) with one `MGET`, as they share one slot, and returns the
+/// values and where they start (key `k`'s is `got[k - shift]`); one `MGET` for every 4096 of
+/// them, as Lua's `unpack` gives at most about 8,000 values (`LUAI_MAXCSTACK`: beyond, "too many
+/// results to unpack", which a batch of that many buckets would meet: `max_batch` is the user's
+/// to set).
 const BUCKET_DECLARED: &str = "local keys, b, nkeys, last = KEYS, 0, #KEYS, #ARGV
-local function read_rest(from, read)
+local function read_rest(from)
+  if from > nkeys then
+    return {}, 0
+  elseif nkeys - from < 4096 then
+    return redis.call('MGET', unpack(keys, from, nkeys)), from - 1
+  end
+  local got = {}
   for i = from, nkeys, 4096 do
-    local j = math.min(i + 4095, nkeys)
-    local got = redis.call('MGET', unpack(keys, i, j))
-    for k = i, j do
-      read(k, got[k - i + 1])
+    local part = redis.call('MGET', unpack(keys, i, math.min(i + 4095, nkeys)))
+    for j = 1, #part do
+      got[i - from + j] = part[j]
     end
   end
+  return got, from - 1
 end
 ";
 
@@ -71,23 +78,35 @@ end
 /// a key of another type reads as missing, as in one `MGET`). A bucket the node does not serve
 /// is an error, which `read_rest` returns and `bucket.lua` answers after taking back what it
 /// took first.
-const BUCKET_PER_NODE: &str = "local nkeys = tonumber(ARGV[#ARGV])
+const BUCKET_PER_NODE: &str = "local nkeys = ARGV[#ARGV] + 0
 local last = #ARGV - 1 - nkeys
 local keys, b = ARGV, last
-local function read_rest(from, read)
+local function read_rest(from)
+  local got = {}
   for i = from, nkeys do
-    local got = redis.pcall('MGET', keys[b + i])
-    if got.err then
-      return got
+    local one = redis.pcall('MGET', keys[b + i])
+    if one.err then
+      return one
     end
-    read(i, got[1])
+    got[i] = one[1]
   end
+  return got, 0
 end
 ";
 
 /// `rebase.lua`: a token bucket's state carried to new numbers, which every script that reads
 /// token buckets runs before deciding on one (a port of `Gcra::rebase_in`).
 const REBASE: &str = include_str!("rebase.lua");
+
+/// `bucket.lua` takes `rebase.lua` inside a function, `rebaser()`, which makes `rebase` when a
+/// call first needs it: a script's text runs as one function per call, so the closures at its
+/// top are made on every call, and these two (with what they capture) would cost every call
+/// what few calls need (docs/performance.md has the count).
+const REBASER: &str = "local function rebaser()
+";
+const REBASER_END: &str = "return rebase
+end
+";
 
 /// How a call names its buckets in a cluster.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,9 +137,13 @@ impl Scripts {
         let bucket = include_str!("bucket.lua");
         Scripts {
             general: Script::new(&format!("{REBASE}{decide}")),
-            bucket: Script::new(&format!("{BUCKET_DECLARED}{REBASE}{bucket}")),
+            bucket: Script::new(&format!(
+                "{BUCKET_DECLARED}{REBASER}{REBASE}{REBASER_END}{bucket}"
+            )),
             general_node: Script::new(&format!("{PER_NODE}{COPY_KEYS}{REBASE}{decide}")),
-            bucket_node: Script::new(&format!("{PER_NODE}{BUCKET_PER_NODE}{REBASE}{bucket}")),
+            bucket_node: Script::new(&format!(
+                "{PER_NODE}{BUCKET_PER_NODE}{REBASER}{REBASE}{REBASER_END}{bucket}"
+            )),
             settle: Script::new(&format!("{REBASE}{}", include_str!("settle.lua"))),
             wait: None,
         }
@@ -234,25 +257,25 @@ pub(crate) async fn run<D: AsRef<[Encoded]>>(
             Err(e) if keys_as == Keys::PerNode && is_not_local(&e) => return Ok(None),
             reply => reply.map_err(store_error)?,
         };
-    let mut numbers = numbers(reply)?;
     if buckets_only {
-        if let Some(now) = numbers.first_mut().filter(|now| **now < 0) {
+        let mut read = Read::new(reply, plan.keys.len())?;
+        if read.now < 0 {
             // The script could not take first (see `bucket.lua`): it read as before.
-            *now = -*now;
+            read.now = -read.now;
             guess.refused();
         }
         if keys_as == Keys::Declared {
-            // A state of 0: the bucket was absent.
+            // An absent bucket is read with no numbers.
             let absent = plan
                 .lone
                 .iter()
-                .filter(|&&(k, _)| numbers.get(3 * k + 1) == Some(&0))
+                .filter(|&&(k, _)| matches!(read.states.get(k), Some(Some((_, None)))))
                 .count();
             guess.learn(absent, plan.lone.len() - absent);
         }
-        replay(&numbers, decisions, plan.keys.len(), &plan.slots)
+        replay(read, decisions, &plan.slots)
     } else {
-        parse(&numbers, decisions)
+        parse(&numbers(reply)?, decisions)
     }
     .map(|replies| Some(unsure(replies, short)))
 }
@@ -509,8 +532,7 @@ impl Run {
     }
 }
 
-/// The script's reply: a flat array of integers (all non-negative but `bucket.lua`'s time, which
-/// it negates to say it could not take first).
+/// `decide.lua`'s reply: a flat array of integers, none negative.
 fn numbers(reply: Value) -> Result<Vec<i64>, StoreError> {
     let Value::Array(items) = reply else {
         return Err(malformed("not an array"));
@@ -559,45 +581,106 @@ fn parse<D: AsRef<[Encoded]>>(numbers: &[i64], decisions: &[D]) -> Result<Vec<Re
     Ok(replies)
 }
 
+/// A bucket's state as `bucket.lua` read it: its tat and the numbers it counts in (none when
+/// absent), or `None` when garbage.
+type State = Option<(Nanos, Option<Gcra>)>;
+
+/// `bucket.lua`'s reply, read.
+struct Read {
+    /// Its time in µs, negated when it could not take first.
+    now: i64,
+    /// Per bucket, what it read.
+    states: Vec<State>,
+    /// The decisions it did not take, counting from 1, in order: `d` denied, `-d` naming a
+    /// garbage key.
+    not_taken: Vec<i64>,
+}
+
+impl Read {
+    /// Reads the reply of a call on `keys` buckets.
+    fn new(reply: Value, keys: usize) -> Result<Read, StoreError> {
+        let Value::Array(items) = reply else {
+            return Err(malformed("not an array"));
+        };
+        if items.len() <= keys {
+            return Err(malformed("too short"));
+        }
+        let mut items = items.into_iter();
+        let Some(Value::Int(now)) = items.next() else {
+            return Err(malformed("no time"));
+        };
+        let states = items
+            .by_ref()
+            .take(keys)
+            .map(|value| match value {
+                Value::Nil => Ok(Some((Nanos::ZERO, None))),
+                Value::Int(-1) => Ok(None),
+                Value::BulkString(bytes) => state(&bytes).map(Some),
+                _ => Err(malformed("a state neither a value nor absent")),
+            })
+            .collect::<Result<_, _>>()?;
+        let not_taken = items
+            .map(|value| match value {
+                Value::Int(d) => Ok(d),
+                _ => Err(malformed("not an integer")),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Read {
+            now,
+            states,
+            not_taken,
+        })
+    }
+}
+
+/// A bucket's value as `bucket.lua` read it, "<tat> <t> <tau>" in µs, which it found to be
+/// three whole numbers, t not 0 and every one below 2^53.
+fn state(value: &[u8]) -> Result<(Nanos, Option<Gcra>), StoreError> {
+    let mut numbers = value.split(|&b| b == b' ').map(|n| {
+        std::str::from_utf8(n)
+            .ok()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u64>().ok())
+            .and_then(micros)
+    });
+    match (
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+    ) {
+        (Some(Some(tat)), Some(Some(t)), Some(Some(tau)), None) if t > Nanos::ZERO => {
+            Ok((tat, Some(Gcra::from_parts(t, tau))))
+        }
+        _ => Err(malformed("a bucket's value")),
+    }
+}
+
+/// A time the script answered in µs, in nanoseconds.
+fn micros(us: u64) -> Option<Nanos> {
+    us.checked_mul(1000).map(Nanos::new)
+}
+
 /// Replays `bucket.lua`'s decisions with [`Gcra`] from the states it read, at its `now`: the
-/// same integers in nanoseconds instead of microseconds, so the same decisions, which its flags
-/// confirm one by one.
+/// same integers in nanoseconds instead of microseconds, so the same decisions, which what it
+/// says it did not take confirms one by one.
 fn replay<D: AsRef<[Encoded]>>(
-    numbers: &[i64],
+    read: Read,
     decisions: &[D],
-    keys: usize,
     slots: &[usize],
 ) -> Result<Vec<Reply>, StoreError> {
-    let micros = |us: u64| {
-        us.checked_mul(1000)
-            .map(Nanos::new)
-            .ok_or_else(|| malformed("time out of range"))
-    };
-    let (&now, rest) = numbers.split_first().ok_or_else(|| malformed("empty"))?;
-    let now = micros(whole(now)?)?;
-    if rest.len() != 3 * keys + decisions.len() {
-        return Err(malformed("wrong length"));
-    }
-    let (read, flags) = rest.split_at(3 * keys);
-    // Per key its tat and the numbers it counts in (0 0 0 when absent); a garbage value reads
-    // as -1: no state.
-    let mut tats: Vec<Option<(Nanos, Option<Gcra>)>> = read
-        .chunks_exact(3)
-        .map(|state| match *state {
-            [-1, ..] => Ok(None),
-            [tat, t, tau] => {
-                let under = match (whole(t)?, whole(tau)?) {
-                    (0, _) => None,
-                    (t, tau) => Some(Gcra::from_parts(micros(t)?, micros(tau)?)),
-                };
-                Ok(Some((micros(whole(tat)?)?, under)))
-            }
-            _ => Err(malformed("a state of three numbers")),
-        })
-        .collect::<Result<_, _>>()?;
+    let now = micros(whole(read.now)?).ok_or_else(|| malformed("time out of range"))?;
+    let mut tats = read.states;
+    let mut not_taken = read.not_taken.into_iter().peekable();
     let mut slots = slots.iter();
     let mut replies = Vec::with_capacity(decisions.len());
-    for (checks, &flag) in decisions.iter().map(AsRef::as_ref).zip(flags) {
+    for (d, checks) in (1..).zip(decisions.iter().map(AsRef::as_ref)) {
+        // 1 taken, 0 denied, 2 naming a garbage key, as the script says.
+        let flag = match not_taken.next_if(|&n| n == d || n == -d) {
+            None => 1,
+            Some(n) if n > 0 => 0,
+            Some(_) => 2,
+        };
         let slots: Vec<usize> = slots.by_ref().take(checks.len()).copied().collect();
         if let Some((check, _)) = checks.iter().zip(&slots).find(|&(_, &k)| tats[k].is_none()) {
             if flag != 2 {
@@ -643,6 +726,9 @@ fn replay<D: AsRef<[Encoded]>>(
             decided.push(decision);
         }
         replies.push(Reply::decided(decided, holds));
+    }
+    if not_taken.next().is_some() {
+        return Err(malformed("a decision past the call's"));
     }
     Ok(replies)
 }
@@ -776,6 +862,70 @@ mod tests {
         assert_eq!(args.len(), 8 + tail.len() + 8);
         assert_eq!(args[3], args[8 + tail.len()], "the first key, declared");
         assert_eq!(args.last().map(String::as_str), Some("7"));
+    }
+
+    #[test]
+    fn a_value_read_is_three_whole_numbers_in_microseconds() {
+        let (tat, gcra) = state(b"1500 100 1000").unwrap();
+        assert_eq!(tat, Nanos::new(1_500_000));
+        let numbers = Gcra::from_parts(Nanos::new(100_000), Nanos::new(1_000_000));
+        assert_eq!(gcra, Some(numbers));
+        let refused: [&[u8]; 8] = [
+            b"1 0 5",
+            b"1 2",
+            b"1 2 3 4",
+            b"1 2 3 ",
+            b"a 2 3",
+            b"+1 2 3",
+            b"1  2 3",
+            b"18446744073709551615 1 1",
+        ];
+        for value in refused {
+            assert!(
+                state(value).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(value)
+            );
+        }
+    }
+
+    /// Decisions the script left out were taken: the replay must agree with each, and with
+    /// the end of the list.
+    #[test]
+    fn the_replay_holds_the_script_to_the_decisions_it_says_it_did_not_take() {
+        let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+        let decisions = vec![
+            vec![Encoded::new(&Check::new(policy, b"alice", 1)).unwrap()],
+            vec![Encoded::new(&Check::new(policy, b"bob", 1)).unwrap()],
+        ];
+        let now: i64 = 5_000_000;
+        // Alice absent; bob's bucket empty (tat = now + tau, t = 100 ms, tau = 1 s).
+        let read = |not_taken: Vec<i64>| Read {
+            now,
+            states: vec![
+                Some((Nanos::ZERO, None)),
+                Some(state(format!("{} 100000 1000000", now + 1_000_000).as_bytes()).unwrap()),
+            ],
+            not_taken,
+        };
+        let replies = replay(read(vec![2]), &decisions, &[0, 1]).unwrap();
+        assert!(replies[0].verdict.allowed());
+        assert_eq!(replies[0].verdict.decisions()[0].remaining(), 9);
+        assert!(!replies[1].verdict.allowed());
+        for wrong in [vec![], vec![1], vec![1, 2], vec![-2], vec![2, 3]] {
+            assert!(
+                replay(read(wrong.clone()), &decisions, &[0, 1]).is_err(),
+                "{wrong:?}"
+            );
+        }
+        // A garbage bucket's decision is answered as such, and only when the script says so.
+        let garbage = |not_taken| Read {
+            states: vec![Some((Nanos::ZERO, None)), None],
+            ..read(not_taken)
+        };
+        let replies = replay(garbage(vec![-2]), &decisions, &[0, 1]).unwrap();
+        assert!(replies[1].garbage.is_some());
+        assert!(replay(garbage(vec![2]), &decisions, &[0, 1]).is_err());
     }
 
     #[test]
