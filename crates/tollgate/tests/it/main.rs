@@ -42,6 +42,7 @@ mod redis_runs;
 mod redis_sentinel;
 mod redis_take_first;
 mod redis_windows;
+mod redis_writes;
 mod shared_store;
 mod store_config;
 mod store_refused;

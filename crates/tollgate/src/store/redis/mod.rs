@@ -7,10 +7,12 @@
 //! sliding-window log and the sliding-window counter. Several checks of one decision, whatever
 //! their algorithms, are decided all or nothing in that one script run. Calls whose checks are
 //! all token buckets (the common case) run `bucket.lua` instead, the same GCRA cut down to what
-//! only Redis can do (read every bucket in one `MGET`, decide in order, write what changed, say
-//! which decisions passed); the client replays those decisions with the same pure function to
-//! answer remaining, retry and reset, and refuses a reply its replay disagrees with. Time is Redis's own `TIME`, so every process sharing
-//! the Redis shares one clock; periods and windows are rounded up to whole microseconds
+//! only Redis can do (read every bucket in one `MGET`, decide in order, write what changed, and
+//! answer the values it read and the decisions it did not take); the client replays those
+//! decisions from the values read with the same pure function to answer remaining, retry and
+//! reset, and refuses a reply its replay disagrees with. Time is Redis's own `TIME`, so every
+//! process sharing the Redis shares one clock; periods and windows are rounded up to whole
+//! microseconds
 //! (the emission interval and the period rounded up to whole microseconds), so rounding only
 //! under-grants.
 //!
