@@ -928,6 +928,93 @@ mod tests {
         assert!(replay(garbage(vec![2]), &decisions, &[0, 1]).is_err());
     }
 
+    /// The raw reply: nil is absent, -1 garbage, a bulk string a value; anything else, or a
+    /// reply too short for its keys, is refused as incompatible.
+    #[test]
+    fn a_reply_is_read_state_by_state() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let reply = |states: Vec<Value>, not_taken: Vec<Value>| {
+            let mut items = vec![Value::Int(7)];
+            items.extend(states);
+            items.extend(not_taken);
+            Value::Array(items)
+        };
+        let states = vec![Value::Nil, Value::Int(-1), bulk("12 3 30")];
+        let read = Read::new(reply(states.clone(), vec![Value::Int(-2)]), 3).unwrap();
+        assert_eq!(read.now, 7);
+        assert_eq!(read.states.len(), 3);
+        assert_eq!(read.states[0], Some((Nanos::ZERO, None)));
+        assert_eq!(read.states[1], None);
+        let Some((tat, Some(under))) = read.states[2] else {
+            panic!("a value with its numbers");
+        };
+        assert_eq!(tat, Nanos::new(12_000));
+        assert_eq!(
+            under,
+            Gcra::from_parts(Nanos::new(3_000), Nanos::new(30_000))
+        );
+        assert_eq!(read.not_taken, [-2]);
+        // Nothing left out: every decision was taken.
+        assert!(
+            Read::new(reply(states.clone(), vec![]), 3)
+                .unwrap()
+                .not_taken
+                .is_empty()
+        );
+        let refused = [
+            // A state of another type; garbage is -1 and nothing else.
+            reply(vec![Value::Int(5)], vec![]),
+            reply(vec![Value::Int(-2)], vec![]),
+            reply(vec![Value::SimpleString("12 3 30".into())], vec![]),
+            reply(vec![bulk("12 3")], vec![]),
+            // Too short for its key, or no time first.
+            reply(vec![], vec![]),
+            Value::Array(vec![Value::Nil, Value::Nil]),
+            Value::Int(7),
+            // A not-taken entry that is not an integer.
+            reply(vec![Value::Nil], vec![bulk("1")]),
+        ];
+        for reply in refused {
+            let Err(e) = Read::new(reply.clone(), 1) else {
+                panic!("{reply:?} read");
+            };
+            assert_eq!(e.kind(), crate::ErrorKind::Incompatible, "{reply:?}");
+        }
+    }
+
+    /// A value written under other numbers (another capacity, another rate) is rebased into
+    /// the check's before its decision, as `bucket.lua` rebased it, from the numbers the value
+    /// itself carries.
+    #[test]
+    fn the_replay_rebases_a_value_written_under_other_numbers() {
+        // t = 100 ms, tau = 1 s; the value: t = 200 ms, tau = 4 s, two tokens left of 20.
+        let policy = Policy::token_bucket(10, 10, Duration::from_secs(1)).unwrap();
+        let decisions = vec![vec![
+            Encoded::new(&Check::new(policy, b"alice", 1)).unwrap(),
+        ]];
+        let now: i64 = 5_000_000;
+        let read = Read {
+            now,
+            states: vec![Some(
+                state(format!("{} 200000 4000000", now + 3_600_000).as_bytes()).unwrap(),
+            )],
+            not_taken: vec![],
+        };
+        let replies = replay(read, &decisions, &[0]).unwrap();
+        let at = Nanos::new(5_000_000_000);
+        let from = Gcra::from_parts(Nanos::new(200_000_000), Nanos::new(4_000_000_000));
+        let gcra = Gcra::new(&policy);
+        let tat = gcra.rebase_in(&from, Nanos::new(8_600_000_000), at, MICROSECOND);
+        // Two tokens left of 10 (read as is, 3.6 s of backlog would be past its tau: denied).
+        assert_eq!(tat, Nanos::new(5_800_000_000));
+        let expected = gcra.decide(tat, at, 1).unwrap().decision(true);
+        let decision = replies[0].verdict.decisions()[0];
+        assert!(decision.allowed());
+        assert_eq!(decision.remaining(), 1);
+        assert_eq!(decision.remaining(), expected.remaining());
+        assert_eq!(decision.reset_after(), expected.reset_after());
+    }
+
     #[test]
     fn a_full_run_is_sent_and_the_next_decision_starts_another() {
         let mut cmd = Cmd::new();
