@@ -25,7 +25,7 @@ pub enum Approach {
     Multi,
     /// Optimistic locking with `WATCH` / `MULTI` / `EXEC`.
     Watch,
-    /// Not a limiter: the floor of a batched script (`TIME`, one `MGET`, a `SET ... PX` a
+    /// Not a limiter: the floor of a batched script (`TIME`, one `MGET`, a `PSETEX` a
     /// decision, a fixed answer), batched as tollgate's store batches. What any script that
     /// reads and writes a bucket per decision costs Redis.
     Floor,

@@ -1,5 +1,5 @@
 //! The floor beside tollgate's script: `floor.lua` (`TIME`, one `MGET` of a batch's buckets,
-//! one `SET ... PX` a bucket, a fixed reply), batched as tollgate's store batches on one Redis.
+//! one `PSETEX` a bucket, a fixed reply), batched as tollgate's store batches on one Redis.
 //!
 //! Its Redis time per decision is what any script that reads and writes a bucket a decision
 //! pays, with the decisions batched alike; tollgate's beyond it is its script's own body. It

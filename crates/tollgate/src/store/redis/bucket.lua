@@ -33,19 +33,20 @@
 --          r < 2^26 (a bucket from 2^24 on goes in the long form, M = 1).
 -- ARGV[last] S, and before it S strings "<took> <t> <tau>": what the only check of each of
 --          buckets 1 to S takes (cost × t), and its policy's numbers; or -S and one string, when
---          they all take the same (a batch of checks alike, the common case). Those buckets are *taken first*: written at once with
---          `SET ... NX GET`, as if absent, which reads and writes a new bucket (a user not seen
---          for a while, the common case) in one command instead of two; a bucket that exists
---          is only read by it and decided as the others. A bucket so created whose decision
---          does not take (another bucket of it denied) is deleted again, and so is every one
---          when a later read fails (a key the node does not serve): the call then wrote nothing.
+--          they all take the same (a batch of checks alike, the common case). Those buckets
+--          are *taken first*: written at once with `SET ... NX GET`, as if absent, which reads
+--          and writes a new bucket (a user not seen for a while, the common case) in one
+--          command instead of two; a bucket that exists is only read by it and decided as the
+--          others. A bucket so created whose decision does not take (another bucket of it
+--          denied) is deleted again, and so is every one when a later read fails (a key the
+--          node does not serve): the call then wrote nothing.
 -- (Every number is a string Redis hands to Lua, and Lua 5.1's tonumber runs strtod on it twice
 -- (`+ 0` once): the encoding sends and converts each as few times as it can, and a bucket
--- written under a policy's numbers is read by its tat alone (`tails`, below). In a batch of
--- single checks, each is a quarter of the script's time when sent as four numbers. Every table,
--- closure and string the script makes costs Redis hundreds of instructions, its garbage
--- collection included, which runs inside the calls: what a call needs rarely is made only when
--- it does, and a batch's alike values are converted and formatted once.)
+-- written under a policy's numbers is read by its tat alone (`tails`, below). Every table,
+-- closure and string the script makes costs Redis instructions, its garbage collection
+-- included, which runs inside the calls: what a call needs rarely is made only when it does,
+-- and a batch's alike values are converted and formatted once. docs/performance.md, "Redis",
+-- has the counts.)
 --
 -- Returns { now (negated when this Redis cannot take first), then the value read of each key as
 -- it was (nil when absent, -1 when garbage), then the decisions not taken, in order: d when the
@@ -78,9 +79,9 @@ local type, sub, match = type, string.sub, string.match
 -- The policies' numbers, and (`tails[p]`) each policy's as the tail of a bucket's value,
 -- "<t> <tau>" (the client writes them in plain decimal, as this script writes a bucket), by
 -- which (`tails[tail]` is p) a bucket written under one of them is recognised without
--- converting its numbers: Lua 5.1's tonumber runs strtod twice on a string, and a bucket's
--- three numbers were 6 of them, a tenth of the script's instructions per decision. An
--- arithmetic coercion runs it once.
+-- converting its numbers: Lua 5.1's tonumber runs strtod twice on a string, six times for a
+-- bucket's three numbers (docs/performance.md counts them). An arithmetic coercion runs it
+-- once.
 local t, tau, tails = {}, {}, {}
 local a = 3
 for p = 1, ARGV[2] + 0 do
@@ -155,7 +156,7 @@ if got.err then
 end
 
 -- Per bucket: `tat[k]`, its state as decided so far (-1: garbage), and `was[k]` as read: it
--- was taken from when the two differ (a take only ever moves its state forward); `tl[k]`, the
+-- was taken from or rebased when the two differ (`moved[k]` marks a rebase); `tl[k]`, the
 -- tail of the numbers it counts in while they are a policy's (false: other numbers, then in
 -- `ut[k]` and `utau[k]`). An absent bucket is full, as under any numbers: under the first
 -- policy's, so that the common call never rebases it (nor could it: its tat, 0, is past). The
@@ -164,8 +165,9 @@ local tat, was, tl = {}, {}, {}
 local garbage, moved, ut, utau
 local furthest = now + 4503599627370496 -- 2^52 µs
 -- A value equal to the one before it (a batch of users last written by one call, all full) is
--- not parsed again: Lua's strings are interned, so the test compares two pointers.
-local last, v, t1, tau1, l = 0
+-- not parsed again: Lua's strings are interned, so the test compares two pointers. (`seen`, not
+-- the prelude's `last`, which is an index of ARGV.)
+local seen, v, t1, tau1, l = 0
 for k = 1, nkeys do
   local raw
   if k > first then
@@ -173,8 +175,8 @@ for k = 1, nkeys do
   else
     raw = read_first[k]
   end
-  if raw ~= last then
-    last, v, t1, tau1, l = raw, 0, 0, 0, tails[1]
+  if raw ~= seen then
+    seen, v, t1, tau1, l = raw, 0, 0, 0, tails[1]
     if raw then
       -- The usual value: a policy's own numbers after the tat.
       local at = match(raw, '^(%d+) ')
@@ -182,8 +184,8 @@ for k = 1, nkeys do
       if p then
         v, l = at + 0, tails[p]
       else
-        local a, b, c = match(raw, '^(%d+) (%d+) (%d+)$')
-        v, t1, tau1, l = tonumber(a), tonumber(b), tonumber(c), false
+        local tat_s, t_s, tau_s = match(raw, '^(%d+) (%d+) (%d+)$')
+        v, t1, tau1, l = tonumber(tat_s), tonumber(t_s), tonumber(tau_s), false
         if t1 == 0 or t1 and (t1 >= 4503599627370496 or tau1 >= 4503599627370496) then
           v = nil
         end
@@ -337,7 +339,7 @@ end
 -- `SET ... PX`); a value and a TTL are formatted once for a run of buckets left alike (a batch
 -- of users whose buckets were full: now + t each).
 local value, value_v, value_tl, ttl_s, ttl
-local call = redis.call -- looked up once, not at every write
+local call = redis.call -- looked up once for the common write, not at every one
 for k = 1, nkeys do
   local v = tat[k]
   if v ~= was[k] or moved and moved[k] then
