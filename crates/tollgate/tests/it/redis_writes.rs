@@ -57,12 +57,13 @@ async fn each_bucket_is_written_as_decided(take_first: bool) {
     let twenty = Policy::token_bucket(4, 1, Duration::from_secs(20)).unwrap();
     if !take_first {
         // Lone buckets that keep existing: the store learns to read them with its one `MGET`.
+        let plenty = every_ten_seconds(100);
         let warm = [
-            Check::new(eight, b"warm", 1).named("a"),
-            Check::new(eight, b"warm", 1).named("b"),
+            Check::new(plenty, b"warm", 1).named("a"),
+            Check::new(plenty, b"warm", 1).named("b"),
         ];
         for _ in 0..40 {
-            store.decide(&warm).await.unwrap();
+            assert!(store.decide(&warm).await.unwrap().allowed());
         }
     }
     let now = clock.now().as_u64() / 1000;
@@ -80,7 +81,8 @@ async fn each_bucket_is_written_as_decided(take_first: bool) {
         )
         .unwrap();
     }
-    // (user, policy, cost, the tat the bucket holds before, in µs; 0 when absent).
+    // (user, policy, cost, the tat the bucket holds before in µs (0: absent), the numbers it was
+    // written under).
     let buckets: [(&str, Policy, u64, u64, Policy); 8] = [
         ("a", four, 1, 0, four),
         ("b", eight, 1, 0, eight),
