@@ -28,7 +28,7 @@ use crate::web::auth::{Authenticate, Gated, Require, authentication};
 type GatedCheck = Gated<Gated<Check, Require>, Authenticate>;
 
 /// A router, with `POST /v1/check` answered before it. `App::router` and
-/// [`super::front`] build one.
+/// [`api::front`](super::front) build one.
 #[derive(Clone)]
 pub struct Front {
     router: Router,
