@@ -10,10 +10,21 @@ use axum::response::{IntoResponse, Response};
 use tollgate::{Decision, headers};
 
 use super::request::CheckRequest;
+use crate::auth::Scope;
 use crate::limiter::{Ask, Entry, Limiter, Outcome};
 use crate::traces;
+use crate::web::auth::{Gate, Require, require};
 use crate::web::body;
 use crate::web::problem::Problem;
+
+/// The check's path: the router's route and the [`super::Front`]'s match.
+pub(super) const PATH: &str = "/v1/check";
+
+/// The check's gate, on the router's route and in the [`super::Front`] alike: the scope
+/// `check` of a request [`crate::web::auth::authenticate`] let in.
+pub(super) fn gate() -> Gate<Require> {
+    require(Scope::Check)
+}
 
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");

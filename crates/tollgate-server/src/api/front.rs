@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -21,27 +21,29 @@ use tower_layer::Layer as _;
 use tower_service::Service;
 
 use super::check;
-use crate::auth::Scope;
 use crate::limiter::Limiter;
-use crate::web::auth::{Authenticate, Gated, Require, authentication, require};
+use crate::web::auth::{Authenticate, Gated, Require, authentication};
 
-/// The path answered before the router.
-const CHECK: &str = "/v1/check";
+/// `POST /v1/check` behind the bearer token and the check's scope, as the router has it.
+type GatedCheck = Gated<Gated<Check, Require>, Authenticate>;
 
-/// A router, with `POST /v1/check` answered before it.
+/// A router, with `POST /v1/check` answered before it. `App::router` and
+/// [`api::front`](super::front) build one.
 #[derive(Clone)]
 pub struct Front {
     router: Router,
-    /// `POST /v1/check` behind the bearer token and the scope `check`, as the router has it.
-    check: Gated<Gated<Check, Require>, Authenticate>,
+    check: GatedCheck,
 }
 
 impl Front {
-    /// `router`, which serves `POST /v1/check` from `limiter` behind [`authentication`] (as
-    /// [`crate::web::auth::authenticate`] layers it) and answers every other request.
-    pub fn new(router: Router, limiter: Arc<Limiter>) -> Front {
+    /// `router`, which serves `POST /v1/check` from `limiter` behind [`authentication`] and
+    /// the check's gate, and answers every other request. That request never reaches
+    /// `router`, whose layers do not apply to it: `router` must be the API's ([`super::router`]
+    /// or [`super::data_router`], with whatever is merged beside it), authenticated by
+    /// `limiter` ([`crate::web::auth::authenticate`]), for the Front to answer as it would.
+    pub(crate) fn new(router: Router, limiter: Arc<Limiter>) -> Front {
         let check = Check(Arc::clone(&limiter));
-        let check = authentication(limiter).layer(require(Scope::Check).layer(check));
+        let check = authentication(limiter).layer(check::gate().layer(check));
         Front { router, check }
     }
 }
@@ -49,25 +51,29 @@ impl Front {
 impl Service<Request> for Front {
     type Response = Response;
     type Error = Infallible;
-    type Future = Answer<<Router as Service<Request>>::Future>;
+    type Future = FrontFuture;
 
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // A router is always ready, and so is the check.
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Either may take the next request, so both are asked (and both are always ready: a
+        // router, and gates around a handler).
+        ready!(Service::<Request>::poll_ready(&mut self.router, cx))?;
+        self.check.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        if request.method() == Method::POST && request.uri().path() == CHECK {
-            Answer::Check(self.check.call(request))
-        } else {
-            Answer::Routed(self.router.call(request))
-        }
+    fn call(&mut self, request: Request) -> FrontFuture {
+        FrontFuture(
+            if request.method() == Method::POST && request.uri().path() == check::PATH {
+                Answer::Check(self.check.call(request))
+            } else {
+                Answer::Routed(self.router.call(request))
+            },
+        )
     }
 }
 
 /// The handler of `POST /v1/check`, as a service.
 #[derive(Clone)]
-pub struct Check(Arc<Limiter>);
+struct Check(Arc<Limiter>);
 
 /// A check's answer: boxed once (the router boxed it at every layer).
 type Checking = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -87,19 +93,29 @@ impl Service<Request> for Check {
     }
 }
 
+/// A [`Front`]'s answer to a request: the check's, or the router's. (A future of its own, not
+/// boxed: one allocation less a request.)
+pub struct FrontFuture(Answer);
+
 /// The check's answer or the router's.
-pub enum Answer<R> {
+// The router's future is the larger: boxing it to even them would cost every other request an
+// allocation, to save a few words of a check's, which lives in its connection's task anyway.
+#[allow(clippy::large_enum_variant)]
+enum Answer {
     /// `POST /v1/check`, through its gates.
-    Check(<Gated<Gated<Check, Require>, Authenticate> as Service<Request>>::Future),
+    Check(<GatedCheck as Service<Request>>::Future),
     /// Any other request.
-    Routed(R),
+    Routed(<Router as Service<Request>>::Future),
 }
 
-impl<R: Future<Output = Result<Response, Infallible>> + Unpin> Future for Answer<R> {
+impl Future for FrontFuture {
     type Output = Result<Response, Infallible>;
 
+    // Inlined into its caller's poll, as the generic future it replaces was (callgrind's
+    // `http_check`: a call less a request).
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
+        match &mut self.get_mut().0 {
             Answer::Check(check) => Pin::new(check).poll(cx),
             Answer::Routed(routed) => Pin::new(routed).poll(cx),
         }
@@ -118,20 +134,37 @@ mod tests {
     use tower::ServiceExt as _;
 
     use super::Front;
+    use crate::auth::{Scope, Secret, Token, Tokens};
     use crate::limiter::Limiter;
+    use crate::web::auth::authenticate;
 
     /// A limiter on a memory store whose clock stands still, so that two of them answer the
-    /// same requests with the same numbers.
+    /// same requests with the same numbers; its tokens: `s-app` may check, `s-ops` only read.
     fn limiter() -> Arc<Limiter> {
         let store = MemoryStore::builder()
             .clock(ManualClock::new(Duration::from_secs(1)))
             .build();
-        Arc::new(Limiter::builder(Arc::new(store)).build().unwrap())
+        let token = |name: &str, scope| {
+            Token::new(
+                name,
+                Secret::new(format!("s-{name}").as_bytes()),
+                [scope].into_iter().collect(),
+            )
+        };
+        let tokens =
+            Tokens::new(vec![token("app", Scope::Check), token("ops", Scope::Read)]).unwrap();
+        Arc::new(
+            Limiter::builder(Arc::new(store))
+                .tokens(tokens)
+                .build()
+                .unwrap(),
+        )
     }
 
-    /// Each request answered by `service`: its status, its headers but `Content-Length` (which
-    /// axum's route sets and hyper sets on the wire when it is missing), and its body.
-    async fn answers<S>(service: S, requests: &[(Method, &str, &str)]) -> Vec<String>
+    /// Each request (method, path, bearer token, body) answered by `service`: its status, its
+    /// headers but `Content-Length` (which axum's route sets and hyper sets on the wire when
+    /// it is missing), and its body.
+    async fn answers<S>(service: S, requests: &[(Method, &str, &str, &str)]) -> Vec<String>
     where
         S: tower_service::Service<
                 Request<Body>,
@@ -140,13 +173,15 @@ mod tests {
             > + Clone,
     {
         let mut answers = Vec::new();
-        for (method, uri, body) in requests {
-            let request = Request::builder()
+        for (method, uri, token, body) in requests {
+            let mut request = Request::builder()
                 .method(method)
                 .uri(*uri)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(body.to_string()))
-                .unwrap();
+                .header(header::CONTENT_TYPE, "application/json");
+            if !token.is_empty() {
+                request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            let request = request.body(Body::from(body.to_string())).unwrap();
             let response = service.clone().oneshot(request).await.unwrap();
             let mut headers: Vec<String> = response
                 .headers()
@@ -162,40 +197,66 @@ mod tests {
         answers
     }
 
-    /// `POST /v1/check` answered before the router is answered as the router answers it:
-    /// allowed, then denied, a query string, a malformed body, a body too long; and what is
-    /// not that request exactly (another method, a trailing slash) is still the router's.
+    /// `POST /v1/check` answered before the router is answered as the authenticated router
+    /// answers it: allowed, allowed with a query string, denied, a malformed body, an unknown
+    /// policy, a body too long; refused without a token, with a wrong one (a strike each),
+    /// with one that may only read; and what is not that request exactly (`HEAD`, `GET`, a
+    /// trailing slash) is still the router's.
     #[tokio::test]
     async fn the_check_before_the_router_answers_as_the_router_does() {
         let bucket = r#"{"key": "k", "capacity": 2, "refill": 1, "period_ms": 60000}"#;
         let long = format!(r#"{{"key": "{}"}}"#, "k".repeat(70_000));
+        let (check, app) = (Method::POST, "s-app");
         let requests = [
-            (Method::POST, "/v1/check", bucket),
-            (Method::POST, "/v1/check?x=1", bucket),
-            (Method::POST, "/v1/check", bucket),
-            (Method::POST, "/v1/check", "{"),
+            (check.clone(), "/v1/check", app, bucket),
+            (check.clone(), "/v1/check?x=1", app, bucket),
+            (check.clone(), "/v1/check", app, bucket),
+            (check.clone(), "/v1/check", app, "{"),
             (
-                Method::POST,
+                check.clone(),
                 "/v1/check",
+                app,
                 r#"{"policy": "nope", "key": "k"}"#,
             ),
-            (Method::POST, "/v1/check", long.as_str()),
-            (Method::GET, "/v1/check", ""),
-            (Method::POST, "/v1/check/", bucket),
+            (check.clone(), "/v1/check", app, long.as_str()),
+            (check.clone(), "/v1/check", "", bucket),
+            (check.clone(), "/v1/check", "s-nobody", bucket),
+            (check.clone(), "/v1/check", "s-ops", bucket),
+            (Method::HEAD, "/v1/check", app, ""),
+            (Method::GET, "/v1/check", app, ""),
+            (check, "/v1/check/", app, bucket),
         ];
-        let router = super::super::router(limiter());
-        let front_limiter = limiter();
-        let front = Front::new(
-            super::super::router(Arc::clone(&front_limiter)),
-            front_limiter,
-        );
+        let router = limiter();
+        let router = authenticate(super::super::router(Arc::clone(&router)), router);
         let by_router = answers(router, &requests).await;
-        let by_front = answers(front, &requests).await;
+        let by_front = answers(super::super::front(limiter()), &requests).await;
         assert_eq!(by_front, by_router);
         let statuses: Vec<&str> = by_front.iter().map(|a| &a[..3]).collect();
         assert_eq!(
             statuses,
-            ["200", "200", "429", "400", "400", "413", "405", "404"]
+            [
+                "200", "200", "429", "400", "400", "413", "401", "401", "403", "405", "405", "404"
+            ]
         );
+    }
+
+    /// The Front's own gates, not the router's, refuse `POST /v1/check`: before an open
+    /// router, it still asks for a token and the scope `check`.
+    #[tokio::test]
+    async fn the_check_is_gated_whatever_the_router() {
+        let limiter = limiter();
+        let front = Front::new(axum::Router::new(), Arc::clone(&limiter));
+        let bucket = r#"{"key": "k", "capacity": 2, "refill": 1, "period_ms": 60000}"#;
+        let requests = [
+            (Method::POST, "/v1/check", "", bucket),
+            (Method::POST, "/v1/check", "s-ops", bucket),
+            (Method::POST, "/v1/check", "s-app", bucket),
+        ];
+        let statuses: Vec<String> = answers(front, &requests)
+            .await
+            .iter()
+            .map(|a| a[..3].to_owned())
+            .collect();
+        assert_eq!(statuses, ["401", "403", "200"]);
     }
 }

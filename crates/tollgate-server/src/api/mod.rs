@@ -14,7 +14,7 @@ pub mod request;
 mod settle;
 pub mod top;
 
-pub use front::Front;
+pub use front::{Front, FrontFuture};
 
 use std::sync::Arc;
 
@@ -25,7 +25,7 @@ use axum::routing::{delete, get, post};
 
 use crate::auth::Scope;
 use crate::limiter::Limiter;
-use crate::web::auth::require;
+use crate::web::auth::{authenticate, require};
 use crate::web::problem::Problem;
 
 /// Every route, for embedding in another axum application, and for the data port when
@@ -38,6 +38,16 @@ pub fn router(limiter: Arc<Limiter>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(limiter)
+}
+
+/// [`router`], authenticated by `limiter`'s tokens ([`authenticate`]), with `POST /v1/check`
+/// answered before it ([`Front`]): the API alone as the server serves it, for
+/// [`crate::web::serve`].
+pub fn front(limiter: Arc<Limiter>) -> Front {
+    Front::new(
+        authenticate(router(Arc::clone(&limiter)), Arc::clone(&limiter)),
+        limiter,
+    )
 }
 
 /// What a client needs to be limited: `/v1/check`, `/v1/reserve`, `/v1/commit`, and the
@@ -62,11 +72,11 @@ pub fn admin_router(limiter: Arc<Limiter>) -> Router {
 
 /// `/v1/check`, `/v1/reserve`, `/v1/commit`, and the health probes.
 fn client_routes() -> Router<Arc<Limiter>> {
-    let check = require(Scope::Check);
+    let decide = require(Scope::Check);
     Router::new()
-        .route("/v1/check", post(check::check).layer(check))
-        .route("/v1/reserve", post(settle::reserve).layer(check))
-        .route("/v1/commit", post(settle::commit).layer(check))
+        .route(check::PATH, post(check::check).layer(check::gate()))
+        .route("/v1/reserve", post(settle::reserve).layer(decide))
+        .route("/v1/commit", post(settle::commit).layer(decide))
         .merge(probes())
 }
 

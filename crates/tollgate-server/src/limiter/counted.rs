@@ -86,13 +86,11 @@ impl Limiter {
         let refunds = self.refund_counted(&counted.refunds).await?;
         let mut rounds = Rounds::new(counted.denied);
         rounds.run(self, &counted.checks, denies).await?;
-        let decisions = rounds.decided().ok_or_else(|| {
-            DecideError::Unavailable("the store answered no decision for a check".to_owned())
-        })?;
         let checks: Vec<CountedCheck> = rounds
             .denied
-            .into_iter()
-            .zip(decisions)
+            .iter()
+            .copied()
+            .zip(rounds.decided()?)
             .map(|(denied, decision)| CountedCheck { denied, decision })
             .collect();
         let top = counted.domain.zip(self.top.as_ref());

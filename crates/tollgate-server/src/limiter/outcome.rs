@@ -142,14 +142,9 @@ impl Limiter {
             return Err(e);
         }
         let enforced_allow = !enforced_deny(&rounds.denied);
-        if rounds.decisions.iter().any(Option::is_none) {
-            return Err(DecideError::Unavailable(
-                "the store answered no decision for a policy".to_owned(),
-            ));
-        }
         let parts: Vec<Part> = entries
             .into_iter()
-            .zip(rounds.decisions.iter().flatten().copied())
+            .zip(rounds.decided()?)
             .enumerate()
             .map(|(i, (entry, decision))| {
                 let shadow_denied = entry.shadow && !decision.allowed() && enforced_allow;

@@ -109,9 +109,15 @@ impl Rounds {
         self.denied[i] || (round > 0 && self.retried_without.get(i) == Some(&true))
     }
 
-    /// The decision of every check, once [`run`](Self::run) settled them; `None` if a
-    /// check has none (the store answered fewer decisions than asked).
-    pub(crate) fn decided(&self) -> Option<Vec<Decision>> {
-        self.decisions.iter().copied().collect()
+    /// The decision of every check, in order, once [`run`](Self::run) settled them; an error
+    /// if a check has none (the store answered fewer decisions than asked). Read in place:
+    /// nothing is allocated on the way to an answer.
+    pub(crate) fn decided(&self) -> Result<impl Iterator<Item = Decision> + '_, DecideError> {
+        if self.decisions.iter().any(Option::is_none) {
+            return Err(DecideError::Unavailable(
+                "the store answered no decision for a check".to_owned(),
+            ));
+        }
+        Ok(self.decisions.iter().flatten().copied())
     }
 }

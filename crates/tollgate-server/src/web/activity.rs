@@ -70,11 +70,11 @@ impl Drop for InFlight {
     }
 }
 
-/// The router, with each request recorded in the connection's [`Activity`] and its body
-/// bounded by the request timeout.
+/// The served service (a router, or an `api::Front` before one), with each request
+/// recorded in the connection's [`Activity`] and its body bounded by the request timeout.
 #[derive(Clone)]
 pub(super) struct Tracked<S> {
-    pub(super) router: S,
+    pub(super) service: S,
     pub(super) activity: Arc<Activity>,
     pub(super) stall: Duration,
     /// The connection's TCP peer, whose failed authentications are counted.
@@ -90,8 +90,10 @@ where
     type Error = Infallible;
     type Future = Tracking<S::Future>;
 
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // hyper's adapter polls the clone it then calls (`oneshot`), so the inner service is
+        // asked on that same clone before each call, as its contract wants.
+        self.service.poll_ready(cx)
     }
 
     fn call(&mut self, request: http::Request<Incoming>) -> Tracking<S::Future> {
@@ -99,9 +101,8 @@ where
         let stall = self.stall;
         let mut request = request.map(|body| Body::new(Stalling::new(body, stall)));
         request.extensions_mut().insert(self.peer);
-        // A router is always ready.
         Tracking {
-            answer: self.router.call(request),
+            answer: self.service.call(request),
             in_flight: Some(in_flight),
         }
     }

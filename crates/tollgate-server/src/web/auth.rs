@@ -1,9 +1,11 @@
 //! Authentication over HTTP, for the API and Envoy's `/json` and `/rlconfig` alike: every
-//! request but `/healthz`, `/readyz` and `/healthcheck` shows `Authorization: Bearer <secret>` once `[auth]`
-//! has tokens ([`authenticate`], around the whole router), and each route asks for the scope
-//! it needs ([`require`], on the route). A missing or wrong token is a `401` with
-//! `WWW-Authenticate: Bearer`, a token without the scope a `403`, an address that failed too
-//! often a `429` with `Retry-After` ([`crate::auth::Strikes`]), all problem+json.
+//! request but `/healthz`, `/readyz` and `/healthcheck` shows `Authorization: Bearer <secret>`
+//! once `[auth]` has tokens ([`authenticate`], around the whole router), and each route asks
+//! for the scope it needs ([`require`], on the route); `POST /v1/check`, answered before the
+//! router (`api::Front`), goes through the same two gates of its own. A missing or
+//! wrong token is a `401` with `WWW-Authenticate: Bearer`, a token without the scope a `403`,
+//! an address that failed too often a `429` with `Retry-After` ([`crate::auth::Strikes`]), all
+//! problem+json.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -25,11 +25,17 @@ pub async fn read(mut body: Body) -> Result<Bytes, Problem> {
         let Ok(data) = frame.into_data() else {
             continue;
         };
+        // An empty chunk adds nothing, and joining it would copy the body for nothing: over
+        // HTTP/2 a client that streams its body often ends it with an empty DATA frame.
+        if data.is_empty() {
+            continue;
+        }
         len += data.len();
         if len > MAX_BODY_BYTES {
             return Err(Problem::body_too_large(MAX_BODY_BYTES));
         }
         read = match read {
+            // No chunk yet (every chunk taken is non-empty).
             Read::One(first) if first.is_empty() => Read::One(data),
             Read::One(first) => {
                 let mut joined = BytesMut::with_capacity(len);

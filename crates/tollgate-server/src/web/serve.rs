@@ -66,9 +66,14 @@ impl Listener {
 use super::parse_error::ProblemOnParseError;
 use super::problems::Problems;
 
-/// Serves `router` (an axum [`Router`](axum::Router), or a service that answers before one)
+/// Serves `router` (an axum [`Router`](axum::Router), or an `api::Front` before one)
 /// on `listener` until `shutdown` is cancelled, then stops accepting and returns once the
 /// requests in flight are answered.
+///
+/// Any tower service will do: each request is given to a clone of `router`, whose
+/// `poll_ready` is called before its `call`, as tower's contract wants. Its future must be
+/// `Unpin`, as it is polled in place, without a box: a service whose future is an `async`
+/// block boxes it (`Box::pin`).
 pub async fn serve<S>(listener: Listener, router: S, shutdown: CancellationToken) -> io::Result<()>
 where
     S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
@@ -170,7 +175,7 @@ async fn connection<S>(
     };
     let activity = Arc::new(Activity::new(started));
     let service = Tracked {
-        router,
+        service: router,
         activity: Arc::clone(&activity),
         stall: limits.request_timeout,
         peer: Peer(peer),

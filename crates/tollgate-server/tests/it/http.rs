@@ -50,7 +50,8 @@ impl Server {
             tollgate_server::net::limits::HTTP,
             limiter.metrics(),
         );
-        tokio::spawn(web::serve(listener, api::router(limiter), shutdown.clone()));
+        // As the server serves it: `POST /v1/check` answered before the router.
+        tokio::spawn(web::serve(listener, api::front(limiter), shutdown.clone()));
         Server {
             addr,
             clock,
@@ -291,6 +292,44 @@ async fn unknown_paths_and_methods_are_problems_too() {
         .unwrap();
     assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(json_of(wrong).await["status"], 405);
+}
+
+/// A `HEAD` whose answer the problem layer rewrites (a path that is not UTF-8 once decoded:
+/// axum's plain-text `400`) is the `GET`'s problem without a body, over HTTP/1 and over
+/// HTTP/2, whose client takes a `HEAD`'s body for a protocol error.
+#[tokio::test]
+async fn a_head_rewritten_as_a_problem_has_no_body() {
+    let server = Server::start().await;
+    let url = format!("http://{}/v1/buckets/api/%FF", server.addr);
+    let get = server.client.get(&url).send().await.unwrap();
+    assert_eq!(get.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        header(&get, "content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(json_of(get).await["status"], 400);
+
+    let head = server.client.head(&url).send().await.unwrap();
+    assert_eq!(head.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        header(&head, "content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(header(&head, "content-length"), None);
+    assert!(head.bytes().await.unwrap().is_empty());
+
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut sender = h2.ready().await.unwrap();
+    let request = axum::http::Request::head(&url).body(()).unwrap();
+    let (answer, _) = sender.send_request(request, true).unwrap();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(answer.headers()["content-type"], "application/problem+json");
+    assert_eq!(answer.headers().get("content-length"), None);
+    // A DATA frame would be an error here (h2 holds a `HEAD`'s answer to no body).
+    assert!(answer.into_body().data().await.is_none());
 }
 
 #[tokio::test]
