@@ -121,14 +121,7 @@ async fn without_keys_the_keyed_variant_is_left_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_over_tls_is_measured_beside_itself_in_plaintext() {
     let out = tempfile::tempdir().unwrap();
-    let args = HttpBenchArgs {
-        seconds: 0.3,
-        rounds: 2,
-        connections: 4,
-        keys: 20,
-        warmup: 0.0,
-        out: out.path().to_owned(),
-    };
+    let args = two_short_rounds(out.path());
     let report = run_http_with(&args, &[Variant::ServerTls, Variant::Server])
         .await
         .unwrap();
@@ -172,14 +165,7 @@ async fn the_server_over_tls_is_measured_beside_itself_in_plaintext() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_is_measured_beside_its_json_floors() {
     let out = tempfile::tempdir().unwrap();
-    let args = HttpBenchArgs {
-        seconds: 0.3,
-        rounds: 2,
-        connections: 4,
-        keys: 20,
-        warmup: 0.0,
-        out: out.path().to_owned(),
-    };
+    let args = two_short_rounds(out.path());
     let variants = [
         Variant::Bare,
         Variant::BareJson,
@@ -332,4 +318,17 @@ async fn full_run() {
     eprintln!("written to {}", args.out.display());
     let goals = report.goals();
     assert_eq!(goals[2].met, Some(true), "{goals:?}");
+}
+
+/// Two rounds of 0.3 s on 4 connections over 20 keys, no warm-up, the report written to `out`:
+/// the server's tests, which run its variants beside their references.
+fn two_short_rounds(out: &std::path::Path) -> HttpBenchArgs {
+    HttpBenchArgs {
+        seconds: 0.3,
+        rounds: 2,
+        connections: 4,
+        keys: 20,
+        warmup: 0.0,
+        out: out.to_owned(),
+    }
 }
