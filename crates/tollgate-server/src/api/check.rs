@@ -17,10 +17,10 @@ use crate::web::auth::{Gate, Require, require};
 use crate::web::body;
 use crate::web::problem::Problem;
 
-/// The check's path: the router's route and the [`super::Front`]'s match.
+/// The check's path: the router's route and the Front's match.
 pub(super) const PATH: &str = "/v1/check";
 
-/// The check's gate, on the router's route and in the [`super::Front`] alike: the scope
+/// The check's gate, on the router's route and in the Front alike: the scope
 /// `check` of a request [`crate::web::auth::authenticate`] let in.
 pub(super) fn gate() -> Gate<Require> {
     require(Scope::Check)
