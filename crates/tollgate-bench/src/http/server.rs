@@ -144,13 +144,24 @@ impl Server {
         )
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .into_future();
-        Ok(Server {
+        Ok(Server::plaintext(variant, addr, shutdown, serve))
+    }
+
+    /// `variant` served in plaintext on `addr` by `serve`, which ends once `shutdown` is
+    /// cancelled.
+    fn plaintext(
+        variant: Variant,
+        addr: SocketAddr,
+        shutdown: CancellationToken,
+        serve: impl Future<Output = std::io::Result<()>> + Send + 'static,
+    ) -> Server {
+        Server {
             variant,
             addr,
             tls: None,
             shutdown,
             task: tokio::spawn(async move { Ok(serve.await?) }),
-        })
+        }
     }
 
     /// `app` served by `tollgate serve`'s listener machinery as its HTTP listener is, with
@@ -166,13 +177,7 @@ impl Server {
         let metrics = Metrics::new().map_err(|e| BenchError::Args(format!("metrics: {e}")))?;
         let listener = Listener::new(listener, "http", limits::HTTP, &metrics);
         let serve = web::serve(listener, app, shutdown.clone());
-        Ok(Server {
-            variant,
-            addr,
-            tls: None,
-            shutdown,
-            task: tokio::spawn(async move { Ok(serve.await?) }),
-        })
+        Ok(Server::plaintext(variant, addr, shutdown, serve))
     }
 
     /// Stops accepting, waits for open connections to close, and reports how serving ended.

@@ -16,16 +16,22 @@ const WAIT: Duration = Duration::from_millis(100);
 /// What a bounded call may take beyond its timeout on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_millis(250);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_replica_what_was_charged_is_a_store_error_and_a_denial_is_answered() {
-    let redis = TestRedis::start().unwrap();
-    let store = RedisStore::builder(redis.url())
+/// A store on `redis` that waits [`WAIT`] for one replica behind every call, with no deny
+/// cache (so that every denial is Redis's own answer).
+async fn waiting_for_one(redis: &TestRedis) -> RedisStore {
+    RedisStore::builder(redis.url())
         .timeout(TIMEOUT)
         .wait_for_replicas(1, WAIT)
         .deny_cache(false)
         .build()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_replica_what_was_charged_is_a_store_error_and_a_denial_is_answered() {
+    let redis = TestRedis::start().unwrap();
+    let store = waiting_for_one(&redis).await;
     let policy = Policy::per_hour(2).unwrap();
     let check = [Check::new(policy, b"k", 1)];
     let decide = || store.decide(&check);
@@ -96,13 +102,7 @@ async fn a_call_that_timed_out_is_never_applied_later() {
         eprintln!("TOLLGATE_REDIS_URL names an external Redis, which this test cannot pause");
         return;
     }
-    let store = RedisStore::builder(redis.url())
-        .timeout(TIMEOUT)
-        .wait_for_replicas(1, WAIT)
-        .deny_cache(false)
-        .build()
-        .await
-        .unwrap();
+    let store = waiting_for_one(&redis).await;
     let policy = Policy::per_hour(1).unwrap();
     // The script loaded, and a connection of the pool open with nothing pending.
     let warm = store.decide(&[Check::new(policy, b"warm", 1)]).await;

@@ -40,14 +40,19 @@ fn new_primary(set: &mut SentinelSet) -> u16 {
     tokio::task::block_in_place(|| set.wait_for_new_primary(FAILOVER)).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_primary_is_found_through_the_sentinels() {
-    let set = SentinelSet::start_with_down_after(1, 3, STEADY).unwrap();
-    let store = RedisStore::builder(set.url())
+/// A store that follows `set`'s primary, each call bounded by [`TIMEOUT`].
+async fn following(set: &SentinelSet) -> RedisStore {
+    RedisStore::builder(set.url())
         .timeout(TIMEOUT)
         .build()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primary_is_found_through_the_sentinels() {
+    let set = SentinelSet::start_with_down_after(1, 3, STEADY).unwrap();
+    let store = following(&set).await;
     store.ready().await.unwrap();
     assert_eq!(allowed(&store, &hourly(10), b"alice", 15).await, 10);
     // The decisions were written on the primary the sentinels name.
@@ -122,11 +127,7 @@ async fn what_can_never_work_is_refused_at_build() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_asking_for_a_password_get_the_urls_sentinel_password() {
     let set = SentinelSet::start_with_sentinel_password(1, 1, "watchers-only").unwrap();
-    let store = RedisStore::builder(set.url())
-        .timeout(TIMEOUT)
-        .build()
-        .await
-        .unwrap();
+    let store = following(&set).await;
     assert_eq!(allowed(&store, &hourly(3), b"bob", 5).await, 3);
 
     let port = set.sentinel_ports()[0];
@@ -232,11 +233,7 @@ async fn until_answered(store: &RedisStore) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_primary_is_followed_without_a_decision_hanging() {
     let mut set = SentinelSet::start(1, 3).unwrap();
-    let store = RedisStore::builder(set.url())
-        .timeout(TIMEOUT)
-        .build()
-        .await
-        .unwrap();
+    let store = following(&set).await;
     let load = Load::start(&store, &hourly(1_000_000), b"busy", 4);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let old = set.primary_port();
@@ -254,11 +251,7 @@ async fn a_killed_primary_is_followed_without_a_decision_hanging() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_primary_is_left_and_its_stale_return_ignored() {
     let mut set = SentinelSet::start(1, 3).unwrap();
-    let store = RedisStore::builder(set.url())
-        .timeout(TIMEOUT)
-        .build()
-        .await
-        .unwrap();
+    let store = following(&set).await;
     let load = Load::start(&store, &hourly(1_000_000), b"busy", 4);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let old_url = set.primary_url();
@@ -294,11 +287,7 @@ async fn allowed_after(store: &RedisStore, limit: u64) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_turned_replica_is_left_on_the_readonly_its_calls_meet() {
     let mut set = SentinelSet::start(1, 1).unwrap();
-    let store = RedisStore::builder(set.url())
-        .timeout(TIMEOUT)
-        .build()
-        .await
-        .unwrap();
+    let store = following(&set).await;
     assert_eq!(allowed(&store, &hourly(2), b"before", 3).await, 2);
     let load = Load::start(&store, &hourly(1_000_000), b"busy", 4);
     tokio::time::sleep(Duration::from_millis(200)).await;
